@@ -1,0 +1,42 @@
+"""nbprofiler: MindSpore performance profiling inside Jupyter.
+
+>>> import nbprofiler
+>>> prof = nbprofiler.load("path/to/profiler/output")
+>>> prof.step_trace.head()          # tidy pandas DataFrames, units in the column names
+>>> prof.show()                     # the interactive dashboard
+
+``%load_ext nbprofiler`` adds the ``%nbprofiler`` magic.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import (EmptyFileError, FileTooLargeError, MalformedFileError, MissingColumnError,  # noqa: E402
+                     NoProfilerDataError, Problem, ProfilerDataError, ProfilerDataWarning, TruncatedFileError)
+from .loader import load  # noqa: E402
+from .profile import Cluster, Profile  # noqa: E402
+
+
+def show(prof, **kwargs):
+    """Display the dashboard of a `Profile` (or the cluster view of a `Cluster`)."""
+    return prof.show(**kwargs)
+
+
+def compare(a, b, **kwargs):
+    """Differences between two profiles (paths or loaded objects): see `nbprofiler.analysis.compare`."""
+    from .analysis.compare import compare as _compare
+    return _compare(a, b, **kwargs)
+
+
+def load_ipython_extension(ipython):
+    from .magics import register
+    register(ipython)
+
+
+def _jupyter_labextension_paths():
+    return [{"src": "labextension", "dest": "nbprofiler"}]
+
+
+__all__ = ["load", "show", "compare", "Profile", "Cluster", "ProfilerDataError", "EmptyFileError",
+           "TruncatedFileError", "MalformedFileError", "MissingColumnError", "FileTooLargeError",
+           "NoProfilerDataError", "ProfilerDataWarning", "Problem", "__version__"]

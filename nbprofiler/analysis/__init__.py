@@ -1,0 +1,1 @@
+"""Pure analyses: DataFrames in, DataFrames (or plain dicts) out. Never reads files."""

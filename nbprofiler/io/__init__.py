@@ -1,0 +1,1 @@
+"""Parsers, one module per file family, and discovery. Never imports bokeh or ipywidgets."""

@@ -1,0 +1,358 @@
+"""Find every profiler run under a path and sort its files by role.
+
+Discovery only looks at names and folder structure (it opens nothing but the small
+``profiler_info_*.json`` / CANN ``info.json.*`` files that carry rank ids), so it is fast on big trees.
+The result is a list of `RunFiles`: one per device/rank/session, each mapping a *role* (what a file is,
+e.g. ``"step_trace"``) to the paths that play it. Loaders take a `RunFiles` and never search themselves.
+
+Layouts understood (FORMATS.md section 2):
+- legacy flat profiler folders, several ids in one folder (``step_trace_raw_1_detail_time.csv`` ...);
+- MindSpore 2.x ``*_ascend_ms`` folders (one per rank and session), also nested under a parent;
+- flat folders of raw MindData files; folders with only some ``ASCEND_PROFILER_OUTPUT`` files;
+- CANN ``PROF_*/device_N`` exports; ``cluster_analysis_output`` folders; a single trace JSON file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+from ..errors import NoProfilerDataError
+
+# Role patterns for files whose name carries an id. The named group ``id`` is the device/rank id.
+ID_ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(rx)) for role, rx in [
+    ("step_trace", r"step_trace_raw_(?P<id>\d+)_detail_time\.csv"),
+    ("step_trace_point_info", r"step_trace_point_info_(?P<id>\d+)\.json"),
+    ("aicore_type", r"aicore_intermediate_(?P<id>\d+)_type\.csv"),
+    ("aicore_detail", r"aicore_intermediate_(?P<id>\d+)_detail\.csv"),
+    ("aicpu", r"aicpu_intermediate_(?P<id>\d+)\.csv"),
+    ("framework", r"framework_raw_(?P<id>\d+)\.csv"),
+    ("cpu_op_type", r"cpu_op_type_info_(?P<id>\d+)\.csv"),
+    ("cpu_op_detail", r"cpu_op_detail_info_(?P<id>\d+)\.csv"),
+    ("cpu_op_timestamp", r"cpu_op_execute_timestamp_(?P<id>\d+)\.txt"),
+    ("cpu_framework", r"cpu_framework_(?P<id>\d+)\.txt"),
+    ("cpu_memory_record", r"cpu_ms_memory_record_(?P<id>\d+)\.txt"),
+    ("gpu_op_type", r"gpu_op_type_info_(?P<id>\d+)\.csv"),
+    ("gpu_op_detail", r"gpu_op_detail_info_(?P<id>\d+)\.csv"),
+    ("gpu_activity", r"gpu_activity_data_(?P<id>\d+)\.csv"),
+    ("timeline", r"(?:ascend_|gpu_)?timeline_display_(?P<id>\d+)\.json"),
+    ("timeline_summary", r"(?:ascend_|gpu_)?timeline_summary_(?P<id>\d+)\.json"),
+    ("min_cycle_counter", r"min_cycle_counter_(?P<id>\d+)\.txt"),
+    ("output_timeline_data", r"output_timeline_data_(?P<id>\d+)\.txt"),
+    ("op_compute_time", r"output_op_compute_time_(?P<id>\d+)\.txt"),
+    ("op_compute_time_detail", r"output_op_compute_time_detail_(?P<id>\d+)\.txt"),
+    ("hwts", r"output_format_data_hwts_(?P<id>\d+)\.txt"),
+    ("aicpu_preprocess", r"output_data_preprocess_aicpu_(?P<id>\d+)\.txt"),
+    ("flops", r"flops_(?P<id>\d+)\.txt"),
+    ("flops_summary", r"flops_summary_(?P<id>\d+)\.json"),
+    ("flops_scope", r"flops_scope_(?P<id>\d+)\.json"),
+    ("hccl_raw", r"hccl_raw_(?P<id>\d+)\.csv"),
+    ("cluster_analyse", r"(?:ascend|gpu)_cluster_analyse_[A-Za-z-]+_\d+_\d+_(?P<id>\d+)\.csv"),
+    ("dynamic_shape_info", r"dynamic_shape_info_(?P<id>\d+)\.json"),
+    ("profiler_info", r"profiler_info_(?P<id>\d+)\.json"),
+    ("memory_usage_summary", r"memory_usage_summary_(?P<id>\d+)\.json"),
+    ("memory_usage_details", r"memory_usage_details_(?P<id>\d+)\.json"),
+    ("pynative_op_type", r"pynative_op_intermediate_(?P<id>\d+)_type\.csv"),
+    ("pynative_op_detail", r"pynative_op_intermediate_(?P<id>\d+)_detail\.csv"),
+    # MindData (raw engine output and MindSpore's derived files)
+    ("pipeline_profiling", r"pipeline_profiling_(?P<id>\d+)\.json"),
+    ("minddata_cpu_utilization", r"minddata_cpu_utilization_(?P<id>\d+)\.json"),
+    ("device_queue", r"device_queue_profiling_(?P<id>\d+)\.txt"),
+    ("dataset_iterator", r"dataset_iterator_profiling_(?P<id>\d+)\.txt"),
+    ("minddata_aicpu", r"minddata_aicpu_(?P<id>\d+)\.txt"),
+    ("minddata_getnext", r"minddata_getnext_profiling_(?P<id>\d+)\.txt"),
+    ("minddata_pipeline_raw", r"minddata_pipeline_raw_(?P<id>\d+)\.csv"),
+    ("minddata_pipeline_summary_json", r"minddata_pipeline_summary_(?P<id>\d+)\.json"),
+    ("minddata_pipeline_summary_csv", r"minddata_pipeline_summary_(?P<id>\d+)\.csv"),
+]]
+
+# Files without an id: new-format deliverables (ASCEND_PROFILER_OUTPUT) and a few legacy ones.
+PLAIN_ROLES: dict[str, str] = {
+    "step_trace_point_info.json": "step_trace_point_info",
+    "profiler_info.json": "profiler_info",
+    "profiler_metadata.json": "profiler_metadata",
+    "kernel_details.csv": "kernel_details",
+    "op_statistic.csv": "op_statistic",
+    "step_trace_time.csv": "step_trace_time",
+    "trace_view.json": "trace_view",
+    "memory_record.csv": "memory_record",
+    "operator_memory.csv": "operator_memory",
+    "npu_module_mem.csv": "npu_module_mem",
+    "communication.json": "communication",
+    "communication_matrix.json": "communication_matrix",
+    "dataset.csv": "dataset",
+    "api_statistic.csv": "api_statistic",
+    "cluster_step_trace_time.csv": "cluster_step_trace_time",
+    "cluster_communication.json": "cluster_communication",
+    "cluster_communication_matrix.json": "cluster_communication_matrix",
+}
+
+MINDDATA_ROLES = {"pipeline_profiling", "minddata_cpu_utilization", "device_queue", "dataset_iterator",
+                  "minddata_aicpu", "minddata_getnext", "minddata_pipeline_raw",
+                  "minddata_pipeline_summary_json", "minddata_pipeline_summary_csv"}
+NEW_FORMAT_ROLES = {"trace_view", "kernel_details", "op_statistic", "step_trace_time", "memory_record", "operator_memory",
+                    "npu_module_mem", "communication", "communication_matrix", "dataset", "api_statistic",
+                    "profiler_metadata"}
+CLUSTER_ROLES = {"cluster_step_trace_time", "cluster_communication", "cluster_communication_matrix"}
+# Roles that say "this folder is a legacy (MindInsight-era) profiler directory".
+LEGACY_ROLES = {r for r, _ in ID_ROLES} - MINDDATA_ROLES - {"profiler_info"}
+
+SKIP_DIRS = {"logs", ".git", "node_modules", "__pycache__", ".ipynb_checkpoints", ".venv", "venv"}
+CANN_TIMELINE = re.compile(r"(?P<kind>msprof|hccl|step_trace|task_time)_(?P<rest>[\d_]+)\.json")
+ASCEND_MS = re.compile(r".+_ascend_ms$")
+PROF_DIR = re.compile(r"PROF_\d+_\d+_[A-Za-z0-9]+$")
+
+# Bounds that keep discovery responsive on a huge, unrelated tree (a home directory, a dataset folder).
+MAX_DEPTH = 8
+MAX_ENTRIES = 200_000
+MAX_SECONDS = 20.0
+
+
+@dataclasses.dataclass
+class RunFiles:
+    """The files of one device/rank of one profiling session.
+
+    ``generation`` is one of "legacy", "mindspore2", "minddata", "cann", "cluster_analysis", "trace";
+    ``device`` the id as written in file names ("0", "1", "10") or the rank; ``root`` the folder the run
+    lives in; ``files`` maps a role to its paths (usually one; CANN timelines have many); ``session``
+    tells apart several sessions of the same rank (the ``*_ascend_ms`` folder name).
+    """
+
+    generation: str
+    root: Path
+    device: str
+    files: dict[str, list[Path]] = dataclasses.field(default_factory=dict)
+    session: str = ""
+    info: dict = dataclasses.field(default_factory=dict)
+
+    def add(self, role: str, path: Path) -> None:
+        self.files.setdefault(role, []).append(path)
+
+    def get(self, role: str) -> Path | None:
+        """The single file playing ``role`` (the first, in sorted order), or None."""
+        paths = self.files.get(role)
+        return sorted(paths, key=_natural_key)[0] if paths else None
+
+    def all(self, role: str) -> list[Path]:
+        return sorted(self.files.get(role, []), key=_natural_key)
+
+    def has(self, *roles: str) -> bool:
+        return any(r in self.files for r in roles)
+
+
+def _natural_key(p: Path):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(p))]
+
+
+def classify(name: str) -> tuple[str, str | None] | None:
+    """(role, id) for a file name nbprofiler knows, else None. ``id`` is None for id-less files."""
+    if name in PLAIN_ROLES:
+        return PLAIN_ROLES[name], None
+    for role, rx in ID_ROLES:
+        m = rx.fullmatch(name)
+        if m:
+            return role, m.group("id")
+    return None
+
+
+class _Walker:
+    """Bounded directory walk: depth, entry count and time limits, unrelated folders skipped."""
+
+    def __init__(self):
+        self.entries = 0
+        self.deadline = time.monotonic() + MAX_SECONDS
+        self.truncated = False
+
+    def scandir(self, path: Path) -> list[os.DirEntry]:
+        if self.entries > MAX_ENTRIES or time.monotonic() > self.deadline:
+            self.truncated = True
+            return []
+        try:
+            with os.scandir(path) as it:
+                out = sorted(it, key=lambda e: e.name)
+        except OSError:
+            return []
+        self.entries += len(out)
+        return out
+
+
+def discover(path: str | os.PathLike) -> list[RunFiles]:
+    """Every run under ``path`` (a folder or a single trace JSON file). Raises `NoProfilerDataError`."""
+    path = Path(path)
+    if not path.exists():
+        raise NoProfilerDataError(path, "no such file or directory")
+    if path.is_file():
+        return [_single_file(path)]
+    walker = _Walker()
+    runs: list[RunFiles] = []
+    _walk(path, 0, walker, runs)
+    if not runs:
+        looked = ("step_trace_raw_*_detail_time.csv, aicore_intermediate_*, *_ascend_ms/ folders, "
+                  "ASCEND_PROFILER_OUTPUT files (kernel_details.csv, trace_view.json, step_trace_time.csv), "
+                  "FRAMEWORK/cpu_op_*, MindData files (pipeline_profiling_*.json, minddata_pipeline_raw_*.csv, "
+                  "dataset_iterator_profiling_*.txt, device_queue_profiling_*.txt), CANN PROF_*/device_N/timeline, "
+                  "cluster_analysis_output (cluster_step_trace_time.csv), *_timeline_display_*.json")
+        extra = " (the search stopped early: the tree is very large; point at a smaller folder)" \
+            if walker.truncated else ""
+        raise NoProfilerDataError(path, f"no profiler data found{extra}; looked for {looked}")
+    return runs
+
+
+def _single_file(path: Path) -> RunFiles:
+    c = classify(path.name)
+    if path.suffix.lower() == ".json" and (c is None or c[0] in ("timeline", "trace_view")):
+        run = RunFiles("trace", path.parent, c[1] if c and c[1] else "0", session=path.name)
+        run.add(c[0] if c else "trace_view", path)
+        return run
+    if c is None:
+        raise NoProfilerDataError(path, "not a profiler file nbprofiler knows (expected a trace JSON file, "
+                                        "or a folder holding profiler output)")
+    role, dev = c
+    run = RunFiles(_generation_of({role}), path.parent, dev or "0", session=path.name)
+    run.add(role, path)
+    return run
+
+
+def _walk(folder: Path, depth: int, walker: _Walker, runs: list[RunFiles]) -> None:
+    entries = walker.scandir(folder)
+    if ASCEND_MS.match(folder.name):
+        runs.extend(_ascend_ms_run(folder, entries, walker))
+        return
+    if PROF_DIR.match(folder.name):
+        runs.extend(_cann_runs(folder, entries, walker))
+        return
+    flat: list[tuple[str, str | None, Path]] = []
+    for e in entries:
+        if e.is_dir(follow_symlinks=False):
+            if e.name in SKIP_DIRS or e.name.startswith(".") or depth >= MAX_DEPTH:
+                continue
+            _walk(Path(e.path), depth + 1, walker, runs)
+        elif e.is_file():
+            c = classify(e.name)
+            if c:
+                flat.append((c[0], c[1], Path(e.path)))
+    if flat:
+        runs.extend(_flat_runs(folder, flat))
+
+
+def _generation_of(roles: set[str]) -> str:
+    if roles & CLUSTER_ROLES and not roles & (LEGACY_ROLES | NEW_FORMAT_ROLES):
+        return "cluster_analysis"
+    if roles & LEGACY_ROLES:
+        return "legacy"
+    if roles & NEW_FORMAT_ROLES:
+        return "mindspore2"
+    return "minddata"
+
+
+def _flat_runs(folder: Path, flat: list[tuple[str, str | None, Path]]) -> list[RunFiles]:
+    """Group a flat folder's files by id; id-less files belong to every id (or to id "0" alone)."""
+    ids = sorted({i for _, i, _ in flat if i is not None}, key=int)
+    plain = [(r, p) for r, i, p in flat if i is None]
+    plain_roles = {r for r, _ in plain}
+    if plain_roles & CLUSTER_ROLES and not ids:
+        return _cluster_analysis_runs(folder, plain)
+    runs = []
+    for dev in ids or ["0"]:
+        roles = [(r, p) for r, i, p in flat if i == dev] + plain
+        run = RunFiles("", folder, dev)
+        for r, p in roles:
+            run.add(r, p)
+        run.generation = _generation_of(set(run.files))
+        runs.append(run)
+    return runs
+
+
+def _cluster_analysis_runs(folder: Path, plain: list[tuple[str, Path]]) -> list[RunFiles]:
+    """One run per rank listed in cluster_step_trace_time.csv (read lazily later); here one run, rank "*"."""
+    run = RunFiles("cluster_analysis", folder, "*")
+    for r, p in plain:
+        run.add(r, p)
+    return [run]
+
+
+def _ascend_ms_run(folder: Path, entries: list[os.DirEntry], walker: _Walker) -> list[RunFiles]:
+    run = RunFiles("mindspore2", folder, "", session=folder.name)
+    ids: list[str] = []
+
+    def take(e: os.DirEntry):
+        c = classify(e.name)
+        if c:
+            run.add(c[0], Path(e.path))
+            if c[1] is not None:
+                ids.append(c[1])
+
+    for e in entries:
+        if e.is_file():
+            take(e)
+        elif e.is_dir() and e.name in ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK"):
+            for sub in walker.scandir(Path(e.path)):
+                if sub.is_file():
+                    take(sub)
+        elif e.is_dir() and PROF_DIR.match(e.name):
+            for cann in _cann_runs(Path(e.path), walker.scandir(Path(e.path)), walker):
+                for role, paths in cann.files.items():
+                    for p in paths:
+                        run.add(role, p)
+                run.info.setdefault("cann_device", cann.device)
+    rank = None
+    info_path = run.get("profiler_info")
+    if info_path is not None:
+        m = re.fullmatch(r"profiler_info_(\d+)\.json", info_path.name)
+        rank = m.group(1) if m else None
+    run.device = rank or (sorted(set(ids), key=int)[0] if ids else run.info.get("cann_device", "0"))
+    if not run.files:
+        return []
+    return [run]
+
+
+def _cann_runs(folder: Path, entries: list[os.DirEntry], walker: _Walker) -> list[RunFiles]:
+    """A CANN ``PROF_*`` folder: one run per ``device_N`` subfolder (its rank from info.json when set)."""
+    runs = []
+    for e in entries:
+        m = re.fullmatch(r"device_(\d+)", e.name)
+        if not (m and e.is_dir()):
+            if e.is_dir() and e.name == "mindstudio_profiler_output":
+                run = RunFiles("cann", folder, "0", session=folder.name)
+                for sub in walker.scandir(Path(e.path)):
+                    if sub.is_file() and sub.name.endswith(".json"):
+                        run.add("cann_timeline" if sub.name.startswith("msprof") else
+                                "cann_step_trace" if sub.name.startswith("step_trace") else "cann_other",
+                                Path(sub.path))
+                if run.files:
+                    runs.append(run)
+            continue
+        dev = m.group(1)
+        run = RunFiles("cann", Path(e.path), dev, session=folder.name)
+        for sub in walker.scandir(Path(e.path)):
+            name = sub.name
+            if sub.is_file():
+                if name.endswith(".done"):
+                    continue
+                if name.startswith("info.json"):
+                    run.add("cann_info", Path(sub.path))
+                elif name.startswith("start_info"):
+                    run.add("cann_start_info", Path(sub.path))
+                elif name.startswith("end_info"):
+                    run.add("cann_end_info", Path(sub.path))
+            elif sub.is_dir() and name == "timeline":
+                for t in walker.scandir(Path(sub.path)):
+                    tm = CANN_TIMELINE.fullmatch(t.name)
+                    if tm and t.is_file():
+                        role = {"msprof": "cann_timeline", "hccl": "cann_hccl", "task_time": "cann_task_time",
+                                "step_trace": "cann_step_trace"}[tm.group("kind")]
+                        run.add(role, Path(t.path))
+        info = run.get("cann_info")
+        if info is not None:
+            try:
+                rank = json.loads(info.read_text(encoding="utf-8", errors="replace")).get("rank_id")
+                if isinstance(rank, int) and rank >= 0:
+                    run.info["rank_id"] = str(rank)
+            except (OSError, ValueError, AttributeError):
+                pass  # the loader reports a broken info.json; discovery keeps the device id
+        if run.files:
+            runs.append(run)
+    return runs

@@ -1,0 +1,311 @@
+"""Builders: `RunFiles` -> the DataFrames that `Profile` exposes. One function per frame.
+
+Each builder picks the best source file(s) for its frame among the roles found (a run may have
+several generations' files), calls the parser of that file family (``legacy``, ``framework``,
+``minddata``, ``ascend_ms``, ``cann``, ``trace``) and returns a frame with the documented columns.
+Parsers raise `ProfilerDataError`; partial loads warn with `ProfilerDataWarning` (an instance whose
+``error`` attribute is the `ProfilerDataError`), which `Profile` records as a problem.
+
+The docstrings here are the data-model contract (copied to README "Data model").
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .discover import RunFiles
+
+OP_KINDS = ["ai_core", "ai_cpu", "cpu", "gpu", "npu"]
+
+
+def origin_us(run: RunFiles, prof) -> float:
+    """Absolute time (us) of the profile's time origin: the earliest timeline event where a timeline
+    exists, else the earliest kernel start, else 0.0. Relative ``start_*`` columns count from it."""
+    from . import trace
+    return trace.origin_us(run, prof)
+
+
+def run_info(run: RunFiles, prof) -> dict:
+    """profiler_info_*.json, profiler_metadata.json and CANN info/start/end files merged into one dict."""
+    from . import ascend_ms
+    return ascend_ms.run_info(run, prof)
+
+
+# -- step trace -------------------------------------------------------------------------------------
+def step_trace(run: RunFiles, prof) -> pd.DataFrame | None:
+    """One row per real step (an average row is not a step).
+
+    Columns: ``step`` (int64, 1-based as in the file), ``total_ms`` (float64) and the stage columns
+    (float64 ms) that stack up to ``total_ms``:
+    - legacy ``step_trace_raw_*`` and CANN step_trace: ``iteration_interval_ms`` (step gap: waiting for
+      data), ``fp_and_bp_ms`` (forward + backward), ``tail_ms`` (step tail: gradient aggregation,
+      parameter update); inference files ``fp_ms`` instead of the last two. Also ``start_ms``,
+      ``fp_start_ms``, ``bp_end_ms``, ``end_ms`` (absolute points ÷1e5, float64 ms on the device clock).
+      Values are ticks ÷ 100 000 rounded to 4 decimals, exactly as MindInsight shows them.
+    - new format ``step_trace_time.csv`` / ``cluster_step_trace_time.csv``: ``preparing_ms``,
+      ``computing_ms``, ``communication_not_overlapped_ms``, ``free_ms`` (stages) and
+      ``overlapped_ms``, ``communication_ms``, ``stage_ms``, ``bubble_ms``,
+      ``communication_not_overlapped_exclude_receive_ms`` (extras).
+    The file's own average row (MindInsight's "average") goes to ``prof.step_trace_average``; set it with
+    ``prof._cache["step_trace_average"] = {...}``.
+    """
+    from . import ascend_ms, cann, legacy
+    if run.has("step_trace"):
+        return legacy.step_trace(run, prof)
+    if run.has("step_trace_time"):
+        return ascend_ms.step_trace_time(run, prof)
+    if run.has("cluster_step_trace_time"):
+        return ascend_ms.cluster_step_trace_rank(run, prof)
+    if run.has("cann_step_trace"):
+        return cann.step_trace(run, prof)
+    return None
+
+
+def step_stages(df: pd.DataFrame) -> list[str]:
+    """Stage columns of a step_trace frame, in display order."""
+    for stages in (["iteration_interval_ms", "fp_and_bp_ms", "tail_ms"], ["iteration_interval_ms", "fp_ms"],
+                   ["preparing_ms", "computing_ms", "communication_not_overlapped_ms", "free_ms"],
+                   ["computing_ms", "communication_not_overlapped_ms", "free_ms"]):
+        if all(c in df.columns for c in stages):
+            return stages
+    return []
+
+
+def step_trace_reduce(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Reduce / communication sub-stages of each step (legacy ``stream_*`` columns, CANN ``Reduce_*``).
+
+    Columns: ``step`` (int64), ``stream_id`` (int64), ``name`` (str: the column prefix, e.g.
+    ``stream_48_0_Receive-op663``), ``start_ms`` (float64, relative to the step's ``start_ms``),
+    ``dur_ms`` (float64). Events written as 0 (missing) are dropped, as MindInsight drops them.
+    """
+    from . import cann, legacy
+    if run.has("step_trace"):
+        return legacy.step_trace_reduce(run, prof)
+    if run.has("cann_step_trace"):
+        return cann.step_trace_reduce(run, prof)
+    return None
+
+
+def step_point_info(run: RunFiles, prof):
+    from . import legacy
+    return legacy.step_point_info(run, prof)
+
+
+# -- operators --------------------------------------------------------------------------------------
+def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Per operator type and device kind, sorted by ``kind`` then ``total_time_us`` descending.
+
+    Columns: ``kind`` (str: ai_core, ai_cpu, cpu, gpu, npu), ``op_type`` (str), ``total_time_us``
+    (float64, summed execution time), ``count`` (int64, executions), ``avg_time_us`` (float64,
+    total/count), ``percent`` (float64, 0..100: this type's share of the kind's total, recomputed from
+    the times), ``file_percent`` (float64, the file's own percent column as written, NaN if none; its
+    scale varies between writers, see FORMATS.md 3.3).
+    Sources: aicore_intermediate_*_type, aicpu_intermediate_* (grouped), cpu_op_type_info,
+    gpu_op_type_info, kernel_details.csv / op_statistic.csv (kind "npu").
+    """
+    from .ops import op_types as build
+    return build(run, prof)
+
+
+def ops(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Per operator (full scope name) and device kind, sorted by ``kind`` then ``total_time_us`` desc.
+
+    Columns: ``kind``, ``op_name`` (full scope name as in the files), ``op_type``, ``total_time_us``,
+    ``count`` (Int64, <NA> where the file does not say), ``avg_time_us``; optional: ``short_name``,
+    ``stream_id``, ``task_id``, ``block_dim``, ``op_info`` (str, JSON), ``dispatch_time_us`` (AI CPU),
+    ``mflops_cube``/``gflops_cube``/... (joined from flops files).
+    """
+    from .ops import ops as build
+    return build(run, prof)
+
+
+def kernels(run: RunFiles, prof) -> pd.DataFrame | None:
+    """One row per device task from ``kernel_details.csv``: ``step`` (Int64), ``model_id``, ``task_id``,
+    ``stream_id`` (Int64, <NA> for N/A), ``name``, ``type``, ``accelerator_core``, ``start_us``
+    (float64, relative to ``origin_us``), ``dur_us``, ``wait_us`` (float64), ``block_dim``, and every
+    other column present, snake_cased, with units in the name (``aicore_time_us`` ...)."""
+    from . import ascend_ms
+    if run.has("kernel_details"):
+        return ascend_ms.kernels(run, prof)
+    return None
+
+
+def flops(run: RunFiles, prof) -> pd.DataFrame | None:
+    """``flops_*.txt`` per op: ``op_name`` plus the numeric columns mapped by header name
+    (``mflops_cube``, ``gflops_cube``, ``utilization_cube_pct``, ``mflops_vector``, ``gflops_vector``,
+    ``utilization_vector_pct``; 4-column files: ``mflops``, ``gflops``, ``utilization_pct``)."""
+    from . import legacy
+    if run.has("flops"):
+        return legacy.flops(run, prof)
+    return None
+
+
+def flops_summary(run: RunFiles, prof) -> dict | None:
+    from . import legacy
+    if run.has("flops_summary"):
+        return legacy.flops_summary(run, prof)
+    return None
+
+
+# -- MindData ---------------------------------------------------------------------------------------
+def minddata_pipeline(run: RunFiles, prof) -> pd.DataFrame | None:
+    """One row per pipeline op, in breadth-first order from the root (op 0).
+
+    Columns: ``op_id`` (int64), ``op_type`` (str as written, e.g. ``BatchOp``), ``num_workers`` (int64),
+    ``parent_id`` (Int64, <NA> for the root), ``children_ids`` (list of int), ``output_queue_length``
+    (Int64 capacity, <NA> without queue), ``output_queue_average_size`` (float64, NaN without queue),
+    ``output_queue_usage_rate`` (float64, 0..1 = average/capacity), ``sample_interval_ms`` (float64).
+    Source: minddata_pipeline_raw_*.csv, else derived from pipeline_profiling_*.json as MindSpore does.
+    """
+    from . import minddata
+    return minddata.pipeline(run, prof)
+
+
+def minddata_queues(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Sampled output-queue sizes, long form: ``op_id`` (int64), ``sample`` (int64, 0-based),
+    ``time_ms`` (float64, the CPU-utilisation time stamp of that sample where the lengths agree, else
+    NaN), ``size`` (int64 items in the queue), ``length`` (int64 capacity)."""
+    from . import minddata
+    return minddata.queues(run, prof)
+
+
+def host_queue(run: RunFiles, prof) -> pd.DataFrame | None:
+    """The host-side queue feeding the device, one row per step: ``step`` (int64), ``size`` (int64),
+    ``capacity`` (int64), ``get_ms``, ``push_ms``, ``batch_ms`` (float64 ms; NaN if absent),
+    ``timestamp_ms`` (float64, NaN in old files). ``attrs["source"]`` = "device_queue" (sink mode,
+    device_queue_profiling_*) or "dataset_iterator" (non-sink, dataset_iterator_profiling_*)."""
+    from . import minddata
+    return minddata.host_queue(run, prof)
+
+
+def device_queue(run: RunFiles, prof) -> pd.DataFrame | None:
+    """The device-side data queue (GetNext), one row per record: ``index`` (int64), ``name`` (str),
+    ``start_us``, ``end_us`` (float64, device clock), ``get_next_ms`` (float64), ``size`` (Int64)."""
+    from . import minddata
+    return minddata.device_queue(run, prof)
+
+
+def cpu_utilization(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Whole-machine and process CPU use per sample: ``sample`` (int64), ``time_ms`` (float64),
+    ``user_pct``, ``sys_pct``, ``io_pct``, ``idle_pct`` (float64, device), ``context_switches``,
+    ``runnable_processes`` (float64), ``process_user_pct``, ``process_sys_pct`` (float64, NaN where the
+    series is shorter). Series of unequal length are aligned by index against ``time_stamp`` (the 2N
+    series are truncated to N, as MindInsight does)."""
+    from . import minddata
+    return minddata.cpu_utilization(run, prof)
+
+
+def op_cpu_utilization(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Per pipeline op CPU use: ``op_id``, ``sample``, ``time_ms``, ``user_pct``, ``sys_pct``."""
+    from . import minddata
+    return minddata.op_cpu_utilization(run, prof)
+
+
+def minddata_summary(run: RunFiles, prof) -> dict | None:
+    from . import minddata
+    return minddata.summary_file(run, prof)
+
+
+# -- timeline ---------------------------------------------------------------------------------------
+def timeline(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Complete events (``X``, and ``B``/``E`` pairs) of the timeline, sorted by ``track``, ``start_us``.
+
+    Columns: ``track`` (int32, index into ``timeline_tracks``), ``name`` (category dtype), ``op_type``
+    (category: ``args.type`` where present, else derived from the name), ``ph`` (category), ``cat``
+    (category), ``start_us`` (float64, relative to ``origin_us``), ``dur_us`` (float64), ``args`` (str
+    JSON or None). Sources: trace_view.json, ascend/gpu/legacy timeline_display, CANN msprof timelines.
+    """
+    from . import trace
+    return trace.timeline_frame(run, prof)
+
+
+def timeline_tracks(run: RunFiles, prof) -> pd.DataFrame | None:
+    """One row per (process, thread): ``track`` (int32), ``pid``, ``tid`` (str), ``process``,
+    ``thread`` (str names from the ``M`` events, else the ids), ``process_sort``, ``thread_sort``
+    (int64), ``events`` (int64)."""
+    from . import trace
+    return trace.tracks_frame(run, prof)
+
+
+def timeline_flows(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Flow arrows paired by (cat, id): ``cat``, ``id`` (str), ``name``, ``start_track``, ``start_us``,
+    ``end_track``, ``end_us``."""
+    from . import trace
+    return trace.flows_frame(run, prof)
+
+
+def timeline_counters(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Counter (``C``) samples: ``pid``, ``name``, ``series`` (args key), ``start_us``, ``value``."""
+    from . import trace
+    return trace.counters_frame(run, prof)
+
+
+def timeline_summary(run: RunFiles, prof) -> dict | None:
+    from . import legacy
+    if run.has("timeline_summary"):
+        return legacy.timeline_summary(run, prof)
+    return None
+
+
+# -- memory, communication, cluster -----------------------------------------------------------------
+def memory(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Allocator totals over time: ``component`` (str), ``time_us`` (float64, relative to origin),
+    ``allocated_mb``, ``reserved_mb``, ``active_mb`` (float64 MB), ``device`` (str).
+    Sources: memory_record.csv, FRAMEWORK/cpu_ms_memory_record_*.txt (ns, bytes)."""
+    from . import ascend_ms, framework
+    if run.has("memory_record"):
+        return ascend_ms.memory_record(run, prof)
+    if run.has("cpu_memory_record"):
+        return framework.memory_record(run, prof)
+    return None
+
+
+def operator_memory(run: RunFiles, prof) -> pd.DataFrame | None:
+    """operator_memory.csv: ``name``, ``size_kb``, ``alloc_us``, ``release_us``, ``dur_us`` and the
+    other columns snake_cased."""
+    from . import ascend_ms
+    if run.has("operator_memory"):
+        return ascend_ms.operator_memory(run, prof)
+    return None
+
+
+def communication(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Per communication op (and rank): ``step`` (str key, "step1" or "step"), ``group``, ``op_name``,
+    ``rank`` (str), ``start_us`` (float64, absolute), ``elapse_ms``, ``transit_ms``, ``wait_ms``,
+    ``sync_ms``, ``idle_ms`` (float64), ``wait_ratio``, ``sync_ratio`` (float64).
+    Sources: communication.json, cluster_communication.json."""
+    from . import ascend_ms
+    return ascend_ms.communication(run, prof)
+
+
+def communication_links(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Per op, rank and transport: ``transport`` (RDMA/HCCS/PCIE/SDMA/SIO), ``size_mb``, ``transit_ms``,
+    ``bandwidth_gbps``, ``large_packet_ratio`` (and the keys of ``communication``)."""
+    from . import ascend_ms
+    return ascend_ms.communication_links(run, prof)
+
+
+def hccl(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Legacy ``hccl_raw_*.csv`` per step: ``step`` (int64; the average row excluded and kept in
+    ``attrs["average"]``), ``communication_cost_ms``, ``wait_cost_ms`` (float64)."""
+    from . import legacy
+    if run.has("hccl_raw"):
+        return legacy.hccl(run, prof)
+    return None
+
+
+def hccl_links(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Legacy ``hccl_raw_*.csv`` link_info per step: ``step``, ``src``, ``dst`` (int64 ranks),
+    ``transport``, ``time_ms``, ``size``, ``bandwidth`` (float64; size/bandwidth units unlabelled)."""
+    from . import legacy
+    if run.has("hccl_raw"):
+        return legacy.hccl_links(run, prof)
+    return None
+
+
+def cluster_analyse(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Legacy ``ascend_cluster_analyse_*`` per step: ``step`` (int64; last row = average in
+    ``attrs["average"]``) and the file's columns in ms (ticks converted for data-parallel files)."""
+    from . import legacy
+    if run.has("cluster_analyse"):
+        return legacy.cluster_analyse(run, prof)
+    return None

@@ -1,0 +1,57 @@
+"""`load()`: discovery -> `Profile` or `Cluster`. Never writes into the profiler directory."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import NoProfilerDataError
+from .io.discover import RunFiles, discover
+from .profile import Cluster, Profile
+
+
+def load(path: str | os.PathLike, device: str | int | None = None, engine: str | None = None):
+    """Load the profiler output under ``path``.
+
+    ``path`` may be a legacy profiler folder, a ``*_ascend_ms`` folder or a parent of many, a folder of
+    raw MindData files, a folder of CANN ``PROF_*`` exports, a folder with some ASCEND_PROFILER_OUTPUT
+    files, a ``cluster_analysis_output`` folder, or a single trace JSON file.
+
+    Returns a `Profile` when one device/rank is found (or ``device`` picks one), else a `Cluster`
+    indexable by rank. Frames are parsed lazily on first access. ``engine`` ("processes", "dask" or
+    None) only matters for clusters: it parses ranks in parallel when frames are gathered cluster-wide.
+    """
+    runs = _expand(discover(path))
+    devices = sorted({r.info.get("rank_id", r.device) for r in runs}, key=_id_key)
+    if device is not None:
+        chosen = [r for r in runs if r.info.get("rank_id", r.device) == str(device) or r.device == str(device)]
+        if not chosen:
+            raise NoProfilerDataError(Path(path), f"no device/rank {device!r} here; found {devices}")
+        runs = chosen[:1]
+    profiles = [Profile(r, source=path, devices_found=devices) for r in runs]
+    if len(profiles) == 1:
+        return profiles[0]
+    cluster = Cluster(profiles, source=path)
+    cluster.engine = engine
+    return cluster
+
+
+def _expand(runs: list[RunFiles]) -> list[RunFiles]:
+    """A cluster_analysis_output folder becomes one run per rank listed in its files."""
+    out = []
+    for run in runs:
+        if run.generation == "cluster_analysis" and run.device == "*":
+            from .io import ascend_ms
+            for rank in ascend_ms.cluster_ranks(run):
+                r = RunFiles(run.generation, run.root, rank, files=run.files, session=run.session)
+                r.info["rank_id"] = rank
+                out.append(r)
+            if not out:
+                run.device = "0"
+                out.append(run)
+        else:
+            out.append(run)
+    return out
+
+
+def _id_key(d):
+    return (0, int(d)) if str(d).isdigit() else (1, str(d))

@@ -1,0 +1,313 @@
+"""`Profile` (one device/rank of one session) and `Cluster` (many): the public data model.
+
+A `Profile` holds the `RunFiles` found by discovery and turns them into pandas DataFrames on first
+access (lazily, cached per object). Each frame is built by one *builder* function in ``nbprofiler.io``
+that takes the `RunFiles` and returns a DataFrame (or a dict for the few non-tabular items). A builder
+raises `ProfilerDataError` for a file it cannot read; the Profile records it in ``problems``, warns, and
+returns an empty frame with the documented columns, so "why is this view empty?" is always answered by
+``prof.problems`` and ``prof.files``.
+
+Units: every time column carries its unit in its name (``_us``, ``_ms``); timestamps are relative to the
+profile's ``origin_us`` (absolute microseconds, Unix epoch where the source clock is the wall clock).
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from .errors import Problem, ProfilerDataError, ProfilerDataWarning
+from .io.discover import RunFiles
+from .io import frames as F
+
+
+def _frame(builder: Callable[[RunFiles, "Profile"], pd.DataFrame], columns: list[str]):
+    """A cached property that builds a frame with ``builder`` and turns load errors into problems."""
+
+    def getter(self: "Profile") -> pd.DataFrame:
+        key = builder.__name__
+        if key not in self._cache:
+            self._cache[key] = self._build(builder, columns)
+        return self._cache[key]
+
+    getter.__doc__ = builder.__doc__
+    return property(getter)
+
+
+class Profile:
+    """One device/rank of one profiling session. Create with `nbprofiler.load`.
+
+    Metadata: ``generation`` ("legacy", "mindspore2", "minddata", "cann", "cluster_analysis", "trace"),
+    ``device`` (the id as in the file names), ``rank`` (the rank id where known, else the device id),
+    ``root`` (the folder), ``session`` (the ``*_ascend_ms`` folder name or ""), ``origin_us`` (absolute
+    time that relative ``start_*`` columns count from), ``files`` (what was found), ``problems`` (what
+    failed). Frames: see each property's docstring and the README's "Data model" table.
+    """
+
+    def __init__(self, run: RunFiles, source: str | Path | None = None, devices_found: list[str] | None = None):
+        self.run = run
+        self.source = str(source if source is not None else run.root)
+        self.generation = run.generation
+        self.device = run.device
+        self.rank = run.info.get("rank_id", run.device)
+        self.root = run.root
+        self.session = run.session
+        self.devices_found = devices_found or [run.device]
+        self._cache: dict[str, object] = {}
+        self._problems: list[Problem] = []
+
+    # -- plumbing -----------------------------------------------------------------------------------
+    def _build(self, builder, columns):
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ProfilerDataWarning)
+                out = builder(self.run, self)
+            for w in caught:
+                err = getattr(w.message, "error", None)
+                if isinstance(err, ProfilerDataError):
+                    self._note(Problem.from_error(err, kind="warning"))
+                else:
+                    self._note(Problem(file=str(self.root), error=str(w.message), kind="warning"))
+                warnings.warn(w.message, ProfilerDataWarning, stacklevel=3)
+        except ProfilerDataError as err:
+            self._note(Problem.from_error(err))
+            warnings.warn(f"{err} (skipped; see prof.problems)", ProfilerDataWarning, stacklevel=3)
+            out = None
+        if out is None:
+            out = pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+        return out
+
+    def _note(self, problem: Problem) -> None:
+        if problem not in self._problems:
+            self._problems.append(problem)
+
+    def cached(self, key: str, fn: Callable[[], object]):
+        """Memoise an analysis result on this object (analyses are pure; frames never change)."""
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Files that failed to load (``kind="error"``) or loaded with data skipped (``"warning"``)."""
+        return list(self._problems)
+
+    @property
+    def files(self) -> pd.DataFrame:
+        """What discovery found: one row per file. Columns: role (str), path (str), size_bytes (int)."""
+        rows = []
+        for role, paths in sorted(self.run.files.items()):
+            for p in sorted(paths):
+                try:
+                    size = p.stat().st_size
+                except OSError:
+                    size = -1
+                rows.append({"role": role, "path": str(p), "size_bytes": size})
+        return pd.DataFrame(rows, columns=["role", "path", "size_bytes"])
+
+    def has(self, *roles: str) -> bool:
+        """True if any file with one of these roles was found."""
+        return self.run.has(*roles)
+
+    @property
+    def origin_us(self) -> float:
+        """Absolute time (us) that every relative ``start_*`` column counts from (0.0 if unknown)."""
+        return self.cached("origin_us", lambda: F.origin_us(self.run, self))
+
+    @property
+    def info(self) -> dict:
+        """Run metadata files merged into one dict: profiler_info, profiler_metadata, CANN info.json."""
+        return self.cached("info", lambda: F.run_info(self.run, self))
+
+    def load_all(self) -> "Profile":
+        """Parse every frame now (otherwise each is parsed on first access). Shows a progress bar."""
+        from tqdm.auto import tqdm
+        names = [n for n, v in vars(Profile).items() if isinstance(v, property) and n in FRAME_NAMES]
+        for n in tqdm(names, desc=f"loading {Path(self.source).name}", leave=False, disable=len(names) < 2):
+            getattr(self, n)
+        return self
+
+    # -- step trace ---------------------------------------------------------------------------------
+    step_trace = _frame(F.step_trace, ["step", "total_ms"])
+    step_trace_reduce = _frame(F.step_trace_reduce, ["step", "stream_id", "name", "start_ms", "dur_ms"])
+
+    @property
+    def step_trace_average(self) -> dict | None:
+        """The average MindInsight shows: the step-trace file's own average row as written (ms, dict of
+        ``<stage>_ms`` and ``total_ms``), or None when the source has no such row."""
+        self.step_trace  # noqa: B018  (loading the frame fills the cache entry)
+        return self._cache.get("step_trace_average")
+
+    @property
+    def step_stages(self) -> list[str]:
+        """The columns of ``step_trace`` that stack up to ``total_ms``, in display order."""
+        return F.step_stages(self.step_trace)
+
+    @property
+    def step_point_info(self) -> dict | list | None:
+        """FP start / BP end anchor operators (``{"fp_start": ..., "bp_end": ...}``), a per-step list, or None."""
+        return self.cached("step_point_info", lambda: F.step_point_info(self.run, self))
+
+    # -- operators ----------------------------------------------------------------------------------
+    op_types = _frame(F.op_types, ["kind", "op_type", "total_time_us", "count", "avg_time_us", "percent",
+                                   "file_percent"])
+    ops = _frame(F.ops, ["kind", "op_name", "op_type", "total_time_us", "count", "avg_time_us"])
+    kernels = _frame(F.kernels, ["step", "name", "type", "accelerator_core", "start_us", "dur_us", "wait_us"])
+    flops = _frame(F.flops, ["op_name"])
+
+    @property
+    def op_kinds(self) -> list[str]:
+        """Device kinds with operator data, in display order (ai_core, ai_cpu, cpu, gpu, npu)."""
+        kinds = set(self.op_types["kind"].dropna()) | set(self.ops["kind"].dropna())
+        return [k for k in F.OP_KINDS if k in kinds]
+
+    # -- MindData -----------------------------------------------------------------------------------
+    minddata_pipeline = _frame(F.minddata_pipeline, [
+        "op_id", "op_type", "num_workers", "parent_id", "children_ids", "output_queue_length",
+        "output_queue_average_size", "output_queue_usage_rate", "sample_interval_ms"])
+    minddata_queues = _frame(F.minddata_queues, ["op_id", "sample", "time_ms", "size", "length"])
+    host_queue = _frame(F.host_queue, ["step", "size", "capacity", "get_ms", "push_ms", "batch_ms",
+                                       "timestamp_ms"])
+    device_queue = _frame(F.device_queue, ["index", "name", "start_us", "end_us", "get_next_ms", "size"])
+    cpu_utilization = _frame(F.cpu_utilization, ["sample", "time_ms", "user_pct", "sys_pct", "io_pct",
+                                                 "idle_pct"])
+    op_cpu_utilization = _frame(F.op_cpu_utilization, ["op_id", "sample", "time_ms", "user_pct", "sys_pct"])
+
+    @property
+    def minddata_summary(self) -> dict | None:
+        """MindSpore's own ``minddata_pipeline_summary_*`` (JSON preferred, else CSV) as a dict, or None."""
+        return self.cached("minddata_summary", lambda: self._safe(F.minddata_summary))
+
+    # -- timeline -----------------------------------------------------------------------------------
+    timeline = _frame(F.timeline, ["track", "name", "op_type", "ph", "cat", "start_us", "dur_us", "args"])
+    timeline_tracks = _frame(F.timeline_tracks, ["track", "pid", "tid", "process", "thread", "events"])
+    timeline_flows = _frame(F.timeline_flows, ["cat", "id", "name", "start_track", "start_us",
+                                               "end_track", "end_us"])
+    timeline_counters = _frame(F.timeline_counters, ["pid", "name", "series", "start_us", "value"])
+
+    @property
+    def timeline_summary(self) -> dict | None:
+        """The writer's ``*_timeline_summary_*.json`` as a dict (total_time in us), or None."""
+        return self.cached("timeline_summary", lambda: self._safe(F.timeline_summary))
+
+    # -- memory, communication, cluster files -------------------------------------------------------
+    memory = _frame(F.memory, ["component", "time_us", "allocated_mb", "reserved_mb", "active_mb", "device"])
+    operator_memory = _frame(F.operator_memory, ["name", "size_kb", "alloc_us", "release_us", "dur_us"])
+    communication = _frame(F.communication, ["step", "group", "op_name", "rank", "start_us", "elapse_ms",
+                                             "transit_ms", "wait_ms", "sync_ms", "idle_ms"])
+    communication_links = _frame(F.communication_links, ["step", "group", "op_name", "rank", "transport",
+                                                         "size_mb", "transit_ms", "bandwidth_gbps"])
+    hccl = _frame(F.hccl, ["step", "communication_cost_ms", "wait_cost_ms"])
+    hccl_links = _frame(F.hccl_links, ["step", "src", "dst", "transport", "time_ms", "size", "bandwidth"])
+    cluster_analyse = _frame(F.cluster_analyse, ["step"])
+
+    @property
+    def flops_summary(self) -> dict | None:
+        """``flops_summary_*.json`` as written (MFLOPs / GFLOPS / percent), or None."""
+        return self.cached("flops_summary", lambda: self._safe(F.flops_summary))
+
+    def _safe(self, fn):
+        try:
+            return fn(self.run, self)
+        except ProfilerDataError as err:
+            self._note(Problem.from_error(err))
+            warnings.warn(f"{err} (skipped; see prof.problems)", ProfilerDataWarning, stacklevel=3)
+            return None
+
+    # -- digest and display -------------------------------------------------------------------------
+    def summary(self) -> dict:
+        """The JSON-ready digest described in SUMMARY_SCHEMA (what ``nbprofiler summary --json`` prints)."""
+        from .analysis.summary import summarize
+        return summarize(self)
+
+    def show(self, **kwargs):
+        """Display the interactive dashboard (overview, advisor, step trace, operators, MindData, timeline)."""
+        from .views.dashboard import Dashboard
+        return Dashboard(self, **kwargs).display()
+
+    def to_html(self, path, **kwargs) -> Path:
+        """Write a one-file, offline HTML report (BokehJS inline) and return its path."""
+        from .report import write_html_report
+        return write_html_report(self, path, **kwargs)
+
+    def _repr_html_(self) -> str:
+        from .views.repr import profile_html
+        return profile_html(self)
+
+    def __repr__(self) -> str:
+        return (f"<nbprofiler.Profile {self.generation} device={self.device} "
+                f"files={sum(len(v) for v in self.run.files.values())} root={str(self.root)!r}>")
+
+
+FRAME_NAMES = {n for n, v in vars(Profile).items() if isinstance(v, property)} - {
+    "problems", "files", "origin_us", "info", "step_trace_average", "step_stages", "step_point_info",
+    "op_kinds"}
+
+
+class Cluster:
+    """Many profiles (ranks, devices or sessions) found under one path. Index by rank/device id.
+
+    ``cluster["0"]`` (or ``cluster[0]``) is that rank's `Profile`; ``cluster.ranks`` lists the ids in
+    numeric order; iterating yields the profiles. When several sessions exist for one rank, the key of
+    the later ones is ``"<rank>@<session>"`` and ``cluster[rank]`` is the earliest session.
+    """
+
+    def __init__(self, profiles: list[Profile], source: str | Path):
+        self.source = str(source)
+        self.profiles: dict[str, Profile] = {}
+        for p in sorted(profiles, key=lambda p: (_id_key(p.device), p.session)):
+            key = p.device if p.device not in self.profiles else f"{p.device}@{p.session or p.root}"
+            self.profiles[key] = p
+        self._cache: dict[str, object] = {}
+
+    @property
+    def ranks(self) -> list[str]:
+        return list(self.profiles)
+
+    def __getitem__(self, key) -> Profile:
+        try:
+            return self.profiles[str(key)]
+        except KeyError:
+            raise KeyError(f"no rank/device {key!r}; found {self.ranks}") from None
+
+    def __iter__(self):
+        return iter(self.profiles.values())
+
+    def __len__(self) -> int:
+        return len(self.profiles)
+
+    @property
+    def generation(self) -> str:
+        gens = {p.generation for p in self}
+        return gens.pop() if len(gens) == 1 else "mixed"
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [pr for p in self for pr in p.problems]
+
+    def cached(self, key: str, fn: Callable[[], object]):
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    def summary(self, device: str | None = None) -> dict:
+        """The summary of one rank (default: the smallest id), with ``devices_found`` listing all."""
+        return self[device if device is not None else self.ranks[0]].summary()
+
+    def show(self, **kwargs):
+        from .views.cluster import ClusterView
+        return ClusterView(self, **kwargs).display()
+
+    def _repr_html_(self) -> str:
+        from .views.repr import cluster_html
+        return cluster_html(self)
+
+    def __repr__(self) -> str:
+        return f"<nbprofiler.Cluster {self.generation} ranks={self.ranks} source={self.source!r}>"
+
+
+def _id_key(device: str):
+    return (0, int(device)) if str(device).isdigit() else (1, str(device))

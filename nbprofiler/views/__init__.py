@@ -1,0 +1,1 @@
+"""Bokeh figures and ipywidgets views. Views take frames (or a Profile) and never parse files."""

@@ -1,0 +1,24 @@
+"""Shared test fixtures. Real profiler data lives in ../shared/data (read-only, never copied here)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+DATA = SHARED / "data"
+EXPECTED = DATA / "expected"
+
+
+def expected(name: str) -> dict:
+    """MindInsight 2.3.1's numbers for a dataset, e.g. expected("legacy__run_2_lenet__device1")."""
+    return json.loads((EXPECTED / f"{name}.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not DATA.is_dir():
+        pytest.fail(f"shared data not found at {DATA}: the repository must sit beside shared/")
+    return DATA
