@@ -1,0 +1,167 @@
+"""The one look shared by every nbprofiler view: fonts, colours, axis labels, `style(fig)`.
+
+Readable in JupyterLab's light and dark themes: figures have transparent backgrounds and draw text,
+axes and grid lines in neutral mid greys that keep enough contrast on white and on near-black. HTML
+panels (ipywidgets HTML, Bokeh Div) use JupyterLab's CSS variables with fallbacks, so they follow the
+user's theme; CSS custom properties inherit into Bokeh's shadow DOM.
+
+Colours are stable across views: a stage always has the colour in `STAGE_COLORS`, and an operator type
+gets its colour from a hash of its name (`op_type_color`), so "MatMul" is the same colour in the
+operators pie, the timeline and the comparison view, whatever else is on screen.
+"""
+from __future__ import annotations
+
+import zlib
+
+# Canvas text cannot use CSS variables, so name a font stack close to JupyterLab's UI font.
+FONT = '-apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, Helvetica, Arial, sans-serif'
+MONO_FONT = 'Menlo, Consolas, "DejaVu Sans Mono", monospace'
+FONT_SIZE = "12px"
+TITLE_SIZE = "13px"
+
+# Mid greys: contrast >= 3.9:1 against both #ffffff (JupyterLab light) and #111111 (JupyterLab dark).
+TEXT = "#7a7a7a"
+AXIS = "#8c8c8c"
+GRID = "#8c8c8c"
+GRID_ALPHA = 0.25
+HIGHLIGHT = "#d62728"     # the slowest rank, a selected bar's outline
+OTHER = "#a0a0a0"         # the folded "other" slice/bar
+MUTED_ALPHA = 0.35
+
+# Okabe-Ito, a colour-blind-safe palette; each stage keeps its colour in every view and run format.
+STAGE_COLORS: dict[str, str] = {
+    # legacy / CANN step trace
+    "iteration_interval_ms": "#E69F00",   # step interval (waiting for data): orange
+    "fp_and_bp_ms": "#0072B2",            # forward + backward: blue
+    "fp_ms": "#0072B2",                   # inference forward
+    "tail_ms": "#009E73",                 # step tail: green
+    # MindSpore 2.3+ / msprof-analyze step_trace_time.csv
+    "preparing_ms": "#E69F00",
+    "computing_ms": "#0072B2",
+    "communication_not_overlapped_ms": "#CC79A7",
+    "free_ms": "#999999",
+    "overlapped_ms": "#56B4E9",
+    "communication_ms": "#CC79A7",
+    "bubble_ms": "#F0E442",
+    "stage_ms": "#56B4E9",
+    "total_ms": "#555555",
+}
+
+STAGE_LABELS: dict[str, str] = {
+    "iteration_interval_ms": "Step interval",
+    "fp_and_bp_ms": "Forward + backward",
+    "fp_ms": "Forward",
+    "tail_ms": "Step tail",
+    "preparing_ms": "Preparing",
+    "computing_ms": "Computing",
+    "communication_not_overlapped_ms": "Communication (not overlapped)",
+    "free_ms": "Free",
+    "overlapped_ms": "Overlapped",
+    "communication_ms": "Communication",
+    "bubble_ms": "Bubble",
+    "stage_ms": "Stage",
+    "total_ms": "Total",
+}
+
+# Reduce / communication sub-stages (AllReduce, Receive ...) draw from their own ramp so they do not
+# take a stage colour.
+REDUCE_COLORS = ["#D55E00", "#CC79A7", "#8E44AD", "#B35806", "#F781BF", "#7F3B08"]
+
+# Category20 without its greys (reserved for "other"/free): 18 distinguishable hues.
+OP_TYPE_PALETTE = [
+    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
+    "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#bcbd22", "#dbdb8d",
+    "#17becf", "#9edae5",
+]
+
+KIND_LABELS = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "CPU", "gpu": "GPU", "npu": "NPU"}
+
+
+def stage_color(stage: str) -> str:
+    """Colour of a step-trace stage column (e.g. ``fp_and_bp_ms``); unknown stages get a stable hash colour."""
+    return STAGE_COLORS.get(stage) or OP_TYPE_PALETTE[zlib.crc32(stage.encode()) % len(OP_TYPE_PALETTE)]
+
+
+def stage_label(stage: str) -> str:
+    """Display name of a stage column: ``fp_and_bp_ms`` -> "Forward + backward"."""
+    if stage in STAGE_LABELS:
+        return STAGE_LABELS[stage]
+    base = stage[:-3] if stage.endswith("_ms") else stage
+    return base.replace("_", " ").capitalize()
+
+
+def reduce_color(index: int) -> str:
+    """Colour of the ``index``-th reduce/communication sub-stage of a run."""
+    return REDUCE_COLORS[index % len(REDUCE_COLORS)]
+
+
+def op_type_color(op_type: str) -> str:
+    """Stable colour of an operator type: the same name gets the same colour in every view and session
+    (crc32, not Python's salted ``hash``). ``"other"`` is grey."""
+    if op_type == "other":
+        return OTHER
+    return OP_TYPE_PALETTE[zlib.crc32(str(op_type).encode("utf-8")) % len(OP_TYPE_PALETTE)]
+
+
+def op_type_colors(op_types) -> list[str]:
+    """`op_type_color` for each name of an iterable (e.g. a DataFrame column)."""
+    return [op_type_color(t) for t in op_types]
+
+
+def kind_label(kind: str) -> str:
+    """Display name of a device kind: ``ai_core`` -> "AI Core"."""
+    return KIND_LABELS.get(kind, kind)
+
+
+def axis_label(quantity: str, unit: str | None = None) -> str:
+    """Axis label with its unit: ``axis_label("Time", "ms")`` -> "Time (ms)"."""
+    return f"{quantity} ({unit})" if unit else quantity
+
+
+def style(fig, *, legend: bool = True):
+    """Apply the nbprofiler look to a Bokeh figure in place and return it: transparent backgrounds,
+    the font stack, grey text/axes/grid, a toolbar that hides until hovered."""
+    fig.background_fill_color = None
+    fig.border_fill_color = None
+    fig.outline_line_color = None
+    if fig.title is not None:
+        fig.title.text_font = FONT
+        fig.title.text_font_size = TITLE_SIZE
+        fig.title.text_color = TEXT
+        fig.title.text_font_style = "bold"
+    for axis in list(fig.xaxis) + list(fig.yaxis):
+        axis.axis_label_text_font = FONT
+        axis.axis_label_text_font_size = FONT_SIZE
+        axis.axis_label_text_font_style = "normal"
+        axis.axis_label_text_color = TEXT
+        axis.major_label_text_font = FONT
+        axis.major_label_text_font_size = "11px"
+        axis.major_label_text_color = TEXT
+        axis.axis_line_color = AXIS
+        axis.major_tick_line_color = AXIS
+        axis.minor_tick_line_color = AXIS
+    for grid in list(fig.xgrid) + list(fig.ygrid):
+        grid.grid_line_color = GRID
+        grid.grid_line_alpha = GRID_ALPHA
+    if legend:
+        for leg in fig.legend:
+            leg.background_fill_alpha = 0.0
+            leg.border_line_alpha = 0.0
+            leg.label_text_font = FONT
+            leg.label_text_font_size = "11px"
+            leg.label_text_color = TEXT
+            leg.inactive_fill_alpha = 0.0
+    if fig.toolbar is not None:
+        fig.toolbar.logo = None
+        fig.toolbar.autohide = True
+    return fig
+
+
+# HTML panels (ipywidgets HTML, Bokeh Div): JupyterLab's CSS variables with fallbacks for plain HTML files.
+PANEL_CSS = (
+    "font-family: var(--jp-ui-font-family, " + FONT.replace('"', "'") + ");"
+    "font-size: var(--jp-ui-font-size1, 13px);"
+    "color: var(--jp-ui-font-color1, #333);"
+)
+MUTED_CSS = "color: var(--jp-ui-font-color2, #777);"
+BORDER_CSS = "border: 1px solid var(--jp-border-color2, #ddd); border-radius: 4px;"
