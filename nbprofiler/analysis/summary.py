@@ -1,0 +1,164 @@
+"""`summarize(prof)`: the digest that `nbprofiler summary --json` prints (../SUMMARY_SCHEMA in the brief;
+README "The summary JSON"). Pure: reads only the Profile's frames, never files."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+
+STAGE_KEYS = ("iteration_interval_ms", "fp_and_bp_ms", "tail_ms")
+
+
+def summarize(prof) -> dict:
+    out = {
+        "nbprofiler_version": __version__,
+        "source": prof.source,
+        "generation": prof.generation,
+        "device": str(prof.device),
+        "devices_found": [str(d) for d in prof.devices_found],
+        "problems": [],
+        "step_trace": _step_trace(prof),
+        "op_types": _op_types(prof),
+        "ops": _ops(prof),
+        "minddata": _minddata(prof),
+        "timeline": _timeline(prof),
+    }
+    from .advisor import suggestions
+    out["suggestions"] = suggestions(prof)
+    out["problems"] = [p.as_dict() for p in prof.problems]
+    return _plain(out)
+
+
+def legacy_stage_view(steps: pd.DataFrame) -> pd.DataFrame:
+    """Step frame with the three MindInsight stages. New-format stage sets are mapped: step interval =
+    ``preparing_ms`` (the gap before the first device task), forward+backward = ``computing_ms`` +
+    ``communication_not_overlapped_ms``, tail = ``free_ms``; inference files: ``fp_ms`` is fp_and_bp."""
+    df = pd.DataFrame({"step": steps["step"]}) if "step" in steps else pd.DataFrame(index=steps.index)
+    col = lambda c: steps[c].astype(float) if c in steps else pd.Series(0.0, index=steps.index)  # noqa: E731
+    if "fp_and_bp_ms" in steps or "fp_ms" in steps:
+        df["iteration_interval_ms"] = col("iteration_interval_ms")
+        df["fp_and_bp_ms"] = col("fp_and_bp_ms") if "fp_and_bp_ms" in steps else col("fp_ms")
+        df["tail_ms"] = col("tail_ms")
+    else:
+        df["iteration_interval_ms"] = col("preparing_ms")
+        df["fp_and_bp_ms"] = col("computing_ms") + col("communication_not_overlapped_ms")
+        df["tail_ms"] = col("free_ms")
+    df["total_ms"] = steps["total_ms"].astype(float) if "total_ms" in steps else df[list(STAGE_KEYS)].sum(axis=1)
+    return df
+
+
+def _step_trace(prof) -> dict | None:
+    steps = prof.step_trace
+    if steps is None or steps.empty or "total_ms" not in steps:
+        return None
+    view = legacy_stage_view(steps)
+    avg = prof.step_trace_average
+    if avg:
+        a = legacy_stage_view(pd.DataFrame([avg])).iloc[0]
+        average = {k: float(a[k]) for k in (*STAGE_KEYS, "total_ms")}
+    else:
+        average = {k: float(view[k].mean()) for k in (*STAGE_KEYS, "total_ms")}
+    total = average["total_ms"]
+    for k in STAGE_KEYS:
+        average[k.replace("_ms", "_percent")] = round(average[k] / total * 100, 2) if total else 0.0
+    return {
+        "total_steps": int(len(view)),
+        "average": average,
+        "steps": [{"step": int(r.step), **{k: float(getattr(r, k)) for k in (*STAGE_KEYS, "total_ms")}}
+                  for r in view.itertuples(index=False)],
+    }
+
+
+def _op_types(prof) -> dict:
+    t = prof.op_types
+    out = {}
+    if t is None or t.empty:
+        return out
+    for kind, g in t.groupby("kind", sort=False):
+        g = g.sort_values("total_time_us", ascending=False, kind="stable")
+        out[kind] = [{"op_type": r.op_type, "total_time_us": float(r.total_time_us), "count": _int(r.count),
+                      "avg_time_us": float(r.avg_time_us), "percent": float(r.percent)}
+                     for r in g.itertuples(index=False)]
+    return out
+
+
+def _ops(prof) -> dict:
+    t = prof.ops
+    out = {}
+    if t is None or t.empty:
+        return out
+    for kind, g in t.groupby("kind", sort=False):
+        top = g.sort_values("total_time_us", ascending=False, kind="stable").head(10)
+        out[kind] = {"rows": int(len(g)),
+                     "top": [{"op_name": r.op_name, "op_type": r.op_type, "total_time_us": float(r.total_time_us),
+                              "count": _int(r.count)} for r in top.itertuples(index=False)]}
+    return out
+
+
+def _minddata(prof) -> dict | None:
+    from . import minddata as md
+    pipeline, host, device, cpu = prof.minddata_pipeline, prof.host_queue, prof.device_queue, prof.cpu_utilization
+    if all(f is None or f.empty for f in (pipeline, host, device, cpu)):
+        return None
+    out = {"pipeline": [], "bottleneck_op_ids": [], "host_queue": None, "device_queue": None,
+           "cpu_utilization": None}
+    if pipeline is not None and not pipeline.empty:
+        for r in pipeline.itertuples(index=False):
+            out["pipeline"].append({
+                "op_id": int(r.op_id), "op_type": r.op_type, "num_workers": _int(r.num_workers),
+                "output_queue_average_size": _float(r.output_queue_average_size),
+                "output_queue_length": _int(r.output_queue_length),
+                "output_queue_usage_rate": _float(r.output_queue_usage_rate),
+                "parent_id": _int(r.parent_id), "children_ids": [int(c) for c in (r.children_ids or [])]})
+        out["bottleneck_op_ids"] = sorted(int(i) for i in md.bottleneck_ops(pipeline).op_ids)
+    queues = md.queue_summary(host, device)
+    out["host_queue"] = queues.get("host_queue")
+    out["device_queue"] = queues.get("device_queue")
+    if cpu is not None and not cpu.empty:
+        c = md.cpu_summary(cpu)
+        out["cpu_utilization"] = {k: c[k] for k in ("device_user_pct_avg", "device_sys_pct_avg",
+                                                    "device_idle_pct_avg")}
+    return out
+
+
+def _timeline(prof) -> dict | None:
+    ev = prof.timeline
+    if ev is None or ev.empty or "start_us" not in ev:
+        return None
+    end = (ev["start_us"] + ev["dur_us"].fillna(0)).max()
+    by = ev.groupby("op_type", observed=True).agg(count=("dur_us", "size"), total_us=("dur_us", "sum"))
+    origin = prof.origin_us
+    return {"events": int(len(ev)), "tracks": int(ev["track"].nunique()),
+            "start_us": float(origin + ev["start_us"].min()), "end_us": float(origin + end),
+            "by_type": {str(k): {"count": int(v["count"]), "total_us": float(v["total_us"])}
+                        for k, v in by.sort_values("total_us", ascending=False).iterrows()}}
+
+
+def _int(v):
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return int(v)
+
+
+def _float(v):
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return float(v)
+
+
+def _plain(o):
+    """JSON-ready: numpy scalars to Python, NaN/inf to None (JSON has neither)."""
+    if isinstance(o, dict):
+        return {str(k): _plain(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_plain(v) for v in o]
+    if isinstance(o, np.generic):
+        o = o.item()
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if o is pd.NA:
+        return None
+    return o
