@@ -1,0 +1,235 @@
+"""Browser-test fixtures: an isolated JupyterLab server and a headless Chromium page (STACK_NOTES.md 2).
+
+``lab`` (session): a JupyterLab 4 server on a free loopback port, with its own config/runtime/settings/
+workspace/IPython directories under a per-session temp dir, a fixed token, the news toast and update check
+off, ``windowingMode: none`` (off-screen outputs really render) and ``BOKEH_RESOURCES=inline``. Write the
+notebooks under test into ``lab.root``; open them at ``lab.url("name.ipynb")``.
+
+``page`` (function): a Playwright page in a fresh browser context (1400x1000) on /usr/bin/chromium. A
+network guard records every request that leaves the machine and fails the test if there was any;
+console errors and page errors are collected on ``page.console_errors`` / ``page.page_errors``.
+
+``browser``: the session's Chromium (for tests that open ``file://`` reports in their own context).
+
+Every test here is marked ``browser`` automatically. Helpers: ``from helpers import ...`` (helpers.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# Browser tests import their helpers as `from helpers import ...` (tests/ is not a package).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+CHROMIUM = os.environ.get("NBPROFILER_CHROMIUM", "/usr/bin/chromium")
+TOKEN = "nbprofiler-test-token"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+# Requests that stay on this machine; anything else is a leak (CDN, news feed, PyPI, fonts).
+LOCAL_PREFIXES = ("http://127.0.0.1", "data:", "blob:", "about:", "file:")
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).parent
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(here):
+            item.add_marker(pytest.mark.browser)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Lab:
+    """A running JupyterLab server: ``root`` (Path, its root dir), ``port``, ``token``, ``base``
+    (``http://127.0.0.1:PORT``), ``runtime_dir`` (kernel connection files), ``log`` (server log Path)."""
+
+    root: Path
+    port: int
+    token: str
+    runtime_dir: Path
+    log: Path
+    proc: subprocess.Popen = field(repr=False)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str = "") -> str:
+        """Browser URL of a notebook/file under ``root`` (``""`` = the Lab start page)."""
+        tail = f"/lab/tree/{path}" if path else "/lab"
+        return f"{self.base}{tail}?token={self.token}"
+
+    def api(self, method: str, path: str, body: dict | None = None, timeout: float = 10):
+        """Call the server's REST API (``path`` like ``/api/status``); returns the decoded JSON or None."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Authorization": f"token {self.token}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read()
+        return json.loads(raw) if raw else None
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "<no server log>"
+
+    def start_kernel(self, timeout: float = 60) -> str:
+        """Start a python3 kernel through the REST API and wait until it answers ``kernel_info``.
+
+        Polling ``GET /api/kernels/<id>`` never works here: the server reports "starting" until some
+        client talks to the kernel (STACK_NOTES 2.1), so we connect with a blocking client instead.
+        """
+        from jupyter_client import BlockingKernelClient
+        kid = self.api("POST", "/api/kernels", {"name": "python3"})["id"]
+        conn = self.runtime_dir / f"kernel-{kid}.json"
+        deadline = time.monotonic() + timeout
+        while not conn.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no connection file {conn}")
+            time.sleep(0.1)
+        client = BlockingKernelClient(connection_file=str(conn))
+        client.load_connection_file()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=timeout)
+        finally:
+            client.stop_channels()
+        return kid
+
+
+def _write_settings(settings_dir: Path) -> None:
+    overrides = {
+        "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+        # fetchNews takes the string "false", not a boolean (STACK_NOTES 2.1)
+        "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
+            {"fetchNews": "false", "checkForUpdates": False},
+    }
+    for rel, value in overrides.items():
+        p = settings_dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(value))
+
+
+def start_lab(workdir: Path, timeout: float = 60) -> Lab:
+    """Start an isolated JupyterLab under ``workdir`` and wait for ``/api/status``."""
+    root = workdir / "root"
+    dirs = {name: workdir / name for name in ("config", "runtime", "settings", "workspaces", "ipython")}
+    for d in [root, *dirs.values()]:
+        d.mkdir(parents=True, exist_ok=True)
+    _write_settings(dirs["settings"])
+    port = free_port()
+    env = dict(os.environ,
+               JUPYTER_CONFIG_DIR=str(dirs["config"]), JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
+               JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]),
+               JUPYTERLAB_WORKSPACES_DIR=str(dirs["workspaces"]), IPYTHONDIR=str(dirs["ipython"]),
+               BOKEH_RESOURCES="inline",
+               # kernels start in `root`; make the checkout importable even without an install
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+           f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
+           "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           "--LabApp.extension_manager=readonly"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = workdir / "jupyterlab.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=root)
+    lab = Lab(root=root, port=port, token=TOKEN, runtime_dir=dirs["runtime"], log=log, proc=proc)
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"JupyterLab exited with {proc.returncode}:\n{lab.log_tail()}")
+        try:
+            lab.api("GET", "/api/status", timeout=2)
+            return lab
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            stop_lab(lab)
+            raise TimeoutError(f"JupyterLab did not answer /api/status in {timeout:.0f} s:\n{lab.log_tail()}")
+        time.sleep(0.2)
+
+
+def stop_lab(lab: Lab) -> None:
+    lab.proc.terminate()
+    try:
+        lab.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        lab.proc.kill()
+        lab.proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
+        pytest.fail(f"chromium not found at {CHROMIUM}: run scripts/test.sh (it installs Debian chromium)")
+    server = start_lab(tmp_path_factory.mktemp("jupyterlab"))
+    yield server
+    stop_lab(server)
+
+
+@pytest.fixture(scope="session")
+def playwright_instance():
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_instance):
+    b = playwright_instance.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    yield b
+    b.close()
+
+
+def guard_page(page) -> None:
+    """Attach the network guard and error collectors to ``page`` (also usable on extra pages)."""
+    page.external_requests = []
+    page.console_errors = []
+    page.page_errors = []
+    page.on("request", lambda r: None if r.url.startswith(LOCAL_PREFIXES) else page.external_requests.append(r.url))
+    page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.page_errors.append(str(e)))
+
+
+@pytest.fixture
+def page(browser, request):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(60_000)
+    guard_page(pg)
+    yield pg
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    if failed:
+        from helpers import save_screenshot
+        try:
+            save_screenshot(pg, f"FAILED-{request.node.name}")
+        except Exception:  # noqa: BLE001  (a failed screenshot must not hide the test's own failure)
+            pass
+    context.close()
+    assert not pg.external_requests, f"requests left the machine: {pg.external_requests}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)

@@ -1,0 +1,144 @@
+"""Helpers for browser tests in a real JupyterLab (selectors and waits from STACK_NOTES.md 2.4-2.6)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "test-output" / "screenshots"
+
+# Bokeh 3 renders into open shadow roots, which document.querySelectorAll does not enter.
+_COUNT_CANVASES_JS = """() => { let n = 0; const walk = r => r.querySelectorAll('*').forEach(e => {
+    if (e.tagName === 'CANVAS') n++; if (e.shadowRoot) walk(e.shadowRoot); });
+  walk(document); return n; }"""
+
+# ColumnDataSource.data is a Map in BokehJS 3; one list per Bokeh document holding the named source.
+_BOKEH_DATA_JS = """([name, column]) => (window.Bokeh ? Bokeh.documents : []).flatMap(d => {
+    const m = d.get_model_by_name(name);
+    if (!m || !m.data) return [];
+    const col = m.data.get ? m.data.get(column) : m.data[column];
+    return col === undefined ? [] : [Array.from(col)]; })"""
+
+_RUN_FINISHED_JS = """(n) => { const p = Array.from(document.querySelectorAll(
+    '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell.jp-CodeCell .jp-InputPrompt'));
+  return p.length === n && p.every(e => /^\\[\\d+\\]:$/.test(e.textContent.trim())); }"""
+
+
+def write_notebook(path, cells, kernel: str = "python3") -> Path:
+    """Write an nbformat 4 notebook. ``cells``: code strings, or ``("markdown", text)`` /
+    ``("code", text)`` tuples. Returns the path."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": "Python 3", "language": "python"}
+    for c in cells:
+        kind, src = c if isinstance(c, tuple) else ("code", c)
+        nb.cells.append(nbformat.v4.new_markdown_cell(src) if kind == "markdown" else nbformat.v4.new_code_cell(src))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def code_cell_count(path) -> int:
+    return sum(c.cell_type == "code" for c in nbformat.read(str(path), as_version=4).cells)
+
+
+def open_notebook(page, lab, nb_name: str) -> None:
+    """Open ``nb_name`` (relative to ``lab.root``) and wait until its kernel is idle."""
+    page.goto(lab.url(nb_name))
+    page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for()
+    # The toolbar can read idle before the kernel is connected; the status bar is the reliable one.
+    page.locator('.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for()
+    page.locator("#jp-main-statusbar >> text=Idle").first.wait_for()
+
+
+def run_all(page, n_code_cells: int, timeout_ms: float = 120_000) -> None:
+    """Run ▸ Run All Cells, then wait until every input prompt shows ``[n]:`` (none ``[*]:``)."""
+    page.click('.lm-MenuBar-itemLabel:text-is("Run")')
+    page.click('.lm-Menu-item[data-command="runmenu:run-all"]')
+    page.wait_for_function(_RUN_FINISHED_JS, arg=n_code_cells, timeout=timeout_ms)
+
+
+def open_and_run_all(page, lab, nb_name: str, n_code_cells: int | None = None, timeout_ms: float = 120_000):
+    """Open a notebook in ``lab``, run all cells, wait for the end. Returns the cells locator."""
+    if n_code_cells is None:
+        n_code_cells = code_cell_count(lab.root / nb_name)
+    open_notebook(page, lab, nb_name)
+    run_all(page, n_code_cells, timeout_ms)
+    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+
+
+def cell_errors(page) -> list[str]:
+    """Texts of error outputs (tracebacks) in the open notebook."""
+    return page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], '
+                        ".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']").all_inner_texts()
+
+
+def bokeh_data(page, source_name: str, column: str) -> list[list]:
+    """Column ``column`` of every BokehJS ColumnDataSource named ``source_name`` (one list per document)."""
+    return page.evaluate(_BOKEH_DATA_JS, [source_name, column])
+
+
+def wait_bokeh_data(page, source_name: str, column: str, expected: list, timeout_ms: float = 30_000) -> None:
+    """Wait until some BokehJS source named ``source_name`` has ``column`` equal to ``expected``."""
+    page.wait_for_function(f"(arg) => ({_BOKEH_DATA_JS})(arg).some(c => JSON.stringify(c) === arg[2])",
+                           arg=[source_name, column, json.dumps(expected, separators=(",", ":"))],
+                           timeout=timeout_ms)
+
+
+def bokeh_model_names(page) -> list[str]:
+    """Names of all named models in all BokehJS documents on the page."""
+    return page.evaluate("""() => (window.Bokeh ? Bokeh.documents : []).flatMap(d =>
+        Array.from(d.all_models).map(m => m.name).filter(n => n))""")
+
+
+def count_canvases(page) -> int:
+    """Number of <canvas> elements on the page, shadow roots included."""
+    return page.evaluate(_COUNT_CANVASES_JS)
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "screenshot"
+
+
+def save_screenshot(target, name: str) -> Path:
+    """Screenshot a page or a locator into test-output/screenshots/<name>.png; returns the path.
+
+    Pages are captured at viewport size: JupyterLab scrolls inside its own panels, so ``full_page``
+    would not show more (STACK_NOTES 2.6.7); scroll the cell into view or pass a locator instead.
+    """
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{_safe_name(name)}.png"
+    target.screenshot(path=str(path))
+    return path
+
+
+def pixel_diff(a: Path, b: Path, threshold: int = 16) -> float:
+    """Fraction of pixels that differ by more than ``threshold`` (0..1); a size mismatch counts as 1.0."""
+    from PIL import Image, ImageChops
+    ia, ib = Image.open(a).convert("RGB"), Image.open(b).convert("RGB")
+    if ia.size != ib.size:
+        return 1.0
+    mask = ImageChops.difference(ia, ib).convert("L").point(lambda v: 255 if v > threshold else 0)
+    return mask.histogram()[255] / (ia.size[0] * ia.size[1])
+
+
+def open_offline(page, path, settle_ms: int = 2500) -> list[str]:
+    """Open a local HTML file with every non-``file:``/``data:``/``blob:`` request aborted
+    (STACK_NOTES 3.5). Returns the list of blocked URLs (an offline report should block none)."""
+    blocked: list[str] = []
+
+    def handler(route):
+        url = route.request.url
+        if url.startswith(("file:", "data:", "blob:")):
+            route.continue_()
+        else:
+            blocked.append(url)
+            route.abort()
+
+    page.route("**/*", handler)
+    page.goto(Path(path).resolve().as_uri(), wait_until="load")
+    page.wait_for_timeout(settle_ms)
+    return blocked
