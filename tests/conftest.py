@@ -1,6 +1,7 @@
 """Shared test fixtures. Real profiler data lives in ../shared/data (read-only, never copied here)."""
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 
@@ -22,3 +23,13 @@ def data_dir() -> Path:
     if not DATA.is_dir():
         pytest.fail(f"shared data not found at {DATA}: the repository must sit beside shared/")
     return DATA
+
+
+# Outcomes of the damaged-input suite (tests/test_damaged_inputs.py), printed at the end of the run.
+DAMAGE_STATS: collections.Counter = collections.Counter()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if DAMAGE_STATS:
+        parts = ", ".join(f"{k} {v}" for k, v in sorted(DAMAGE_STATS.items()) if k != "cases")
+        terminalreporter.write_line(f"damaged-input suite: {DAMAGE_STATS['cases']} damaged copies tried: {parts}")
