@@ -1,0 +1,571 @@
+"""MindData (dataset pipeline) views: the pipeline graph, queue series, host/device queues, CPU use.
+
+Figure factories take the Profile's DataFrames (never a Profile, never files) and return Bokeh models
+that work in a notebook and in a standalone HTML file. Interactivity that must survive in a static
+report (click a queue in the graph -> its size over time) is CustomJS over data already in the page.
+
+- `pipeline_layout(pipeline_df)`: node positions from the parent/children tree (no graphviz).
+- `pipeline_graph(pipeline_df, bottleneck_ids=())`: ops as nodes, queues as coloured edges.
+- `queue_usage_chart(pipeline_df, bottleneck_ids=())`: average usage of every queue (MindInsight's bars).
+- `queue_size_figure(queues_df, op_id=None)`: one queue's sampled size over time.
+- `pipeline_panel(pipeline_df, queues_df, bottleneck_ids=())`: the three above, linked by a click.
+- `queue_figure(host_queue_df, device_queue_df=None)`: host and device queue size per step.
+- `cpu_figure(cpu_df, op_cpu_df=None, pipeline_df=None)`: CPU utilisation over time.
+- `verdict_html(advice)`: the bottleneck verdict, the rule that produced it and the suggestion.
+- `MindDataView(prof_or_frames)`: all of it as one ipywidgets widget.
+
+Names of the Bokeh models tests look for: ``minddata_graph``, ``minddata_edges_src`` (one row per
+queue; its selection is the clicked queue), ``minddata_queue_src`` (the selected queue's series),
+``minddata_queue_info_src``, ``host_queue_src``, ``device_queue_src``, ``cpu_src``, ``op_cpu_src_<op_id>``.
+"""
+from __future__ import annotations
+
+import html
+from collections import deque
+
+import numpy as np
+import pandas as pd
+from bokeh.layouts import column, row
+from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, DataTable, Div, HoverTool, LinearColorMapper,
+                          Range1d, Span, TableColumn, TapTool)
+from bokeh.palettes import Viridis256
+from bokeh.plotting import figure
+
+from . import theme
+
+# Queue usage 0..100 %: a perceptually uniform ramp; a nearly empty queue is dark, a full one yellow.
+USAGE_PALETTE = Viridis256
+EMPTY_COLOR = theme.HIGHLIGHT   # steps where the queue was empty: training waited for data
+FULL_COLOR = "#009E73"          # steps where the queue was full: the consumer is the slow side
+NORMAL_COLOR = "#0072B2"
+COL_SPACING = 2.0               # data units between pipeline levels; the queue box sits halfway
+NODE_W, NODE_H = 1.1, 0.5
+QUEUE_W, QUEUE_H = 0.8, 0.34
+
+
+def op_label(op_type, op_id) -> str:
+    """MindInsight's display name of a pipeline op: ``MapOp_1``."""
+    return f"{op_type}_{op_id}"
+
+
+# -- pipeline graph ---------------------------------------------------------------------------------
+def pipeline_layout(pipeline_df: pd.DataFrame) -> pd.DataFrame:
+    """Tidy-tree positions of the pipeline ops, data flowing left to right (sources left, root right).
+
+    Returns one row per op: ``op_id`` (int64), ``depth`` (int64, 0 = root), ``x`` (float64, column of
+    the op, ``COL_SPACING`` per level), ``y`` (float64: leaves take consecutive rows in depth-first
+    order, a parent sits at the mean of its children). Built from ``parent_id``; ops whose parent is
+    missing from the frame become extra roots, and a cycle is cut where it is met.
+    """
+    if pipeline_df is None or pipeline_df.empty:
+        return pd.DataFrame({"op_id": pd.Series(dtype="int64"), "depth": pd.Series(dtype="int64"),
+                             "x": pd.Series(dtype="float64"), "y": pd.Series(dtype="float64")})
+    ids = [int(i) for i in pipeline_df["op_id"]]
+    known = set(ids)
+    parents = {}
+    for op_id, parent in zip(ids, pipeline_df["parent_id"]):
+        parents[op_id] = int(parent) if pd.notna(parent) and int(parent) in known else None
+    children: dict[int, list[int]] = {i: [] for i in ids}
+    for op_id, parent in parents.items():
+        if parent is not None:
+            children[parent].append(op_id)
+    roots = [i for i in ids if parents[i] is None] or ids[:1]
+
+    depth: dict[int, int] = {}
+    order: list[int] = []
+    for root in roots:
+        queue = deque([(root, 0)])
+        while queue:
+            op_id, d = queue.popleft()
+            if op_id in depth:
+                continue
+            depth[op_id] = d
+            order.append(op_id)
+            queue.extend((c, d + 1) for c in sorted(children[op_id]))
+    for op_id in ids:                       # ops only reachable through a cycle
+        if op_id not in depth:
+            depth[op_id] = 0
+            roots.append(op_id)
+
+    y: dict[int, float] = {}
+    next_row = [0.0]
+
+    def place(op_id: int, seen: set[int]) -> float:
+        seen.add(op_id)
+        kids = [c for c in sorted(children[op_id]) if c not in seen and depth[c] == depth[op_id] + 1]
+        if not kids:
+            y[op_id] = next_row[0]
+            next_row[0] += 1.0
+        else:
+            y[op_id] = float(np.mean([place(c, seen) for c in kids]))
+        return y[op_id]
+
+    seen: set[int] = set()
+    for root in roots:
+        if root not in seen:
+            place(root, seen)
+    for op_id in ids:
+        if op_id not in y:
+            y[op_id] = next_row[0]
+            next_row[0] += 1.0
+    max_depth = max(depth.values())
+    out = pd.DataFrame({"op_id": ids, "depth": [depth[i] for i in ids]})
+    out["x"] = (max_depth - out["depth"]) * COL_SPACING
+    out["y"] = [y[i] for i in ids]
+    return out.astype({"op_id": "int64", "depth": "int64", "x": "float64", "y": "float64"})
+
+
+def pipeline_queues(pipeline_df: pd.DataFrame, bottleneck_ids=()) -> pd.DataFrame:
+    """One row per queue = per op that has a parent and an output queue (the edge op -> parent).
+
+    Columns: ``op_id``, ``parent_id`` (int64), ``queue`` (str, ``Queue_<op_id>`` as MindInsight names
+    it), ``op``, ``parent`` (str display names), ``usage_pct`` (float64, 0..100 = average size /
+    capacity), ``average_size`` (float64), ``capacity`` (int64), ``flagged`` (bool: the queue is the
+    output of a bottleneck op), and the layout: ``x0, y0`` (child), ``x1, y1`` (parent), ``xm, ym``
+    (the queue box). Ops without queue metrics (inline ops) are skipped, as MindInsight draws them.
+    """
+    layout = pipeline_layout(pipeline_df).set_index("op_id")
+    flagged = {int(i) for i in bottleneck_ids}
+    labels = {int(r.op_id): op_label(r.op_type, r.op_id) for r in pipeline_df.itertuples()}
+    rows = []
+    for r in pipeline_df.itertuples():
+        if pd.isna(r.parent_id) or int(r.parent_id) not in layout.index or pd.isna(r.output_queue_length):
+            continue
+        op_id, parent = int(r.op_id), int(r.parent_id)
+        rate = r.output_queue_usage_rate if pd.notna(r.output_queue_usage_rate) else 0.0
+        x0, y0 = layout.at[op_id, "x"], layout.at[op_id, "y"]
+        x1, y1 = layout.at[parent, "x"], layout.at[parent, "y"]
+        rows.append({"op_id": op_id, "parent_id": parent, "queue": f"Queue_{op_id}", "op": labels[op_id],
+                     "parent": labels[parent], "usage_pct": float(rate) * 100.0,
+                     "average_size": float(r.output_queue_average_size)
+                     if pd.notna(r.output_queue_average_size) else 0.0,
+                     "capacity": int(r.output_queue_length), "flagged": op_id in flagged,
+                     "x0": x0, "y0": y0, "x1": x1, "y1": y1, "xm": (x0 + x1) / 2, "ym": (y0 + y1) / 2})
+    cols = ["op_id", "parent_id", "queue", "op", "parent", "usage_pct", "average_size", "capacity", "flagged",
+            "x0", "y0", "x1", "y1", "xm", "ym"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _usage_mapper() -> LinearColorMapper:
+    return LinearColorMapper(palette=USAGE_PALETTE, low=0.0, high=100.0)
+
+
+def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | None = None) -> figure:
+    """The pipeline as a graph: ops as rounded boxes, each output queue as the edge to the parent op,
+    coloured by its average usage (0..100 %, colour bar), the queues of bottleneck ops outlined red.
+
+    Sources: ``minddata_nodes_src`` (op_id, label, num_workers, x, y) and ``minddata_edges_src`` (the
+    columns of `pipeline_queues`). A TapTool selects a queue box; `pipeline_panel` links that selection
+    to the queue series.
+    """
+    layout = pipeline_layout(pipeline_df)
+    nodes = layout.merge(pipeline_df[["op_id", "op_type", "num_workers"]], on="op_id", how="left")
+    nodes["label"] = [op_label(t, i) for t, i in zip(nodes["op_type"], nodes["op_id"])]
+    nodes["bottleneck"] = nodes["op_id"].isin([int(i) for i in bottleneck_ids])
+    nodes["line_color"] = np.where(nodes["bottleneck"], theme.HIGHLIGHT, theme.AXIS)
+    queues = pipeline_queues(pipeline_df, bottleneck_ids)
+    queues["line_color"] = np.where(queues["flagged"], theme.HIGHLIGHT, theme.AXIS)
+    queues["line_width"] = np.where(queues["flagged"], 3.0, 1.0)
+    queues["text"] = [f"{q} ({u:.2f}%)" for q, u in zip(queues["queue"], queues["usage_pct"])]
+
+    n_rows = max(1.0, float(layout["y"].max() + 1)) if len(layout) else 1.0
+    x_max = float(layout["x"].max()) if len(layout) else 0.0
+    fig = figure(name="minddata_graph", title="Pipeline: ops and their output queues (click a queue)",
+                 x_range=Range1d(-NODE_W, x_max + NODE_W), y_range=Range1d(n_rows - 0.3, -0.5),
+                 width=max(1040, int(260 * (x_max / COL_SPACING + 1))), height=height or int(110 + 90 * n_rows),
+                 tools="tap,reset,save", toolbar_location="right")
+    fig.axis.visible = False
+    fig.grid.visible = False
+    nodes_src = ColumnDataSource(nodes[["op_id", "label", "op_type", "num_workers", "x", "y", "line_color"]],
+                                 name="minddata_nodes_src")
+    edges_src = ColumnDataSource(queues, name="minddata_edges_src")
+    mapper = _usage_mapper()
+    fig.segment("x0", "y0", "xm", "ym", source=edges_src, line_width=3,
+                line_color={"field": "usage_pct", "transform": mapper})
+    fig.segment("xm", "ym", "x1", "y1", source=edges_src, line_width=3,
+                line_color={"field": "usage_pct", "transform": mapper})
+    node_r = fig.rect("x", "y", NODE_W, NODE_H, source=nodes_src, fill_color="#e8eaf2", fill_alpha=0.9,
+                      line_color="line_color", line_width=2, border_radius=12)
+    fig.text("x", "y", text="label", source=nodes_src, text_align="center", text_baseline="middle",
+             text_font={"value": theme.FONT}, text_font_size="12px", text_color="#333333")
+    queue_r = fig.rect("xm", "ym", QUEUE_W, QUEUE_H, source=edges_src, name="minddata_queue_boxes",
+                       fill_color={"field": "usage_pct", "transform": mapper}, line_color="line_color",
+                       line_width="line_width", selection_line_color=theme.HIGHLIGHT, selection_line_width=3,
+                       nonselection_fill_alpha=0.55, nonselection_line_alpha=0.6)
+    fig.text("xm", "ym", text="text", source=edges_src, y_offset=16, text_align="center",
+             text_baseline="top", text_font={"value": theme.FONT}, text_font_size="11px", text_color=theme.TEXT)
+    fig.select_one(TapTool).renderers = [queue_r]
+    fig.add_tools(HoverTool(renderers=[queue_r], tooltips=[
+        ("queue", "@queue"), ("from", "@op"), ("to", "@parent"), ("usage", "@usage_pct{0.00} %"),
+        ("average size", "@average_size{0.00} / @capacity")]))
+    fig.add_tools(HoverTool(renderers=[node_r], tooltips=[("op", "@label"), ("workers", "@num_workers")]))
+    fig.add_layout(ColorBar(color_mapper=mapper, title="queue usage (%)", width=10, title_text_color=theme.TEXT,
+                            major_label_text_color=theme.TEXT, background_fill_color=None), "right")
+    return theme.style(fig)
+
+
+def queue_usage_chart(pipeline_df: pd.DataFrame, bottleneck_ids=()) -> figure:
+    """Average usage (%) of each queue between ops, one horizontal bar per queue (as in MindInsight's
+    "Average usage of queues between operators"), bottleneck outputs in the highlight colour."""
+    queues = pipeline_queues(pipeline_df, bottleneck_ids).sort_values("op_id", ascending=False)
+    queues["color"] = np.where(queues["flagged"], theme.HIGHLIGHT, NORMAL_COLOR)
+    queues["text"] = [f"{u:.4f}%" for u in queues["usage_pct"]]
+    fig = figure(name="minddata_usage_chart", title="Average queue usage", y_range=list(queues["queue"]),
+                 x_range=Range1d(0, 115), height=60 + 34 * max(1, len(queues)), width=640,
+                 tools="", toolbar_location=None, x_axis_label=theme.axis_label("Usage", "%"))
+    src = ColumnDataSource(queues[["queue", "op", "parent", "usage_pct", "color", "text"]],
+                           name="minddata_usage_src")
+    r = fig.hbar(y="queue", right="usage_pct", height=0.6, color="color", source=src)
+    fig.text(x="usage_pct", y="queue", text="text", source=src, x_offset=4, text_baseline="middle",
+             text_font_size="11px", text_color=theme.TEXT)
+    fig.add_tools(HoverTool(renderers=[r], tooltips=[("queue", "@queue (@op -> @parent)"),
+                                                     ("usage", "@usage_pct{0.0000} %")]))
+    return theme.style(fig)
+
+
+def _queue_series(queues_df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Long-form queue samples with an ``x`` column: seconds since the first sample where the samples
+    have time stamps, else the sample index. Returns the frame and the x-axis label."""
+    df = queues_df[["op_id", "sample", "time_ms", "size", "length"]].copy()
+    if len(df) and df["time_ms"].notna().all():
+        df["x"] = (df["time_ms"] - df["time_ms"].min()) / 1000.0
+        return df, theme.axis_label("Time since first sample", "s")
+    df["x"] = df["sample"].astype("float64")
+    return df, "Sample"
+
+
+def queue_size_figure(queues_df: pd.DataFrame, op_id: int | None = None) -> figure:
+    """Sampled size of one op's output queue over time (``minddata_queue_src``: x, size, length), with the
+    capacity as a dashed line. ``op_id`` None: the first op that has samples."""
+    series, xlabel = _queue_series(queues_df)
+    if op_id is None and len(series):
+        op_id = int(series["op_id"].iloc[0])
+    one = series[series["op_id"] == op_id]
+    fig = figure(name="minddata_queue_fig", title=f"Queue_{op_id}: size over time" if op_id is not None
+                 else "Queue size over time", height=240, width=640, tools="xpan,xwheel_zoom,reset,save",
+                 x_axis_label=xlabel, y_axis_label="Items in queue")
+    src = ColumnDataSource({"x": one["x"].to_numpy(), "size": one["size"].to_numpy(),
+                            "length": one["length"].to_numpy()}, name="minddata_queue_src")
+    fig.step("x", "size", source=src, mode="after", line_width=1.5, color=NORMAL_COLOR, legend_label="size")
+    fig.line("x", "length", source=src, line_dash="dashed", color=theme.AXIS, legend_label="capacity")
+    fig.add_tools(HoverTool(tooltips=[("x", "@x{0.000}"), ("size", "@size"), ("capacity", "@length")],
+                            mode="vline"))
+    fig.legend.location = "top_left"
+    fig.y_range.start = 0
+    return theme.style(fig)
+
+
+_SELECT_QUEUE_JS = """
+const i = edges.selected.indices.length ? edges.selected.indices[0] : -1;
+if (i < 0) { return; }
+const op = edges.data.get('op_id')[i];
+const ids = all.data.get('op_id'), xs = all.data.get('x'), sz = all.data.get('size'),
+      ln = all.data.get('length');
+const x = [], size = [], length = [];
+for (let k = 0; k < ids.length; k++) {
+  if (ids[k] === op) { x.push(xs[k]); size.push(sz[k]); length.push(ln[k]); }
+}
+series.data = {x: x, size: size, length: length};
+fig.title.text = edges.data.get('queue')[i] + ': size over time';
+const keys = ['queue', 'from op', 'to op', 'workers of from op', 'average size', 'capacity', 'usage (%)'];
+const vals = [edges.data.get('queue')[i], edges.data.get('op')[i], edges.data.get('parent')[i],
+              String(workers[op] === undefined ? '' : workers[op]),
+              edges.data.get('average_size')[i].toFixed(3), String(edges.data.get('capacity')[i]),
+              edges.data.get('usage_pct')[i].toFixed(4)];
+info.data = {key: keys, value: vals};
+"""
+
+
+def pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, bottleneck_ids=(),
+                   selected_op: int | None = None):
+    """Graph + usage bars + the size series of the clicked queue + an info table, linked by CustomJS
+    (works in a static HTML file). Initially selected: ``selected_op``, else the first flagged queue, else
+    the first queue. The queue info table (``minddata_queue_info_src``) is a DataTable: cells are text."""
+    graph = pipeline_graph(pipeline_df, bottleneck_ids)
+    edges = graph.select_one({"name": "minddata_edges_src"})
+    queues = pd.DataFrame(edges.data)
+    if queues_df is None:
+        queues_df = pd.DataFrame({"op_id": [], "sample": [], "time_ms": [], "size": [], "length": []})
+    series, _ = _queue_series(queues_df)
+    if selected_op is None and len(queues):
+        flagged = queues[queues["flagged"]]
+        selected_op = int((flagged if len(flagged) else queues)["op_id"].iloc[0])
+    qfig = queue_size_figure(queues_df, selected_op)
+    all_src = ColumnDataSource({c: series[c].to_numpy() for c in ("op_id", "x", "size", "length")},
+                               name="minddata_queues_all_src")
+    info_src = ColumnDataSource({"key": [], "value": []}, name="minddata_queue_info_src")
+    workers = {str(int(i)): int(w) for i, w in zip(pipeline_df["op_id"], pipeline_df["num_workers"])
+               if pd.notna(w)}
+    callback = CustomJS(args=dict(edges=edges, all=all_src, series=qfig.select_one({"name": "minddata_queue_src"}),
+                                  fig=qfig, info=info_src, workers=workers), code=_SELECT_QUEUE_JS)
+    edges.selected.js_on_change("indices", callback)
+    if selected_op is not None and len(queues) and (queues["op_id"] == selected_op).any():
+        i = int(np.flatnonzero(queues["op_id"].to_numpy() == selected_op)[0])
+        edges.selected.indices = [i]
+        q = queues.iloc[i]
+        info_src.data = {"key": ["queue", "from op", "to op", "workers of from op", "average size", "capacity",
+                                 "usage (%)"],
+                         "value": [q["queue"], q["op"], q["parent"], str(workers.get(str(int(q["op_id"])), "")),
+                                   f"{q['average_size']:.3f}", str(int(q["capacity"])), f"{q['usage_pct']:.4f}"]}
+    table = DataTable(source=info_src, columns=[TableColumn(field="key", title="Selected queue"),
+                                                TableColumn(field="value", title="")],
+                      width=330, height=220, index_position=None, name="minddata_queue_info")
+    return column(graph, row(qfig, table), queue_usage_chart(pipeline_df, bottleneck_ids))
+
+
+# -- host / device queues ---------------------------------------------------------------------------
+def host_queue_states(host_queue_df: pd.DataFrame) -> pd.DataFrame:
+    """Host queue per step with its state: ``step``, ``size``, ``capacity`` and ``state`` (str: "empty"
+    when size is 0, "full" when size equals the capacity, else "partial")."""
+    df = host_queue_df[["step", "size", "capacity"]].copy()
+    df["state"] = np.select([df["size"] == 0, df["size"] == df["capacity"]], ["empty", "full"], "partial")
+    return df
+
+
+def queue_figure(host_queue_df: pd.DataFrame | None, device_queue_df: pd.DataFrame | None = None):
+    """Host queue size per step (``host_queue_src``) and, where recorded, the device (GetNext) queue size
+    per record (``device_queue_src``); empty steps red, full steps green, capacity dashed. Titles carry
+    the counts MindInsight shows (empty/total, full/total). Returns a row of one or two figures."""
+    figs = []
+    state_colors = {"empty": EMPTY_COLOR, "full": FULL_COLOR, "partial": NORMAL_COLOR}
+    if host_queue_df is not None and len(host_queue_df):
+        df = host_queue_states(host_queue_df)
+        df["color"] = df["state"].map(state_colors)
+        n = len(df)
+        title = (f"Host queue per step: empty {int((df['state'] == 'empty').sum())}/{n}, "
+                 f"full {int((df['state'] == 'full').sum())}/{n}")
+        fig = figure(name="host_queue_fig", title=title, height=260, width=520, tools="xpan,xwheel_zoom,reset,save",
+                     x_axis_label="Step", y_axis_label="Items in queue")
+        src = ColumnDataSource(df, name="host_queue_src")
+        fig.line("step", "size", source=src, color=theme.AXIS, line_width=1)
+        fig.line("step", "capacity", source=src, color=theme.AXIS, line_dash="dashed", legend_label="capacity")
+        r = fig.scatter("step", "size", source=src, color="color", size=6, legend_field="state")
+        fig.add_tools(HoverTool(renderers=[r], tooltips=[("step", "@step"), ("size", "@size / @capacity"),
+                                                         ("state", "@state")]))
+        fig.y_range.start = -0.5
+        fig.legend.location = "top_left"
+        figs.append(theme.style(fig))
+    if device_queue_df is not None and len(device_queue_df) and device_queue_df["size"].notna().any():
+        df = device_queue_df[["index", "size", "get_next_ms"]].copy()
+        df["step"] = df["index"] + 1
+        df["size"] = df["size"].astype("float64")
+        df["state"] = np.where(df["size"] == 0, "empty", "partial")
+        df["color"] = df["state"].map(state_colors)
+        n = len(df)
+        fig = figure(name="device_queue_fig", title=f"Device (data) queue per step: empty "
+                     f"{int((df['state'] == 'empty').sum())}/{n}", height=260, width=520,
+                     tools="xpan,xwheel_zoom,reset,save", x_axis_label="Step (GetNext record)",
+                     y_axis_label="Items in queue")
+        src = ColumnDataSource(df, name="device_queue_src")
+        fig.line("step", "size", source=src, color=theme.AXIS)
+        r = fig.scatter("step", "size", source=src, color="color", size=6, legend_field="state")
+        fig.add_tools(HoverTool(renderers=[r], tooltips=[("step", "@step"), ("size", "@size"),
+                                                         ("GetNext", "@get_next_ms{0.000} ms")]))
+        fig.y_range.start = -0.5
+        fig.legend.location = "top_right"
+        figs.append(theme.style(fig))
+    if not figs:
+        return Div(text="<i>No host or device queue records in this profile.</i>", name="queue_figure_empty")
+    return row(*figs)
+
+
+# -- CPU utilisation --------------------------------------------------------------------------------
+def cpu_samples(cpu_df: pd.DataFrame) -> pd.DataFrame:
+    """The machine-CPU samples worth plotting, with ``t_s`` (float64, seconds since the first sample).
+
+    MindSpore 2.10 interleaves all-zero samples into its series (FORMATS.md 3.11); a sample whose user,
+    sys, io and idle shares are all 0 is not a measurement (a real one always adds up to ~100 %), so it is
+    dropped here. The DataFrame on the Profile keeps every sample as written.
+    """
+    df = cpu_df.copy()
+    share_cols = [c for c in ("user_pct", "sys_pct", "io_pct", "idle_pct") if c in df.columns]
+    if share_cols:
+        df = df[df[share_cols].fillna(0).sum(axis=1) > 0]
+    t0 = cpu_df["time_ms"].min() if "time_ms" in cpu_df.columns and len(cpu_df) else 0.0
+    df["t_s"] = (df["time_ms"] - t0) / 1000.0
+    return df.reset_index(drop=True)
+
+
+def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = None,
+               pipeline_df: pd.DataFrame | None = None):
+    """Machine and process CPU use over time (``cpu_src``) and, below it with a shared time axis, each
+    pipeline op's user+sys CPU (one line per op, source ``op_cpu_src_<op_id>``). Percent 0..100."""
+    if cpu_df is None or cpu_df.empty:
+        return Div(text="<i>No CPU utilisation records in this profile.</i>", name="cpu_figure_empty")
+    df = cpu_samples(cpu_df)
+    fig = figure(name="cpu_fig", title="CPU utilisation (whole machine and this process)", height=260, width=1040,
+                 tools="xpan,xwheel_zoom,box_zoom,reset,save", x_axis_label=theme.axis_label("Time", "s"),
+                 y_axis_label=theme.axis_label("CPU", "%"))
+    src = ColumnDataSource(df, name="cpu_src")
+    series = [("user_pct", "machine user", "#0072B2"), ("sys_pct", "machine sys", "#D55E00"),
+              ("io_pct", "machine io wait", "#CC79A7"), ("idle_pct", "machine idle", "#999999"),
+              ("process_user_pct", "process user", "#56B4E9"), ("process_sys_pct", "process sys", "#E69F00")]
+    for col, label, color in series:
+        if col in df.columns and df[col].notna().any():
+            fig.line("t_s", col, source=src, color=color, legend_label=label, line_width=1.5,
+                     line_dash="dashed" if col.startswith("process") else "solid")
+    fig.add_tools(HoverTool(tooltips=[("t", "@t_s{0.00} s"), ("user", "@user_pct %"), ("sys", "@sys_pct %"),
+                                      ("idle", "@idle_pct %")], mode="vline"))
+    fig.legend.click_policy = "hide"
+    fig.legend.location = "top_left"
+    fig.legend.orientation = "horizontal"
+    fig.y_range.start = 0
+    figs = [theme.style(fig)]
+    if op_cpu_df is not None and len(op_cpu_df):
+        ops = op_cpu_df.copy()
+        ops["cpu_pct"] = ops["user_pct"].fillna(0) + ops["sys_pct"].fillna(0)
+        t0 = cpu_df["time_ms"].min()
+        ops["t_s"] = (ops["time_ms"] - t0) / 1000.0
+        labels = {}
+        if pipeline_df is not None and len(pipeline_df):
+            labels = {int(i): op_label(t, i) for i, t in zip(pipeline_df["op_id"], pipeline_df["op_type"])}
+        ops["op"] = [labels.get(int(i), f"op_{int(i)}") for i in ops["op_id"]]
+        ofig = figure(name="op_cpu_fig", title="CPU per pipeline op (user + sys)", height=220, width=1040,
+                      x_range=fig.x_range, tools="xpan,xwheel_zoom,reset,save",
+                      x_axis_label=theme.axis_label("Time", "s"), y_axis_label=theme.axis_label("CPU", "%"))
+        ofig.add_tools(HoverTool(tooltips=[("op", "@op"), ("t", "@t_s{0.00} s"), ("cpu", "@cpu_pct %")]))
+        # One source per op (``op_cpu_src_<op_id>``): Bokeh draws a line over a whole source, not a
+        # filtered view of one.
+        for (op_id, op), one in ops.groupby(["op_id", "op"], sort=False):
+            color = theme.op_type_color(op.rsplit("_", 1)[0])
+            ofig.line("t_s", "cpu_pct", source=ColumnDataSource(one[["t_s", "cpu_pct", "op"]],
+                                                                name=f"op_cpu_src_{int(op_id)}"),
+                      color=color, legend_label=op, line_width=1.2)
+        ofig.legend.click_policy = "hide"
+        ofig.legend.location = "top_left"
+        ofig.legend.orientation = "horizontal"
+        ofig.y_range.start = 0
+        figs.append(theme.style(ofig))
+    return column(*figs)
+
+
+# -- verdict ----------------------------------------------------------------------------------------
+def verdict_html(bottleneck_labels: list[str], advice: list[dict], queue_summary: dict | None = None) -> str:
+    """The bottleneck verdict as an HTML fragment (every user string escaped).
+
+    ``bottleneck_labels``: display names of the ops the pipeline rule flagged (``MapOp_1``); ``advice``:
+    suggestions ``{"id", "text", "evidence"}`` from `nbprofiler.analysis.minddata.pipeline_advice` (the
+    ``id`` names the rule that fired, the evidence its numbers); ``queue_summary``: the host/device queue
+    counts of `queue_summary`.
+    """
+    esc = html.escape
+    parts = [f'<div style="{theme.PANEL_CSS}">']
+    if bottleneck_labels:
+        parts.append("<b>Bottleneck:</b> " + ", ".join(f"<code>{esc(lbl)}</code>" for lbl in bottleneck_labels)
+                     + " (MindInsight's pipeline rule, FORMATS.md 5.5: a queue usage drop of more than 10 "
+                     "points from an op's input to its output queue, or a source op whose output queue is "
+                     "below 60 % usage)")
+    else:
+        parts.append("<b>No pipeline op is flagged</b> by MindInsight's pipeline rule.")
+    q = queue_summary or {}
+    hq, dq = q.get("host_queue"), q.get("device_queue")
+    counts = []
+    if hq and hq.get("steps"):
+        counts.append(f"host queue empty at {int(hq['empty_steps'])}/{int(hq['steps'])} steps, "
+                      f"full at {int(hq.get('full_steps', 0))}/{int(hq['steps'])}")
+    if dq and dq.get("steps"):
+        counts.append(f"device queue empty at {int(dq['empty_steps'])}/{int(dq['steps'])} GetNext calls")
+    if counts:
+        parts.append(f'<div style="{theme.MUTED_CSS}">' + esc("; ".join(counts)) + "</div>")
+    if advice:
+        parts.append("<ul style='margin:4px 0 0 0; padding-left: 18px'>")
+        for a in advice:
+            evidence = a.get("evidence") or {}
+            ev = ", ".join(f"{k}={_fmt(v)}" for k, v in evidence.items())
+            parts.append(f"<li>{esc(str(a.get('text', '')))}"
+                         f"<div style=\"{theme.MUTED_CSS} font-size: 11px\">rule <code>{esc(str(a.get('id', '')))}"
+                         f"</code>{(': ' + esc(ev)) if ev else ''}</div></li>")
+        parts.append("</ul>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return str(v)
+
+
+# -- widget -----------------------------------------------------------------------------------------
+_FRAMES = ("minddata_pipeline", "minddata_queues", "host_queue", "device_queue", "cpu_utilization",
+           "op_cpu_utilization")
+
+
+def _frames_of(prof_or_frames) -> dict:
+    if isinstance(prof_or_frames, dict):
+        return {k: prof_or_frames.get(k) for k in _FRAMES}
+    return {k: getattr(prof_or_frames, k) for k in _FRAMES}
+
+
+def minddata_analysis(frames: dict) -> dict:
+    """The analysis results the MindData view shows: ``bottleneck_ids`` (list of int), ``advice`` (list of
+    suggestion dicts), ``queue_summary`` (dict). Computed by `nbprofiler.analysis.minddata`."""
+    from ..analysis import minddata as md
+    pipeline = frames.get("minddata_pipeline")
+    out = {"bottleneck_ids": [], "advice": [], "queue_summary": {}}
+    if pipeline is not None and len(pipeline):
+        out["bottleneck_ids"] = sorted(int(i) for i in md.bottleneck_ops(pipeline).op_ids)
+        out["advice"] = list(md.pipeline_advice(pipeline, frames.get("op_cpu_utilization")))
+    out["queue_summary"] = md.queue_summary(frames.get("host_queue"), frames.get("device_queue")) or {}
+    return out
+
+
+def minddata_layout(frames: dict):
+    """The whole MindData page as one Bokeh layout (verdict, pipeline panel, queues, CPU), usable with
+    ``bokeh.embed.file_html``. ``frames``: the Profile's MindData frames by property name."""
+    result = minddata_analysis(frames)
+    pipeline = frames.get("minddata_pipeline")
+    labels = {}
+    if pipeline is not None and len(pipeline):
+        labels = {int(i): op_label(t, i) for i, t in zip(pipeline["op_id"], pipeline["op_type"])}
+    verdict = Div(text=verdict_html([labels.get(i, str(i)) for i in result["bottleneck_ids"]], result["advice"],
+                                    result["queue_summary"]), name="minddata_verdict", width=1040)
+    parts = [verdict]
+    if pipeline is not None and len(pipeline):
+        parts.append(pipeline_panel(pipeline, frames.get("minddata_queues"), result["bottleneck_ids"]))
+    parts.append(queue_figure(frames.get("host_queue"), frames.get("device_queue")))
+    parts.append(cpu_figure(frames.get("cpu_utilization"), frames.get("op_cpu_utilization"), pipeline))
+    return column(*parts, name="minddata_layout")
+
+
+class MindDataView:
+    """The MindData page in a notebook: verdict, pipeline graph (click a queue to see its size over
+    time), host/device queues per step, CPU utilisation.
+
+    ``prof_or_frames``: a `Profile` or a dict of its frames by property name (``minddata_pipeline``,
+    ``minddata_queues``, ``host_queue``, ``device_queue``, ``cpu_utilization``, ``op_cpu_utilization``).
+    ``.widget`` is an ipywidgets widget (jupyter_bokeh ``BokehModel`` inside a VBox); ``.layout`` the Bokeh
+    layout; ``.display()`` shows it.
+    """
+
+    def __init__(self, prof_or_frames):
+        import ipywidgets as W
+        from jupyter_bokeh import BokehModel
+        self.frames = _frames_of(prof_or_frames)
+        self.layout = minddata_layout(self.frames)
+        self.widget = W.VBox([BokehModel(self.layout)], layout=W.Layout(width="100%"))
+
+    @property
+    def selected_queue(self) -> int | None:
+        """op_id whose output queue is selected in the graph (None when nothing is selected)."""
+        edges = self.layout.select_one({"name": "minddata_edges_src"})
+        if edges is None or not edges.selected.indices:
+            return None
+        return int(edges.data["op_id"][edges.selected.indices[0]])
+
+    def select_queue(self, op_id: int) -> None:
+        """Select the output queue of ``op_id`` (as a click in the graph does)."""
+        edges = self.layout.select_one({"name": "minddata_edges_src"})
+        ids = list(edges.data["op_id"]) if edges is not None else []
+        if int(op_id) not in ids:
+            raise ValueError(f"op {op_id} has no output queue in the pipeline graph; queues: {ids}")
+        edges.selected.indices = [ids.index(int(op_id))]
+
+    def display(self):
+        from IPython.display import display
+        display(self.widget)
+
+    def _ipython_display_(self):
+        self.display()
