@@ -115,8 +115,13 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
         raise EmptyFileError(path, "file is empty")
     text = decode(path, data)
     try:
-        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[],
-                         skipinitialspace=skipinitialspace, **kwargs)
+        # index_col=False: otherwise pandas silently turns a first row with one extra field into an index.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", pd.errors.ParserWarning)
+            df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[],
+                             skipinitialspace=skipinitialspace, index_col=False, **kwargs)
+        if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
+            _raise_long_row(path, text, kwargs.get("sep", ","))
     except pd.errors.EmptyDataError:
         raise EmptyFileError(path, "file is empty") from None
     except pd.errors.ParserError as e:
@@ -142,6 +147,18 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
             df = df.iloc[:-1]
     df.attrs["path"] = str(path)
     return df
+
+
+def _raise_long_row(path: Path, text: str, sep: str) -> None:
+    import csv
+    rows = csv.reader(io.StringIO(text), delimiter=sep)
+    width = None
+    for n, row in enumerate(rows, start=1):
+        if width is None:
+            width = len(row)
+        elif len(row) > width:
+            raise MalformedFileError(path, f"row has {len(row)} fields, the header has {width}", line=n)
+    raise MalformedFileError(path, "rows and header have different numbers of fields")
 
 
 def numeric(df: pd.DataFrame, col: str, path: Path, *, dtype=float, allow_missing: bool = True,

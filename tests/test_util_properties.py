@@ -1,0 +1,106 @@
+"""Property tests (hypothesis) of the reading primitives every parser uses: whatever bytes a file holds,
+they either parse or raise a typed nbprofiler error that names the file; never anything else."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nbprofiler.errors import (EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError,
+                               TruncatedFileError)
+from nbprofiler.io import _util
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@SETTINGS
+@given(data=st.binary(max_size=400))
+def test_read_csv_on_any_bytes_parses_or_raises_typed(tmp_path, data):
+    f = tmp_path / "any.csv"
+    f.write_bytes(data)
+    try:
+        df = _util.read_csv(f)
+        assert isinstance(df, pd.DataFrame)
+    except ProfilerDataError as e:
+        assert e.path == f and str(f) in str(e)
+
+
+@SETTINGS
+@given(data=st.binary(max_size=400))
+def test_read_json_on_any_bytes_parses_or_raises_typed(tmp_path, data):
+    f = tmp_path / "any.json"
+    f.write_bytes(data)
+    try:
+        _util.read_json(f)
+    except ProfilerDataError as e:
+        assert e.path == f
+
+
+@SETTINGS
+@given(doc=st.recursive(st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=5),
+                        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=3), c, max_size=4),
+                        max_leaves=20),
+       cut=st.integers(min_value=1, max_value=200))
+def test_truncated_json_is_reported_as_truncated_with_a_line(tmp_path, doc, cut):
+    text = json.dumps(doc, indent=1)
+    if not isinstance(doc, (list, dict)) or cut >= len(text):
+        return
+    f = tmp_path / "cut.json"
+    f.write_text(text[:cut])
+    with pytest.raises((TruncatedFileError, MalformedFileError)) as e:
+        _util.read_json(f)
+    assert e.value.line is not None and e.value.line >= 1
+
+
+@SETTINGS
+@given(rows=st.lists(st.lists(st.integers(-10**6, 10**6), min_size=3, max_size=3), min_size=1, max_size=30),
+       bad_row=st.integers(min_value=0, max_value=29))
+def test_extra_fields_name_the_line(tmp_path, rows, bad_row):
+    bad_row %= len(rows)
+    lines = ["a,b,c"] + [",".join(map(str, r)) + (",9" if i == bad_row else "") for i, r in enumerate(rows)]
+    f = tmp_path / "x.csv"
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(MalformedFileError) as e:
+        _util.read_csv(f)
+    assert e.value.line == bad_row + 2  # 1-based, after the header
+
+
+@SETTINGS
+@given(values=st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1, max_size=20),
+       junk=st.sampled_from(["abc", "1.2.3", "--", "0x"]), where=st.integers(0, 19))
+def test_numeric_names_line_and_field_of_a_non_number(tmp_path, values, junk, where):
+    where %= len(values)
+    cells = [repr(float(v)) for v in values]
+    cells[where] = junk
+    df = pd.DataFrame({"dur": cells})
+    with pytest.raises(MalformedFileError) as e:
+        _util.numeric(df, "dur", tmp_path / "f.csv")
+    assert (e.value.line, e.value.field) == (where + 2, "dur")
+
+
+def test_missing_column_and_empty_file(tmp_path):
+    f = tmp_path / "h.csv"
+    f.write_text("x,y\n1,2\n")
+    with pytest.raises(MissingColumnError, match="'op_type'"):
+        _util.read_csv(f, required=["op_type"])
+    f.write_text("")
+    with pytest.raises(EmptyFileError):
+        _util.read_csv(f)
+
+
+def test_truncated_last_row_is_dropped_with_a_warning(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("a,b,c\n1,2,3\n4,5")
+    with pytest.warns(Warning, match="last row has 2 of 3 fields"):
+        df = _util.read_csv(f)
+    assert df.values.tolist() == [["1", "2", "3"]]
+
+
+def test_snake_case_units():
+    assert _util.snake("Start Time(us)") == "start_time_us"
+    assert _util.snake("cube_utilization(%)") == "cube_utilization_pct"
+    assert _util.snake("Bandwidth(GB/s)") == "bandwidth_gbps"
+    assert _util.snake("Communication(Not Overlapped)") == "communication_not_overlapped"
