@@ -1,0 +1,370 @@
+"""Parsers for the legacy (MindSpore 1.x - 2.2, MindInsight-era) profiler files other than operators.
+
+Step trace (``step_trace_raw_*_detail_time.csv``), its anchor ops (``step_trace_point_info*.json``),
+FLOPs (``flops_*.txt``, ``flops_summary_*.json``), communication (``hccl_raw_*.csv``), cluster metrics
+(``ascend_cluster_analyse_*.csv``) and the timeline summary (``*timeline_summary_*.json``).
+FORMATS.md sections 3.2, 3.8, 3.14, 3.18, 3.20 and 5.1 describe the files; the frame contracts are the
+builder docstrings in `nbprofiler.io.frames`.
+"""
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import MalformedFileError, MissingColumnError, ProfilerDataWarning, TruncatedFileError
+from ._util import numeric, read_csv, read_json, require_keys, warn_partial
+from .discover import RunFiles
+
+# Ascend step-trace points are 10 ns syscnt ticks: 100 000 ticks per millisecond (FORMATS 1.2).
+TICKS_PER_MS = 100_000
+# MindInsight rounds every converted step-trace value to 4 decimals.
+MS_DECIMALS = 4
+
+STEP_POINTS = {"start_point": "start_ms", "fp_point": "fp_start_ms", "bp_point": "bp_end_ms",
+               "end_point": "end_ms"}
+TRAIN_STAGES = {"iteration_interval": "iteration_interval_ms", "fp_and_bp": "fp_and_bp_ms", "tail": "tail_ms"}
+INFER_STAGES = {"iteration_interval": "iteration_interval_ms", "fp": "fp_ms"}
+
+
+def ticks_to_ms(ticks: pd.Series | np.ndarray) -> np.ndarray:
+    """10 ns ticks -> ms rounded to 4 decimals, exactly as MindInsight converts them.
+
+    Python's ``round`` (correctly rounded from the binary value) rather than numpy's scale-and-rint:
+    19378115 ticks is 193.78114999... ms, which MindInsight shows as 193.7811 and numpy rounds to 193.7812.
+    """
+    ms = np.asarray(ticks, dtype="float64") / TICKS_PER_MS
+    return np.array([round(v, MS_DECIMALS) for v in ms.tolist()], dtype="float64")
+
+
+
+# -- step trace -------------------------------------------------------------------------------------
+def _read_step_trace(path: Path) -> tuple[pd.DataFrame, pd.Series | None]:
+    """(step rows, average row or None) of a ``step_trace_raw_*`` file, every cell still a str.
+
+    The average row is the last row when its ``step_num`` is not the next step number (``-`` in most
+    files, ``0`` in the single-step ``run_2_lenet``). A file cut in the middle of a row loses that row;
+    the warning says whether it was a step or the average row.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProfilerDataWarning)
+        df = read_csv(path, required=["step_num", "total", "iteration_interval"])
+    truncated = None
+    for w in caught:
+        err = getattr(w.message, "error", None)
+        if isinstance(err, TruncatedFileError):
+            truncated = err
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if not {"fp_and_bp", "tail"} <= set(df.columns) and "fp" not in df.columns:
+        missing = [c for c in ("fp_and_bp", "tail") if c not in df.columns]
+        raise MissingColumnError(path, f"missing column(s) {missing} (and no inference column 'fp'); "
+                                       f"header is {list(df.columns)}", line=1, field=missing[0])
+    average = None
+    if len(df):
+        steps = pd.to_numeric(df["step_num"].str.strip(), errors="coerce")
+        last = steps.iloc[-1]
+        prev = steps.iloc[-2] if len(df) > 1 else 0
+        if df["step_num"].iloc[-1].strip() == "-" or (len(df) > 1 and last != prev + 1) or \
+                (len(df) == 1 and last != 1):
+            average = df.iloc[-1]
+            df = df.iloc[:-1]
+    if truncated is not None:
+        raw_tail = path.read_bytes().rstrip(b"\r\n").rsplit(b"\n", 1)[-1]
+        lost_average = raw_tail.split(b",", 1)[0].strip() == b"-"
+        n_steps = len(df)
+        what = ("the average row was cut off (all steps kept)" if lost_average else
+                f"1 step dropped (the partial row after step {df['step_num'].iloc[-1] if n_steps else 'none'}); "
+                "no average row")
+        warn_partial(TruncatedFileError(path, f"file ends in the middle of a row: {what}; "
+                                              f"{n_steps} complete steps loaded", line=truncated.line))
+    elif average is None and len(df) > 1:
+        warn_partial(TruncatedFileError(
+            path, f"no average row after the last step ({df['step_num'].iloc[-1]}): the file may be cut short; "
+                  f"{len(df)} steps loaded, the average is recomputed", line=len(df) + 1))
+    return df, average
+
+
+def _stage_map(df: pd.DataFrame) -> dict[str, str]:
+    return INFER_STAGES if "fp" in df.columns and "fp_and_bp" not in df.columns else TRAIN_STAGES
+
+
+def step_trace(run: RunFiles, prof) -> pd.DataFrame:
+    """Legacy ``step_trace_raw_{id}_detail_time.csv`` -> one row per real step (frames.step_trace).
+
+    Columns: ``step`` (int64), ``total_ms``, ``iteration_interval_ms`` and ``fp_and_bp_ms``/``tail_ms``
+    (inference files: ``fp_ms``), ``start_ms``, ``fp_start_ms``, ``bp_end_ms``, ``end_ms`` (float64 ms:
+    ticks / 100 000 rounded to 4 decimals). The file's own average row (as written, whatever it holds)
+    goes to ``prof._cache["step_trace_average"]`` as ``{"iteration_interval_ms", "fp_and_bp_ms",
+    "tail_ms", "total_ms"}`` (inference: ``fp_ms`` instead of the last two stages); recomputed means are
+    in ``attrs["mean_all_steps"]`` and ``attrs["mean_excluding_step1"]`` (None for a single step).
+    """
+    path = run.get("step_trace")
+    df, average = _read_step_trace(path)
+    stages = _stage_map(df)
+    out = pd.DataFrame({"step": numeric(df, "step_num", path, dtype=int, allow_missing=False)})
+    out["total_ms"] = ticks_to_ms(numeric(df, "total", path, allow_missing=False))
+    for col, name in stages.items():
+        out[name] = ticks_to_ms(numeric(df, col, path, allow_missing=False))
+    for col, name in STEP_POINTS.items():
+        if col in df.columns:
+            out[name] = ticks_to_ms(numeric(df, col, path))
+    out = out.reset_index(drop=True)
+    if average is not None:
+        avg = {}
+        for col, name in {**stages, "total": "total_ms"}.items():
+            cell = str(average[col]).strip()
+            try:
+                avg[name] = float(ticks_to_ms([float(cell)])[0])
+            except ValueError:
+                raise MalformedFileError(path, f"average row: not a number: {cell!r}", line=len(df) + 2,
+                                         field=col) from None
+        prof._cache["step_trace_average"] = avg
+    value_cols = ["total_ms", *stages.values()]
+    out.attrs["mean_all_steps"] = {c: round(float(out[c].mean()), MS_DECIMALS) for c in value_cols} \
+        if len(out) else None
+    out.attrs["mean_excluding_step1"] = {c: round(float(out[c].iloc[1:].mean()), MS_DECIMALS)
+                                         for c in value_cols} if len(out) > 1 else None
+    out.attrs["path"] = str(path)
+    return out
+
+
+def _reduce_prefixes(columns) -> list[str]:
+    """Reduce-event prefixes in file order: every ``stream_*`` column not ending in ``point``."""
+    return [c for c in columns if c.startswith("stream_") and not c.endswith("point")]
+
+
+def _stream_id(prefix: str, path: Path) -> int:
+    token = prefix.split("_")[1] if prefix.count("_") >= 1 else ""
+    if not token.isdigit():
+        raise MalformedFileError(path, f"reduce column {prefix!r} has no stream id as its second token",
+                                 line=1, field=prefix)
+    return int(token)
+
+
+def _reduce_events(df: pd.DataFrame, path: Path, steps: np.ndarray, step_start: np.ndarray) -> pd.DataFrame:
+    frames = []
+    for prefix in _reduce_prefixes(df.columns):
+        for suffix in ("_start_point", "_end_point"):
+            if prefix + suffix not in df.columns:
+                raise MissingColumnError(path, f"reduce event {prefix!r} has no {prefix + suffix!r} column",
+                                         line=1, field=prefix + suffix)
+        dur = numeric(df, prefix, path).to_numpy()
+        start = numeric(df, prefix + "_start_point", path).to_numpy()
+        end = numeric(df, prefix + "_end_point", path).to_numpy()
+        # MindInsight skips events with any zero among start/end/duration (missing events are all 0).
+        keep = (dur != 0) & (start != 0) & (end != 0) & ~np.isnan(dur) & ~np.isnan(start)
+        frames.append(pd.DataFrame({
+            "step": steps[keep], "stream_id": _stream_id(prefix, path), "name": prefix,
+            "start_ms": ticks_to_ms(start[keep] - step_start[keep]),
+            "dur_ms": ticks_to_ms(dur[keep])}))
+    if not frames:
+        return pd.DataFrame({"step": pd.Series(dtype="int64"), "stream_id": pd.Series(dtype="int64"),
+                             "name": pd.Series(dtype="object"), "start_ms": pd.Series(dtype="float64"),
+                             "dur_ms": pd.Series(dtype="float64")})
+    out = pd.concat(frames, ignore_index=True)
+    return out.astype({"step": "int64", "stream_id": "int64", "start_ms": "float64", "dur_ms": "float64"})
+
+
+def step_trace_reduce(run: RunFiles, prof) -> pd.DataFrame:
+    """Reduce/communication events of each step from the ``stream_*`` columns (frames.step_trace_reduce).
+
+    Columns ``step``, ``stream_id``, ``name``, ``start_ms`` (relative to the step's start point; may be
+    negative: a Receive can start before the step's start point, which MindInsight then hides),
+    ``dur_ms``. Columns are mapped by name, so both orders (``<p>_start_point,<p>_end_point,<p>`` and
+    ``<p>,<p>_start_point,<p>_end_point``) work. Events with a 0 start, end or duration (missing) are
+    dropped. The average row's events are in ``attrs["average"]`` (list of dicts, same keys but step).
+    """
+    path = run.get("step_trace")
+    df, average = _read_step_trace(path)
+    steps = numeric(df, "step_num", path, dtype=int, allow_missing=False).to_numpy()
+    start = numeric(df, "start_point", path).to_numpy() if "start_point" in df else np.zeros(len(df))
+    out = _reduce_events(df, path, steps, start)
+    if average is not None and _reduce_prefixes(df.columns):
+        avg = average.to_frame().T.reset_index(drop=True)
+        avg_start = numeric(avg, "start_point", path).to_numpy() if "start_point" in avg else np.zeros(1)
+        ev = _reduce_events(avg, path, np.zeros(1, dtype="int64"), avg_start)
+        out.attrs["average"] = ev.drop(columns="step").to_dict("records")
+    return out
+
+
+def step_point_info(run: RunFiles, prof) -> dict | list | None:
+    """FP-start / BP-end anchor operators: ``step_trace_point_info_{id}.json`` (preferred, as MindInsight)
+    else ``step_trace_point_info.json``. A dict ``{"fp_start", "bp_end"}`` or a list of such dicts (one
+    per step, index = step - 1), as written. None when neither file exists."""
+    paths = run.all("step_trace_point_info")
+    if not paths:
+        return None
+    path = sorted(paths, key=lambda p: p.name == "step_trace_point_info.json")[0]
+    data = read_json(path)
+    items = data if isinstance(data, list) else [data]
+    for i, item in enumerate(items):
+        require_keys(item, ["fp_start", "bp_end"], path, where=f" (entry {i})" if isinstance(data, list) else "")
+    return data
+
+
+# -- FLOPs ------------------------------------------------------------------------------------------
+def _flops_column(header: str) -> str:
+    """Map a flops_*.txt header to a column name (three header generations, FORMATS 3.8)."""
+    h = header.strip()
+    low = h.lower()
+    if low in ("full_kernel_name", "full_op_name", "op_name"):
+        return "op_name"
+    unit = "_cube" if "cube" in low else "_vector" if "vec" in low else ""
+    if "utilization" in low:
+        return f"utilization{unit}_pct"
+    if h.startswith("MFLOPs") or h == "FLOPs":
+        return f"mflops{unit}"
+    if h.startswith("GFLOPS") or h == "FLOPS":
+        return f"gflops{unit}"
+    return re.sub(r"\W+", "_", low).strip("_")
+
+
+def flops(run: RunFiles, prof) -> pd.DataFrame:
+    """``flops_{id}.txt`` (comma + space separated): ``op_name`` and the numeric columns by header name
+    (frames.flops). Rows with an empty second field are skipped, as MindInsight skips them."""
+    path = run.get("flops")
+    df = read_csv(path, skipinitialspace=True)
+    df.columns = [_flops_column(c) for c in df.columns]
+    if "op_name" not in df.columns:
+        raise MissingColumnError(path, f"no operator name column (full_kernel_name / full_op_name); header is "
+                                       f"{list(df.columns)}", line=1, field="full_kernel_name")
+    if len(df.columns) > 1:
+        df = df[df[df.columns[1]].str.strip() != ""]
+    out = pd.DataFrame({"op_name": df["op_name"].str.strip()})
+    for c in df.columns:
+        if c != "op_name":
+            out[c] = numeric(df, c, path).to_numpy()
+    return out.reset_index(drop=True)
+
+
+def flops_summary(run: RunFiles, prof) -> dict:
+    """``flops_summary_{id}.json`` as written: ``{"FLOPs", "FLOPS", "FLOPS_Utilization"}`` or
+    ``{"cube_FLOPs", "vec_FLOPs", "cube_FLOPS", "vec_FLOPS", "cube_FLOPS_Utilization",
+    "vec_FLOPS_Utilization"}`` (MFLOPs, GFLOPS, percent)."""
+    path = run.get("flops_summary")
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise MalformedFileError(path, f"expected a JSON object, found {type(data).__name__}")
+    for k, v in data.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise MalformedFileError(path, f"not a number: {v!r}", field=k)
+    return data
+
+
+# -- communication and cluster ----------------------------------------------------------------------
+def _hccl_rows(run: RunFiles) -> tuple[Path, pd.DataFrame, pd.Series | None]:
+    path = run.get("hccl_raw")
+    df = read_csv(path, required=["step_num", "communication_cost", "wait_cost"])
+    average = None
+    if len(df) and df["step_num"].iloc[-1].strip() == "-":
+        average = df.iloc[-1]
+        df = df.iloc[:-1]
+    return path, df, average
+
+
+def hccl(run: RunFiles, prof) -> pd.DataFrame:
+    """``hccl_raw_{id}.csv`` per step (frames.hccl): ``step``, ``communication_cost_ms``,
+    ``wait_cost_ms``; the ``-`` average row as written in ``attrs["average"]`` (dict, same keys)."""
+    path, df, average = _hccl_rows(run)
+    out = pd.DataFrame({"step": numeric(df, "step_num", path, dtype=int, allow_missing=False),
+                        "communication_cost_ms": numeric(df, "communication_cost", path),
+                        "wait_cost_ms": numeric(df, "wait_cost", path)}).reset_index(drop=True)
+    if average is not None:
+        avg = average.to_frame().T.reset_index(drop=True)
+        avg.index = [len(df)]  # so an error names the average row's line
+        out.attrs["average"] = {"communication_cost_ms": float(numeric(avg, "communication_cost", path).iloc[0]),
+                                "wait_cost_ms": float(numeric(avg, "wait_cost", path).iloc[0])}
+    return out
+
+
+def hccl_links(run: RunFiles, prof) -> pd.DataFrame:
+    """``link_info`` of ``hccl_raw_{id}.csv`` per step and link (frames.hccl_links): ``step``, ``src``,
+    ``dst`` (int64 ranks from the ``"src-dst"`` key), ``transport`` (SDMA, RDMA ...), ``time_ms``,
+    ``size``, ``bandwidth`` (float64; units not labelled in the file, FORMATS 3.18)."""
+    path, df, _ = _hccl_rows(run)
+    if "link_info" not in df.columns:
+        raise MissingColumnError(path, "missing column 'link_info'", line=1, field="link_info")
+    rows = []
+    steps = numeric(df, "step_num", path, dtype=int, allow_missing=False)
+    for i, (step, cell) in enumerate(zip(steps, df["link_info"])):
+        line = i + 2
+        if not cell.strip():
+            continue
+        try:
+            links = json.loads(cell)
+        except json.JSONDecodeError as e:
+            raise MalformedFileError(path, f"link_info is not JSON: {e.msg}", line=line, field="link_info") from None
+        if not isinstance(links, dict):
+            raise MalformedFileError(path, "link_info is not a JSON object", line=line, field="link_info")
+        for pair, by_transport in links.items():
+            src, _, dst = str(pair).partition("-")
+            if not (src.isdigit() and dst.isdigit()) or not isinstance(by_transport, dict):
+                raise MalformedFileError(path, f"link key {pair!r} is not 'src-dst' with an object value",
+                                         line=line, field="link_info")
+            for transport, values in by_transport.items():
+                if not (isinstance(values, list) and len(values) >= 3
+                        and all(isinstance(v, (int, float)) for v in values[:3])):
+                    raise MalformedFileError(path, f"link {pair} {transport}: expected [time, size, bandwidth], "
+                                                   f"found {values!r}", line=line, field="link_info")
+                rows.append((int(step), int(src), int(dst), str(transport), *map(float, values[:3])))
+    return pd.DataFrame(rows, columns=["step", "src", "dst", "transport", "time_ms", "size", "bandwidth"]).astype(
+        {"step": "int64", "src": "int64", "dst": "int64", "time_ms": "float64", "size": "float64",
+         "bandwidth": "float64"})
+
+
+_CLUSTER_NAME = re.compile(r"(?P<device>ascend|gpu)_cluster_analyse_(?P<mode>[A-Za-z-]+)_(?P<stages>\d+)_"
+                           r"(?P<ranks>\d+)_(?P<rank>\d+)\.csv")
+# Data-parallel files hold step-trace stages in ticks; the other modes hold ms (FORMATS 3.18).
+_TICK_COLUMNS = {"iteration_interval", "fp_and_bp", "tail", "total"}
+
+
+def cluster_analyse(run: RunFiles, prof) -> pd.DataFrame:
+    """``ascend_cluster_analyse_{mode}_{stages}_{ranks}_{rank}.csv`` (frames.cluster_analyse).
+
+    Columns: ``step`` (int64, 1-based row number: the file has no step column) and ``<column>_ms`` for
+    each file column (data-parallel tick columns converted ÷1e5 and rounded to 4 decimals; pipeline
+    columns are ms already). With more than one row the last row is the average MindInsight shows
+    (``attrs["average"]``, dict) and not a step; a single-row file is step 1 and also the average.
+    ``attrs``: ``parallel_mode``, ``stage_num``, ``rank_size`` from the file name.
+    """
+    path = run.get("cluster_analyse")
+    df = read_csv(path, skipinitialspace=True)
+    if not len(df.columns) or not len(df):
+        raise MalformedFileError(path, "no data rows", line=1)
+    values = {}
+    for col in df.columns:
+        v = numeric(df, col, path)
+        values[f"{col}_ms"] = ticks_to_ms(v) if col in _TICK_COLUMNS else v.to_numpy()
+    table = pd.DataFrame(values)
+    average_row = table.iloc[-1]
+    steps = table.iloc[:-1] if len(table) > 1 else table
+    out = steps.copy()
+    out.insert(0, "step", np.arange(1, len(out) + 1, dtype="int64"))
+    out.attrs["average"] = {k: float(v) for k, v in average_row.items()}
+    m = _CLUSTER_NAME.fullmatch(path.name)
+    if m:
+        out.attrs.update(parallel_mode=m.group("mode"), stage_num=int(m.group("stages")),
+                         rank_size=int(m.group("ranks")))
+    return out.reset_index(drop=True)
+
+
+# -- timeline summary -------------------------------------------------------------------------------
+def timeline_summary(run: RunFiles, prof) -> dict:
+    """``ascend_timeline_summary_{id}.json`` (else the older ``timeline_summary_{id}.json``, else
+    ``gpu_timeline_summary_{id}.json``) as written: ``total_time`` (us in the shipped files: the sum of
+    op durations), ``num_of_streams``, ``num_of_ops``, ``op_exe_times`` and, in newer files,
+    ``max_scope_name_num`` (MindInsight's default 0 is NOT added: absent means the writer did not say)."""
+    paths = run.all("timeline_summary")
+    order = {"ascend": 0, "timeline": 1, "gpu": 2}
+    path = sorted(paths, key=lambda p: order.get(p.name.split("_", 1)[0], 3))[0]
+    data = read_json(path)
+    require_keys(data, ["total_time"], path)
+    for k, v in data.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise MalformedFileError(path, f"not a number: {v!r}", field=k)
+    return data
