@@ -1,0 +1,407 @@
+"""Step-trace view: per-step stacked bars, the selected step (or the average) as a Gantt bar with its
+reduce/communication sub-stages, a per-stage trend across steps, and a per-rank comparison for clusters.
+
+Pure data preparation (`step_segments`, `average_frame`, `rank_frame`) turns the ``step_trace`` frames
+into the rows the figures draw; figure factories (`step_trace_figure`, `cluster_step_figure`) take
+DataFrames and return Bokeh layouts that also work in a standalone HTML file (the step selector there is
+a Bokeh ``Select`` with a CustomJS callback). `StepTraceView` is the notebook widget: an ipywidgets
+dropdown drives the ``step`` traitlet (0 = average) and re-fills the same Bokeh sources from Python.
+
+All times are milliseconds; percents are shares (0..100) of the selection's ``total_ms``.
+"""
+from __future__ import annotations
+
+import html
+
+import ipywidgets as W
+import numpy as np
+import pandas as pd
+import traitlets
+from bokeh.layouts import column, row
+from bokeh.models import (ColumnDataSource, CustomJS, Div, FactorRange, HoverTool, Legend, LegendItem,
+                          Select, Span)
+from bokeh.core.properties import value
+from bokeh.plotting import figure
+
+from . import theme
+
+AVERAGE = 0
+TOTAL_ROW = "Total"
+STAGES_ROW = "Stages"
+SEGMENT_COLUMNS = ["sel", "row", "stage", "label", "start_ms", "end_ms", "dur_ms", "percent", "color",
+                   "text", "text_x", "text_color"]
+
+
+# -- data preparation ------------------------------------------------------------------------------
+def recomputed_means(steps: pd.DataFrame, stages: list[str]) -> dict[str, dict[str, float]]:
+    """Means of each stage and ``total_ms`` recomputed from the step rows (ms, rounded to 4 decimals):
+    ``{"all_steps": {...}, "excluding_step_1": {...}}``; the second is empty with a single step."""
+    cols = [*stages, "total_ms"]
+    out = {"all_steps": steps[cols].mean().round(4).to_dict() if len(steps) else {}}
+    rest = steps[steps["step"] != steps["step"].min()] if len(steps) > 1 else steps.iloc[0:0]
+    out["excluding_step_1"] = rest[cols].mean().round(4).to_dict() if len(rest) else {}
+    return out
+
+
+def average_frame(steps: pd.DataFrame, stages: list[str], average: dict | None) -> pd.DataFrame:
+    """The averages side by side, one row each: "as written" (the file's average row that MindInsight
+    shows; absent when the source has none), "mean of all steps", "mean excluding step 1". Columns: the
+    stages and ``total_ms`` (ms)."""
+    cols = [*stages, "total_ms"]
+    rows, index = [], []
+    if average:
+        rows.append({c: average.get(c, np.nan) for c in cols})
+        index.append("as written (MindInsight)")
+    means = recomputed_means(steps, stages)
+    for key, label in (("all_steps", "mean of all steps"), ("excluding_step_1", "mean excluding step 1")):
+        if means[key]:
+            rows.append(means[key])
+            index.append(label)
+    return pd.DataFrame(rows, index=index, columns=cols)
+
+
+def average_row(steps: pd.DataFrame, stages: list[str], average: dict | None) -> dict[str, float]:
+    """What the "Average" selection shows: the file's average row as written, else the mean of all steps."""
+    if average:
+        return {c: float(average.get(c, 0.0) or 0.0) for c in [*stages, "total_ms"]}
+    return recomputed_means(steps, stages)["all_steps"]
+
+
+def _reduce_average(reduce: pd.DataFrame | None, steps: pd.DataFrame, stages: list[str],
+                    average: dict | None) -> pd.DataFrame:
+    """Mean start and duration of each reduce event over the steps where it was recorded. When the
+    file's average row is the mean of steps 2..N (as in the real legacy files, FORMATS.md 3.2), step 1 is
+    left out here too, so the reduce bars agree with the stage bars they are drawn under."""
+    if reduce is None or reduce.empty:
+        return pd.DataFrame(columns=["name", "stream_id", "start_ms", "dur_ms"])
+    if average and len(steps) > 1:
+        rest = recomputed_means(steps, stages)["excluding_step_1"]
+        if abs(rest.get("total_ms", np.nan) - float(average.get("total_ms", np.nan))) < 1e-3:
+            reduce = reduce[reduce["step"] != steps["step"].min()]
+    return (reduce.groupby(["stream_id", "name"], sort=False)[["start_ms", "dur_ms"]].mean().round(4)
+            .reset_index())
+
+
+def _segments_for(sel: int, values: dict, stages: list[str], reduce: pd.DataFrame | None) -> list[dict]:
+    total = float(values.get("total_ms", 0.0) or 0.0)
+
+    def pct(d):
+        return round(100.0 * d / total, 2) if total else 0.0
+
+    out = [dict(sel=sel, row=TOTAL_ROW, stage="total_ms", label=theme.stage_label("total_ms"), start_ms=0.0,
+                end_ms=total, dur_ms=total, percent=100.0 if total else 0.0, color=theme.stage_color("total_ms"))]
+    start = 0.0
+    # Stages stack in display order: for legacy files interval + fp_and_bp + tail = total, so each
+    # stage starts where the previous ends (MindInsight's fp_point - start_point, bp_point - start_point).
+    for s in stages:
+        d = float(values.get(s, 0.0) or 0.0)
+        out.append(dict(sel=sel, row=STAGES_ROW, stage=s, label=theme.stage_label(s), start_ms=round(start, 4),
+                        end_ms=round(start + d, 4), dur_ms=d, percent=pct(d), color=theme.stage_color(s)))
+        start += d
+    if reduce is not None and len(reduce):
+        streams = list(dict.fromkeys(reduce["stream_id"]))
+        for r in reduce.itertuples(index=False):
+            # MindInsight drops points with a negative start or duration (FORMATS.md 5.1).
+            if r.start_ms < 0 or r.dur_ms <= 0:
+                continue
+            i = streams.index(r.stream_id)
+            out.append(dict(sel=sel, row=f"stream {r.stream_id}", stage=str(r.name), label=str(r.name),
+                            start_ms=float(r.start_ms), end_ms=round(float(r.start_ms + r.dur_ms), 4),
+                            dur_ms=float(r.dur_ms), percent=pct(float(r.dur_ms)), color=theme.reduce_color(i)))
+    return out
+
+
+def step_segments(steps: pd.DataFrame, stages: list[str], average: dict | None = None,
+                  reduce: pd.DataFrame | None = None, step: int | None = None) -> pd.DataFrame:
+    """The bars of the step-detail chart, one row per bar.
+
+    ``step``: None = every selection (the average, sel 0, and each step), else just that one (0 = average).
+    Columns: ``sel`` (int: 0 = average, else the step number), ``row`` (str: "Total", "Stages" or
+    "stream <id>"), ``stage`` (stage column or reduce event name), ``label`` (display name), ``start_ms``,
+    ``end_ms``, ``dur_ms`` (float ms from the step's start), ``percent`` (0..100 of the selection's
+    total), ``color``. Reduce events of the average are the means over the steps that recorded them.
+    """
+    rows: list[dict] = []
+    by_step = reduce.groupby("step", sort=False) if reduce is not None and len(reduce) else None
+    if step in (None, AVERAGE):
+        rows += _segments_for(AVERAGE, average_row(steps, stages, average), stages,
+                              _reduce_average(reduce, steps, stages, average))
+    wanted = steps if step in (None, AVERAGE) else steps[steps["step"] == step]
+    if step == AVERAGE:
+        wanted = steps.iloc[0:0]
+    groups = dict(iter(by_step)) if by_step is not None else {}
+    for rec in wanted[["step", *stages, "total_ms"]].to_dict("records"):
+        s = int(rec["step"])
+        rows += _segments_for(s, rec, stages, groups.get(s))
+    out = pd.DataFrame(rows, columns=SEGMENT_COLUMNS[:9])
+    # Bar captions: stage bars are wide, so the caption sits inside in white; reduce events are thin,
+    # so theirs follows the bar's end in the neutral grey.
+    inside = out["row"].isin([TOTAL_ROW, STAGES_ROW])
+    out["text"] = out["label"] + ": " + out["dur_ms"].map("{:,.4f} ms".format)
+    out["text_x"] = np.where(inside, out["start_ms"], out["end_ms"])
+    out["text_color"] = np.where(inside, "#ffffff", theme.TEXT)
+    return out
+
+
+def step_percent_frame(steps: pd.DataFrame, stages: list[str]) -> pd.DataFrame:
+    """``steps`` plus ``<stage>_pct`` columns (0..100 of each step's ``total_ms``; 0 when the total is 0)."""
+    out = steps[["step", *stages, "total_ms"]].copy()
+    total = out["total_ms"].where(out["total_ms"] != 0)
+    for s in stages:
+        out[s[:-3] + "_pct"] = (100.0 * out[s] / total).round(2).fillna(0.0)
+    return out
+
+
+def rank_frame(cluster, step: int = AVERAGE) -> pd.DataFrame:
+    """One row per rank of a `Cluster` for one selection (0 = each rank's average as shown in
+    `average_row`): ``rank`` (str), the stage columns, ``total_ms``, ``slowest`` (bool, the largest
+    total). Ranks without step trace or without that step are left out. Stages: those of the first rank
+    with step trace (ranks with another stage set are left out)."""
+    stages: list[str] | None = None
+    rows = []
+    for rank in cluster.ranks:
+        p = cluster[rank]
+        df = p.step_trace
+        if df is None or df.empty:
+            continue
+        st = p.step_stages
+        if stages is None:
+            stages = st
+        if st != stages:
+            continue
+        if step == AVERAGE:
+            vals = average_row(df, st, p.step_trace_average)
+        else:
+            hit = df[df["step"] == step]
+            if hit.empty:
+                continue
+            vals = hit.iloc[0][[*st, "total_ms"]].astype(float).to_dict()
+        rows.append({"rank": str(rank), **{c: vals.get(c, 0.0) for c in [*st, "total_ms"]}})
+    out = pd.DataFrame(rows, columns=["rank", *(stages or []), "total_ms"])
+    out["slowest"] = out["total_ms"] == out["total_ms"].max() if len(out) else pd.Series(dtype=bool)
+    out.attrs["stages"] = stages or []
+    return out
+
+
+# -- figures ---------------------------------------------------------------------------------------
+def _selection_options(steps: pd.DataFrame) -> list[tuple[str, str]]:
+    return [("0", "Average")] + [(str(int(s)), f"Step {int(s)}") for s in steps["step"]]
+
+
+def _detail_figure(seg: pd.DataFrame, rows: list[str], title: str) -> tuple:
+    src = ColumnDataSource(seg, name="step_trace_selected_src")
+    fig = figure(y_range=FactorRange(*reversed(rows)), height=max(160, 46 * len(rows) + 70),
+                 sizing_mode="stretch_width", title=title, tools="xpan,xwheel_zoom,reset,save",
+                 x_axis_label=theme.axis_label("Time from step start", "ms"), name="step_trace_detail")
+    fig.hbar(y="row", left="start_ms", right="end_ms", height=0.7, fill_color="color", line_color="color",
+             fill_alpha=0.85, source=src)
+    fig.text(x="text_x", y="row", text="text", source=src, text_font_size="10px", x_offset=3,
+             text_baseline="middle", text_color="text_color", text_font=value(theme.FONT))
+    fig.add_tools(HoverTool(tooltips=[("", "@label"), ("duration", "@dur_ms{0,0.0000} ms"),
+                                      ("share", "@percent{0.00} %"), ("from", "@start_ms{0,0.0000} ms")]))
+    return theme.style(fig), src
+
+
+def step_trace_figure(step_trace_df: pd.DataFrame, stages: list[str], average: dict | None = None,
+                      step: int | None = None, reduce_df: pd.DataFrame | None = None,
+                      selector: bool = True):
+    """The step-trace layout: a step selector (average or one step), the selected step as a Gantt bar
+    (total, stacked stages, one line per reduce stream), the averages, per-step stacked bars, and a
+    per-stage trend line. ``step``: initial selection (None or 0 = average). With ``selector`` the layout
+    carries a Bokeh ``Select`` (name ``step_select``) whose CustomJS swaps the detail bars, so the
+    selection works in a standalone HTML file. Returns a Bokeh layout; sources are named
+    ``step_trace_selected_src``, ``step_trace_steps_src``, ``step_trace_all_segments_src``."""
+    if step_trace_df is None or step_trace_df.empty or not stages:
+        return Div(text=_no_data_html("step trace", "no step rows"), name="step_trace_empty")
+    step = int(step or AVERAGE)
+    all_seg = step_segments(step_trace_df, stages, average, reduce_df)
+    rows = list(dict.fromkeys(all_seg["row"]))
+    seg = all_seg[all_seg["sel"] == step]
+    detail, sel_src = _detail_figure(seg, rows, _detail_title(step, seg))
+
+    per_step = step_percent_frame(step_trace_df, stages)
+    steps_src = ColumnDataSource(per_step, name="step_trace_steps_src")
+    labels = [theme.stage_label(s) for s in stages]
+    colors = [theme.stage_color(s) for s in stages]
+    bars = figure(height=260, sizing_mode="stretch_width", title="Stages per step",
+                  x_axis_label="Step", y_axis_label=theme.axis_label("Time", "ms"),
+                  tools="xpan,xwheel_zoom,box_zoom,reset,save", name="step_trace_bars")
+    renderers = bars.vbar_stack(stages, x="step", width=0.8, color=colors, line_color=None, source=steps_src)
+    for r, s, lab in zip(renderers, stages, labels):
+        bars.add_tools(HoverTool(renderers=[r], tooltips=[
+            ("step", "@step"), (lab, f"@{s}{{0,0.0000}} ms"), ("share", f"@{s[:-3]}_pct{{0.00}} %"),
+            ("step total", "@total_ms{0,0.0000} ms")]))
+    bars.add_layout(Legend(items=[LegendItem(label=lab, renderers=[r]) for lab, r in zip(labels, renderers)],
+                           orientation="horizontal", click_policy="hide"), "above")
+    marker = Span(location=step if step else -1e9, dimension="height", line_color=theme.HIGHLIGHT,
+                  line_width=2, line_dash="dashed", name="step_trace_marker")
+    bars.add_layout(marker)
+
+    trend = figure(height=240, sizing_mode="stretch_width", title="Trend across steps", x_range=bars.x_range,
+                   x_axis_label="Step", y_axis_label=theme.axis_label("Time", "ms"),
+                   tools="xpan,xwheel_zoom,box_zoom,reset,save", name="step_trace_trend")
+    items = []
+    for s, lab in zip([*stages, "total_ms"], [*labels, "Total"]):
+        r = trend.line("step", s, source=steps_src, color=theme.stage_color(s), line_width=1.5)
+        items.append(LegendItem(label=lab, renderers=[r]))
+        trend.add_tools(HoverTool(renderers=[r], mode="vline", tooltips=[("step", "@step"),
+                                                                         (lab, f"@{s}{{0,0.0000}} ms")]))
+    trend.add_layout(Legend(items=items, orientation="horizontal", click_policy="hide"), "above")
+
+    avg = Div(text=averages_html(step_trace_df, stages, average), name="step_trace_averages",
+              sizing_mode="stretch_width")
+    parts = [detail, avg, theme.style(bars), theme.style(trend)]
+    if selector:
+        all_src = ColumnDataSource(all_seg, name="step_trace_all_segments_src")
+        select = Select(title="Step", value=str(step), options=_selection_options(step_trace_df),
+                        name="step_select", width=160)
+        select.js_on_change("value", CustomJS(args=dict(all=all_src, sel=sel_src, marker=marker,
+                                                        title=detail.title), code=_SELECT_JS))
+        parts.insert(0, select)
+    return column(*parts, sizing_mode="stretch_width", name="step_trace_layout")
+
+
+_SELECT_JS = """
+const want = Number(cb_obj.value);
+const d = all.data, n = d.sel.length, out = {};
+for (const k of Object.keys(d)) out[k] = [];
+for (let i = 0; i < n; i++) if (d.sel[i] === want) for (const k of Object.keys(d)) out[k].push(d[k][i]);
+sel.data = out;
+marker.location = want ? want : -1e9;
+const tot = out.dur_ms.length ? out.dur_ms[0] : 0;
+title.text = (want ? 'Step ' + want : 'Average') + ': total ' + tot.toFixed(4) + ' ms';
+"""
+
+
+def _detail_title(step: int, seg: pd.DataFrame) -> str:
+    total = float(seg["dur_ms"].iloc[0]) if len(seg) else 0.0
+    return f"{'Step ' + str(step) if step else 'Average'}: total {total:.4f} ms"
+
+
+def averages_html(steps: pd.DataFrame, stages: list[str], average: dict | None) -> str:
+    """A small HTML table of `average_frame` (numbers only; labels are ours, escaped anyway)."""
+    df = average_frame(steps, stages, average)
+    head = "".join(f"<th style='text-align:right;padding:0 8px'>{html.escape(theme.stage_label(c))} (ms)</th>"
+                   for c in df.columns)
+    body = ""
+    for name, r in df.iterrows():
+        cells = "".join(f"<td style='text-align:right;padding:0 8px'>{v:,.4f}</td>" for v in r.to_numpy(float))
+        body += f"<tr><td style='padding:0 8px'>{html.escape(str(name))}</td>{cells}</tr>"
+    return (f"<div style=\"{theme.PANEL_CSS}\"><table style='border-collapse:collapse'>"
+            f"<tr><th></th>{head}</tr>{body}</table></div>")
+
+
+def cluster_step_figure(rank_df: pd.DataFrame, stages: list[str] | None = None, step: int = AVERAGE):
+    """One stacked horizontal bar per rank (from `rank_frame`) for one selection; the slowest rank is
+    outlined in red and named in the title. Source ``step_trace_ranks_src``."""
+    stages = stages if stages is not None else rank_df.attrs.get("stages", [])
+    if rank_df is None or rank_df.empty or not stages:
+        return Div(text=_no_data_html("cluster step trace", "no rank has step-trace rows"),
+                   name="step_trace_ranks_empty")
+    df = rank_df.copy()
+    df["rank_label"] = "rank " + df["rank"].astype(str)
+    df["outline"] = np.where(df["slowest"], theme.HIGHLIGHT, "rgba(0,0,0,0)")
+    src = ColumnDataSource(df, name="step_trace_ranks_src")
+    slow = df.loc[df["slowest"], "rank"].tolist()
+    what = f"step {step}" if step else "average"
+    fig = figure(y_range=FactorRange(*reversed(df["rank_label"].tolist())), height=60 + 32 * len(df),
+                 sizing_mode="stretch_width", x_axis_label=theme.axis_label("Time", "ms"),
+                 title=f"Per rank, {what}; slowest: rank {', '.join(slow)}", tools="xpan,xwheel_zoom,reset,save",
+                 name="step_trace_ranks")
+    labels = [theme.stage_label(s) for s in stages]
+    rs = fig.hbar_stack(stages, y="rank_label", height=0.7, color=[theme.stage_color(s) for s in stages],
+                        line_color="outline", line_width=2, source=src)
+    for r, s, lab in zip(rs, stages, labels):
+        fig.add_tools(HoverTool(renderers=[r], tooltips=[("rank", "@rank"), (lab, f"@{s}{{0,0.0000}} ms"),
+                                                         ("rank total", "@total_ms{0,0.0000} ms")]))
+    fig.add_layout(Legend(items=[LegendItem(label=lab, renderers=[r]) for lab, r in zip(labels, rs)],
+                          orientation="horizontal"), "above")
+    return theme.style(fig)
+
+
+def _no_data_html(what: str, why: str) -> str:
+    return (f"<div style=\"{theme.PANEL_CSS}{theme.MUTED_CSS}padding:8px\">No {html.escape(what)} data: "
+            f"{html.escape(why)}.</div>")
+
+
+# -- widget ----------------------------------------------------------------------------------------
+class StepTraceView(traitlets.HasTraits):
+    """Notebook step-trace view of a `Profile` (or a `Cluster`: adds one stacked bar per rank for the
+    selected step). ``step`` (int, 0 = average) is the linkable state; ``.widget`` is the ipywidget."""
+
+    step = traitlets.Int(AVERAGE)
+
+    def __init__(self, prof_or_frames, step: int = AVERAGE):
+        super().__init__()
+        from jupyter_bokeh import BokehModel
+        self.cluster = prof_or_frames if hasattr(prof_or_frames, "ranks") else None
+        prof = self.cluster[self.cluster.ranks[0]] if self.cluster is not None else prof_or_frames
+        if isinstance(prof, dict):  # frames given directly: {"step_trace": df, "average": ..., "reduce": ...}
+            self.steps = prof["step_trace"]
+            self.average = prof.get("average")
+            self.reduce = prof.get("reduce")
+            from ..io.frames import step_stages
+            self.stages = step_stages(self.steps)
+        else:
+            self.steps, self.average = prof.step_trace, prof.step_trace_average
+            self.reduce, self.stages = prof.step_trace_reduce, prof.step_stages
+        self.empty = self.steps is None or self.steps.empty or not self.stages
+        self._segments = None if self.empty else step_segments(self.steps, self.stages, self.average, self.reduce)
+        layout = step_trace_figure(self.steps, self.stages, self.average, None, self.reduce, selector=False)
+        self._sources = {m.name: m for m in layout.select({"type": ColumnDataSource})} if not self.empty else {}
+        self._marker = next(iter(layout.select({"name": "step_trace_marker"})), None)
+        self._detail = next(iter(layout.select({"name": "step_trace_detail"})), None)
+        parts = []
+        if not self.empty:
+            opts = [(label, int(v)) for v, label in _selection_options(self.steps)]
+            self.selector = W.Dropdown(options=opts, value=AVERAGE, description="Step",
+                                       layout=W.Layout(width="220px"))
+            self.selector.observe(lambda ch: setattr(self, "step", ch["new"]), names="value")
+            parts.append(self.selector)
+        self._rank_model = None
+        if self.cluster is not None:
+            self._rank_model = BokehModel(self._rank_figure(AVERAGE))
+            parts.append(self._rank_model)
+        parts.append(BokehModel(layout))
+        self.widget = W.VBox(parts, layout=W.Layout(width="100%"))
+        if step:
+            self.step = step
+
+    def _rank_figure(self, step):
+        return cluster_step_figure(rank_frame(self.cluster, step), step=step)
+
+    @traitlets.validate("step")
+    def _check_step(self, proposal):
+        s = int(proposal["value"])
+        if s != AVERAGE and (self.empty or s not in set(self.steps["step"])):
+            raise traitlets.TraitError(f"no step {s} in this step trace")
+        return s
+
+    @traitlets.observe("step")
+    def _on_step(self, change):
+        s = change["new"]
+        if self.empty:
+            return
+        if self.selector.value != s:
+            self.selector.value = s
+        seg = self._segments[self._segments["sel"] == s]
+        self._sources["step_trace_selected_src"].data = {c: seg[c].to_numpy() for c in SEGMENT_COLUMNS}
+        self._marker.location = s if s else -1e9
+        self._detail.title.text = _detail_title(s, seg)
+        if self._rank_model is not None:
+            self._rank_model.update_from_model(self._rank_figure(s))
+
+    def step_window_ms(self, step: int | None = None) -> tuple[float, float] | None:
+        """(start_ms, end_ms) of a step on the step trace's own clock, or None (average / no points)."""
+        s = self.step if step is None else step
+        if not s or self.empty or "start_ms" not in self.steps or "end_ms" not in self.steps:
+            return None
+        hit = self.steps[self.steps["step"] == s]
+        return (float(hit["start_ms"].iloc[0]), float(hit["end_ms"].iloc[0])) if len(hit) else None
+
+    def display(self):
+        from IPython.display import display
+        display(self.widget)
+
+    def _ipython_display_(self):
+        self.display()

@@ -1,0 +1,157 @@
+"""Step-trace view data preparation and figures on real profiles, checked against MindInsight's graphs."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from bokeh.embed import file_html
+from bokeh.models import ColumnDataSource
+from bokeh.resources import INLINE
+
+import nbprofiler
+from nbprofiler.views import step_trace as st
+from .conftest import DATA, expected
+
+
+def _load(rel):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nbprofiler.load(DATA / rel)
+
+
+@pytest.fixture(scope="module")
+def widedeep():
+    return _load("legacy/run_1_widedeep")
+
+
+@pytest.fixture(scope="module")
+def widedeep_expected():
+    return expected("legacy__run_1_widedeep__device1")["step_trace"]
+
+
+def _graph_rows(graph):
+    """MindInsight graph lines -> {name: (start, duration)} of named bars (stage lines and reduce events)."""
+    return {bar["name"]: (bar["start"], bar["duration"]) for line in graph[1:] for bar in line if bar["name"]}
+
+
+def test_average_selection_matches_mindinsight_graph(widedeep, widedeep_expected):
+    seg = st.step_segments(widedeep.step_trace, widedeep.step_stages, widedeep.step_trace_average,
+                           widedeep.step_trace_reduce, step=0)
+    graph = widedeep_expected["graph_step0_average"]
+    assert seg.loc[seg["row"] == "Total", "dur_ms"].item() == pytest.approx(graph[0][0]["duration"])
+    want = _graph_rows(graph)
+    stages = seg[seg["row"] == "Stages"].set_index("stage")
+    for name in ("iteration_interval", "fp_and_bp", "tail"):
+        assert stages.loc[f"{name}_ms", "start_ms"] == pytest.approx(want[name][0], abs=1e-4)
+        assert stages.loc[f"{name}_ms", "dur_ms"] == pytest.approx(want[name][1], abs=1e-4)
+    # Reduce bars of the average: means over steps 2..N (the file's average row is that mean).
+    reduce = seg[seg["row"].str.startswith("stream ")].set_index("stage")
+    assert len(reduce) == 11
+    for name, (start, dur) in want.items():
+        if name.startswith("stream_"):
+            assert reduce.loc[name, "start_ms"] == pytest.approx(start, abs=2e-3)
+            assert reduce.loc[name, "dur_ms"] == pytest.approx(dur, abs=2e-3)
+    summary = widedeep_expected["summary"]
+    assert stages.loc["fp_and_bp_ms", "percent"] == pytest.approx(float(summary["fp_and_bp_percent"].rstrip("%")))
+    assert stages.loc["tail_ms", "percent"] == pytest.approx(float(summary["tail_percent"].rstrip("%")))
+
+
+def test_step_1_selection_matches_mindinsight_graph(widedeep, widedeep_expected):
+    seg = st.step_segments(widedeep.step_trace, widedeep.step_stages, widedeep.step_trace_average,
+                           widedeep.step_trace_reduce, step=1)
+    assert set(seg["sel"]) == {1}
+    graph = widedeep_expected["graph_step1"]
+    assert seg.loc[seg["row"] == "Total", "dur_ms"].item() == pytest.approx(graph[0][0]["duration"])
+    got = {r.stage.removesuffix("_ms"): (r.start_ms, r.dur_ms) for r in seg.iloc[1:].itertuples()}
+    for name, (start, dur) in _graph_rows(graph).items():
+        # MindInsight subtracts rounded points; the loader rounds the difference: 1e-4 apart at most.
+        assert got[name][0] == pytest.approx(start, abs=1.5e-4), name
+        assert got[name][1] == pytest.approx(dur, abs=1.5e-4), name
+
+
+def test_every_step_is_a_selection(widedeep):
+    seg = st.step_segments(widedeep.step_trace, widedeep.step_stages, widedeep.step_trace_average,
+                           widedeep.step_trace_reduce)
+    assert sorted(set(seg["sel"])) == list(range(0, 323))
+    totals = seg[seg["row"] == "Total"].set_index("sel")["dur_ms"]
+    assert totals.loc[1:].to_numpy() == pytest.approx(widedeep.step_trace["total_ms"].to_numpy())
+
+
+def test_averages_as_written_and_recomputed(widedeep, widedeep_expected):
+    df = st.average_frame(widedeep.step_trace, widedeep.step_stages, widedeep.step_trace_average)
+    summary, means = widedeep_expected["summary"], widedeep_expected["recomputed_means_ms"]
+    assert df.loc["as written (MindInsight)", "total_ms"] == pytest.approx(summary["total_time"])
+    assert df.loc["as written (MindInsight)", "fp_and_bp_ms"] == pytest.approx(summary["fp_and_bp"])
+    for stage in ("iteration_interval", "fp_and_bp", "tail", "total"):
+        assert df.loc["mean of all steps", f"{stage}_ms"] == pytest.approx(means[stage]["mean_all_rows"], abs=1e-4)
+        assert df.loc["mean excluding step 1", f"{stage}_ms"] == pytest.approx(
+            means[stage]["mean_excluding_step1"], abs=1e-4)
+
+
+def test_zero_total_average_gives_zero_percent_not_nan():
+    """run_2_lenet's average row is 0,…,1243211,0,0: MindInsight shows interval 12.4321 ms, total 0."""
+    prof = _load("legacy/run_2_lenet")
+    seg = st.step_segments(prof.step_trace, prof.step_stages, prof.step_trace_average, None, step=0)
+    stages = seg[seg["row"] == "Stages"].set_index("stage")
+    assert stages.loc["iteration_interval_ms", "dur_ms"] == pytest.approx(12.4321)
+    assert (seg["percent"] == 0).all()
+
+
+def test_step_percent_frame_adds_up(widedeep):
+    df = st.step_percent_frame(widedeep.step_trace, widedeep.step_stages)
+    assert len(df) == 322
+    share = df[["iteration_interval_pct", "fp_and_bp_pct", "tail_pct"]].sum(axis=1)
+    assert share.to_numpy() == pytest.approx(100.0, abs=0.02)
+
+
+def test_figure_builds_standalone_html_with_named_sources(widedeep):
+    lay = st.step_trace_figure(widedeep.step_trace, widedeep.step_stages, widedeep.step_trace_average,
+                               step=5, reduce_df=widedeep.step_trace_reduce)
+    names = {m.name for m in lay.select({"type": ColumnDataSource})}
+    assert {"step_trace_selected_src", "step_trace_steps_src", "step_trace_all_segments_src"} <= names
+    sel = next(iter(lay.select({"name": "step_trace_selected_src"})))
+    assert set(sel.data["sel"]) == {5}
+    assert next(iter(lay.select({"name": "step_select"}))).value == "5"
+    page = file_html(lay, INLINE, "step trace")
+    assert "step_trace_steps_src" in page and "cdn.bokeh.org" not in page
+
+
+def test_widget_step_traitlet_refills_sources(widedeep):
+    view = st.StepTraceView(widedeep)
+    src = view._sources["step_trace_selected_src"]
+    assert set(src.data["sel"]) == {0}
+    view.step = 7
+    assert set(src.data["sel"]) == {7}
+    assert view.selector.value == 7
+    assert src.data["dur_ms"][0] == pytest.approx(widedeep.step_trace.set_index("step").loc[7, "total_ms"])
+    view.selector.value = 0
+    assert view.step == 0 and set(src.data["sel"]) == {0}
+    with pytest.raises(Exception):
+        view.step = 999
+    assert view.step_window_ms(7)[1] > view.step_window_ms(7)[0]
+
+
+def test_cluster_ranks_and_slowest_legacy():
+    cluster = _load("legacy/cluster_4rank_pipeline")
+    df = st.rank_frame(cluster, 0)
+    assert df["rank"].tolist() == ["0", "1", "2", "3"]
+    # Each rank's average is its file's average row as written: rank 2's interval is the 2.4318 ms
+    # MindInsight's step-interval proposer names.
+    prop = expected("legacy__cluster_4rank_pipeline__device0")["cluster"]["parallel_proposer"]["step_interval"]
+    assert df.set_index("rank").loc[str(prop["rank_id"]), "iteration_interval_ms"] == pytest.approx(prop["val"])
+    assert df["slowest"].sum() == 1
+    assert df.loc[df["slowest"], "total_ms"].item() == df["total_ms"].max()
+    one = st.rank_frame(cluster, 2)
+    assert one.loc[one["slowest"], "rank"].item() == "0"
+    fig = st.cluster_step_figure(one, step=2)
+    assert "slowest: rank 0" in fig.title.text
+
+
+def test_cluster_new_format_stages():
+    cluster = _load("npu/cluster_8rank")
+    df = st.rank_frame(cluster, 0)
+    assert len(df) == 8
+    assert df.attrs["stages"] == cluster[cluster.ranks[0]].step_stages
+    assert "computing_ms" in df.attrs["stages"]
+    view = st.StepTraceView(cluster)
+    assert view._rank_model is not None
