@@ -1,0 +1,237 @@
+"""Cluster analyses: where a job of many ranks loses time, and which rank or step is the straggler.
+
+Pure functions over the reduced per-rank frames (see `nbprofiler.parallel`); `rank_summary(cluster)`
+gathers those frames (in parallel for many ranks) and caches them on the `Cluster`. Every finding
+carries its evidence: the stage, the value, the cluster median and a robust z-score
+(0.6745 x (value - median) / MAD, the "modified z-score" of Iglewicz and Hoaglin; a rank is an outlier
+above 3.5), so a flag can be checked by hand.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..parallel import gather_rank_summaries
+
+Z_THRESHOLD = 3.5
+# MAD -> standard deviation of a normal distribution; the mean absolute deviation stands in when more
+# than half the ranks are identical (MAD 0), scaled as in Iglewicz and Hoaglin.
+MAD_TO_Z = 0.6745
+MEAN_AD_TO_Z = 0.7979
+
+
+def rank_summary(cluster, engine: str | None = None, max_workers: int | None = None) -> dict:
+    """Per-rank reduced frames of ``cluster``, gathered with ``engine`` (default: ``cluster.engine``,
+    else processes for 8+ ranks) and cached on the cluster. Keys: ``steps`` (one row per rank:
+    ``rank``, ``steps``, stage means in ms, ``total_ms``, ``average_source`` "file"/"mean", plus
+    ``stage_ms``/``bubble_ms``/... where the source has them), ``step_totals`` (rank, step, stages),
+    ``op_types`` (rank, kind, op_type, total_time_us, count), ``stages``, ``problems``."""
+    engine = engine or getattr(cluster, "engine", None)
+    runs = [p.run for p in cluster]
+    keys = list(cluster.profiles)
+    key = f"rank_summary:{engine}"
+
+    def build():
+        out = gather_rank_summaries(runs, engine=engine, max_workers=max_workers)
+        # the Cluster's own keys (rank, or rank@session for repeated sessions) label the rows
+        labels = dict(zip([str(p.rank) for p in cluster], keys))
+        for k in ("steps", "step_totals", "op_types"):
+            if len(out[k]):
+                out[k]["rank"] = out[k]["rank"].map(lambda r: labels.get(r, r))
+        return out
+
+    return cluster.cached(key, build) if hasattr(cluster, "cached") else build()
+
+
+def rank_steps(summary: dict) -> pd.DataFrame:
+    """The per-rank step-trace averages (``summary["steps"]``) indexed by rank, numeric order."""
+    df = summary["steps"].copy()
+    df = df.set_index("rank")
+    return df.loc[sorted(df.index, key=_rank_key)]
+
+
+def rank_stage_matrix(summary: dict) -> pd.DataFrame:
+    """ranks x stages (ms): the rows of `rank_steps` restricted to the stage columns that stack up to
+    the step, in display order. Suited to a heatmap."""
+    steps = rank_steps(summary)
+    return steps[[c for c in summary["stages"] if c in steps.columns]].astype(float)
+
+
+def robust_z(values: pd.Series) -> pd.Series:
+    """Modified z-score: 0.6745 (x - median) / MAD; with MAD 0, (x - median) / (1.2533 x mean absolute
+    deviation); all zeros when every value is the same."""
+    x = values.astype(float)
+    med = x.median()
+    dev = (x - med).abs()
+    mad = dev.median()
+    if mad > 0:
+        return MAD_TO_Z * (x - med) / mad
+    mean_ad = dev.mean()
+    if mean_ad > 0:
+        return MEAN_AD_TO_Z * (x - med) / mean_ad
+    return pd.Series(0.0, index=x.index)
+
+
+def slow_ranks(summary: dict, threshold: float = Z_THRESHOLD) -> pd.DataFrame:
+    """Every (rank, stage) whose value lies more than ``threshold`` robust standard deviations above the
+    ranks' median, worst first. Columns: ``rank``, ``stage``, ``value_ms``, ``median_ms``,
+    ``excess_ms`` (value - median), ``z`` (robust z), ``share_of_step`` (this stage's share of the
+    rank's step, 0..1), ``flagged`` (bool). The slowest rank by ``total_ms`` is always listed (flagged
+    or not), so the table answers "who is slowest, and is it significant?"."""
+    steps = rank_steps(summary)
+    cols = [c for c in summary["stages"] + ["total_ms"] if c in steps.columns]
+    rows = []
+    for stage in cols:
+        z = robust_z(steps[stage])
+        med = float(steps[stage].median())
+        for rank, value in steps[stage].items():
+            flagged = bool(z[rank] > threshold)
+            slowest = stage == "total_ms" and value == steps[stage].max()
+            if flagged or slowest:
+                total = float(steps.at[rank, "total_ms"]) if "total_ms" in steps else np.nan
+                rows.append({"rank": rank, "stage": stage, "value_ms": float(value), "median_ms": med,
+                             "excess_ms": float(value) - med, "z": float(z[rank]),
+                             "share_of_step": float(value) / total if total else np.nan, "flagged": flagged})
+    out = pd.DataFrame(rows, columns=["rank", "stage", "value_ms", "median_ms", "excess_ms", "z",
+                                      "share_of_step", "flagged"])
+    return out.sort_values(["flagged", "z"], ascending=False, ignore_index=True)
+
+
+def slowest_rank(summary: dict) -> str | None:
+    steps = rank_steps(summary)
+    return str(steps["total_ms"].idxmax()) if "total_ms" in steps and len(steps) else None
+
+
+def slow_steps(summary: dict, threshold: float = Z_THRESHOLD) -> pd.DataFrame:
+    """Steps that are outliers on their rank (robust z of ``total_ms`` over that rank's steps) and the
+    stage that grew most against the rank's median step. Columns: ``rank``, ``step``, ``total_ms``,
+    ``median_ms``, ``z``, ``stage`` (the stage with the largest excess), ``stage_excess_ms``."""
+    st = summary["step_totals"]
+    stages = [c for c in summary["stages"] if c in st.columns]
+    rows = []
+    for rank, g in st.groupby("rank", sort=False):
+        if len(g) < 3:
+            continue  # too few steps to call one an outlier
+        z = robust_z(g["total_ms"])
+        for i in g.index[z > threshold]:
+            excess = {s: float(g.at[i, s] - g[s].median()) for s in stages}
+            worst = max(excess, key=excess.get) if excess else None
+            rows.append({"rank": rank, "step": int(g.at[i, "step"]), "total_ms": float(g.at[i, "total_ms"]),
+                         "median_ms": float(g["total_ms"].median()), "z": float(z[i]), "stage": worst,
+                         "stage_excess_ms": excess.get(worst, np.nan)})
+    out = pd.DataFrame(rows, columns=["rank", "step", "total_ms", "median_ms", "z", "stage", "stage_excess_ms"])
+    return out.sort_values("z", ascending=False, ignore_index=True)
+
+
+def step_interval_proposal(summary: dict) -> dict | None:
+    """MindInsight's cluster step-interval proposer: the rank with the longest average step interval
+    (``val`` ms) and how far it lies above the ranks' mean (``percent`` = (val - mean) / mean x 100).
+    Uses ``iteration_interval_ms`` (legacy/CANN) or ``preparing_ms`` (new format)."""
+    steps = rank_steps(summary)
+    col = next((c for c in ("iteration_interval_ms", "preparing_ms") if c in steps.columns), None)
+    if col is None or steps[col].isna().all():
+        return None
+    mean = float(steps[col].mean())
+    rank = steps[col].idxmax()
+    val = float(steps.at[rank, col])
+    return {"rank_id": rank, "val": round(val, 4), "percent": round((val - mean) / mean * 100, 2) if mean else 0.0,
+            "stage": col}
+
+
+def pipeline_flops_imbalance(cluster, stages: dict[int, list[str]] | None = None) -> dict | None:
+    """MindInsight's pipeline FLOPs proposer from ``flops_summary_*``: per pipeline stage the mean of its
+    ranks' cube MFLOPs; the heaviest stage (``stage``, 1-based), its ``val`` and ``percent`` =
+    (val - mean over stages) / mean x 100. ``stages`` maps stage -> ranks; by default ranks are split
+    evenly in order over the ``stage_num`` of the cluster_analyse files."""
+    flops = {}
+    for key, prof in cluster.profiles.items():
+        fs = prof.flops_summary
+        if fs:
+            v = fs.get("cube_FLOPs", fs.get("FLOPs"))
+            if v is not None:
+                flops[key] = float(v)
+    if not flops:
+        return None
+    if stages is None:
+        n = next((p.cluster_analyse.attrs.get("stage_num") for p in cluster if len(p.cluster_analyse)), None)
+        if not n:
+            return None
+        ranks = sorted(flops, key=_rank_key)
+        per = max(1, len(ranks) // int(n))
+        stages = {s + 1: ranks[s * per:(s + 1) * per] for s in range(int(n))}
+    means = {s: float(np.mean([flops[r] for r in rs if r in flops])) for s, rs in stages.items() if rs}
+    overall = float(np.mean(list(means.values())))
+    stage = max(means, key=means.get)
+    return {"stage": stage, "val": round(means[stage], 4),
+            "percent": round((means[stage] - overall) / overall * 100, 2) if overall else 0.0}
+
+
+def communication_matrix(cluster) -> pd.DataFrame:
+    """Per link, summed over the profiled steps (the average rows of the files excluded): ``src``,
+    ``dst`` (str ranks), ``transport``, ``time_ms``, ``size`` (as written; legacy units unlabelled),
+    ``bandwidth`` (size / time: the file's units per ms), ``steps``. Sources: legacy ``hccl_raw`` link
+    data of every rank (each link once, from the rank that recorded it)."""
+    frames = []
+    for key, prof in cluster.profiles.items():
+        links = prof.hccl_links
+        if len(links) and "src" in links.columns:
+            frames.append(links.assign(recorded_by=key))
+    if not frames:
+        return pd.DataFrame(columns=["src", "dst", "transport", "time_ms", "size", "bandwidth", "steps"])
+    links = pd.concat(frames, ignore_index=True)
+    links = links[pd.to_numeric(links["step"], errors="coerce").notna()]
+    g = links.groupby(["src", "dst", "transport", "recorded_by"], as_index=False).agg(
+        time_ms=("time_ms", "sum"), size=("size", "sum"), steps=("step", "nunique"))
+    # a link seen by both ends is kept once: from the rank that recorded the most time for it
+    g = g.sort_values("time_ms", ascending=False).drop_duplicates(["src", "dst", "transport"])
+    g["bandwidth"] = np.where(g["time_ms"] > 0, g["size"] / g["time_ms"].where(g["time_ms"] > 0), np.nan)
+    g["src"] = g["src"].astype(str)
+    g["dst"] = g["dst"].astype(str)
+    return g[["src", "dst", "transport", "time_ms", "size", "bandwidth", "steps"]].sort_values(
+        ["src", "dst", "transport"], key=lambda s: s.map(_rank_key) if s.name != "transport" else s,
+        ignore_index=True)
+
+
+def link_bandwidth(cluster) -> pd.DataFrame:
+    """New-format per-rank, per-transport communication totals from communication.json /
+    cluster_communication.json: ``rank``, ``transport``, ``size_mb``, ``transit_ms`` (sums over ops)
+    and ``bandwidth_gbps`` (= size_mb / transit_ms, MB/ms = GB/s), ``ops``. Idle transports are dropped."""
+    frames = []
+    for key, prof in cluster.profiles.items():
+        links = prof.communication_links
+        if len(links) and "transport" in links.columns:
+            frames.append(links.assign(rank=key))
+    if not frames:
+        return pd.DataFrame(columns=["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"])
+    links = pd.concat(frames, ignore_index=True)
+    g = links.groupby(["rank", "transport"], as_index=False).agg(
+        size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"), ops=("op_name", "nunique"))
+    g = g[g["transit_ms"] > 0].copy()
+    g["bandwidth_gbps"] = g["size_mb"] / g["transit_ms"]
+    return g[["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"]].reset_index(drop=True)
+
+
+def communication_by_rank(cluster) -> pd.DataFrame:
+    """Per rank, communication time summed over its ops: ``rank``, ``ops``, ``elapse_ms``,
+    ``transit_ms``, ``wait_ms``, ``sync_ms``, ``idle_ms`` (new-format sources)."""
+    frames = []
+    for key, prof in cluster.profiles.items():
+        comm = prof.communication
+        if len(comm) and "elapse_ms" in comm.columns:
+            frames.append(comm.assign(rank=key))
+    cols = ["elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"]
+    if not frames:
+        return pd.DataFrame(columns=["rank", "ops"] + cols)
+    comm = pd.concat(frames, ignore_index=True)
+    g = comm.groupby("rank", as_index=False).agg(ops=("op_name", "nunique"), **{c: (c, "sum") for c in cols})
+    return g
+
+
+def _rank_key(r):
+    s = str(r)
+    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+
+
+__all__ = ["rank_summary", "rank_steps", "rank_stage_matrix", "robust_z", "slow_ranks", "slowest_rank",
+           "slow_steps", "step_interval_proposal", "pipeline_flops_imbalance", "communication_matrix",
+           "link_bandwidth", "communication_by_rank"]
