@@ -1,0 +1,198 @@
+/**
+ * nbprofiler JupyterLab extension.
+ *
+ * - File browser context menu on folders and JSON files: "Open in nbprofiler".
+ * - Launcher card and palette: "New profiler report" (path dialog), "Open profiler report..." (file dialog).
+ * - Left sidebar: profiler runs under the file browser's current folder (server-side discovery).
+ *
+ * A report is a notebook written by the server extension next to the profiler folder (never inside
+ * it); this side opens it and runs all cells.
+ */
+import {
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import {
+  ICommandPalette,
+  InputDialog,
+  showErrorMessage
+} from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import {
+  FileDialog,
+  IDefaultFileBrowser,
+  IFileBrowserFactory
+} from '@jupyterlab/filebrowser';
+import { ILauncher } from '@jupyterlab/launcher';
+import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { createReport, IRun } from './api';
+import { profilerIcon } from './icon';
+import { RunsPanel } from './sidebar';
+
+export namespace CommandIDs {
+  export const openInNbprofiler = 'nbprofiler:open-in-nbprofiler';
+  export const newReport = 'nbprofiler:new-report';
+  export const openReport = 'nbprofiler:open-report';
+  export const openRun = 'nbprofiler:open-run';
+  export const showRuns = 'nbprofiler:show-runs';
+}
+
+const PALETTE_CATEGORY = 'nbprofiler';
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'nbprofiler:plugin',
+  description: 'Open MindSpore profiler output as nbprofiler report notebooks.',
+  autoStart: true,
+  requires: [IDefaultFileBrowser, IFileBrowserFactory, IDocumentManager],
+  optional: [ICommandPalette, ILauncher, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    defaultBrowser: IDefaultFileBrowser,
+    factory: IFileBrowserFactory,
+    docManager: IDocumentManager,
+    palette: ICommandPalette | null,
+    launcher: ILauncher | null,
+    restorer: ILayoutRestorer | null
+  ) => {
+    const { commands } = app;
+
+    /** Create the report notebook, open it and run all its cells. */
+    async function openReport(
+      path: string,
+      device?: string,
+      dir?: string
+    ): Promise<NotebookPanel | null> {
+      let reportPath: string;
+      try {
+        reportPath = (await createReport({ path, device, dir })).path;
+      } catch (reason) {
+        await showErrorMessage('nbprofiler: cannot create the report', reason as Error);
+        return null;
+      }
+      const widget = await commands.execute('docmanager:open', {
+        path: reportPath,
+        factory: 'Notebook'
+      });
+      if (!(widget instanceof NotebookPanel)) {
+        return null;
+      }
+      await widget.context.ready;
+      await widget.sessionContext.ready;
+      await NotebookActions.runAll(widget.content, widget.sessionContext);
+      return widget;
+    }
+
+    /** The item right-clicked in a file browser (the selection), else that browser's folder. */
+    function contextTarget(): { path: string; isDir: boolean } {
+      const browser = factory.tracker.currentWidget ?? defaultBrowser;
+      const item = browser.selectedItems().next();
+      if (!item.done && item.value) {
+        return { path: item.value.path, isDir: item.value.type === 'directory' };
+      }
+      return { path: browser.model.path, isDir: true };
+    }
+
+    commands.addCommand(CommandIDs.openInNbprofiler, {
+      label: 'Open in nbprofiler',
+      caption: 'Create a report notebook for this profiler output (next to it), open it and run it',
+      icon: profilerIcon,
+      isVisible: () => {
+        const target = contextTarget();
+        return target.isDir || target.path.toLowerCase().endsWith('.json');
+      },
+      execute: async args => {
+        const path = (args.path as string | undefined) ?? contextTarget().path;
+        return openReport(path, args.device as string | undefined);
+      }
+    });
+
+    commands.addCommand(CommandIDs.newReport, {
+      label: args => (args.isLauncher ? 'Profiler Report' : 'New profiler report'),
+      caption: 'Create a report notebook for a profiler output folder or trace JSON file',
+      icon: args => (args.isPalette ? undefined : profilerIcon),
+      execute: async () => {
+        const result = await InputDialog.getText({
+          title: 'New profiler report',
+          label: 'Profiler output folder or trace JSON file (relative to the Jupyter root):',
+          text: defaultBrowser.model.path,
+          placeholder: 'e.g. runs/lenet_ascend_ms',
+          okLabel: 'Create report'
+        });
+        if (!result.button.accept || result.value === null) {
+          return null;
+        }
+        return openReport(result.value.trim().replace(/^\/+/, ''));
+      }
+    });
+
+    commands.addCommand(CommandIDs.openReport, {
+      label: 'Open profiler report…',
+      caption: 'Pick a profiler output folder or trace JSON file and open its report',
+      icon: args => (args.isPalette ? undefined : profilerIcon),
+      execute: async () => {
+        const result = await FileDialog.getOpenFiles({
+          manager: docManager,
+          title: 'Open profiler report',
+          label: 'Select a profiler output folder or a trace JSON file:',
+          defaultPath: defaultBrowser.model.path,
+          filter: model =>
+            model.type === 'directory' || model.name.toLowerCase().endsWith('.json')
+              ? {}
+              : null
+        });
+        if (!result.button.accept || !result.value || result.value.length === 0) {
+          return null;
+        }
+        return openReport(result.value[0].path);
+      }
+    });
+
+    commands.addCommand(CommandIDs.openRun, {
+      label: 'Open profiler run',
+      execute: args => openReport(args.path as string, args.device as string | undefined)
+    });
+
+    const panel = new RunsPanel({
+      browser: defaultBrowser,
+      openRun: async (run: IRun) => {
+        // Pick the device only when the folder holds several; a single-run folder loads as is.
+        const device = run.devices_in_folder.length > 1 ? run.device : undefined;
+        await openReport(run.path, device);
+      }
+    });
+    app.shell.add(panel, 'left', { rank: 650 });
+    if (restorer) {
+      restorer.add(panel, 'nbprofiler-runs');
+    }
+
+    commands.addCommand(CommandIDs.showRuns, {
+      label: 'Show profiler runs',
+      caption: 'Show the profiler runs under the current folder',
+      execute: () => {
+        app.shell.activateById(panel.id);
+        return panel.refresh();
+      }
+    });
+
+    app.contextMenu.addItem({
+      command: CommandIDs.openInNbprofiler,
+      selector: '.jp-DirListing-item[data-isdir="true"]',
+      rank: 3
+    });
+    app.contextMenu.addItem({
+      command: CommandIDs.openInNbprofiler,
+      selector: '.jp-DirListing-item[data-file-type="json"]',
+      rank: 3
+    });
+
+    for (const command of [CommandIDs.newReport, CommandIDs.openReport, CommandIDs.showRuns]) {
+      palette?.addItem({ command, category: PALETTE_CATEGORY });
+    }
+    launcher?.add({ command: CommandIDs.newReport, category: 'Other', rank: 1 });
+
+    console.log('nbprofiler extension activated');
+  }
+};
+
+export default plugin;

@@ -1,0 +1,302 @@
+"""Jupyter server extension behind the JupyterLab extension (labextension/).
+
+Two JSON endpoints, both under the server's base URL and both requiring the usual Jupyter auth:
+
+``GET /nbprofiler/runs?path=<api path>``
+    The profiler runs under a folder, found by `nbprofiler.io.discover.discover` (bounded in depth,
+    entries and time) in a worker thread so the server's event loop never waits on a big tree.
+    Answer: ``{"path": str, "runs": [run, ...]}``, each run a dict made by `run_entry`.
+
+``POST /nbprofiler/report`` with body ``{"path": str, "device": str | null, "dir": str | null}``
+    Writes a report notebook for the profiler output at ``path`` through the contents manager and
+    answers ``{"path": <notebook api path>, "profile_path": <path written into the notebook>}``
+    (status 201). The notebook goes next to the profiler output, never inside a profiler folder
+    (see `report_dir`), or into ``dir`` when given, which must not be profiler output itself.
+
+"API paths" are what the file browser and the contents API use: relative to the server's root
+directory, "/"-separated. Paths that resolve outside the root (``..``, symlinks) are refused.
+
+Registered by ``jupyter-config/server-config/nbprofiler.json`` (installed into
+``etc/jupyter/jupyter_server_config.d``), which enables the module ``nbprofiler._lab``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path, PurePosixPath
+
+from .errors import NoProfilerDataError
+from .io.discover import ASCEND_MS, CANN_TIMELINE, PROF_DIR, RunFiles, classify, discover
+
+# Folder names that only occur inside profiler output (a run's sub-folders).
+PROFILER_SUBDIRS = {"ASCEND_PROFILER_OUTPUT", "FRAMEWORK", "mindstudio_profiler_output", "timeline",
+                    "profiler", "cluster_analysis_output"}
+REPORT_SUFFIX = "-nbprofiler"
+
+
+class PathError(ValueError):
+    """A request path that is not usable: outside the root, missing, or profiler output."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def resolve_api_path(root: Path, api_path: str) -> Path:
+    """The real path of ``api_path`` under ``root``; `PathError` if it leaves the root or is missing."""
+    if "\x00" in api_path:
+        raise PathError("path contains a NUL character")
+    rel = PurePosixPath(api_path.strip("/"))
+    target = (root / rel).resolve()
+    if target != root and root not in target.parents:
+        raise PathError(f"{api_path!r} is outside the Jupyter root directory", status=403)
+    if not target.exists():
+        raise PathError(f"{api_path!r} does not exist", status=404)
+    return target
+
+
+def to_api_path(root: Path, path: Path) -> str:
+    rel = path.resolve().relative_to(root)
+    return "" if rel == Path(".") else rel.as_posix()
+
+
+def is_profiler_dir(folder: Path) -> bool:
+    """Whether ``folder`` is (part of) profiler output: its name or a file directly in it says so.
+
+    Only the folder's own entries are looked at, so this stays cheap on any folder.
+    """
+    name = folder.name
+    if ASCEND_MS.match(name) or PROF_DIR.match(name) or name in PROFILER_SUBDIRS:
+        return True
+    if name.startswith("device_") and PROF_DIR.match(folder.parent.name):
+        return True
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_file() and (classify(entry.name) or CANN_TIMELINE.fullmatch(entry.name)):
+                    return True
+                if entry.is_dir() and entry.name in ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK"):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def outermost_profiler_folder(root: Path, folder: Path) -> Path | None:
+    """The highest folder from ``folder`` up to ``root`` (included) that is profiler output, or None."""
+    found = None
+    for candidate in [folder, *folder.parents]:
+        if candidate != root and root not in candidate.parents:
+            break
+        if is_profiler_dir(candidate):
+            found = candidate
+    return found
+
+
+def report_dir(root: Path, target: Path) -> Path:
+    """Where the report notebook for ``target`` goes: next to it, but never inside profiler output.
+
+    Start at the folder holding ``target``; if that folder or one above it is profiler output, use the
+    parent of the outermost such folder, e.g. a right-click on ``run_ascend_ms/ASCEND_PROFILER_OUTPUT``
+    puts the notebook beside ``run_ascend_ms``. If the root itself is profiler output there is no such
+    place and `PathError` asks the user to choose a folder.
+    """
+    folder = target.parent if target != root else root
+    inside = outermost_profiler_folder(root, folder)
+    if inside is None:
+        return folder
+    if inside == root:
+        raise PathError("the Jupyter root directory holds profiler output itself; choose another folder "
+                        "for the report notebook (nbprofiler never writes into profiler directories)",
+                        status=409)
+    return inside.parent
+
+
+def report_notebook(profile_path: str, device: str | None = None, kernel_name: str = "python3",
+                    kernel_display_name: str = "Python 3") -> dict:
+    """The report notebook (nbformat 4 JSON) for profiler output at ``profile_path``.
+
+    ``profile_path`` is relative to the notebook's folder (the kernel's working directory), so the
+    notebook keeps working when the two are moved together. The path goes into code as a Python string
+    literal (``repr``), never into markdown, so no file name can inject code or HTML.
+    """
+    load_args = repr(profile_path) + (f", device={device!r}" if device is not None else "")
+
+    def code(source: str) -> dict:
+        return {"cell_type": "code", "execution_count": None, "id": f"nbprofiler-{len(cells)}",
+                "metadata": {}, "outputs": [], "source": source}
+
+    cells: list[dict] = []
+    cells.append({"cell_type": "markdown", "id": "nbprofiler-0", "metadata": {}, "source": (
+        "# nbprofiler report\n\n"
+        "`prof` below is the loaded profile: its DataFrames (`prof.step_trace`, `prof.op_types`, "
+        "`prof.ops`, ...) can be explored in new cells; `prof.problems` lists files that could not be read.")})
+    cells.append(code(f"import nbprofiler\n\nprof = nbprofiler.load({load_args})\nprof"))
+    cells.append(code("prof.show()"))
+    return {
+        "nbformat": 4, "nbformat_minor": 5, "cells": cells,
+        "metadata": {"kernelspec": {"name": kernel_name, "display_name": kernel_display_name,
+                                    "language": "python"},
+                     "language_info": {"name": "python"},
+                     "nbprofiler": {"generated": _dt.datetime.now().isoformat(timespec="seconds")}},
+    }
+
+
+def unique_name(folder: Path, stem: str, suffix: str = ".ipynb") -> str:
+    """``stem + suffix``, or ``stem-2 + suffix``, ... the first name not taken in ``folder``."""
+    name, n = stem + suffix, 1
+    while (folder / name).exists():
+        n += 1
+        name = f"{stem}-{n}{suffix}"
+    return name
+
+
+def _newest_mtime(run: RunFiles) -> float | None:
+    times = []
+    for paths in run.files.values():
+        for p in paths:
+            try:
+                times.append(p.stat().st_mtime)
+            except OSError:
+                continue
+    return max(times) if times else None
+
+
+def run_entry(root: Path, searched: Path, run: RunFiles, devices_in_folder: list[str]) -> dict:
+    """One run for the sidebar: where it is, what it is and when it was written.
+
+    ``path``: api path of the run's folder (or of the trace file for a single-file run); ``name``:
+    that path relative to the searched folder ("." when it is the folder itself); ``generation``,
+    ``device``, ``session`` from discovery; ``devices_in_folder``: the devices sharing the folder;
+    ``date``: local ISO time of the newest file; ``files``: how many files the run has.
+    """
+    location = run.root
+    if run.generation == "trace" and run.session:
+        location = run.root / run.session
+    mtime = _newest_mtime(run)
+    rel = os.path.relpath(location, searched)
+    return {
+        "path": to_api_path(root, location),
+        "name": Path(rel).as_posix(),
+        "generation": run.generation,
+        "device": run.info.get("rank_id", run.device),
+        "devices_in_folder": devices_in_folder,
+        "session": run.session,
+        "date": (_dt.datetime.fromtimestamp(mtime).isoformat(timespec="seconds") if mtime is not None else None),
+        "files": sum(len(v) for v in run.files.values()),
+    }
+
+
+def list_runs(root: Path, folder: Path) -> list[dict]:
+    """The runs under ``folder`` (blocking; the handler calls it in a worker thread)."""
+    try:
+        runs = discover(folder)
+    except NoProfilerDataError:
+        return []
+    by_folder: dict[Path, list[str]] = {}
+    for run in runs:
+        by_folder.setdefault(run.root, []).append(run.info.get("rank_id", run.device))
+    entries = [run_entry(root, folder, run, by_folder[run.root]) for run in runs]
+    return sorted(entries, key=lambda e: (e["name"], _device_key(e["device"])))
+
+
+def _device_key(device: str):
+    return (0, int(device)) if device.isdigit() else (1, device)
+
+
+def create_report(root: Path, api_path: str, device: str | None = None, dir_api_path: str | None = None,
+                  kernel_name: str = "python3", kernel_display_name: str = "Python 3") -> tuple[str, dict, str]:
+    """(notebook api path, notebook JSON, profile path written into it) for a report on ``api_path``.
+
+    Nothing is written here; the handler saves through the contents manager.
+    """
+    target = resolve_api_path(root, api_path)
+    if dir_api_path:
+        folder = resolve_api_path(root, dir_api_path)
+        if not folder.is_dir():
+            raise PathError(f"{dir_api_path!r} is not a folder")
+        if outermost_profiler_folder(root, folder) is not None:
+            raise PathError(f"{dir_api_path!r} is profiler output; nbprofiler never writes into profiler "
+                            "directories", status=409)
+    else:
+        folder = report_dir(root, target)
+    stem = (target.stem if target.is_file() else target.name) or "profile"
+    name = unique_name(folder, stem + REPORT_SUFFIX)
+    profile_path = Path(os.path.relpath(target, folder)).as_posix()
+    nb = report_notebook(profile_path, device, kernel_name, kernel_display_name)
+    folder_api = to_api_path(root, folder)
+    return (f"{folder_api}/{name}" if folder_api else name), nb, profile_path
+
+
+# -- tornado handlers (jupyter_server is only imported when the server loads the extension) ----------
+
+def _handlers():
+    from jupyter_core.utils import ensure_async
+    from jupyter_server.base.handlers import APIHandler
+    from tornado import web
+    from tornado.ioloop import IOLoop
+
+    class _Base(APIHandler):
+        @property
+        def root(self) -> Path:
+            return Path(self.settings["server_root_dir"]).expanduser().resolve()
+
+    class RunsHandler(_Base):
+        @web.authenticated
+        async def get(self):
+            api_path = self.get_query_argument("path", "")
+            try:
+                folder = resolve_api_path(self.root, api_path)
+            except PathError as err:
+                raise web.HTTPError(err.status, str(err)) from None
+            if not folder.is_dir():
+                folder = folder.parent
+            runs = await IOLoop.current().run_in_executor(None, list_runs, self.root, folder)
+            self.finish(json.dumps({"path": to_api_path(self.root, folder), "runs": runs}))
+
+    class ReportHandler(_Base):
+        @web.authenticated
+        async def post(self):
+            try:
+                body = json.loads(self.request.body or b"{}")
+            except ValueError:
+                raise web.HTTPError(400, "request body is not JSON") from None
+            api_path = body.get("path")
+            device, dir_api_path = body.get("device"), body.get("dir")
+            if not isinstance(api_path, str) or not all(v is None or isinstance(v, str)
+                                                        for v in (device, dir_api_path)):
+                raise web.HTTPError(400, "expected {\"path\": str, \"device\": str|null, \"dir\": str|null}")
+            ksm = self.kernel_spec_manager
+            kernel_name = ksm.default_kernel_name or "python3"
+            try:
+                display = (await ensure_async(ksm.get_kernel_spec(kernel_name))).display_name
+            except Exception:  # noqa: BLE001 - a missing spec only changes the label
+                display = kernel_name
+            try:
+                nb_path, nb, profile_path = await IOLoop.current().run_in_executor(
+                    None, create_report, self.root, api_path, device, dir_api_path, kernel_name, display)
+            except PathError as err:
+                raise web.HTTPError(err.status, str(err)) from None
+            await ensure_async(self.contents_manager.save({"type": "notebook", "format": "json",
+                                                            "content": nb}, nb_path))
+            self.set_status(201)
+            self.finish(json.dumps({"path": nb_path, "profile_path": profile_path}))
+
+    return RunsHandler, ReportHandler
+
+
+def _jupyter_server_extension_points():
+    return [{"module": "nbprofiler._lab"}]
+
+
+def _load_jupyter_server_extension(serverapp):
+    from jupyter_server.utils import url_path_join
+
+    runs_handler, report_handler = _handlers()
+    base = serverapp.web_app.settings["base_url"]
+    serverapp.web_app.add_handlers(".*$", [
+        (url_path_join(base, "nbprofiler", "runs"), runs_handler),
+        (url_path_join(base, "nbprofiler", "report"), report_handler),
+    ])
+    serverapp.log.info("nbprofiler server extension loaded: %s", url_path_join(base, "nbprofiler"))
