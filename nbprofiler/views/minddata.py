@@ -40,7 +40,12 @@ FULL_COLOR = "#009E73"          # steps where the queue was full: the consumer i
 NORMAL_COLOR = "#0072B2"
 COL_SPACING = 2.0               # data units between pipeline levels; the queue box sits halfway
 NODE_W, NODE_H = 1.1, 0.5
-QUEUE_W, QUEUE_H = 0.8, 0.34
+QUEUE_W, QUEUE_H = 0.8, 0.24
+
+
+def _cds(df: pd.DataFrame, name: str | None = None) -> ColumnDataSource:
+    """A ColumnDataSource of the frame's columns (no index column)."""
+    return ColumnDataSource({c: df[c].to_numpy() for c in df.columns}, name=name)
 
 
 def op_label(op_type, op_id) -> str:
@@ -124,22 +129,22 @@ def pipeline_queues(pipeline_df: pd.DataFrame, bottleneck_ids=()) -> pd.DataFram
     output of a bottleneck op), and the layout: ``x0, y0`` (child), ``x1, y1`` (parent), ``xm, ym``
     (the queue box). Ops without queue metrics (inline ops) are skipped, as MindInsight draws them.
     """
+    from ..analysis.minddata import pipeline_edges
     layout = pipeline_layout(pipeline_df).set_index("op_id")
     flagged = {int(i) for i in bottleneck_ids}
     labels = {int(r.op_id): op_label(r.op_type, r.op_id) for r in pipeline_df.itertuples()}
     rows = []
-    for r in pipeline_df.itertuples():
-        if pd.isna(r.parent_id) or int(r.parent_id) not in layout.index or pd.isna(r.output_queue_length):
+    for e in pipeline_edges(pipeline_df).itertuples():
+        op_id, parent = int(e.child_id), int(e.parent_id)
+        if parent not in layout.index or pd.isna(e.output_queue_length):
             continue
-        op_id, parent = int(r.op_id), int(r.parent_id)
-        rate = r.output_queue_usage_rate if pd.notna(r.output_queue_usage_rate) else 0.0
         x0, y0 = layout.at[op_id, "x"], layout.at[op_id, "y"]
         x1, y1 = layout.at[parent, "x"], layout.at[parent, "y"]
         rows.append({"op_id": op_id, "parent_id": parent, "queue": f"Queue_{op_id}", "op": labels[op_id],
-                     "parent": labels[parent], "usage_pct": float(rate) * 100.0,
-                     "average_size": float(r.output_queue_average_size)
-                     if pd.notna(r.output_queue_average_size) else 0.0,
-                     "capacity": int(r.output_queue_length), "flagged": op_id in flagged,
+                     "parent": labels[parent], "usage_pct": float(e.usage_rate) * 100.0,
+                     "average_size": float(e.output_queue_average_size)
+                     if pd.notna(e.output_queue_average_size) else 0.0,
+                     "capacity": int(e.output_queue_length), "flagged": op_id in flagged,
                      "x0": x0, "y0": y0, "x1": x1, "y1": y1, "xm": (x0 + x1) / 2, "ym": (y0 + y1) / 2})
     cols = ["op_id", "parent_id", "queue", "op", "parent", "usage_pct", "average_size", "capacity", "flagged",
             "x0", "y0", "x1", "y1", "xm", "ym"]
@@ -176,9 +181,8 @@ def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | N
                  tools="tap,reset,save", toolbar_location="right")
     fig.axis.visible = False
     fig.grid.visible = False
-    nodes_src = ColumnDataSource(nodes[["op_id", "label", "op_type", "num_workers", "x", "y", "line_color"]],
-                                 name="minddata_nodes_src")
-    edges_src = ColumnDataSource(queues, name="minddata_edges_src")
+    nodes_src = _cds(nodes[["op_id", "label", "op_type", "num_workers", "x", "y", "line_color"]], "minddata_nodes_src")
+    edges_src = _cds(queues, "minddata_edges_src")
     mapper = _usage_mapper()
     fig.segment("x0", "y0", "xm", "ym", source=edges_src, line_width=3,
                 line_color={"field": "usage_pct", "transform": mapper})
@@ -192,7 +196,7 @@ def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | N
                        fill_color={"field": "usage_pct", "transform": mapper}, line_color="line_color",
                        line_width="line_width", selection_line_color=theme.HIGHLIGHT, selection_line_width=3,
                        nonselection_fill_alpha=0.55, nonselection_line_alpha=0.6)
-    fig.text("xm", "ym", text="text", source=edges_src, y_offset=16, text_align="center",
+    fig.text("xm", "ym", text="text", source=edges_src, y_offset=24, text_align="center",
              text_baseline="top", text_font={"value": theme.FONT}, text_font_size="11px", text_color=theme.TEXT)
     fig.select_one(TapTool).renderers = [queue_r]
     fig.add_tools(HoverTool(renderers=[queue_r], tooltips=[
@@ -213,8 +217,7 @@ def queue_usage_chart(pipeline_df: pd.DataFrame, bottleneck_ids=()) -> figure:
     fig = figure(name="minddata_usage_chart", title="Average queue usage", y_range=list(queues["queue"]),
                  x_range=Range1d(0, 115), height=60 + 34 * max(1, len(queues)), width=640,
                  tools="", toolbar_location=None, x_axis_label=theme.axis_label("Usage", "%"))
-    src = ColumnDataSource(queues[["queue", "op", "parent", "usage_pct", "color", "text"]],
-                           name="minddata_usage_src")
+    src = _cds(queues[["queue", "op", "parent", "usage_pct", "color", "text"]], "minddata_usage_src")
     r = fig.hbar(y="queue", right="usage_pct", height=0.6, color="color", source=src)
     fig.text(x="usage_pct", y="queue", text="text", source=src, x_offset=4, text_baseline="middle",
              text_font_size="11px", text_color=theme.TEXT)
@@ -336,7 +339,7 @@ def queue_figure(host_queue_df: pd.DataFrame | None, device_queue_df: pd.DataFra
                  f"full {int((df['state'] == 'full').sum())}/{n}")
         fig = figure(name="host_queue_fig", title=title, height=260, width=520, tools="xpan,xwheel_zoom,reset,save",
                      x_axis_label="Step", y_axis_label="Items in queue")
-        src = ColumnDataSource(df, name="host_queue_src")
+        src = _cds(df, "host_queue_src")
         fig.line("step", "size", source=src, color=theme.AXIS, line_width=1)
         fig.line("step", "capacity", source=src, color=theme.AXIS, line_dash="dashed", legend_label="capacity")
         r = fig.scatter("step", "size", source=src, color="color", size=6, legend_field="state")
@@ -356,7 +359,7 @@ def queue_figure(host_queue_df: pd.DataFrame | None, device_queue_df: pd.DataFra
                      f"{int((df['state'] == 'empty').sum())}/{n}", height=260, width=520,
                      tools="xpan,xwheel_zoom,reset,save", x_axis_label="Step (GetNext record)",
                      y_axis_label="Items in queue")
-        src = ColumnDataSource(df, name="device_queue_src")
+        src = _cds(df, "device_queue_src")
         fig.line("step", "size", source=src, color=theme.AXIS)
         r = fig.scatter("step", "size", source=src, color="color", size=6, legend_field="state")
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("step", "@step"), ("size", "@size"),
@@ -396,7 +399,7 @@ def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = Non
     fig = figure(name="cpu_fig", title="CPU utilisation (whole machine and this process)", height=260, width=1040,
                  tools="xpan,xwheel_zoom,box_zoom,reset,save", x_axis_label=theme.axis_label("Time", "s"),
                  y_axis_label=theme.axis_label("CPU", "%"))
-    src = ColumnDataSource(df, name="cpu_src")
+    src = _cds(df, "cpu_src")
     series = [("user_pct", "machine user", "#0072B2"), ("sys_pct", "machine sys", "#D55E00"),
               ("io_pct", "machine io wait", "#CC79A7"), ("idle_pct", "machine idle", "#999999"),
               ("process_user_pct", "process user", "#56B4E9"), ("process_sys_pct", "process sys", "#E69F00")]
@@ -428,8 +431,7 @@ def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = Non
         # filtered view of one.
         for (op_id, op), one in ops.groupby(["op_id", "op"], sort=False):
             color = theme.op_type_color(op.rsplit("_", 1)[0])
-            ofig.line("t_s", "cpu_pct", source=ColumnDataSource(one[["t_s", "cpu_pct", "op"]],
-                                                                name=f"op_cpu_src_{int(op_id)}"),
+            ofig.line("t_s", "cpu_pct", source=_cds(one[["t_s", "cpu_pct", "op"]], f"op_cpu_src_{int(op_id)}"),
                       color=color, legend_label=op, line_width=1.2)
         ofig.legend.click_policy = "hide"
         ofig.legend.location = "top_left"
@@ -440,7 +442,8 @@ def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = Non
 
 
 # -- verdict ----------------------------------------------------------------------------------------
-def verdict_html(bottleneck_labels: list[str], advice: list[dict], queue_summary: dict | None = None) -> str:
+def verdict_html(bottleneck_labels: list[str], advice: list[dict], queue_summary: dict | None = None,
+                 consumer_bound: bool = False) -> str:
     """The bottleneck verdict as an HTML fragment (every user string escaped).
 
     ``bottleneck_labels``: display names of the ops the pipeline rule flagged (``MapOp_1``); ``advice``:
@@ -455,6 +458,9 @@ def verdict_html(bottleneck_labels: list[str], advice: list[dict], queue_summary
                      + " (MindInsight's pipeline rule, FORMATS.md 5.5: a queue usage drop of more than 10 "
                      "points from an op's input to its output queue, or a source op whose output queue is "
                      "below 60 % usage)")
+    elif consumer_bound:
+        parts.append("<b>No pipeline bottleneck:</b> every queue is at least 80 % full, so the training step "
+                     "consumes data slower than the pipeline produces it; look at the step's compute instead.")
     else:
         parts.append("<b>No pipeline op is flagged</b> by MindInsight's pipeline rule.")
     q = queue_summary or {}
@@ -500,14 +506,20 @@ def _frames_of(prof_or_frames) -> dict:
 
 
 def minddata_analysis(frames: dict) -> dict:
-    """The analysis results the MindData view shows: ``bottleneck_ids`` (list of int), ``advice`` (list of
-    suggestion dicts), ``queue_summary`` (dict). Computed by `nbprofiler.analysis.minddata`."""
+    """The analysis results the MindData view shows, computed by `nbprofiler.analysis.minddata`:
+    ``bottleneck_ids`` (list of int, MindInsight's pipeline rule, root excluded), ``consumer_bound``
+    (bool: every queue nearly full, the training step is the slow side), ``advice`` (suggestion dicts
+    of `pipeline_advice`, each naming its rule), ``queue_summary`` (host/device queue counts)."""
     from ..analysis import minddata as md
     pipeline = frames.get("minddata_pipeline")
-    out = {"bottleneck_ids": [], "advice": [], "queue_summary": {}}
+    out = {"bottleneck_ids": [], "consumer_bound": False, "advice": [], "queue_summary": {}}
     if pipeline is not None and len(pipeline):
-        out["bottleneck_ids"] = sorted(int(i) for i in md.bottleneck_ops(pipeline).op_ids)
-        out["advice"] = list(md.pipeline_advice(pipeline, frames.get("op_cpu_utilization")))
+        b = md.bottleneck_ops(pipeline)
+        out["bottleneck_ids"] = [int(i) for i in b.op_ids]
+        out["consumer_bound"] = bool(b.consumer_bound)
+        out["advice"] = list(md.pipeline_advice(pipeline, frames.get("op_cpu_utilization"),
+                                                host_queue=frames.get("host_queue"),
+                                                queues=frames.get("minddata_queues")))
     out["queue_summary"] = md.queue_summary(frames.get("host_queue"), frames.get("device_queue")) or {}
     return out
 
@@ -521,7 +533,8 @@ def minddata_layout(frames: dict):
     if pipeline is not None and len(pipeline):
         labels = {int(i): op_label(t, i) for i, t in zip(pipeline["op_id"], pipeline["op_type"])}
     verdict = Div(text=verdict_html([labels.get(i, str(i)) for i in result["bottleneck_ids"]], result["advice"],
-                                    result["queue_summary"]), name="minddata_verdict", width=1040)
+                                    result["queue_summary"], result["consumer_bound"]),
+                   name="minddata_verdict", width=1040)
     parts = [verdict]
     if pipeline is not None and len(pipeline):
         parts.append(pipeline_panel(pipeline, frames.get("minddata_queues"), result["bottleneck_ids"]))

@@ -1,0 +1,157 @@
+"""MindData view: data preparation for the pipeline graph, queues and CPU, on the real shared data."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from bokeh.embed import file_html
+from bokeh.resources import INLINE
+
+import nbprofiler
+from nbprofiler.views import minddata as V
+
+from .conftest import DATA, expected
+
+
+@pytest.fixture(scope="module")
+def bottleneck():
+    return nbprofiler.load(DATA / "minddata" / "md_bottleneck_map")
+
+
+@pytest.fixture(scope="module")
+def lenet_legacy():
+    return nbprofiler.load(DATA / "legacy" / "run_2_lenet")
+
+
+@pytest.fixture(scope="module")
+def pynative():
+    return nbprofiler.load(DATA / "mindspore2" / "lenet_pynative")
+
+
+def _source(model, name):
+    src = model.select_one({"name": name})
+    assert src is not None, f"no Bokeh model named {name}"
+    return src
+
+
+def test_layout_chain_flows_left_to_right(bottleneck):
+    lay = V.pipeline_layout(bottleneck.minddata_pipeline).set_index("op_id")
+    # GeneratorOp_2 -> MapOp_1 -> BatchOp_0 (root at the right), all on one row
+    assert lay.loc[2, "x"] < lay.loc[1, "x"] < lay.loc[0, "x"]
+    assert lay.loc[0, "depth"] == 0 and lay.loc[2, "depth"] == 2
+    assert set(lay["y"]) == {0.0}
+
+
+def test_layout_branching_pipeline_centres_parent():
+    prof = nbprofiler.load(DATA / "legacy" / "minddata_variants", device=0)
+    pipe = prof.minddata_pipeline
+    lay = V.pipeline_layout(pipe).set_index("op_id")
+    kids = [int(i) for i in pipe.loc[pipe["parent_id"] == 1, "op_id"]]
+    assert len(kids) == 2, pipe
+    # the two leaves of op 1 get their own rows and op 1 sits between them
+    assert lay.loc[kids[0], "y"] != lay.loc[kids[1], "y"]
+    assert lay.loc[1, "y"] == pytest.approx((lay.loc[kids[0], "y"] + lay.loc[kids[1], "y"]) / 2)
+    assert lay.loc[kids[0], "x"] == lay.loc[kids[1], "x"] < lay.loc[1, "x"] < lay.loc[4, "x"] < lay.loc[0, "x"]
+
+
+@pytest.mark.parametrize("dataset,name", [("minddata/md_bottleneck_map", "minddata__md_bottleneck_map__device0"),
+                                          ("minddata/md_fast", "minddata__md_fast__device0"),
+                                          ("mindspore2/lenet_pynative", "mindspore2__lenet_pynative__device0"),
+                                          ("legacy/run_2_lenet", "legacy__run_2_lenet__device1")])
+def test_queue_edges_match_mindinsight_queue_chart(dataset, name):
+    prof = nbprofiler.load(DATA / dataset)
+    queues = V.pipeline_queues(prof.minddata_pipeline).set_index("queue")
+    chart = expected(name)["minddata_pipeline"]["queue_chart"]
+    assert sorted(queues.index) == sorted(q["queue"] for q in chart)
+    for q in chart:
+        assert queues.loc[q["queue"], "usage_pct"] == pytest.approx(q["usage_pct"], abs=5e-5)
+        assert queues.loc[q["queue"], "average_size"] == pytest.approx(q["avg_size"])
+        assert queues.loc[q["queue"], "capacity"] == q["length"]
+
+
+def test_graph_flags_the_map_op_queue(bottleneck):
+    fig = V.pipeline_graph(bottleneck.minddata_pipeline, bottleneck_ids=[1])
+    edges = _source(fig, "minddata_edges_src").data
+    by_queue = dict(zip(edges["queue"], edges["flagged"]))
+    assert by_queue == {"Queue_1": True, "Queue_2": False}
+    nodes = _source(fig, "minddata_nodes_src").data
+    assert sorted(nodes["label"]) == ["BatchOp_0", "GeneratorOp_2", "MapOp_1"]
+
+
+def test_panel_starts_on_flagged_queue_with_its_series(bottleneck):
+    panel = V.pipeline_panel(bottleneck.minddata_pipeline, bottleneck.minddata_queues, bottleneck_ids=[1])
+    edges = _source(panel, "minddata_edges_src")
+    assert [edges.data["op_id"][i] for i in edges.selected.indices] == [1]
+    series = _source(panel, "minddata_queue_src").data
+    q1 = bottleneck.minddata_queues[bottleneck.minddata_queues["op_id"] == 1]
+    assert list(series["size"]) == list(q1["size"])
+    # the mean of the plotted series is MindInsight's average size of Queue_1
+    assert sum(series["size"]) / len(series["size"]) == pytest.approx(0.004132231404958678)
+    # all queues ride along for the click handler (static HTML has no kernel)
+    assert len(_source(panel, "minddata_queues_all_src").data["op_id"]) == len(bottleneck.minddata_queues)
+    info = dict(zip(*_source(panel, "minddata_queue_info_src").data.values()))
+    assert info["from op"] == "MapOp_1" and info["to op"] == "BatchOp_0" and info["capacity"] == "16"
+
+
+@pytest.mark.parametrize("dataset,name", [("minddata/md_bottleneck_map", "minddata__md_bottleneck_map__device0"),
+                                          ("minddata/md_fast", "minddata__md_fast__device0"),
+                                          ("mindspore2/lenet_pynative", "mindspore2__lenet_pynative__device0"),
+                                          ("legacy/run_2_lenet", "legacy__run_2_lenet__device1")])
+def test_host_queue_states_match_mindinsight_counts(dataset, name):
+    prof = nbprofiler.load(DATA / dataset)
+    states = V.host_queue_states(prof.host_queue)
+    summary = expected(name)["queues"]["device_queue"]["summary"]["queue_summary"]   # MindInsight: host side
+    assert int((states["state"] == "empty").sum()) == summary["empty_queue"]
+    assert int((states["state"] == "full").sum()) == summary["full_queue"]
+    fig = V.queue_figure(prof.host_queue, prof.device_queue)
+    src = _source(fig, "host_queue_src").data
+    assert list(src["size"]) == list(prof.host_queue["size"])
+    assert src["color"][list(src["state"]).index("empty")] == V.EMPTY_COLOR if summary["empty_queue"] else True
+
+
+def test_device_queue_series(lenet_legacy):
+    fig = V.queue_figure(lenet_legacy.host_queue, lenet_legacy.device_queue)
+    dev = _source(fig, "device_queue_src").data
+    assert list(dev["size"]) == expected("legacy__run_2_lenet__device1")["queues"]["get_next_queue"]["info"]["queue"]
+    assert list(dev["step"]) == [1, 2, 3]
+    assert "empty 0/3" in fig.select_one({"name": "device_queue_fig"}).title.text
+
+
+def test_cpu_samples_drop_the_interleaved_zero_samples(pynative):
+    cpu = pynative.cpu_utilization
+    kept = V.cpu_samples(cpu)
+    shares = cpu[["user_pct", "sys_pct", "io_pct", "idle_pct"]].fillna(0).sum(axis=1)
+    assert len(kept) == int((shares > 0).sum())
+    assert 0 < len(kept) < len(cpu)          # MindSpore 2.10 writes all-zero samples in between
+    assert (kept[["user_pct", "sys_pct", "io_pct", "idle_pct"]].sum(axis=1) > 0).all()
+    assert kept["t_s"].iloc[0] >= 0 and kept["t_s"].is_monotonic_increasing
+    fig = V.cpu_figure(cpu, pynative.op_cpu_utilization, pynative.minddata_pipeline)
+    assert len(_source(fig, "cpu_src").data["t_s"]) == len(kept)
+    op0 = _source(fig, "op_cpu_src_0").data
+    ops = pynative.op_cpu_utilization
+    want = ops.loc[ops["op_id"] == 0, ["user_pct", "sys_pct"]].fillna(0).sum(axis=1)
+    assert list(op0["cpu_pct"]) == pytest.approx(list(want))
+
+
+def test_verdict_escapes_user_strings():
+    text = V.verdict_html(["<img src=x onerror=alert(1)>_3"],
+                          [{"id": "pipeline.<b>", "text": "Op <script>alert(1)</script> is slow",
+                            "evidence": {"usage": 0.5, "op": "<i>x</i>"}}],
+                          {"host_queue": {"steps": 62, "empty_steps": 62, "full_steps": 0}})
+    assert "<script>" not in text and "<img" not in text and "<i>x</i>" not in text
+    assert "&lt;script&gt;" in text and "&lt;img src=x onerror=alert(1)&gt;_3" in text
+    assert "host queue empty at 62/62 steps" in text
+
+
+def test_view_on_bottleneck_run_is_standalone_html(bottleneck, tmp_path):
+    view = V.MindDataView(bottleneck)
+    assert view.selected_queue == 1                       # MapOp_1's output queue is the flagged one
+    verdict = view.layout.select_one({"name": "minddata_verdict"}).text
+    assert "MapOp_1" in verdict and "62/62" in verdict
+    view.select_queue(2)
+    assert view.selected_queue == 2
+    with pytest.raises(ValueError):
+        view.select_queue(0)                              # the root has no output queue edge
+    html_text = file_html(view.layout, INLINE, "minddata")
+    assert "minddata_queue_src" in html_text and "cdn.bokeh.org" not in html_text
+    assert not math.isnan(len(html_text))
