@@ -67,12 +67,17 @@ STAGE_LABELS: dict[str, str] = {
 # take a stage colour.
 REDUCE_COLORS = ["#D55E00", "#CC79A7", "#8E44AD", "#B35806", "#F781BF", "#7F3B08"]
 
-# Category20 without its greys (reserved for "other"/free): 18 distinguishable hues.
+# Category20 without its greys (reserved for "Other"/free) followed by Category20b: 38 hues.
 OP_TYPE_PALETTE = [
     "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
     "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#bcbd22", "#dbdb8d",
     "#17becf", "#9edae5",
+    "#393b79", "#5254a3", "#6b6ecf", "#9c9ede", "#637939", "#8ca252", "#b5cf6b", "#cedb9c",
+    "#8c6d31", "#bd9e39", "#e7ba52", "#e7cb94", "#843c39", "#ad494a", "#d6616b", "#e7969c",
+    "#7b4173", "#a55194", "#ce6dbd", "#de9ed6",
 ]
+# Colours handed out so far in this session, so two types never share one until the palette is used up.
+_OP_TYPE_ASSIGNED: dict[str, str] = {}
 
 KIND_LABELS = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "CPU", "gpu": "GPU", "npu": "NPU"}
 
@@ -96,11 +101,24 @@ def reduce_color(index: int) -> str:
 
 
 def op_type_color(op_type: str) -> str:
-    """Stable colour of an operator type: the same name gets the same colour in every view and session
-    (crc32, not Python's salted ``hash``). ``"other"`` is grey."""
-    if op_type == "other":
+    """Colour of an operator type, the same in every view of a session. A type's preferred slot is the
+    crc32 of its name (not Python's salted ``hash``), so it is usually the same across sessions too; if
+    another type already holds that slot, the next free one is taken, so the types on one screen stay
+    distinguishable. The folded ``"Other"`` row is grey."""
+    name = str(op_type)
+    if name.lower() == "other":
         return OTHER
-    return OP_TYPE_PALETTE[zlib.crc32(str(op_type).encode("utf-8")) % len(OP_TYPE_PALETTE)]
+    if name not in _OP_TYPE_ASSIGNED:
+        taken = set(_OP_TYPE_ASSIGNED.values())
+        start = zlib.crc32(name.encode("utf-8")) % len(OP_TYPE_PALETTE)
+        for i in range(len(OP_TYPE_PALETTE)):
+            color = OP_TYPE_PALETTE[(start + i) % len(OP_TYPE_PALETTE)]
+            if color not in taken:
+                break
+        else:  # palette used up: share the preferred slot
+            color = OP_TYPE_PALETTE[start]
+        _OP_TYPE_ASSIGNED[name] = color
+    return _OP_TYPE_ASSIGNED[name]
 
 
 def op_type_colors(op_types) -> list[str]:

@@ -1,0 +1,329 @@
+"""Operators view: per device kind, the operator-type share as a pie or bar chart (top N, the rest folded
+into "Other") above a sortable, searchable operator table; clicking a type in the chart filters the table.
+
+Figure factories take DataFrames (``prof.op_types``, ``prof.ops``) and return Bokeh models that work in a
+standalone HTML file: the pie/bar toggle, the search box (case-insensitive substring over operator name
+and type) and click-to-filter are CustomJS on named sources, and the table's columns sort by header
+click. `OperatorsView` is the notebook widget: top N is an ipywidgets control, and the linking API
+``set_type_filter(op_type)`` / ``set_step(step)`` re-fills the same sources from Python.
+
+Times are microseconds (``_us``) as in the frames; ``percent`` is 0..100 of the kind's total time.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import ipywidgets as W
+import numpy as np
+import pandas as pd
+import traitlets
+from bokeh.layouts import column, row
+from bokeh.models import (ColumnDataSource, CustomJS, DataTable, Div, HoverTool, NumberFormatter,
+                          RadioButtonGroup, Select, TableColumn, TabPanel, Tabs, TapTool, TextInput)
+from bokeh.plotting import figure
+
+from ..analysis import operators as A
+from . import theme
+
+OTHER = "Other"     # the folded row of analysis.operators.top_types
+ALL_TYPES = ""          # type filter value meaning "every type"
+TABLE_COLUMNS = ["op_name", "op_type", "total_time_us", "count", "avg_time_us"]
+TYPE_COLUMNS = ["op_type", "total_time_us", "count", "avg_time_us", "percent"]
+
+
+# -- data preparation ------------------------------------------------------------------------------
+def top_types(op_types_df: pd.DataFrame, kind: str, top_n: int = 20) -> pd.DataFrame:
+    """`nbprofiler.analysis.operators.top_types` reduced to the chart's columns: ``op_type``,
+    ``total_time_us``, ``count``, ``avg_time_us``, ``percent`` (0..100 of the kind's total time); the
+    folded rest is the ``"Other"`` row."""
+    out = A.top_types(op_types_df, kind, top_n)
+    return out[TYPE_COLUMNS].reset_index(drop=True)
+
+
+def filter_ops(ops_df: pd.DataFrame, search: str = "", op_type: str | None = None,
+               top: list[str] | None = None) -> pd.DataFrame:
+    """Rows whose ``op_name`` or ``op_type`` contains ``search`` (case-insensitive substring) and, if
+    ``op_type`` is given, of that type; ``"Other"`` means any type not in ``top`` (the chart's types)."""
+    if op_type == OTHER:
+        ops_df = ops_df[~ops_df["op_type"].isin(top or [])]
+        op_type = None
+    return A.filter_ops(ops_df, op_type=op_type or None, search=search or None)
+
+
+def sort_ops(ops_df: pd.DataFrame, by: str = "total_time_us", descending: bool = True) -> pd.DataFrame:
+    """Sorted copy, missing values last (default as MindInsight: execution time descending)."""
+    return A.sort_ops(ops_df, by, descending)
+
+
+def step_ops(kernels_df: pd.DataFrame, step: int) -> pd.DataFrame:
+    """The operators of one step from the ``kernels`` frame (which carries ``step``), in the ``ops``
+    layout: ``kind`` ("npu"), ``op_name``, ``op_type``, ``total_time_us`` (sum of ``dur_us``), ``count``,
+    ``avg_time_us``; sorted by total time descending."""
+    k = kernels_df[kernels_df["step"] == step]
+    g = k.groupby(["name", "type"], sort=False, observed=True)["dur_us"].agg(["sum", "count"]).reset_index()
+    out = pd.DataFrame({"kind": "npu", "op_name": g["name"].astype(str), "op_type": g["type"].astype(str),
+                        "total_time_us": g["sum"].astype(float), "count": g["count"].astype("int64")})
+    out["avg_time_us"] = out["total_time_us"] / out["count"]
+    return sort_ops(out).reset_index(drop=True)
+
+
+def pie_angles(types_df: pd.DataFrame) -> pd.DataFrame:
+    """`top_types` rows plus ``start_angle``/``end_angle`` (radians, clockwise from 12 o'clock, by
+    share of total time), ``color`` (stable per type) and ``label`` ("MatMul 57.4%")."""
+    df = types_df.copy()
+    share = df["total_time_us"] / df["total_time_us"].sum() if df["total_time_us"].sum() else 0.0 * df["total_time_us"]
+    ends = math.pi / 2 - 2 * math.pi * np.cumsum(np.asarray(share, float))
+    df["end_angle"] = ends
+    df["start_angle"] = np.concatenate([[math.pi / 2], ends[:-1]])
+    df["color"] = theme.op_type_colors(df["op_type"])
+    df["label"] = df["op_type"].astype(str) + " " + df["percent"].map("{:.1f}%".format)
+    return df
+
+
+def _table_data(df: pd.DataFrame) -> dict:
+    out = {c: df[c].to_numpy() if c in df else np.full(len(df), np.nan) for c in TABLE_COLUMNS}
+    out["count"] = pd.to_numeric(pd.Series(out["count"]), errors="coerce").astype(float).to_numpy()
+    out["op_name"] = df["op_name"].astype(str).to_numpy()
+    out["op_type"] = df["op_type"].astype(str).to_numpy()
+    return out
+
+
+# -- figures ---------------------------------------------------------------------------------------
+def _type_source(op_types_df, kind, top_n) -> ColumnDataSource:
+    return ColumnDataSource(pie_angles(top_types(op_types_df, kind, top_n)), name=f"op_types_src_{kind}")
+
+
+def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: str = "pie",
+                  source: ColumnDataSource | None = None):
+    """Pie (``mode="pie"``) or horizontal bar (``"bar"``) chart of one kind's top-N operator types by
+    total time, the rest as "Other". Hover shows total (us), count, average (us) and percent. The data
+    source is named ``op_types_src_<kind>``; pass ``source`` to share one between pie and bar."""
+    src = source or _type_source(op_types_df, kind, top_n)
+    title = f"{theme.kind_label(kind)} operator types by total time (top {top_n})"
+    hover = HoverTool(tooltips=[("type", "@op_type"), ("total", "@total_time_us{0,0.000} us"),
+                                ("count", "@count"), ("average", "@avg_time_us{0,0.000} us"),
+                                ("share", "@percent{0.00} %")])
+    if mode == "pie":
+        # A fixed square frame keeps the pie round; the legend sits outside, to its right.
+        fig = figure(frame_width=300, frame_height=300, title=title, tools=[hover, "tap", "save"],
+                     x_range=(-1.05, 1.05), y_range=(-1.05, 1.05), name=f"op_pie_{kind}")
+        fig.wedge(x=0, y=0, radius=1.0, start_angle="end_angle", end_angle="start_angle", fill_color="color",
+                  line_color="white", line_width=1, legend_field="label", source=src)
+        fig.axis.visible = False
+        fig.grid.visible = False
+        theme.style(fig)
+        legend = fig.legend[0]
+        fig.center.remove(legend)
+        fig.add_layout(legend, "right")
+        legend.label_text_font_size = "11px"
+        fig.legend.spacing = 0
+        fig.legend.glyph_height = 12
+        return fig
+    if mode != "bar":
+        raise ValueError(f"mode must be 'pie' or 'bar', not {mode!r}")
+    types = src.data["op_type"]
+    fig = figure(y_range=list(reversed(list(types))), height=max(220, 22 * len(types) + 80),
+                 sizing_mode="stretch_width", title=title, tools=[hover, "tap", "save"],
+                 x_axis_label=theme.axis_label("Total time", "us"), name=f"op_bar_{kind}")
+    fig.hbar(y="op_type", right="total_time_us", height=0.75, fill_color="color", line_color=None, source=src)
+    return theme.style(fig)
+
+
+def op_table(ops_df: pd.DataFrame, kind: str = "", height: int = 360) -> DataTable:
+    """Sortable operator table (click a header to sort) on a source named ``op_table_src[_<kind>]``:
+    operator name, type, total time (us), count, average time (us); default order total time
+    descending. Cells are rendered as text by Bokeh (no HTML)."""
+    suffix = f"_{kind}" if kind else ""
+    src = ColumnDataSource(_table_data(sort_ops(ops_df)), name=f"op_table_src{suffix}")
+    num = NumberFormatter(format="0,0.000")
+    cols = [TableColumn(field="op_name", title="Operator", width=420),
+            TableColumn(field="op_type", title="Type", width=160),
+            TableColumn(field="total_time_us", title="Total time (us)", formatter=num, width=110),
+            TableColumn(field="count", title="Count", formatter=NumberFormatter(format="0,0"), width=70),
+            TableColumn(field="avg_time_us", title="Average time (us)", formatter=num, width=110)]
+    return DataTable(source=src, columns=cols, sortable=True, index_position=None, height=height,
+                     sizing_mode="stretch_width", name=f"op_table{suffix}")
+
+
+_FILTER_JS = """
+const q = search.value_input !== undefined && search.value_input !== null ? search.value_input : search.value;
+const needle = (q || '').toLowerCase();
+const want = type_select.value;
+const top = new Set(types.data.op_type);
+const d = all.data, n = d.op_name.length, out = {};
+for (const k of Object.keys(d)) out[k] = [];
+for (let i = 0; i < n; i++) {
+  const name = String(d.op_name[i]), type = String(d.op_type[i]);
+  const typeOk = want === '' || (want === 'Other' ? !top.has(type) : type === want);
+  const textOk = needle === '' || name.toLowerCase().includes(needle) || type.toLowerCase().includes(needle);
+  if (typeOk && textOk) for (const k of Object.keys(d)) out[k].push(d[k][i]);
+}
+table_src.data = out;
+count.text = out.op_name.length + ' of ' + n + ' operators' + (want ? ' of type ' : '');
+count_type.text = want;
+"""
+
+_TAP_JS = """
+const i = types.selected.indices;
+type_select.value = i.length ? String(types.data.op_type[i[0]]) : '';
+"""
+
+
+def operators_panel(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kind: str, top_n: int = 20,
+                    mode: str = "pie"):
+    """One kind's chart (pie/bar toggle) above its searchable, sortable table, linked by CustomJS:
+    clicking a type (or choosing it in the "Type" select, name ``op_type_filter_<kind>``) filters the
+    table; the search box (``op_search_<kind>``) matches name or type, case-insensitively. Returns a
+    Bokeh column."""
+    types_src = _type_source(op_types_df, kind, top_n)
+    pie = op_type_chart(op_types_df, kind, top_n, "pie", types_src)
+    bar = op_type_chart(op_types_df, kind, top_n, "bar", types_src)
+    pie.visible, bar.visible = mode == "pie", mode == "bar"
+    toggle = RadioButtonGroup(labels=["Pie", "Bar"], active=0 if mode == "pie" else 1, name=f"op_chart_mode_{kind}")
+    toggle.js_on_change("active", CustomJS(args=dict(pie=pie, bar=bar),
+                                           code="pie.visible = cb_obj.active === 0; bar.visible = cb_obj.active === 1;"))
+    kind_ops = ops_df[ops_df["kind"] == kind] if "kind" in ops_df else ops_df
+    table = op_table(kind_ops, kind)
+    all_src = ColumnDataSource(dict(table.source.data), name=f"op_all_src_{kind}")
+    search = TextInput(placeholder="search operator name or type (case-insensitive)", width=360,
+                       name=f"op_search_{kind}")
+    type_select = Select(title="", value=ALL_TYPES, width=220, name=f"op_type_filter_{kind}",
+                         options=[(ALL_TYPES, "all types")] + [(t, t) for t in sorted(set(kind_ops["op_type"].astype(str)))]
+                         + [(OTHER, "Other (not in chart)")])
+    count = Div(text=f"{len(kind_ops)} of {len(kind_ops)} operators", name=f"op_count_{kind}")
+    # Shown as Div text, never HTML: a type name is user data.
+    count_type = Div(text="", name=f"op_count_type_{kind}", render_as_text=True)
+    args = dict(search=search, type_select=type_select, types=types_src, all=all_src,
+                table_src=table.source, count=count, count_type=count_type)
+    refilter = CustomJS(args=args, code=_FILTER_JS)
+    search.js_on_change("value_input", refilter)
+    search.js_on_change("value", refilter)
+    type_select.js_on_change("value", refilter)
+    types_src.selected.js_on_change("indices", CustomJS(args=dict(types=types_src, type_select=type_select),
+                                                        code=_TAP_JS))
+    return column(toggle, pie, bar, row(search, type_select, count, count_type), table,
+                  sizing_mode="stretch_width", name=f"op_panel_{kind}")
+
+
+def operators_layout(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kinds: list[str] | None = None,
+                     top_n: int = 20, mode: str = "pie"):
+    """One tab per device kind present (AI Core, AI CPU, CPU, GPU, NPU), each an `operators_panel`."""
+    if kinds is None:
+        from ..io.frames import OP_KINDS
+        present = set(op_types_df["kind"].dropna()) | set(ops_df["kind"].dropna())
+        kinds = [k for k in OP_KINDS if k in present]
+    if not kinds:
+        return Div(text=f"<div style=\"{theme.PANEL_CSS}{theme.MUTED_CSS}\">No operator data.</div>",
+                   name="operators_empty")
+    tabs = [TabPanel(child=operators_panel(op_types_df, ops_df, k, top_n, mode), title=theme.kind_label(k))
+            for k in kinds]
+    return Tabs(tabs=tabs, sizing_mode="stretch_width", name="operators_tabs")
+
+
+# -- widget ----------------------------------------------------------------------------------------
+class OperatorsView(traitlets.HasTraits):
+    """Notebook operators view of a `Profile`. ``top_n`` (int) re-folds the charts; ``type_filter``
+    (str, "" = all) and ``step`` (int or None) are the linkable state, set with `set_type_filter` /
+    `set_step`; a click on a chart type updates ``type_filter`` through jupyter_bokeh."""
+
+    top_n = traitlets.Int(20)
+    type_filter = traitlets.Unicode(ALL_TYPES)
+    step = traitlets.Int(None, allow_none=True)
+
+    def __init__(self, prof_or_frames, top_n: int = 20, mode: str = "pie"):
+        super().__init__()
+        from jupyter_bokeh import BokehModel
+        if isinstance(prof_or_frames, dict):
+            self.op_types, self.ops = prof_or_frames["op_types"], prof_or_frames["ops"]
+            self.kernels = prof_or_frames.get("kernels")
+        else:
+            self.op_types, self.ops, self.kernels = prof_or_frames.op_types, prof_or_frames.ops, prof_or_frames.kernels
+        self.set_trait("top_n", top_n)
+        self.layout = operators_layout(self.op_types, self.ops, None, top_n, mode)
+        self.kinds = [k for k in ("ai_core", "ai_cpu", "cpu", "gpu", "npu")
+                      if self._model(f"op_panel_{k}") is not None]
+        self.kind = self.kinds[0] if self.kinds else None
+        for k in self.kinds:
+            self._model(f"op_type_filter_{k}").on_change("value", self._on_js_filter)
+        self.top_control = W.BoundedIntText(value=top_n, min=1, max=500, description="Top N",
+                                            layout=W.Layout(width="160px"))
+        self.top_control.observe(lambda ch: setattr(self, "top_n", ch["new"]), names="value")
+        self.step_note = W.HTML("")
+        self.widget = W.VBox([W.HBox([self.top_control, self.step_note]), BokehModel(self.layout)],
+                             layout=W.Layout(width="100%"))
+        tabs = self._model("operators_tabs")
+        if tabs is not None:
+            tabs.on_change("active", lambda attr, old, new: setattr(self, "kind", self.kinds[new]))
+
+    def _model(self, name):
+        return next(iter(self.layout.select({"name": name})), None)
+
+    def _on_js_filter(self, attr, old, new):
+        if new != self.type_filter:
+            self.type_filter = new
+
+    def _kind_ops(self, kind) -> pd.DataFrame:
+        if self.step is not None and self.kernels is not None and "step" in self.kernels and kind == "npu":
+            return step_ops(self.kernels, self.step)
+        return self.ops[self.ops["kind"] == kind]
+
+    def visible_ops(self, kind: str | None = None) -> pd.DataFrame:
+        """The rows the table of ``kind`` (default: the current tab) shows, as computed in Python."""
+        kind = kind or self.kind
+        types = self._model(f"op_types_src_{kind}").data["op_type"]
+        search = self._model(f"op_search_{kind}").value or ""
+        return sort_ops(filter_ops(self._kind_ops(kind), search, self.type_filter or None, list(types)))
+
+    def _refill(self, kind):
+        self._model(f"op_all_src_{kind}").data = _table_data(sort_ops(self._kind_ops(kind)))
+        rows = self.visible_ops(kind)
+        self._model(f"op_table_src_{kind}").data = _table_data(rows)
+        self._model(f"op_count_{kind}").text = f"{len(rows)} of {len(self._kind_ops(kind))} operators"
+
+    def set_type_filter(self, op_type: str | None):
+        """Show only operators of ``op_type`` in the current tab's table (None or "" = all types)."""
+        self.type_filter = op_type or ALL_TYPES
+
+    def set_step(self, step: int | None):
+        """Limit the table to one step's operators where the data has step ids (kernels' ``step``);
+        elsewhere the table keeps the whole run and a note says why."""
+        self.step = step
+
+    @traitlets.observe("type_filter")
+    def _on_type_filter(self, change):
+        if self.kind is None:
+            return
+        sel = self._model(f"op_type_filter_{self.kind}")
+        if sel.value != change["new"]:
+            sel.value = change["new"]
+        self._refill(self.kind)
+
+    @traitlets.observe("step")
+    def _on_step(self, change):
+        has_steps = self.kernels is not None and "step" in self.kernels and self.kernels["step"].notna().any()
+        if change["new"] is not None and not has_steps:
+            self.step_note.value = (f"<span style=\"{theme.MUTED_CSS}\">Step {int(change['new'])} selected: this "
+                                    "profile's operator data has no step ids, so the table shows the whole run."
+                                    "</span>")
+        else:
+            self.step_note.value = "" if change["new"] is None else \
+                f"<span style=\"{theme.MUTED_CSS}\">NPU table limited to step {int(change['new'])}.</span>"
+        for k in self.kinds:
+            self._refill(k)
+
+    @traitlets.observe("top_n")
+    def _on_top_n(self, change):
+        for k in self.kinds:
+            self._model(f"op_types_src_{k}").data = dict(ColumnDataSource(pie_angles(
+                top_types(self.op_types, k, change["new"]))).data)
+            bar = self._model(f"op_bar_{k}")
+            bar.y_range.factors = list(reversed(list(self._model(f"op_types_src_{k}").data["op_type"])))
+            self._refill(k)
+
+    def display(self):
+        from IPython.display import display
+        display(self.widget)
+
+    def _ipython_display_(self):
+        self.display()

@@ -1,0 +1,117 @@
+"""Operators view data preparation, figures and widget linking on real profiles."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from bokeh.embed import file_html
+from bokeh.resources import INLINE
+
+import nbprofiler
+from nbprofiler.views import operators as O
+from nbprofiler.views import theme
+from .conftest import DATA, expected
+
+
+def _load(rel):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nbprofiler.load(DATA / rel)
+
+
+@pytest.fixture(scope="module")
+def lenet_cpu():
+    return _load("mindspore2/lenet_pynative")
+
+
+@pytest.fixture(scope="module")
+def widedeep():
+    return _load("legacy/run_1_widedeep")
+
+
+def test_top_types_fold_rest_and_match_mindinsight(widedeep):
+    exp = expected("legacy__run_1_widedeep__device1")["operators"]["aicore_type"]
+    top = O.top_types(widedeep.op_types, "ai_core", 5)
+    assert top["op_type"].tolist() == exp["pie_top5"] + ["Other"]
+    assert len(exp["rows"]) == 24
+    rows = {r[0]: r for r in exp["rows"]}
+    for r in top.iloc[:5].itertuples():
+        assert r.total_time_us == pytest.approx(rows[r.op_type][1])
+        assert r.count == rows[r.op_type][2]
+    other = top.iloc[5]
+    assert other.total_time_us == pytest.approx(sum(r[1] for r in exp["rows"][5:]), rel=1e-9)
+    assert other["count"] == sum(r[2] for r in exp["rows"][5:])
+    assert top["percent"].sum() == pytest.approx(100.0)
+
+
+def test_pie_angles_cover_the_circle_and_colours_are_stable(lenet_cpu):
+    df = O.pie_angles(O.top_types(lenet_cpu.op_types, "cpu", 20))
+    assert len(df) == 16  # 16 CPU op types in the LeNet run, none folded
+    span = (df["start_angle"] - df["end_angle"]).sum()
+    assert span == pytest.approx(2 * 3.141592653589793)
+    assert df["color"].tolist() == [theme.op_type_color(t) for t in df["op_type"]]
+    assert len(set(df["color"])) == 16  # distinct while the palette lasts
+
+
+def test_filter_is_case_insensitive_substring_over_name_and_type(lenet_cpu):
+    ops = lenet_cpu.ops[lenet_cpu.ops["kind"] == "cpu"]
+    by_name = O.filter_ops(ops, "conv2dbackprop")
+    assert len(by_name) > 0
+    assert by_name["op_type"].str.startswith("Conv2DBackprop").all()
+    by_type = O.filter_ops(ops, op_type="MaxPool")
+    assert set(by_type["op_type"]) == {"MaxPool"} and len(by_type) == 2
+    top = O.top_types(lenet_cpu.op_types, "cpu", 3)["op_type"].tolist()
+    rest = O.filter_ops(ops, op_type="Other", top=top)
+    assert len(rest) == (~ops["op_type"].isin(top)).sum()
+
+
+def test_panel_builds_standalone_html(lenet_cpu):
+    lay = O.operators_layout(lenet_cpu.op_types, lenet_cpu.ops)
+    assert [t.title for t in lay.tabs] == ["CPU"]
+    table_src = next(iter(lay.select({"name": "op_table_src_cpu"})))
+    assert len(table_src.data["op_name"]) == 29
+    assert list(table_src.data["total_time_us"]) == sorted(table_src.data["total_time_us"], reverse=True)
+    page = file_html(lay, INLINE, "operators")
+    assert "op_types_src_cpu" in page and "cdn.bokeh.org" not in page
+
+
+def test_one_tab_per_kind(_=None):
+    prof = _load("legacy/run_2_lenet")
+    lay = O.operators_layout(prof.op_types, prof.ops)
+    assert [t.title for t in lay.tabs] == ["AI Core", "AI CPU"]
+
+
+def test_widget_type_filter_and_top_n(lenet_cpu):
+    view = O.OperatorsView(lenet_cpu)
+    src = view._model("op_table_src_cpu")
+    view.set_type_filter("Conv2D")
+    assert set(src.data["op_type"]) == {"Conv2D"} and len(src.data["op_type"]) == 2
+    assert view._model("op_type_filter_cpu").value == "Conv2D"
+    # A click in the browser arrives as a change of the type select (jupyter_bokeh sync).
+    view._model("op_type_filter_cpu").value = "MatMul"
+    assert view.type_filter == "MatMul" and set(src.data["op_type"]) == {"MatMul"}
+    view.set_type_filter(None)
+    assert len(src.data["op_type"]) == 29
+    view.top_n = 3
+    assert view._model("op_types_src_cpu").data["op_type"].tolist()[-1] == "Other"
+    assert len(view._model("op_types_src_cpu").data["op_type"]) == 4
+
+
+def test_set_step_uses_kernel_steps_where_present():
+    prof = _load("npu/kernel_details_591")
+    view = O.OperatorsView(prof)
+    steps = prof.kernels["step"].dropna().unique()
+    assert len(steps) >= 1
+    s = int(steps[0])
+    view.set_step(s)
+    src = view._model("op_table_src_npu")
+    k = prof.kernels[prof.kernels["step"] == s]
+    assert sum(src.data["count"]) == len(k)
+    assert sum(src.data["total_time_us"]) == pytest.approx(k["dur_us"].sum())
+
+
+def test_set_step_without_step_ids_says_so(lenet_cpu):
+    view = O.OperatorsView(lenet_cpu)
+    view.set_step(3)
+    assert "no step ids" in view.step_note.value
+    assert len(view._model("op_table_src_cpu").data["op_name"]) == 29
