@@ -1,0 +1,535 @@
+"""Timeline view: tracks grouped by process, events as bars coloured by op type, zoom/pan re-queries.
+
+Figure factories take DataFrames and return Bokeh models that also work in a standalone HTML file:
+
+- `track_table(tracks_df, order=None)`: display row and label of every track (process / thread).
+- `timeline_figure(lod_df, tracks_df, x_range=None, order=None, flows_df=None)`: the event bars
+  (``timeline_src``), flows as arrows (``timeline_flows_src``), hover with name/type/start/duration/args,
+  a click shows the event's full details below the plot (``timeline_details``, rendered as text).
+- `minimap_figure(density_df, x_range)`: event density of the whole trace with a RangeTool on the main
+  view's time axis.
+- `search_events(timeline_df, pattern)`: events whose name matches a regex.
+- `TimelineView(prof_or_frames)`: the widget. It builds the level-of-detail index once, re-queries it
+  from Python when the time axis changes (debounced), never sends more than `MAX_GLYPHS` bars, and adds
+  search with jump-to, pinned/reordered tracks, flows, range statistics and the minimap.
+  ``set_window(t0_us, t1_us)`` links it from other views.
+
+Times are microseconds relative to the profile's origin (the frames' ``start_us``).
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+from bokeh.layouts import column, row
+from bokeh.models import (Arrow, BoxSelectTool, ColumnDataSource, CustomJS, DataTable, Div, FixedTicker,
+                          HoverTool, NumberFormatter, Range1d, RangeTool, TableColumn, TapTool, VeeHead)
+from bokeh.plotting import figure
+
+from . import theme
+
+MAX_GLYPHS = 20_000          # never send more bars than this to the browser
+MAX_FLOWS = 2_000
+MAX_MATCHES = 1_000          # rows of the search table
+MAX_ARGS_CHARS = 2_000       # args text carried per bar (hover and details)
+DEBOUNCE_S = 0.15
+ROW_HEIGHT_PX = 26
+AGGREGATE_COLOR = theme.OTHER
+
+_SOURCE_COLUMNS = ["y", "left", "right", "start_us", "dur_us", "name", "op_type", "count", "args", "track_label",
+                   "color", "alpha"]
+
+
+# -- tracks -----------------------------------------------------------------------------------------
+def track_table(tracks_df: pd.DataFrame, order: list[int] | None = None) -> pd.DataFrame:
+    """Tracks in display order: ``track`` (int), ``row`` (int, 0 = top), ``label`` (str "process / thread").
+
+    Default order: by ``process_sort``, ``process``, ``thread_sort``, ``thread`` where present (the trace's
+    own sort metadata), else by track id. ``order``: track ids to put first, in that order (pinned
+    tracks); the rest follow in default order.
+    """
+    df = tracks_df.copy()
+    keys = [c for c in ("process_sort", "process", "thread_sort", "thread", "track") if c in df.columns]
+    df = df.sort_values(keys, kind="stable", na_position="last") if keys else df
+    default = [int(t) for t in df["track"]]
+    pinned = [int(t) for t in (order or []) if int(t) in set(default)]
+    pinned = list(dict.fromkeys(pinned))
+    ordered = pinned + [t for t in default if t not in set(pinned)]
+    labels = {int(r.track): _track_label(r) for r in df.itertuples()}
+    return pd.DataFrame({"track": ordered, "row": range(len(ordered)), "label": [labels[t] for t in ordered]})
+
+
+def _track_label(r) -> str:
+    process = str(getattr(r, "process", "") or getattr(r, "pid", ""))
+    thread = str(getattr(r, "thread", "") or getattr(r, "tid", ""))
+    return f"{process} / {thread}" if thread and thread != process else process
+
+
+# -- data for the bars ------------------------------------------------------------------------------
+def bar_data(lod_df: pd.DataFrame, tracks: pd.DataFrame) -> dict:
+    """Column data of ``timeline_src`` from a level-of-detail frame (``track``, ``start_us``, ``dur_us``,
+    ``name``, ``op_type``, optional ``count`` and ``args``). Bars of tracks not in ``tracks`` are dropped.
+    Aggregate bars (count > 1: several sub-pixel events merged by the engine) are grey, more opaque the
+    more events they hold; single events take their op type's theme colour."""
+    rows = dict(zip(tracks["track"].astype(int), tracks["row"].astype(int)))
+    labels = dict(zip(tracks["track"].astype(int), tracks["label"]))
+    df = lod_df[lod_df["track"].astype(int).isin(rows.keys())] if len(lod_df) else lod_df
+    n = len(df)
+    if n == 0:
+        return {c: [] for c in _SOURCE_COLUMNS}
+    track = df["track"].astype(int).to_numpy()
+    start = df["start_us"].to_numpy(dtype="float64")
+    dur = df["dur_us"].to_numpy(dtype="float64")
+    count = df["count"].to_numpy(dtype="int64") if "count" in df.columns else np.ones(n, dtype="int64")
+    op_type = df["op_type"].astype(str).to_numpy() if "op_type" in df.columns else np.full(n, "")
+    name = df["name"].astype(str).to_numpy()
+    aggregate = count > 1
+    color = np.where(aggregate, AGGREGATE_COLOR, [theme.op_type_color(t) for t in op_type])
+    alpha = np.where(aggregate, np.clip(0.35 + 0.12 * np.log2(np.maximum(count, 1)), 0.35, 0.9), 0.9)
+    if "args" in df.columns:
+        args = [_short(a) for a in df["args"]]
+    else:
+        args = [""] * n
+    name = np.where(aggregate, [f"{c} events (zoom in)" for c in count], name)
+    return {"y": [rows[t] for t in track], "left": start, "right": start + np.maximum(dur, 0.0),
+            "start_us": start, "dur_us": dur, "name": list(name), "op_type": list(op_type), "count": count,
+            "args": args, "track_label": [labels[t] for t in track], "color": list(color), "alpha": alpha}
+
+
+def _short(args) -> str:
+    if args is None or (isinstance(args, float) and np.isnan(args)):
+        return ""
+    text = args if isinstance(args, str) else json.dumps(args)
+    return text if len(text) <= MAX_ARGS_CHARS else text[:MAX_ARGS_CHARS] + " …"
+
+
+def flow_data(flows_df: pd.DataFrame | None, tracks: pd.DataFrame, t0: float, t1: float) -> dict:
+    """Column data of ``timeline_flows_src``: flows with an end inside [t0, t1] between shown tracks,
+    at most `MAX_FLOWS`. Columns x0, y0 (start), x1, y1 (end), cat, name."""
+    empty = {"x0": [], "y0": [], "x1": [], "y1": [], "cat": [], "name": []}
+    if flows_df is None or len(flows_df) == 0:
+        return empty
+    rows = dict(zip(tracks["track"].astype(int), tracks["row"].astype(int)))
+    f = flows_df.dropna(subset=["start_track", "end_track", "start_us", "end_us"])
+    f = f[f["start_track"].astype(int).isin(rows.keys()) & f["end_track"].astype(int).isin(rows.keys())]
+    f = f[((f["start_us"] >= t0) & (f["start_us"] <= t1)) | ((f["end_us"] >= t0) & (f["end_us"] <= t1))]
+    f = f.head(MAX_FLOWS)
+    return {"x0": f["start_us"].to_numpy(dtype="float64"), "y0": [rows[int(t)] for t in f["start_track"]],
+            "x1": f["end_us"].to_numpy(dtype="float64"), "y1": [rows[int(t)] for t in f["end_track"]],
+            "cat": f["cat"].astype(str).tolist(), "name": f["name"].astype(str).tolist()}
+
+
+def density(timeline_df: pd.DataFrame, bins: int = 800) -> pd.DataFrame:
+    """Busy time of the whole trace per time bin, for the minimap: ``left``, ``right`` (us), ``busy_us``
+    (sum of event durations starting in the bin) and ``events`` (count)."""
+    if timeline_df is None or len(timeline_df) == 0:
+        return pd.DataFrame({"left": [], "right": [], "busy_us": [], "events": []})
+    start = timeline_df["start_us"].to_numpy(dtype="float64")
+    end = start + timeline_df["dur_us"].fillna(0).to_numpy(dtype="float64")
+    lo, hi = float(start.min()), float(max(end.max(), start.min() + 1.0))
+    edges = np.linspace(lo, hi, bins + 1)
+    events, _ = np.histogram(start, bins=edges)
+    busy, _ = np.histogram(start, bins=edges, weights=end - start)
+    return pd.DataFrame({"left": edges[:-1], "right": edges[1:], "busy_us": busy, "events": events})
+
+
+def search_events(timeline_df: pd.DataFrame, pattern: str, limit: int = MAX_MATCHES) -> pd.DataFrame:
+    """Events whose ``name`` matches the regex ``pattern`` (case-insensitive ``re.search``), in time order.
+
+    Returns ``track``, ``name``, ``op_type``, ``start_us``, ``dur_us`` (at most ``limit`` rows) with
+    ``attrs["total"]`` = the number of matches. The regex runs once per distinct name, not per event.
+    Raises ``re.error`` for an invalid pattern.
+    """
+    rx = re.compile(pattern, re.IGNORECASE)
+    names = timeline_df["name"]
+    cats = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else pd.Index(names.unique())
+    hits = [c for c in cats if rx.search(str(c))]
+    mask = names.isin(hits).to_numpy()
+    cols = [c for c in ("track", "name", "op_type", "start_us", "dur_us") if c in timeline_df.columns]
+    out = timeline_df.loc[mask, cols].sort_values("start_us", kind="stable")
+    total = len(out)
+    out = out.head(limit).reset_index(drop=True)
+    out.attrs["total"] = total
+    return out
+
+
+# -- figures ----------------------------------------------------------------------------------------
+_DETAILS_JS = """
+const i = src.selected.indices.length ? src.selected.indices[0] : -1;
+if (i < 0) { return; }
+const d = src.data;
+const get = (c) => d.get(c)[i];
+let text = get('name') + '\\n' + 'type: ' + get('op_type') + '    track: ' + get('track_label') + '\\n'
+  + 'start: ' + get('start_us').toFixed(3) + ' us    duration: ' + get('dur_us').toFixed(3) + ' us';
+if (get('count') > 1) { text += '    events merged: ' + get('count'); }
+const args = get('args');
+if (args) {
+  let pretty = args;
+  try { pretty = JSON.stringify(JSON.parse(args), null, 2); } catch (e) {}
+  text += '\\nargs: ' + pretty;
+}
+details.text = text;
+"""
+
+
+def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Range1d | None = None,
+                    order: list[int] | None = None, flows_df: pd.DataFrame | None = None, width: int = 1100):
+    """The timeline: one row per track (labels "process / thread"), events as bars coloured by op type.
+
+    ``lod_df``: events or level-of-detail bars (``track``, ``start_us``, ``dur_us``, ``name``,
+    ``op_type``, optional ``count``, ``args``); ``tracks_df``: `Profile.timeline_tracks`; ``order``:
+    pinned track ids. Returns ``column(figure, details)``: the figure ``timeline_fig`` (wheel zoom and
+    pan on the time axis, box select of a time range, hover, tap) and the ``timeline_details`` Div
+    that shows the clicked event's full details as text.
+    """
+    tracks = track_table(tracks_df, order)
+    data = bar_data(lod_df, tracks)
+    if x_range is None:
+        lo = float(np.min(data["left"])) if len(data["left"]) else 0.0
+        hi = float(np.max(data["right"])) if len(data["right"]) else 1.0
+        pad = max((hi - lo) * 0.01, 1.0)
+        x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range")
+    n = max(len(tracks), 1)
+    fig = figure(name="timeline_fig", title="Timeline", x_range=x_range, y_range=Range1d(n - 0.5, -0.5),
+                 width=width, height=60 + ROW_HEIGHT_PX * n, tools="xpan,xwheel_zoom,reset,save",
+                 active_scroll="xwheel_zoom", active_drag="xpan", x_axis_label=theme.axis_label("Time", "us"),
+                 output_backend="webgl")
+    src = ColumnDataSource(data, name="timeline_src")
+    bars = fig.hbar(y="y", left="left", right="right", height=0.75, source=src, fill_color="color",
+                    fill_alpha="alpha", line_color=None, selection_line_color=theme.HIGHLIGHT,
+                    selection_fill_alpha="alpha", nonselection_fill_alpha="alpha", name="timeline_bars")
+    highlight = ColumnDataSource({"y": [], "left": [], "right": []}, name="timeline_highlight_src")
+    fig.hbar(y="y", left="left", right="right", height=0.95, source=highlight, fill_alpha=0.0,
+             line_color=theme.HIGHLIGHT, line_width=2)
+    flows = ColumnDataSource(flow_data(flows_df, tracks, x_range.start, x_range.end), name="timeline_flows_src")
+    fig.add_layout(Arrow(end=VeeHead(size=6, fill_color=theme.AXIS, line_color=theme.AXIS), source=flows,
+                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=theme.AXIS,
+                         line_alpha=0.7, line_width=1, name="timeline_flows"))
+    fig.add_tools(HoverTool(renderers=[bars], tooltips=[
+        ("name", "@name"), ("type", "@op_type"), ("track", "@track_label"), ("start", "@start_us{0,0.000} us"),
+        ("duration", "@dur_us{0,0.000} us"), ("events", "@count"), ("args", "@args")]))
+    fig.add_tools(TapTool(renderers=[bars]), BoxSelectTool(dimensions="width", renderers=[bars],
+                                                           name="timeline_box_select"))
+    fig.yaxis.ticker = FixedTicker(ticks=list(range(len(tracks))))
+    fig.yaxis.major_label_overrides = {int(r): str(lbl) for r, lbl in zip(tracks["row"], tracks["label"])}
+    fig.ygrid.visible = False
+    fig.xaxis.formatter.use_scientific = False
+    details = Div(text="Click an event to see its details.", render_as_text=True, name="timeline_details",
+                  width=width, styles={"white-space": "pre-wrap", "font-family": theme.MONO_FONT,
+                                       "font-size": "12px", "color": "var(--jp-ui-font-color1, #333)"})
+    src.selected.js_on_change("indices", CustomJS(args=dict(src=src, details=details), code=_DETAILS_JS))
+    return column(theme.style(fig), details)
+
+
+def minimap_figure(density_df: pd.DataFrame, x_range: Range1d, width: int = 1100) -> figure:
+    """The whole trace's busy time per bin (``timeline_minimap_src``) with a RangeTool that drags and
+    resizes the main view's time window."""
+    lo = float(density_df["left"].min()) if len(density_df) else 0.0
+    hi = float(density_df["right"].max()) if len(density_df) else 1.0
+    fig = figure(name="timeline_minimap", height=90, width=width, x_range=Range1d(lo, hi), tools="",
+                 toolbar_location=None, y_axis_label="busy")
+    src = ColumnDataSource(density_df, name="timeline_minimap_src")
+    fig.quad(left="left", right="right", bottom=0, top="busy_us", source=src, color=theme.AXIS, alpha=0.7)
+    tool = RangeTool(x_range=x_range)
+    tool.overlay.fill_color = theme.HIGHLIGHT
+    tool.overlay.fill_alpha = 0.15
+    fig.add_tools(tool)
+    fig.yaxis.visible = False
+    fig.ygrid.visible = False
+    fig.xaxis.formatter.use_scientific = False
+    return theme.style(fig)
+
+
+def stats_table(stats_df: pd.DataFrame | None = None) -> DataTable:
+    """Per-op-type statistics of a selected time range (``timeline_stats_src``)."""
+    cols = ["op_type", "count", "total_us", "avg_us", "percent"]
+    data = {c: (stats_df[c].tolist() if stats_df is not None and c in stats_df.columns else []) for c in cols}
+    src = ColumnDataSource(data, name="timeline_stats_src")
+    num = NumberFormatter(format="0,0.000")
+    return DataTable(source=src, name="timeline_stats", width=520, height=220, index_position=None,
+                     columns=[TableColumn(field="op_type", title="op type"), TableColumn(field="count", title="events"),
+                              TableColumn(field="total_us", title="total (us)", formatter=num),
+                              TableColumn(field="avg_us", title="average (us)", formatter=num),
+                              TableColumn(field="percent", title="% of range", formatter=NumberFormatter(format="0.00"))])
+
+
+_JUMP_JS = """
+const i = matches.selected.indices.length ? matches.selected.indices[0] : -1;
+if (i < 0) { return; }
+const s = matches.data.get('start_us')[i], d = matches.data.get('dur_us')[i];
+const span = Math.max(d * 20, 50);
+xr.setv({start: s - span / 2, end: s + d + span / 2});
+"""
+
+
+def matches_table(matches_df: pd.DataFrame | None, x_range: Range1d, tracks: pd.DataFrame) -> DataTable:
+    """Search results (``timeline_matches_src``); selecting a row jumps the time axis to that event."""
+    labels = dict(zip(tracks["track"].astype(int), tracks["label"]))
+    df = matches_df if matches_df is not None else pd.DataFrame(columns=["track", "name", "start_us", "dur_us"])
+    data = {"name": df["name"].astype(str).tolist(), "track_label": [labels.get(int(t), str(t)) for t in df["track"]],
+            "start_us": df["start_us"].to_numpy(dtype="float64"), "dur_us": df["dur_us"].to_numpy(dtype="float64")}
+    src = ColumnDataSource(data, name="timeline_matches_src")
+    src.selected.js_on_change("indices", CustomJS(args=dict(matches=src, xr=x_range), code=_JUMP_JS))
+    num = NumberFormatter(format="0,0.000")
+    return DataTable(source=src, name="timeline_matches", width=560, height=220, index_position=None,
+                     columns=[TableColumn(field="name", title="name"), TableColumn(field="track_label", title="track"),
+                              TableColumn(field="start_us", title="start (us)", formatter=num),
+                              TableColumn(field="dur_us", title="duration (us)", formatter=num)])
+
+
+# -- level of detail --------------------------------------------------------------------------------
+def _engine():
+    """The level-of-detail engine (`nbprofiler.analysis.timeline`) when it is installed, else None."""
+    try:
+        from ..analysis import timeline as engine
+    except ImportError:
+        return None
+    return engine if hasattr(engine, "lod_query") else None
+
+
+def window_lod(events: pd.DataFrame, t0: float, t1: float, width_px: int) -> pd.DataFrame:
+    """Events overlapping [t0, t1] with every run of sub-pixel events of one track merged per pixel
+    column into one aggregate bar (``count`` = events merged; name/type of its first event). Used when
+    the LOD engine is not available; the engine's `lod_query` has the same output columns."""
+    start = events["start_us"].to_numpy(dtype="float64")
+    dur = events["dur_us"].fillna(0).to_numpy(dtype="float64")
+    mask = (start + dur >= t0) & (start <= t1)
+    w = events.loc[mask, ["track", "name", "op_type", "start_us", "dur_us"] +
+                   (["args"] if "args" in events.columns else [])].copy()
+    w["dur_us"] = w["dur_us"].fillna(0.0)
+    px = max((t1 - t0) / max(width_px, 1), 1e-9)
+    small = (w["dur_us"] < px).to_numpy()
+    big = w[~small].assign(count=1)
+    s = w[small]
+    if len(s):
+        s = s.assign(_bucket=np.floor((s["start_us"].to_numpy() - t0) / px).astype("int64"),
+                     _end=s["start_us"] + s["dur_us"])
+        g = s.groupby(["track", "_bucket"], sort=False, observed=True)
+        agg = g.agg(start_us=("start_us", "min"), _end=("_end", "max"), count=("start_us", "size"),
+                    name=("name", "first"), op_type=("op_type", "first")).reset_index()
+        agg["dur_us"] = agg["_end"] - agg["start_us"]
+        if "args" in s.columns:
+            agg["args"] = g["args"].first().to_numpy()
+            agg.loc[agg["count"] > 1, "args"] = None
+        s = agg.drop(columns=["_bucket", "_end"])
+    out = pd.concat([big, s], ignore_index=True) if len(s) else big
+    for c in ("name", "op_type"):
+        out[c] = out[c].astype(str)
+    return out.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
+
+
+def window_stats(events: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
+    """Per op type inside [t0, t1]: ``op_type``, ``count`` (events overlapping the range), ``total_us``
+    (their durations clipped to the range), ``avg_us``, ``percent`` (share of the range's busy time),
+    sorted by total descending. Used when the engine's `range_stats` is not available."""
+    start = events["start_us"].to_numpy(dtype="float64")
+    end = start + events["dur_us"].fillna(0).to_numpy(dtype="float64")
+    mask = (end >= t0) & (start <= t1)
+    clipped = np.minimum(end[mask], t1) - np.maximum(start[mask], t0)
+    df = pd.DataFrame({"op_type": events.loc[mask, "op_type"].astype(str).to_numpy(), "dur": clipped})
+    g = df.groupby("op_type", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum")).reset_index()
+    g["avg_us"] = g["total_us"] / g["count"]
+    total = g["total_us"].sum()
+    g["percent"] = g["total_us"] / total * 100.0 if total > 0 else 0.0
+    return g.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+# -- widget -----------------------------------------------------------------------------------------
+def _frames_of(prof_or_frames) -> dict:
+    keys = ("timeline", "timeline_tracks", "timeline_flows")
+    if isinstance(prof_or_frames, dict):
+        return {k: prof_or_frames.get(k) for k in keys}
+    return {k: getattr(prof_or_frames, k) for k in keys}
+
+
+class TimelineView:
+    """The timeline in a notebook, re-queried from Python on zoom and pan.
+
+    ``prof_or_frames``: a `Profile` or a dict with ``timeline``, ``timeline_tracks`` and optionally
+    ``timeline_flows``. The level-of-detail index is built once; every change of the time axis (wheel
+    zoom, pan, minimap, `set_window`) re-queries it after ``debounce_s`` seconds of quiet and replaces
+    ``timeline_src``'s data with at most `MAX_GLYPHS` bars. Also: regex search (`search`) highlighting
+    matches and listing them with jump-to, pinned tracks (`pin_tracks`), flows, per-op-type statistics of
+    a box-selected time range (`select_range`) and a minimap. ``queries`` counts the re-queries.
+    """
+
+    def __init__(self, prof_or_frames, width: int = 1100, debounce_s: float = DEBOUNCE_S):
+        import ipywidgets as W
+        from bokeh.events import SelectionGeometry
+        from jupyter_bokeh import BokehModel
+        frames = _frames_of(prof_or_frames)
+        self.events = frames["timeline"]
+        self.tracks_df = frames["timeline_tracks"]
+        self.flows = frames["timeline_flows"]
+        self.width = width
+        self.debounce_s = debounce_s
+        self.queries = 0
+        self.pinned: list[int] = []
+        self.matches: pd.DataFrame | None = None
+        self._pending = None
+        self._engine = _engine()
+        self._index = self._engine.build_index(self.events) if self._engine and hasattr(self._engine, "build_index") \
+            else None
+        dens = density(self.events)
+        lo = float(dens["left"].min()) if len(dens) else 0.0
+        hi = float(dens["right"].max()) if len(dens) else 1.0
+        pad = max((hi - lo) * 0.01, 1.0)
+        self.x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range")
+        self.tracks = track_table(self.tracks_df)
+        self.plot = timeline_figure(self._query(lo - pad, hi + pad), self.tracks_df, self.x_range,
+                                    flows_df=self.flows, width=width)
+        self.fig = self.plot.select_one({"name": "timeline_fig"})
+        self.source = self.plot.select_one({"name": "timeline_src"})
+        self.minimap = minimap_figure(dens, self.x_range, width=width)
+        self.stats = stats_table()
+        self.matches_table = matches_table(None, self.x_range, self.tracks)
+        self.layout = column(self.minimap, self.plot, row(self.matches_table, self.stats), name="timeline_layout")
+        self.x_range.on_change("start", self._on_range)
+        self.x_range.on_change("end", self._on_range)
+        self.fig.on_event(SelectionGeometry, self._on_select)
+
+        self.search_box = W.Text(placeholder="regex, e.g. MatMul|Conv", description="Search",
+                                 continuous_update=False)
+        self.search_box.observe(lambda ch: self.search(ch["new"]), names="value")
+        self.pin_box = W.TagsInput(value=[], allowed_tags=list(self.tracks["label"]), allow_duplicates=False,
+                                   tooltip="Pinned tracks, drag to reorder")
+        self.pin_box.observe(self._on_pins, names="value")
+        self.status = W.HTML()
+        self.widget = W.VBox([W.HBox([self.search_box, W.Label("Pin tracks:"), self.pin_box]), self.status,
+                              BokehModel(self.layout)], layout=W.Layout(width="100%"))
+        self._set_status()
+
+    # -- querying -----------------------------------------------------------------------------------
+    def _query(self, t0: float, t1: float) -> pd.DataFrame:
+        width_px = self.width
+        while True:
+            if self._index is not None:
+                lod = self._engine.lod_query(self._index, t0, t1, width_px)
+            else:
+                lod = window_lod(self.events, t0, t1, width_px)
+            if len(lod) <= MAX_GLYPHS or width_px <= 50:
+                return lod.head(MAX_GLYPHS)
+            width_px //= 2        # still too many bars: merge at a coarser pixel grid
+
+    def requery(self) -> None:
+        """Re-query the LOD for the current time window and push the bars, flows and highlights."""
+        self._pending = None
+        t0, t1 = float(self.x_range.start), float(self.x_range.end)
+        lod = self._query(t0, t1)
+        self.queries += 1
+        self.source.data = bar_data(lod, self.tracks)
+        flows = self.layout.select_one({"name": "timeline_flows_src"})
+        flows.data = flow_data(self.flows, self.tracks, t0, t1)
+        self._update_highlight()
+        self._set_status()
+
+    def _on_range(self, attr, old, new) -> None:
+        if self.debounce_s <= 0:
+            self.requery()
+            return
+        if self._pending is not None:
+            self._pending.cancel()
+        try:
+            import asyncio
+            self._pending = asyncio.get_running_loop().call_later(self.debounce_s, self.requery)
+        except RuntimeError:          # no event loop (plain Python): a timer thread instead
+            import threading
+            self._pending = threading.Timer(self.debounce_s, self.requery)
+            self._pending.start()
+
+    def set_window(self, t0_us: float, t1_us: float) -> None:
+        """Show the time window [t0_us, t1_us] (us relative to the profile origin) and re-query now."""
+        if not t1_us > t0_us:
+            raise ValueError(f"empty window: {t0_us} .. {t1_us}")
+        if self._pending is not None:
+            self._pending.cancel()
+        self.x_range.update(start=float(t0_us), end=float(t1_us))
+        if self._pending is not None:
+            self._pending.cancel()
+        self.requery()
+
+    # -- tracks -------------------------------------------------------------------------------------
+    def pin_tracks(self, track_ids: list[int]) -> None:
+        """Put these tracks first, in this order; the others keep the trace's own order below them."""
+        self.pinned = [int(t) for t in track_ids]
+        self.tracks = track_table(self.tracks_df, self.pinned)
+        self.fig.yaxis.major_label_overrides = {int(r): str(lbl) for r, lbl in
+                                                zip(self.tracks["row"], self.tracks["label"])}
+        self.requery()
+
+    def _on_pins(self, change) -> None:
+        by_label = dict(zip(self.tracks["label"], self.tracks["track"]))
+        self.pin_tracks([by_label[lbl] for lbl in change["new"] if lbl in by_label])
+
+    # -- search -------------------------------------------------------------------------------------
+    def search(self, pattern: str) -> pd.DataFrame | None:
+        """Find events whose name matches ``pattern`` (regex); list them (jump-to on row click) and
+        outline those in the current window. An empty pattern clears the search. Returns the matches."""
+        if not pattern:
+            self.matches = None
+        else:
+            try:
+                self.matches = search_events(self.events, pattern)
+            except re.error as err:
+                self.status.value = f"<span style='{theme.MUTED_CSS}'>invalid regex: {_esc(str(err))}</span>"
+                return None
+        fresh = matches_table(self.matches, self.x_range, self.tracks)
+        self.matches_table.source.data = dict(fresh.source.data)
+        self._update_highlight()
+        self._set_status()
+        return self.matches
+
+    def _update_highlight(self) -> None:
+        src = self.layout.select_one({"name": "timeline_highlight_src"})
+        if self.matches is None or not len(self.matches):
+            src.data = {"y": [], "left": [], "right": []}
+            return
+        t0, t1 = float(self.x_range.start), float(self.x_range.end)
+        m = self.matches
+        m = m[(m["start_us"] + m["dur_us"] >= t0) & (m["start_us"] <= t1)]
+        rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
+        m = m[m["track"].astype(int).isin(rows.keys())]
+        src.data = {"y": [rows[int(t)] for t in m["track"]], "left": m["start_us"].to_numpy(),
+                    "right": (m["start_us"] + m["dur_us"]).to_numpy()}
+
+    # -- range statistics ---------------------------------------------------------------------------
+    def select_range(self, t0_us: float, t1_us: float) -> pd.DataFrame:
+        """Per-op-type statistics of [t0_us, t1_us] into the statistics table; returns them."""
+        if self._index is not None and hasattr(self._engine, "range_stats"):
+            stats = self._engine.range_stats(self._index, t0_us, t1_us)
+        else:
+            stats = window_stats(self.events, t0_us, t1_us)
+        self.stats.source.data = {c: stats[c].tolist() for c in ("op_type", "count", "total_us", "avg_us", "percent")
+                                  if c in stats.columns}
+        self.selected_range = (float(t0_us), float(t1_us))
+        return stats
+
+    def _on_select(self, event) -> None:
+        geometry = event.geometry or {}
+        if getattr(event, "final", True) and "x0" in geometry and "x1" in geometry:
+            self.select_range(min(geometry["x0"], geometry["x1"]), max(geometry["x0"], geometry["x1"]))
+
+    # -- display ------------------------------------------------------------------------------------
+    def _set_status(self) -> None:
+        n = len(self.source.data["left"])
+        merged = int(np.sum(self.source.data["count"])) if n else 0
+        text = (f"{n:,} bars for {merged:,} events in the window "
+                f"({float(self.x_range.start):,.1f} – {float(self.x_range.end):,.1f} us); "
+                f"{len(self.events):,} events in {len(self.tracks)} tracks")
+        if self.matches is not None:
+            text += f"; {self.matches.attrs.get('total', len(self.matches)):,} matches"
+        self.status.value = f"<span style='{theme.MUTED_CSS}'>{_esc(text)}</span>"
+
+    def display(self):
+        from IPython.display import display
+        display(self.widget)
+
+    def _ipython_display_(self):
+        self.display()
+
+
+def _esc(text: str) -> str:
+    import html
+    return html.escape(text)
