@@ -189,13 +189,17 @@ def cpu_utilization(run: RunFiles, prof) -> pd.DataFrame | None:
     ``user_pct``, ``sys_pct``, ``io_pct``, ``idle_pct`` (float64, device), ``context_switches``,
     ``runnable_processes`` (float64), ``process_user_pct``, ``process_sys_pct`` (float64, NaN where the
     series is shorter). Series of unequal length are aligned by index against ``time_stamp`` (the 2N
-    series are truncated to N, as MindInsight does)."""
+    series are truncated to N, as MindInsight does). Also ``step`` (Int64: the step MindInsight maps the
+    sample to, 0 before the first host-queue record, <NA> without a host-queue file) and, where written,
+    ``process_pss_mb``/``process_rss_mb``/``process_vss_mb``/``sys_total_mb``/``sys_available_mb``/
+    ``sys_used_mb`` (float64 MB)."""
     from . import minddata
     return minddata.cpu_utilization(run, prof)
 
 
 def op_cpu_utilization(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Per pipeline op CPU use: ``op_id``, ``sample``, ``time_ms``, ``user_pct``, ``sys_pct``."""
+    """Per pipeline op CPU use: ``op_id``, ``sample``, ``time_ms``, ``user_pct``, ``sys_pct`` (an op -1
+    entry, CPU outside any op, is kept as written; analyses drop it)."""
     from . import minddata
     return minddata.op_cpu_utilization(run, prof)
 
