@@ -1,0 +1,110 @@
+"""Parquet cache of parsed frames, in the user's cache directory (never in a profiler directory).
+
+An entry is keyed by what was parsed (a kind, e.g. "trace", and the absolute path, size and mtime of
+every source file), so editing or replacing a source file makes a new key and the old entry is simply
+not used again. Where: ``$NBPROFILER_CACHE_DIR`` if set (``off`` disables caching), else the platform
+cache dir (``~/.cache/nbprofiler`` on Linux, ``~/Library/Caches/nbprofiler`` on macOS,
+``%LOCALAPPDATA%\\nbprofiler\\Cache`` on Windows). Sources smaller than `MIN_BYTES` are not cached:
+parsing them is faster than a cache round trip. A cache that cannot be read or written is ignored.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+# Bump when the layout of cached frames changes, so stale entries are not read.
+FORMAT_VERSION = 1
+MIN_BYTES = 8 * 1024 * 1024
+ENV = "NBPROFILER_CACHE_DIR"
+
+
+def cache_dir() -> Path | None:
+    """The cache root, or None when caching is disabled (``NBPROFILER_CACHE_DIR=off``)."""
+    env = os.environ.get(ENV)
+    if env is not None:
+        return None if env.strip().lower() in ("", "off", "0", "none") else Path(env).expanduser()
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("nbprofiler", appauthor=False))
+
+
+def key_for(kind: str, paths: list[Path]) -> str | None:
+    """A key naming these exact file versions (path, size, mtime), or None if one cannot be stat'ed."""
+    ident = [kind, FORMAT_VERSION]
+    for p in paths:
+        try:
+            st = Path(p).stat()
+        except OSError:
+            return None
+        ident.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns])
+    return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:32]
+
+
+def _entry(key: str | None, paths: list[Path]) -> Path | None:
+    root = cache_dir()
+    if key is None or root is None:
+        return None
+    if sum(_size(p) for p in paths) < MIN_BYTES:
+        return None
+    root = root.resolve()
+    for p in paths:
+        # Never write into (or under) a profiler directory, even when pointed there by the env variable.
+        if root == Path(p).resolve().parent or Path(p).resolve().parent in root.parents:
+            return None
+    return root / key
+
+
+def _size(p: Path) -> int:
+    try:
+        return Path(p).stat().st_size
+    except OSError:
+        return 0
+
+
+def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], dict] | None:
+    """(frames, metadata) of a cache entry, or None when absent or unreadable."""
+    entry = _entry(key, paths)
+    if entry is None or not (entry / "meta.json").is_file():
+        return None
+    try:
+        import pyarrow.parquet as pq
+        meta = json.loads((entry / "meta.json").read_text())
+        frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in meta["frames"]}
+        return frames, meta["meta"]
+    except Exception:  # a half-written or foreign entry: ignore it, the caller parses the source
+        return None
+
+
+def store(key: str | None, paths: list[Path], frames: dict[str, pd.DataFrame], meta: dict) -> Path | None:
+    """Write an entry atomically (a temp dir renamed into place); returns its path or None."""
+    entry = _entry(key, paths)
+    if entry is None:
+        return None
+    tmp = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
+        for name, df in frames.items():
+            df.to_parquet(tmp / f"{name}.parquet", index=False)
+        (tmp / "meta.json").write_text(json.dumps({"frames": list(frames), "meta": meta,
+                                                   "sources": [str(p) for p in paths]}))
+        if entry.exists():
+            shutil.rmtree(entry, ignore_errors=True)
+        os.replace(tmp, entry)
+        return entry
+    except Exception:  # read-only home, full disk, a race with another process: caching is optional
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return None
+
+
+def clear() -> None:
+    """Remove every cached entry."""
+    root = cache_dir()
+    if root is not None and root.is_dir():
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,736 @@
+"""Chrome-trace JSON -> timeline frames, without a Python object per event.
+
+Sources, by role (first found wins): ``trace_view`` (MindSpore 2.3+ / torch_npu ``trace_view.json``),
+``timeline`` (legacy ``ascend_``/``gpu_``/older ``timeline_display_{id}.json``), ``cann_timeline``
+(CANN ``msprof_*.json``, one file per iteration, merged), else ``cann_task_time`` + ``cann_hccl``; with
+none of them, the FRAMEWORK ``cpu_op_execute_timestamp`` records (``framework.cpu_op_executions``).
+
+The fast path: duckdb's ``read_json`` with an explicit column list parses the file in C++ straight into
+Arrow columns (``ts``/``dur`` may be strings or numbers, ``tid``/``id`` strings or ints: all are read
+as text and cast in SQL). ``ts`` is cast to DECIMAL(38,3), i.e. exact integer nanoseconds, so relative
+times keep their sub-microsecond digits (epoch microseconds in float64 keep only ~0.25 us). Everything
+after the parse is vectorised numpy/pandas/Arrow work; only metadata (``M``) and ``B``/``E`` events, a
+tiny fraction, are touched one by one. When duckdb rejects a file, a slower exact parse (stdlib json,
+one element at a time) finds the line of the error, so the user gets `TruncatedFileError` /
+`MalformedFileError` with a line number.
+
+Parsed frames are cached as Parquet in the user cache dir (`nbprofiler.io.cache`), keyed by path,
+size and mtime of every source file, so a second open of a big trace reads Parquet instead of JSON.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import (EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError,
+                      TruncatedFileError)
+from . import cache
+from ._util import check_size, decode, read_bytes, warn_partial
+from .discover import RunFiles
+
+# Roles that hold Chrome-trace JSON, in order of preference.
+TRACE_ROLES = ("trace_view", "timeline", "cann_timeline", "cann_task_time", "cann_hccl")
+
+# Peak memory of the fast path per byte of input (duckdb buffers + Arrow columns + pandas frames);
+# measured by benchmarks/bench_trace_load.py, with headroom.
+PARSE_EXPANSION = 3.0
+
+# Fields read from every event. Everything is read as text: MindSpore writes ts/dur as strings or
+# numbers, tid/id as strings or ints (FORMATS 4.5, 3.14); SQL casts them below.
+_COLUMNS = {"ph": "VARCHAR", "name": "VARCHAR", "cat": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
+            "ts": "VARCHAR", "dur": "VARCHAR", "id": "VARCHAR", "bp": "VARCHAR", "args": "JSON"}
+
+_SELECT = """
+SELECT ph, name, cat, pid, tid,
+       TRY_CAST(ts AS DECIMAL(38, 3)) AS ts,
+       TRY_CAST(dur AS DOUBLE) AS dur,
+       id,
+       json_extract_string(args, '$.type') AS arg_type,
+       CASE WHEN ph = 'M' THEN json_extract_string(args, '$.name') END AS m_name,
+       CASE WHEN ph = 'M' THEN TRY_CAST(json_extract_string(args, '$.sort_index') AS BIGINT) END AS m_sort,
+       CASE WHEN ph <> 'M' THEN args END AS args
+FROM {source}
+"""
+
+# args.type values that name a category of ops rather than the op's type: MindSpore 2.10 puts
+# "HostCpuOps" on every CPU op, the GPU writer "cuLaunchKernel" on every kernel. For these the type is
+# derived from the name, as MindInsight's CPU op tables do (their types are Conv2D, MatMul, ...).
+GENERIC_ARG_TYPES = {"HostCpuOps", "cuLaunchKernel", "cuLaunchKernelEx", "Kernel", "kernel", ""}
+
+# Legacy timelines carry no M events; FORMATS 3.14 / 5.8 name the special pids and tids.
+LEGACY_PROCESSES = {"9000": "AI CPU", "10000": "Communication", "11000": "Host CPU"}
+LEGACY_THREADS = {"100000": ("Steps", -4), "100001": ("Scope Name", -3), "100002": ("GpuOps", -2),
+                  "100003": ("HostCpuOps", -1)}
+
+TIMELINE_COLUMNS = ["track", "name", "op_type", "ph", "cat", "start_us", "dur_us", "args"]
+TRACK_COLUMNS = ["track", "pid", "tid", "process", "thread", "process_sort", "thread_sort", "events"]
+FLOW_COLUMNS = ["cat", "id", "name", "start_track", "start_us", "end_track", "end_us"]
+COUNTER_COLUMNS = ["pid", "name", "series", "start_us", "value"]
+
+
+@dataclasses.dataclass
+class TraceData:
+    """Everything parsed from a run's trace source(s): the four frames and the absolute origin."""
+
+    origin_us: float
+    timeline: pd.DataFrame
+    tracks: pd.DataFrame
+    flows: pd.DataFrame
+    counters: pd.DataFrame
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        return {"timeline": self.timeline, "tracks": self.tracks, "flows": self.flows, "counters": self.counters}
+
+
+# -- public builders (see frames.py for the contracts) ----------------------------------------------
+def timeline_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    data = trace_data(run, prof)
+    return None if data is None else data.timeline
+
+
+def tracks_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    data = trace_data(run, prof)
+    return None if data is None else data.tracks
+
+
+def flows_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    data = trace_data(run, prof)
+    return None if data is None else data.flows
+
+
+def counters_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    data = trace_data(run, prof)
+    return None if data is None else data.counters
+
+
+def origin_us(run: RunFiles, prof=None) -> float:
+    """Earliest event ts (absolute us) of the timeline source; else the earliest kernel start; else 0.0."""
+    if trace_sources(run) is not None or run.has("cpu_op_timestamp"):
+        try:
+            data = trace_data(run, prof)
+        except ProfilerDataError:
+            data = None  # the timeline frame reports the error; the origin falls back below
+        if data is not None:
+            return data.origin_us
+    if run.has("kernel_details"):
+        from . import ascend_ms
+        try:
+            # With a (broken) trace source, prof.kernels would ask prof.origin_us again: read the file
+            # without the profile, which makes it use its own earliest start.
+            kernels = prof.kernels if prof is not None and trace_sources(run) is None \
+                else ascend_ms.kernels(run, None)
+        except ProfilerDataError:
+            return 0.0
+        if kernels is not None and "origin_us" in kernels.attrs:
+            return float(kernels.attrs["origin_us"])
+    return 0.0
+
+
+def trace_sources(run: RunFiles) -> tuple[str, list[Path]] | None:
+    """(role, files) of the timeline source of ``run``, or None when it has no trace JSON."""
+    if run.has("trace_view"):
+        return "trace_view", [run.get("trace_view")]
+    if run.has("timeline"):
+        files = run.all("timeline")
+        # A folder may hold an Ascend and a GPU display file for one id (fixtures_mixed_ids): they are
+        # different runs on different clocks, so take one, preferring the Ascend file.
+        ascend = [p for p in files if not p.name.startswith("gpu_")]
+        return "timeline", [(ascend or files)[0]]
+    if run.has("cann_timeline"):
+        return "cann_timeline", run.all("cann_timeline")
+    if run.has("cann_task_time", "cann_hccl"):
+        return "cann_task_time", run.all("cann_task_time") + run.all("cann_hccl")
+    return None
+
+
+def trace_data(run: RunFiles, prof=None) -> TraceData | None:
+    """The parsed trace of ``run`` (memoised on ``prof``; errors are memoised too, so four frames of
+    one broken file report one problem and parse once)."""
+    if prof is None:
+        return _trace_data(run)
+    key = "_trace_data"
+    if key not in prof._cache:
+        try:
+            prof._cache[key] = _trace_data(run)
+        except ProfilerDataError as err:
+            prof._cache[key] = err
+    value = prof._cache[key]
+    if isinstance(value, ProfilerDataError):
+        raise value
+    return value
+
+
+def _trace_data(run: RunFiles) -> TraceData | None:
+    src = trace_sources(run)
+    if src is None:
+        if run.has("cpu_op_timestamp"):
+            return _from_cpu_ops(run)
+        return None
+    role, paths = src
+    key = cache.key_for("trace", paths)
+    cached = cache.load(key, paths)
+    if cached is not None:
+        frames, meta = cached
+        return TraceData(origin_us=float(meta["origin_us"]), **frames)
+    data = load_trace(paths, legacy=(role == "timeline"))
+    cache.store(key, paths, data.frames(), {"origin_us": data.origin_us})
+    return data
+
+
+# -- parsing ------------------------------------------------------------------------------------------
+def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: bool = True) -> TraceData:
+    """Parse one or more Chrome-trace JSON files into `TraceData` (several files are merged and their
+    repeated metadata deduplicated). ``legacy``: name tracks by the legacy conventions where no ``M``
+    event names them (default: when the file name is a ``*timeline_display_*``)."""
+    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    if legacy is None:
+        legacy = any("timeline_display" in p.name for p in paths)
+    gpu = any(p.name.startswith("gpu_") for p in paths)
+    total = sum(check_size(p, PARSE_EXPANSION) for p in paths)
+    with _Progress(total, f"parsing {paths[0].name}" + (f" (+{len(paths) - 1})" if len(paths) > 1 else ""),
+                   enabled=progress) as bar:
+        tables = []
+        for p in paths:
+            t = parse_events(p)
+            if t.num_rows or len(paths) == 1:
+                tables.append(t)
+            bar.advance(p.stat().st_size * 0.8)
+        if sum(t.num_rows for t in tables) == 0:
+            raise EmptyFileError(paths[0], "the trace holds no events")
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        data = _build(table, paths, legacy=legacy, gpu=gpu)
+        bar.advance(total * 0.2)
+    return data
+
+
+def parse_events(path: Path) -> pa.Table:
+    """One Chrome-trace file -> Arrow table, one row per event in file order.
+
+    Columns: ``ph``, ``name``, ``cat``, ``pid``, ``tid``, ``id`` (string; numbers as written), ``ts``
+    (decimal128(38,3) us, i.e. exact ns; null where missing or not a number), ``dur`` (float64 us),
+    ``arg_type`` (``args.type``), ``m_name`` / ``m_sort`` (``args.name`` / ``args.sort_index`` of ``M``
+    events), ``args`` (JSON text, null for ``M`` events). Raises `ProfilerDataError` subclasses.
+    """
+    import duckdb
+
+    path = Path(path)
+    check_size(path, PARSE_EXPANSION)
+    first = _first_byte(path)
+    cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in _COLUMNS.items()) + "}"
+    lit = "'" + str(path).replace("'", "''") + "'"
+    if first == b"[":
+        source = f"read_json({lit}, format='array', columns={cols}, maximum_object_size=2147483647)"
+    elif first == b"{":
+        struct = "STRUCT(" + ", ".join(f"{k} {v}" for k, v in _COLUMNS.items()) + ")[]"
+        source = (f"(SELECT unnest(traceEvents, recursive := true) FROM read_json({lit}, format='unstructured', "
+                  f"columns={{traceEvents: '{struct}'}}, maximum_object_size=2147483647))")
+    else:
+        _exact_check(path)  # raises with the line of the first bad byte
+        raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
+                                       "'traceEvents'", line=1)
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    try:
+        rel = con.sql(_SELECT.format(source=source))
+        table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+        if hasattr(table, "read_all"):
+            table = table.read_all()
+    except duckdb.Error as e:
+        _exact_check(path)
+        raise MalformedFileError(path, f"not a readable Chrome trace: {str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+    if first == b"{" and table.num_rows == 0:
+        _exact_check(path, need_trace_events=True)
+    return table
+
+
+def _first_byte(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise ProfilerDataError(path, f"cannot read: {e.strerror or e}") from None
+    stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
+    if not stripped:
+        if not head or not head.strip():
+            raise EmptyFileError(path, "file is empty")
+    return stripped[:1]
+
+
+_WS = re.compile(r"[ \t\r\n]*")
+
+
+def exact_events(path: Path) -> list[dict]:
+    """The slow exact reference parse (stdlib json): the list of events. Used to locate errors (line
+    numbers) and by the tests to check the fast path."""
+    doc = _exact_check(path)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def _exact_check(path: Path, need_trace_events: bool = False):
+    """Parse ``path`` exactly and raise the typed error (with its line) for whatever is wrong with it.
+
+    Array files are decoded one element at a time so a huge file needs no more than its text in memory.
+    Returns the document when nothing is wrong."""
+    data = read_bytes(path, expansion=PARSE_EXPANSION)
+    if not data.strip():
+        raise EmptyFileError(path, "file is empty")
+    text = decode(path, data)
+    del data
+    dec = json.JSONDecoder()
+    end = len(text.rstrip())
+
+    def fail(e: json.JSONDecodeError):
+        if e.pos >= end - 1 or "Unterminated" in e.msg:
+            raise TruncatedFileError(path, f"JSON ends early ({e.msg})", line=e.lineno) from None
+        raise MalformedFileError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+
+    def line_of(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
+    i = _WS.match(text, 0).end()
+    if text.startswith("{", i):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            fail(e)
+        if "traceEvents" not in doc:
+            raise MissingColumnError(path, "a JSON object without 'traceEvents'", line=1, field="traceEvents")
+        if not isinstance(doc["traceEvents"], list):
+            raise MalformedFileError(path, "'traceEvents' is not a list", field="traceEvents")
+        for n, e in enumerate(doc["traceEvents"]):
+            if not isinstance(e, dict):
+                raise MalformedFileError(path, f"event {n} is not an object", field="traceEvents")
+        return doc
+    if not text.startswith("[", i):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as e:
+            fail(e)
+        raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
+                                       "'traceEvents'", line=line_of(i))
+    events = []
+    i = _WS.match(text, i + 1).end()
+    if text.startswith("]", i):
+        return events
+    while True:
+        start = i
+        try:
+            obj, i = dec.raw_decode(text, i)
+        except json.JSONDecodeError as e:
+            fail(e)
+        if not isinstance(obj, dict):
+            raise MalformedFileError(path, f"event {len(events)} is not an object", line=line_of(start))
+        events.append(obj)
+        i = _WS.match(text, i).end()
+        if i >= len(text):
+            raise TruncatedFileError(path, "JSON ends early (the event array is not closed)", line=line_of(i))
+        if text[i] == "]":
+            break
+        if text[i] != ",":
+            raise MalformedFileError(path, f"invalid JSON: expected ',' or ']' after event {len(events) - 1}",
+                                     line=line_of(i))
+        i = _WS.match(text, i + 1).end()
+    rest = _WS.match(text, i + 1).end()
+    if rest < len(text):
+        raise MalformedFileError(path, "invalid JSON: extra data after the event array", line=line_of(rest))
+    return events
+
+
+def _line_of_event(path: Path, index: int) -> int | None:
+    """Line (1-based) where event number ``index`` (0-based, file order) starts; exact but slow."""
+    try:
+        text = decode(path, read_bytes(path, expansion=PARSE_EXPANSION))
+    except ProfilerDataError:
+        return None
+    dec = json.JSONDecoder()
+    i = _WS.match(text, 0).end()
+    if text.startswith("{", i):
+        k = text.find("[", text.find('"traceEvents"'))
+        if k < 0:
+            return None
+        i = k
+    i = _WS.match(text, i + 1).end()
+    n = 0
+    try:
+        while n < index:
+            _, i = dec.raw_decode(text, i)
+            i = _WS.match(text, i).end() + 1  # the comma
+            i = _WS.match(text, i).end()
+            n += 1
+    except (json.JSONDecodeError, IndexError):
+        return None
+    return text.count("\n", 0, i) + 1
+
+
+# -- building the frames ------------------------------------------------------------------------------
+def _ts_ns(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """decimal128(38,3) us -> (int64 ns, valid mask) without Python objects: a decimal128 value is a
+    128-bit integer scaled by 10**3; every timestamp fits in its low 64 bits (two's complement)."""
+    parts, valid = [], []
+    for chunk in col.chunks:
+        data = np.frombuffer(chunk.buffers()[1], dtype=np.int64)
+        parts.append(data[2 * chunk.offset: 2 * (chunk.offset + len(chunk)): 2].copy())
+        valid.append(chunk.is_valid().to_numpy(zero_copy_only=False))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, bool)
+    return np.concatenate(parts), np.concatenate(valid)
+
+
+def _mask(arr: pa.ChunkedArray, *values: str) -> np.ndarray:
+    """Rows whose value is one of ``values`` (null -> False), as a numpy bool array."""
+    m = pc.is_in(arr, value_set=pa.array(values, pa.string()))
+    return pc.fill_null(m, False).to_numpy(zero_copy_only=False)
+
+
+def _strings(arr) -> np.ndarray:
+    """A small Arrow string array as a numpy object array ("" for null)."""
+    return np.asarray(pc.fill_null(arr, "").to_pylist(), dtype=object)
+
+
+def _build(table: pa.Table, paths: list[Path], legacy: bool, gpu: bool) -> TraceData:
+    multi = len(paths) > 1
+    ts_ns, ts_ok = _ts_ns(table.column("ts"))
+    # contiguous columns: Arrow's take on a chunked string column concatenates it on every call
+    table = table.drop_columns(["ts"]).combine_chunks()
+    ph = table.column("ph")
+    is_meta = _mask(ph, "M")
+    is_x = _mask(ph, "X")
+    is_b = _mask(ph, "B", "E")
+    is_flow = _mask(ph, "s", "f", "t")
+    is_counter = _mask(ph, "C")
+    dur = pc.fill_null(table.column("dur"), np.nan).to_numpy()
+
+    # Events that cannot be placed: no/non-numeric ts, or an X without a numeric dur. Skipped, reported.
+    timed = is_x | is_b | is_flow | is_counter
+    no_ph = pc.is_null(ph).to_numpy(zero_copy_only=False)
+    bad = (timed & ~ts_ok) | (is_x & np.isnan(dur)) | no_ph
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        field = "ph" if no_ph[first] else ("ts" if not ts_ok[first] else "dur")
+        line = _line_of_event(paths[0], first) if not multi else None
+        warn_partial(MalformedFileError(paths[0], f"{int(bad.sum())} event(s) without a numeric {field!r} or "
+                                                  "'ph' skipped (the first is shown)", line=line, field=field))
+        for m in (is_x, is_b, is_flow, is_counter, timed):
+            m &= ~bad
+
+    origin_ns = int(ts_ns[timed].min()) if timed.any() else 0
+    rel_us = (ts_ns - origin_ns).astype(np.float64) / 1000.0
+    del ts_ns
+
+    # Track = (pid, tid) of every slice and flow end, via dictionary codes (no per-row Python work).
+    on_track = np.flatnonzero(is_x | is_b | is_flow)
+    pid_enc = pc.dictionary_encode(pc.fill_null(table.column("pid").take(on_track), "")).combine_chunks()
+    tid_enc = pc.dictionary_encode(pc.fill_null(table.column("tid").take(on_track), "")).combine_chunks()
+    n_tid = max(len(tid_enc.dictionary), 1)
+    pair = pid_enc.indices.to_numpy().astype(np.int64) * n_tid + tid_enc.indices.to_numpy()
+    pairs, pair_inv = np.unique(pair, return_inverse=True)
+    track_pid = _strings(pid_enc.dictionary)[pairs // n_tid] if len(pairs) else np.array([], dtype=object)
+    track_tid = _strings(tid_enc.dictionary)[pairs % n_tid] if len(pairs) else np.array([], dtype=object)
+    meta = table.filter(pa.array(is_meta)).select(["name", "pid", "tid", "m_name", "m_sort"]).to_pylist()
+    tracks = _name_tracks(track_pid, track_tid, meta, legacy=legacy, gpu=gpu)
+    display_of_pair = np.empty(len(tracks), dtype=np.int32)
+    display_of_pair[tracks["_pair"].to_numpy()] = np.arange(len(tracks), dtype=np.int32)
+    tracks = tracks.drop(columns="_pair")
+    row_track = np.full(table.num_rows, -1, dtype=np.int32)
+    row_track[on_track] = display_of_pair[pair_inv.ravel()]
+
+    timeline = _timeline(table, is_x, is_b, row_track, rel_us, dur, multi, paths)
+    tracks["events"] = np.bincount(timeline["track"].to_numpy(), minlength=len(tracks)).astype(np.int64)
+    flows = _flows(table, is_flow, row_track, rel_us)
+    counters = _counters(table, is_counter, rel_us)
+    return TraceData(origin_us=origin_ns / 1000.0, timeline=timeline, tracks=tracks, flows=flows,
+                     counters=counters)
+
+
+def _name_tracks(track_pid: np.ndarray, track_tid: np.ndarray, meta: list[dict], *, legacy: bool,
+                 gpu: bool) -> pd.DataFrame:
+    """One row per (pid, tid): names and sort keys from the M events (the last of repeated ones, as
+    Chrome does), else the legacy conventions of FORMATS 3.14, else the ids. Sorted for display."""
+    proc_name, proc_sort, thr_name, thr_sort = {}, {}, {}, {}
+    for m in meta:
+        p, t, m_name, m_sort = m["pid"] or "", m["tid"] or "", m["m_name"], m["m_sort"]
+        if m["name"] == "process_name" and m_name is not None:
+            proc_name[p] = m_name
+        elif m["name"] == "process_sort_index" and m_sort is not None:
+            proc_sort[p] = int(m_sort)
+        elif m["name"] == "thread_name" and m_name is not None:
+            thr_name[(p, t)] = m_name
+        elif m["name"] == "thread_sort_index" and m_sort is not None:
+            thr_sort[(p, t)] = int(m_sort)
+    rows = []
+    for i, (p, t) in enumerate(zip(track_pid, track_tid)):
+        p, t = str(p), str(t)
+        pnum, tnum = _as_int(p), _as_int(t)
+        if p in proc_name:
+            process = proc_name[p]
+        elif legacy and p in LEGACY_PROCESSES:
+            process = LEGACY_PROCESSES[p]
+        elif legacy:
+            process = f"GPU {p}" if gpu else f"Ascend Device {p}"
+        else:
+            process = f"Process {p}"
+        special = LEGACY_THREADS.get(t) if legacy else None
+        if (p, t) in thr_name:
+            thread = thr_name[(p, t)]
+        elif special:
+            thread = special[0]
+        elif legacy and tnum is not None:
+            thread = f"Stream #{t}" if gpu else f"Stream {t}"
+        else:
+            thread = t if tnum is None else f"Thread {t}"
+        psort = proc_sort.get(p, pnum if pnum is not None else 0)
+        tsort = thr_sort.get((p, t), special[1] if special else (tnum if tnum is not None else 0))
+        rows.append((i, p, t, process, thread, psort, tsort, pnum if pnum is not None else 0,
+                     tnum if tnum is not None else 0))
+    out = pd.DataFrame(rows, columns=["_pair", "pid", "tid", "process", "thread", "process_sort",
+                                      "thread_sort", "_pnum", "_tnum"])
+    out = out.sort_values(["process_sort", "_pnum", "pid", "thread_sort", "_tnum", "tid"], kind="stable")
+    out = out.drop(columns=["_pnum", "_tnum"]).reset_index(drop=True)
+    out.insert(0, "track", np.arange(len(out), dtype=np.int32))
+    for c in ("process_sort", "thread_sort"):
+        out[c] = out[c].astype(np.int64)
+    for c in ("pid", "tid", "process", "thread"):
+        out[c] = out[c].astype(str)
+    return out
+
+
+def _as_int(s: str) -> int | None:
+    try:
+        return int(s)
+    except ValueError:
+        return None
+
+
+_OP_SUFFIX = re.compile(r"-op\d+(?:_\d+)*$")
+_NUMBERED = re.compile(r"(?:[ _#]\d+)+$")
+_LONG_ID = re.compile(r"\d{3,}$")
+
+
+def op_type_of(name: str) -> str:
+    """Operator type from an event name: last path component without ``-opN``; names without ``-opN``
+    also lose a trailing instance number (``_N``, `` N``, ``#N``, or a bare run of 3+ digits), while
+    short digit runs that belong to type names stay (``GatherV2``, ``Conv3D``).
+    ``Default/net/Conv2D-op12`` -> ``Conv2D``; ``AllReduce-op534_0`` -> ``AllReduce``;
+    ``HostToDevice38654705663`` -> ``HostToDevice``; ``Iteration 3`` -> ``Iteration``;
+    ``trans_TransData_33`` -> ``trans_TransData``. A name that would become empty is kept."""
+    base = name.rsplit("/", 1)[-1].strip() if "/" in name.strip("/") else name.strip()
+    without_op = _OP_SUFFIX.sub("", base)
+    if without_op == base:
+        without_op = _LONG_ID.sub("", _NUMBERED.sub("", base)).rstrip(" _#")
+    return without_op or base or name
+
+
+def _categorical(arr) -> pd.Categorical:
+    """Arrow strings -> pandas Categorical through a dictionary encoding (nulls become "")."""
+    enc = pc.dictionary_encode(pc.fill_null(arr, "")).combine_chunks() if isinstance(arr, pa.ChunkedArray) \
+        else pc.dictionary_encode(pc.fill_null(arr, ""))
+    return pd.Categorical.from_codes(enc.indices.to_numpy(zero_copy_only=False).astype(np.int32),
+                                     categories=pd.Index(_strings(enc.dictionary), dtype=str))
+
+
+def _op_types(names: pd.Categorical, arg_type) -> pd.Categorical:
+    """op_type per row: ``args.type`` where present and specific, else derived from the name. The
+    derivation runs once per distinct name, and the choice once per distinct (name, type) code pair."""
+    types = _categorical(arg_type)
+    derived = np.array([op_type_of(n) for n in names.categories.tolist()], dtype=object)
+    type_vals = np.asarray(types.categories, dtype=object)
+    usable = np.array([bool(t) and t not in GENERIC_ARG_TYPES for t in type_vals], dtype=bool)
+    cats = pd.Index(pd.unique(np.concatenate([derived, type_vals[usable]])), dtype=str)
+    derived_code = cats.get_indexer(derived)
+    type_code = np.where(usable, cats.get_indexer(type_vals), -1)
+    tc = type_code[types.codes] if len(type_vals) else np.full(len(names), -1)
+    codes = np.where(tc >= 0, tc, derived_code[names.codes] if len(derived) else -1)
+    return pd.Categorical.from_codes(codes.astype(np.int32), categories=cats)
+
+
+def _timeline(table, is_x, is_b, row_track, rel_us, dur, multi, paths) -> pd.DataFrame:
+    src_rows = np.flatnonzero(is_x)
+    start = rel_us[src_rows]
+    length = dur[src_rows]
+    from_pair = np.zeros(len(src_rows), dtype=bool)
+    if is_b.any():
+        b_rows, b_start, b_dur = _pair_begin_end(table, np.flatnonzero(is_b), row_track, rel_us, paths)
+        src_rows = np.concatenate([src_rows, b_rows])
+        start = np.concatenate([start, b_start])
+        length = np.concatenate([length, b_dur])
+        from_pair = np.concatenate([from_pair, np.ones(len(b_rows), dtype=bool)])
+    track = row_track[src_rows]
+    if multi:
+        # The per-iteration CANN files repeat some events (metadata, step-trace bars): keep one.
+        names = table.column("name").take(src_rows).to_pandas()
+        keep = ~pd.DataFrame({"t": track, "s": start, "d": length, "n": names}).duplicated().to_numpy()
+        src_rows, start, length, track, from_pair = (a[keep] for a in (src_rows, start, length, track, from_pair))
+    order = np.lexsort((start, track))
+    rows = src_rows[order]
+    sub = table.select(["name", "cat", "arg_type", "args"]).take(rows)
+    names = _categorical(sub.column("name"))
+    ph = pd.Categorical.from_codes(from_pair[order].astype(np.int8), categories=pd.Index(["X", "B"], dtype=str))
+    return pd.DataFrame({
+        "track": track[order].astype(np.int32),
+        "name": names,
+        "op_type": _op_types(names, sub.column("arg_type")),
+        "ph": ph.remove_unused_categories(),
+        "cat": _categorical(sub.column("cat")),
+        "start_us": start[order].astype(np.float64),
+        "dur_us": length[order].astype(np.float64),
+        "args": sub.column("args").to_pandas(),
+    })
+
+
+def _pair_begin_end(table, rows, row_track, rel_us, paths):
+    """B/E events -> (row of the B event, start, duration), matched per track with a stack, in time
+    order. Unmatched ones are skipped with a warning."""
+    order = rows[np.lexsort((rel_us[rows], row_track[rows]))]
+    phs = table.column("ph").take(order).to_pylist()
+    stacks: dict[int, list[int]] = {}
+    out_rows, out_start, out_dur = [], [], []
+    unmatched = 0
+    for r, p in zip(order, phs):
+        trk = int(row_track[r])
+        if p == "B":
+            stacks.setdefault(trk, []).append(r)
+        elif stacks.get(trk):
+            b = stacks[trk].pop()
+            out_rows.append(b)
+            out_start.append(rel_us[b])
+            out_dur.append(rel_us[r] - rel_us[b])
+        else:
+            unmatched += 1
+    unmatched += sum(len(s) for s in stacks.values())
+    if unmatched:
+        warn_partial(MalformedFileError(paths[0], f"{unmatched} B/E event(s) without a partner skipped",
+                                        field="ph"))
+    return (np.asarray(out_rows, dtype=np.int64), np.asarray(out_start, dtype=np.float64),
+            np.asarray(out_dur, dtype=np.float64))
+
+
+def _flows(table, is_flow, row_track, rel_us) -> pd.DataFrame:
+    rows = np.flatnonzero(is_flow)
+    if not len(rows):
+        return _empty(FLOW_COLUMNS, {"start_track": np.int32, "end_track": np.int32, "start_us": np.float64,
+                                     "end_us": np.float64})
+    sub = table.select(["ph", "cat", "id", "name"]).take(rows)
+    ev = pd.DataFrame({c: pc.fill_null(sub.column(c), "").to_pandas() for c in ("ph", "cat", "id", "name")})
+    ev["track"] = row_track[rows]
+    ev["us"] = rel_us[rows]
+    key = ["cat", "id"]
+    starts = ev[ev["ph"] == "s"].drop_duplicates(key, keep="first")
+    ends = ev[ev["ph"] == "f"].drop_duplicates(key, keep="first")
+    steps = ev[ev["ph"] == "t"].drop_duplicates(key, keep="last")
+    # a flow ends at its f event, or (the s/t pairs of CANN step trace) at its last t step
+    steps = steps[~steps.set_index(key).index.isin(ends.set_index(key).index)]
+    m = starts.merge(pd.concat([ends, steps]), on=key, suffixes=("_s", "_e"))
+    out = pd.DataFrame({"cat": m["cat"].astype(str), "id": m["id"].astype(str), "name": m["name_s"].astype(str),
+                        "start_track": m["track_s"].astype(np.int32), "start_us": m["us_s"].astype(np.float64),
+                        "end_track": m["track_e"].astype(np.int32), "end_us": m["us_e"].astype(np.float64)})
+    return out.sort_values(["start_us", "cat", "id"], kind="stable").reset_index(drop=True)
+
+
+def _counters(table, is_counter, rel_us) -> pd.DataFrame:
+    rows = np.flatnonzero(is_counter)
+    if not len(rows):
+        return _empty(COUNTER_COLUMNS, {"start_us": np.float64, "value": np.float64})
+    import duckdb
+    c = table.select(["pid", "name", "args"]).take(rows).append_column("start_us", pa.array(rel_us[rows]))
+    con = duckdb.connect()
+    try:
+        con.register("c", c)
+        # one row per (sample, series): each key of a C event's args is a series (Chrome trace format)
+        rel = con.sql("SELECT coalesce(c.pid, '') AS pid, coalesce(c.name, '') AS name, j.key AS series, "
+                      "c.start_us, TRY_CAST(j.value AS DOUBLE) AS value "
+                      "FROM c, json_each(CAST(c.args AS JSON)) AS j ORDER BY pid, name, series, c.start_us")
+        out = rel.df()
+    finally:
+        con.close()
+    for col in ("pid", "name", "series"):
+        out[col] = out[col].astype(str)
+    out["start_us"] = out["start_us"].astype(np.float64)
+    out["value"] = out["value"].astype(np.float64)
+    return out.reset_index(drop=True)
+
+
+def _empty(columns, dtypes) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, str)) for c in columns})
+
+
+# -- FRAMEWORK fallback -------------------------------------------------------------------------------
+def _from_cpu_ops(run: RunFiles) -> TraceData | None:
+    try:
+        from .framework import cpu_op_executions
+    except ImportError:
+        return None
+    ex = cpu_op_executions(run, None)
+    if ex is None or ex.empty:
+        return None
+    origin = float(ex["start_us"].min())
+    tids = ex["tid"].astype(str)
+    uniq = sorted(tids.unique(), key=lambda t: (_as_int(t) is None, _as_int(t) or 0, t))
+    tracks = pd.DataFrame({"track": np.arange(len(uniq), dtype=np.int32), "pid": "0", "tid": uniq,
+                           "process": "CPU OP", "thread": [f"Thread {t}" for t in uniq],
+                           "process_sort": np.int64(0), "thread_sort": np.arange(len(uniq), dtype=np.int64)})
+    track = tids.map({t: i for i, t in enumerate(uniq)}).to_numpy(dtype=np.int32)
+    start = ex["start_us"].to_numpy(dtype=np.float64) - origin
+    order = np.lexsort((start, track))
+    sub = ex.iloc[order]
+    timeline = pd.DataFrame({
+        "track": track[order], "name": pd.Categorical(sub["op_name"].astype(str)),
+        "op_type": pd.Categorical(sub["op_type"].astype(str)),
+        "ph": pd.Categorical(np.full(len(order), "X", dtype=object)), "cat": pd.Categorical(np.full(len(order), "")),
+        "start_us": start[order], "dur_us": sub["dur_us"].to_numpy(dtype=np.float64),
+        "args": pd.Series([None] * len(order), dtype=object)})
+    tracks["events"] = np.bincount(timeline["track"], minlength=len(tracks)).astype(np.int64)
+    return TraceData(origin_us=origin, timeline=timeline, tracks=tracks,
+                     flows=_empty(FLOW_COLUMNS, {"start_track": np.int32, "end_track": np.int32,
+                                                 "start_us": np.float64, "end_us": np.float64}),
+                     counters=_empty(COUNTER_COLUMNS, {"start_us": np.float64, "value": np.float64}))
+
+
+# -- progress -----------------------------------------------------------------------------------------
+class _Progress:
+    """A tqdm.auto bar over input bytes that appears only when a load takes longer than a second.
+    duckdb parses a file in one call, so a ticker thread keeps the elapsed time moving meanwhile."""
+
+    def __init__(self, total: int, desc: str, enabled: bool = True):
+        self.total, self.desc, self.enabled = total, desc, enabled
+        self.bar = None
+        self._stop = threading.Event()
+
+    def __enter__(self):
+        if self.enabled:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=self.total, desc=self.desc, unit="B", unit_scale=True, delay=1.0, leave=False)
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+        return self
+
+    def _tick(self):
+        start = time.monotonic()
+        while not self._stop.wait(0.5):
+            if time.monotonic() - start > 1.0:
+                self.bar.refresh()
+
+    def advance(self, n: float) -> None:
+        if self.bar is not None:
+            self.bar.update(int(n))
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self.bar is not None:
+            self._thread.join()
+            self.bar.close()
+        return False
+
+
+__all__ = ["timeline_frame", "tracks_frame", "flows_frame", "counters_frame", "origin_us", "trace_sources",
+           "trace_data", "load_trace", "parse_events", "exact_events", "op_type_of", "TraceData"]
