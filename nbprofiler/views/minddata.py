@@ -196,7 +196,7 @@ def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | N
                        fill_color={"field": "usage_pct", "transform": mapper}, line_color="line_color",
                        line_width="line_width", selection_line_color=theme.HIGHLIGHT, selection_line_width=3,
                        nonselection_fill_alpha=0.55, nonselection_line_alpha=0.6)
-    fig.text("xm", "ym", text="text", source=edges_src, y_offset=24, text_align="center",
+    fig.text("xm", "ym", text="text", source=edges_src, y_offset=30, text_align="center",
              text_baseline="top", text_font={"value": theme.FONT}, text_font_size="11px", text_color=theme.TEXT)
     fig.select_one(TapTool).renderers = [queue_r]
     fig.add_tools(HoverTool(renderers=[queue_r], tooltips=[

@@ -230,7 +230,7 @@ def minimap_figure(density_df: pd.DataFrame, x_range: Range1d, width: int = 1100
     hi = float(density_df["right"].max()) if len(density_df) else 1.0
     fig = figure(name="timeline_minimap", height=90, width=width, x_range=Range1d(lo, hi), tools="",
                  toolbar_location=None, y_axis_label="busy")
-    src = ColumnDataSource(density_df, name="timeline_minimap_src")
+    src = ColumnDataSource({c: density_df[c].to_numpy() for c in density_df.columns}, name="timeline_minimap_src")
     fig.quad(left="left", right="right", bottom=0, top="busy_us", source=src, color=theme.AXIS, alpha=0.7)
     tool = RangeTool(x_range=x_range)
     tool.overlay.fill_color = theme.HIGHLIGHT
@@ -369,6 +369,7 @@ class TimelineView:
         self.pinned: list[int] = []
         self.matches: pd.DataFrame | None = None
         self._pending = None
+        self._setting_window = False
         self._engine = _engine()
         self._index = self._engine.build_index(self.events) if self._engine and hasattr(self._engine, "build_index") \
             else None
@@ -426,6 +427,8 @@ class TimelineView:
         self._set_status()
 
     def _on_range(self, attr, old, new) -> None:
+        if self._setting_window:        # set_window re-queries once itself
+            return
         if self.debounce_s <= 0:
             self.requery()
             return
@@ -445,9 +448,11 @@ class TimelineView:
             raise ValueError(f"empty window: {t0_us} .. {t1_us}")
         if self._pending is not None:
             self._pending.cancel()
-        self.x_range.update(start=float(t0_us), end=float(t1_us))
-        if self._pending is not None:
-            self._pending.cancel()
+        self._setting_window = True
+        try:
+            self.x_range.update(start=float(t0_us), end=float(t1_us))
+        finally:
+            self._setting_window = False
         self.requery()
 
     # -- tracks -------------------------------------------------------------------------------------

@@ -1,0 +1,125 @@
+"""Timeline view: tracks, level-of-detail bars, search, flows, range statistics on real traces."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nbprofiler
+from nbprofiler.views import timeline as T
+from nbprofiler.views.theme import op_type_color
+
+from .conftest import DATA
+
+
+@pytest.fixture(scope="module")
+def widedeep():
+    return nbprofiler.load(DATA / "legacy" / "run_1_widedeep")
+
+
+@pytest.fixture(scope="module")
+def torch_npu():
+    return nbprofiler.load(DATA / "npu" / "trace_view_torch_npu")
+
+
+@pytest.fixture(scope="module")
+def pynative():
+    return nbprofiler.load(DATA / "mindspore2" / "lenet_pynative")
+
+
+def test_tracks_grouped_by_process_in_trace_order(torch_npu):
+    tracks = T.track_table(torch_npu.timeline_tracks)
+    labels = list(tracks["label"])
+    assert labels[0].startswith("Python / ") and "Ascend Hardware / Stream 3" in labels
+    processes = [lbl.split(" / ")[0] for lbl in labels]
+    # each process's threads are contiguous (grouped), processes in their sort-index order
+    assert processes == sorted(processes, key=lambda p: processes.index(p))
+    assert processes.index("CANN") < processes.index("Ascend Hardware") < processes.index("Overlap Analysis")
+    pinned = T.track_table(torch_npu.timeline_tracks, order=[7, 8])
+    assert list(pinned["track"][:2]) == [7, 8] and sorted(pinned["track"]) == sorted(tracks["track"])
+
+
+def test_widedeep_full_window_fits_and_keeps_every_event(widedeep):
+    events = widedeep.timeline
+    assert len(events) == 6359                                  # 2817 device ops + 3542 reduce events
+    t0, t1 = float(events["start_us"].min()), float((events["start_us"] + events["dur_us"]).max())
+    lod = T.window_lod(events, t0, t1, 1100)
+    assert len(lod) < len(events) and lod["count"].sum() == len(events)
+    data = T.bar_data(lod, T.track_table(widedeep.timeline_tracks))
+    assert len(data["left"]) == len(lod) <= T.MAX_GLYPHS
+    single = np.flatnonzero(np.asarray(data["count"]) == 1)
+    assert single.size
+    i = int(single[0])
+    assert data["color"][i] == op_type_color(data["op_type"][i])
+    agg = np.flatnonzero(np.asarray(data["count"]) > 1)
+    assert all(data["color"][int(j)] == T.AGGREGATE_COLOR for j in agg)
+
+
+def test_zoomed_window_shows_individual_events(widedeep):
+    events = widedeep.timeline.sort_values("start_us")
+    first = events.iloc[0]
+    t0, t1 = float(first["start_us"]), float(first["start_us"]) + 200.0
+    lod = T.window_lod(events, t0, t1, 1100)
+    inside = events[(events["start_us"] + events["dur_us"] >= t0) & (events["start_us"] <= t1)]
+    assert (lod["count"] == 1).all() and len(lod) == len(inside)
+    assert set(lod["name"]) == set(inside["name"].astype(str))
+
+
+def test_search_regex_and_stats(widedeep):
+    m = T.search_events(widedeep.timeline, r"^MatMul-op\d+$")
+    assert m.attrs["total"] == int(widedeep.timeline["name"].astype(str).str.match(r"^MatMul-op\d+$").sum()) > 0
+    assert m["start_us"].is_monotonic_increasing
+    with pytest.raises(Exception):
+        T.search_events(widedeep.timeline, "(")
+    ev = widedeep.timeline
+    stats = T.window_stats(ev, float(ev["start_us"].min()), float((ev["start_us"] + ev["dur_us"]).max()))
+    assert stats["count"].sum() == len(ev)
+    assert stats["total_us"].sum() == pytest.approx(ev["dur_us"].sum())
+    assert stats["percent"].sum() == pytest.approx(100.0)
+    # the device-op durations add up to the writer's timeline summary total (us)
+    summary = widedeep.timeline_summary
+    if summary:
+        device = ev[ev["track"].isin(widedeep.timeline_tracks.query("pid != '10000' and pid != 10000")["track"])]
+        assert device["dur_us"].sum() == pytest.approx(summary["total_time"], rel=1e-6)
+
+
+def test_flows_of_torch_npu_trace(torch_npu):
+    flows = torch_npu.timeline_flows
+    assert len(flows) == 713
+    tracks = T.track_table(torch_npu.timeline_tracks)
+    data = T.flow_data(flows, tracks, -1e12, 1e12)
+    assert len(data["x0"]) == min(len(flows.dropna(subset=["start_track", "end_track"])), T.MAX_FLOWS)
+    assert "HostToDevice" in set(data["cat"])
+
+
+def test_view_requeries_on_zoom_and_links(torch_npu):
+    view = T.TimelineView(torch_npu, debounce_s=0)
+    full = len(view.source.data["left"])
+    before = view.queries
+    ev = torch_npu.timeline
+    hw = ev[ev["track"] == 7].sort_values("start_us")
+    t0 = float(hw["start_us"].iloc[10])
+    view.set_window(t0, t0 + 100.0)
+    assert view.queries == before + 1
+    zoomed = view.source.data
+    assert 0 < len(zoomed["left"]) < full and all(c == 1 for c in zoomed["count"])
+    assert min(zoomed["right"]) >= t0 and max(zoomed["left"]) <= t0 + 100.0
+    # a range change coming from the browser (wheel zoom) goes through the same callback
+    view.x_range.start = t0 - 1000.0
+    assert view.queries == before + 2
+    matches = view.search("HostToDevice|aclnnAdd|Add")
+    assert matches is not None and len(view.matches_table.source.data["name"]) == len(matches)
+    view.pin_tracks([7])
+    assert view.fig.yaxis.major_label_overrides[0] == "Ascend Hardware / Stream 3"
+    stats = view.select_range(t0, t0 + 100.0)
+    assert list(view.stats.source.data["op_type"]) == list(stats["op_type"])
+    assert view.search("(") is None and "invalid regex" in view.status.value
+
+
+def test_details_and_hover_never_render_html(pynative):
+    view = T.TimelineView(pynative, debounce_s=0)
+    details = view.layout.select_one({"name": "timeline_details"})
+    assert details.render_as_text is True
+    from bokeh.models import HoverTool
+    for hover in view.fig.select(HoverTool):
+        assert all("{safe}" not in field for _, field in hover.tooltips)
+    assert len(view.source.data["left"]) <= T.MAX_GLYPHS
