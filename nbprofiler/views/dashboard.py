@@ -1,0 +1,217 @@
+"""The dashboard (`nbprofiler.show(prof)` / `prof.show()`): an overview of `prof.summary()` with the
+advisor's suggestions, and one tab each for step trace, operators, MindData and timeline.
+
+Views are built when their tab is first opened (a large timeline costs nothing until looked at). A tab
+whose frames are empty shows which files were looked for and what failed. Linking: choosing a step in
+the step-trace view narrows the operator table to that step's operators (where kernels carry step ids)
+and the timeline to the step's time span (only where the step span and the timeline share a clock: the
+kernels of ``kernel_details.csv`` and the trace are both relative to the profile's origin; legacy step
+points count device ticks on another clock, and the UI says so).
+"""
+from __future__ import annotations
+
+from html import escape
+
+import ipywidgets as W
+
+from . import theme
+
+TABS = ["Overview", "Step trace", "Operators", "MindData", "Timeline"]
+
+# What each tab reads, for the "no data" panel (file patterns as written by the profilers).
+LOOKED_FOR = {
+    "Step trace": ["step_trace_raw_*_detail_time.csv", "ASCEND_PROFILER_OUTPUT/step_trace_time.csv",
+                   "cluster_step_trace_time.csv", "PROF_*/device_*/timeline/step_trace_*.json"],
+    "Operators": ["aicore_intermediate_*_type.csv / _detail.csv", "aicpu_intermediate_*.csv",
+                  "cpu_op_type_info_*.csv / cpu_op_detail_info_*.csv", "gpu_op_type_info_*.csv",
+                  "ASCEND_PROFILER_OUTPUT/kernel_details.csv", "op_statistic.csv"],
+    "MindData": ["minddata_pipeline_raw_*.csv", "pipeline_profiling_*.json", "device_queue_profiling_*.txt",
+                 "dataset_iterator_profiling_*.txt", "minddata_aicpu_*.txt", "minddata_cpu_utilization_*.json"],
+    "Timeline": ["ASCEND_PROFILER_OUTPUT/trace_view.json", "ascend_timeline_display_*.json",
+                 "timeline_display_*.json", "gpu_timeline_display_*.json", "PROF_*/device_*/timeline/*.json"],
+}
+
+_bokeh_loaded = False
+
+
+def load_bokehjs() -> None:
+    """Load BokehJS into the notebook once per kernel, INLINE (no CDN: notebooks may be offline)."""
+    global _bokeh_loaded
+    if not _bokeh_loaded:
+        from bokeh.io import output_notebook
+        from bokeh.resources import INLINE
+        output_notebook(resources=INLINE, hide_banner=True)
+        _bokeh_loaded = True
+
+
+def step_window_us(prof, step: int) -> tuple[float, float] | None:
+    """(t0_us, t1_us) of a step on the timeline's clock (relative to ``prof.origin_us``): the span of the
+    kernels with that ``step`` id, or None when the data has no step ids on the timeline's clock."""
+    k = prof.kernels
+    if k is None or k.empty or "step" not in k or not step:
+        return None
+    hit = k[k["step"] == step]
+    if hit.empty:
+        return None
+    return float(hit["start_us"].min()), float((hit["start_us"] + hit["dur_us"]).max())
+
+
+def no_data_html(tab: str, prof, why: str = "") -> str:
+    """Why a tab is empty: the file patterns it reads and the problems met with them (all escaped)."""
+    looked = "".join(f"<li><code>{escape(p)}</code></li>" for p in LOOKED_FOR.get(tab, []))
+    probs = "".join(f"<li>{escape(str(p.file))}: {escape(str(p.error))}</li>" for p in prof.problems)
+    probs = f"<div>Problems while loading:</div><ul>{probs}</ul>" if probs else ""
+    return (f"<div style=\"{theme.PANEL_CSS}padding:8px\"><b>No {escape(tab.lower())} data</b>"
+            f"{': ' + escape(why) if why else ''} in <code>{escape(str(prof.root))}</code>."
+            f"<div style='{theme.MUTED_CSS}'>Looked for:</div><ul>{looked}</ul>{probs}</div>")
+
+
+def overview_html(prof, summary: dict) -> str:
+    """The overview tab: run facts, the average step and its stages, top operator types per kind, the
+    MindData digest and the advisor's suggestions. Every value is escaped."""
+    def row(k, v):
+        return f"<tr><th style='text-align:left;padding:1px 12px 1px 0'>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
+
+    parts = [f"<div style=\"{theme.PANEL_CSS}\">",
+             f"<div style='font-size:1.2em;font-weight:600'>{escape(str(prof.root))}</div>",
+             f"<table>{row('generation', summary.get('generation'))}{row('device', summary.get('device'))}"
+             f"{row('devices found', ', '.join(map(str, summary.get('devices_found') or [])))}</table>"]
+    st = summary.get("step_trace")
+    if st:
+        avg = st["average"]
+        cells = "".join(
+            f"<span style='display:inline-block;margin:4px 18px 4px 0'><span style='color:"
+            f"{theme.stage_color(k)}'>■</span> {escape(theme.stage_label(k))}: <b>{avg[k]:.4f} ms</b> "
+            f"({avg.get(k[:-3] + '_percent', 0):.2f} %)</span>"
+            for k in avg if k.endswith("_ms") and k != "total_ms")
+        parts.append(f"<h4 style='margin:8px 0 2px'>Step trace: {st['total_steps']} steps, average "
+                     f"{avg.get('total_ms', 0):.4f} ms per step</h4><div>{cells}</div>")
+    for kind, types in (summary.get("op_types") or {}).items():
+        top = ", ".join(f"{escape(str(t['op_type']))} {t['percent']:.1f} %" for t in types[:5])
+        parts.append(f"<div><b>{escape(theme.kind_label(kind))} top types:</b> {top}</div>")
+    md = summary.get("minddata")
+    if md and md.get("host_queue"):
+        hq = md["host_queue"]
+        parts.append(f"<div><b>Host queue:</b> empty in {hq['empty_steps']} of {hq['steps']} steps, "
+                     f"full in {hq['full_steps']}</div>")
+    sugg = summary.get("suggestions") or []
+    if sugg:
+        items = "".join(f"<li>{escape(str(s.get('text', '')))}</li>" for s in sugg)
+        parts.append(f"<h4 style='margin:8px 0 2px'>Suggestions</h4><ul style='margin:0'>{items}</ul>")
+    if summary.get("problems"):
+        items = "".join(f"<li>{escape(str(p.get('file')))}: {escape(str(p.get('error')))}</li>"
+                        for p in summary["problems"])
+        parts.append(f"<h4 style='margin:8px 0 2px'>Problems</h4><ul style='margin:0'>{items}</ul>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+class Dashboard:
+    """Tabs: overview, step trace, operators, MindData, timeline, linked by the selected step.
+
+    ``.widget`` is the ipywidgets ``Tab``; ``.views`` holds the views built so far by tab name;
+    ``.select(tab_name)`` opens a tab (building its view)."""
+
+    def __init__(self, prof, top_n: int = 20):
+        self.prof = prof
+        self.top_n = top_n
+        self.views: dict[str, object] = {}
+        self.link_note = W.HTML("")
+        self.summary = prof.summary()
+        self._panels = {name: W.VBox([], layout=W.Layout(width="100%")) for name in TABS}
+        self._panels["Overview"].children = [W.HTML(overview_html(prof, self.summary))]
+        self.widget = W.Tab(children=[self._panels[n] for n in TABS], titles=TABS,
+                            layout=W.Layout(width="100%"))
+        self.widget.observe(lambda ch: self._build(TABS[ch["new"]]) if ch["new"] is not None else None,
+                            names="selected_index")
+        self._build("Step trace")
+
+    def select(self, tab: str):
+        """Open ``tab`` (one of `TABS`), building its view if needed; returns the view (or None)."""
+        self.widget.selected_index = TABS.index(tab)
+        return self._build(tab)
+
+    def _build(self, tab: str):
+        if tab == "Overview" or tab in self.views:
+            return self.views.get(tab)
+        view = None
+        try:
+            view = self._make(tab)
+        except Exception as err:  # a view must never take the whole dashboard down; show why instead
+            self._panels[tab].children = [W.HTML(no_data_html(tab, self.prof, f"{type(err).__name__}: {err}"))]
+            self.views[tab] = None
+            return None
+        self.views[tab] = view
+        if view is None:
+            self._panels[tab].children = [W.HTML(no_data_html(tab, self.prof))]
+        else:
+            extra = [self.link_note] if tab in ("Timeline", "Operators") else []
+            self._panels[tab].children = [*extra, view.widget]
+        return view
+
+    def _make(self, tab: str):
+        prof = self.prof
+        if tab == "Step trace":
+            if prof.step_trace.empty or not prof.step_stages:
+                return None
+            from .step_trace import StepTraceView
+            view = StepTraceView(prof)
+            view.observe(self._on_step, names="step")
+            return view
+        if tab == "Operators":
+            if not prof.op_kinds:
+                return None
+            from .operators import OperatorsView
+            view = OperatorsView(prof, top_n=self.top_n)
+            step = self._current_step()
+            if step:
+                view.set_step(step)
+            return view
+        if tab == "MindData":
+            if all(getattr(prof, f).empty for f in ("minddata_pipeline", "host_queue", "device_queue",
+                                                     "cpu_utilization")):
+                return None
+            from .minddata import MindDataView
+            return MindDataView(prof)
+        if tab == "Timeline":
+            if prof.timeline.empty:
+                return None
+            from .timeline import TimelineView
+            view = TimelineView(prof)
+            window = step_window_us(prof, self._current_step())
+            if window:
+                view.set_window(*window)
+            return view
+        raise ValueError(f"unknown tab {tab!r}; tabs are {TABS}")
+
+    def _current_step(self) -> int:
+        v = self.views.get("Step trace")
+        return int(v.step) if v is not None else 0
+
+    def _on_step(self, change):
+        step = change["new"]
+        ops = self.views.get("Operators")
+        if ops is not None:
+            ops.set_step(step or None)
+        window = step_window_us(self.prof, step)
+        tl = self.views.get("Timeline")
+        if window and tl is not None:
+            tl.set_window(*window)
+        if not step:
+            self.link_note.value = ""
+        elif window:
+            self.link_note.value = (f"<span style=\"{theme.MUTED_CSS}\">Step {int(step)}: "
+                                    f"{window[0] / 1000:,.3f}–{window[1] / 1000:,.3f} ms on the timeline.</span>")
+        else:
+            self.link_note.value = (f"<span style=\"{theme.MUTED_CSS}\">Step {int(step)} selected: this "
+                                    "profile's step points and timeline do not share a clock (or the "
+                                    "operators carry no step ids), so the timeline and operator table "
+                                    "show the whole run.</span>")
+
+    def display(self):
+        from IPython.display import display
+        load_bokehjs()
+        display(self.widget)
+
+    def _ipython_display_(self):
+        self.display()

@@ -1,0 +1,76 @@
+"""Dashboard tabs, no-data panels, step linking and the compact HTML repr, on real profiles."""
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import pytest
+
+import nbprofiler
+from nbprofiler.views import dashboard as D
+from nbprofiler.views.repr import cluster_html, profile_html
+from .conftest import DATA
+
+
+def _load(path, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nbprofiler.load(path, **kw)
+
+
+def test_overview_shows_summary_and_suggestions():
+    prof = _load(DATA / "legacy/run_1_widedeep")
+    db = D.Dashboard(prof)
+    text = db._panels["Overview"].children[0].value
+    assert "322 steps" in text and "205.3809 ms" in text          # MindInsight's average step
+    assert "Forward + backward: <b>118.0540 ms</b> (57.48 %)" in text
+    assert prof.summary()["suggestions"] and "Suggestions" in text
+    assert db.views["Step trace"] is not None
+
+
+def test_empty_tabs_say_which_files_were_looked_for():
+    prof = _load(DATA / "npu/kernel_details_591")
+    db = D.Dashboard(prof)
+    assert db.views["Step trace"] is None
+    assert db.select("MindData") is None
+    html = db._panels["MindData"].children[0].value
+    assert "No minddata data" in html and "pipeline_profiling_*.json" in html
+
+
+def test_step_links_operator_table_where_kernels_have_steps():
+    prof = _load(DATA / "npu/kernel_details_591")
+    steps = sorted(int(s) for s in prof.kernels["step"].dropna().unique())
+    s = steps[0]
+    assert D.step_window_us(prof, s) == pytest.approx(
+        (prof.kernels.loc[prof.kernels["step"] == s, "start_us"].min(),
+         (prof.kernels["start_us"] + prof.kernels["dur_us"])[prof.kernels["step"] == s].max()))
+
+
+def test_step_selection_without_shared_clock_is_explained():
+    prof = _load(DATA / "legacy/run_1_widedeep")
+    db = D.Dashboard(prof)
+    ops = db.select("Operators")
+    db.views["Step trace"].step = 5
+    assert "do not share a clock" in db.link_note.value
+    assert "no step ids" in ops.step_note.value
+    assert D.step_window_us(prof, 5) is None
+    db.views["Step trace"].step = 0
+    assert db.link_note.value == ""
+
+
+def test_repr_escapes_file_system_strings(tmp_path):
+    evil = tmp_path / "<script>alert(1)</script>"
+    shutil.copytree(DATA / "minddata/md_fast", evil)
+    prof = _load(evil)
+    html = profile_html(prof)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    db = D.Dashboard(prof)
+    assert "<script>" not in db._panels["Overview"].children[0].value
+
+
+def test_repr_profile_and_cluster():
+    html = profile_html(_load(DATA / "legacy/run_1_widedeep"))
+    assert "322 steps" in html and "AI Core" in html
+    cl = _load(DATA / "legacy/cluster_4rank_pipeline")
+    html = cluster_html(cl)
+    assert "4 ranks" in html and html.count("<tr>") == 5
