@@ -1,0 +1,303 @@
+"""`compare(a, b)`: what changed between two runs, as DataFrames and one plain-language verdict.
+
+``a`` is the baseline, ``b`` the new run; deltas are ``b - a`` and percentages relative to ``a``.
+Pure over the two Profiles' frames (loading a path goes through `nbprofiler.load`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import html
+import math
+
+import numpy as np
+import pandas as pd
+
+from .summary import legacy_stage_view
+
+TOP_OPS = 10
+
+
+@dataclasses.dataclass
+class Comparison:
+    """The differences between run ``a`` (baseline) and run ``b``.
+
+    Frames (every time in the unit its name says; ``delta_*`` = b - a, ``delta_pct`` relative to a):
+    - ``steps``: one row per stage (+ ``total_ms``): ``stage``, ``a_ms``, ``b_ms`` (the average each run
+      shows: MindInsight's average row as written, else the mean of the steps), ``delta_ms``,
+      ``delta_pct``, ``a_mean_ms``, ``b_mean_ms``, ``a_median_ms``, ``b_median_ms``, ``a_p90_ms``,
+      ``b_p90_ms`` (over the real steps), ``a_steps``, ``b_steps``.
+    - ``op_types``: outer join on (``kind``, ``op_type``): ``a_time_us``, ``b_time_us``, ``delta_us``,
+      ``delta_pct``, ``a_count``, ``b_count``, ``a_share_pct``, ``b_share_pct`` (0..100 of the kind's
+      time), ``status`` ("both", "new": only in b, "vanished": only in a); sorted by |delta_us|.
+    - ``top_ops``: the ``TOP_OPS`` longest operators of either run: ``kind``, ``op_name``, ``op_type``,
+      ``a_time_us``, ``b_time_us``, ``delta_us``, ``a_rank``, ``b_rank`` (1 = longest; NaN if absent).
+    - ``minddata``: per pipeline op (joined on ``op_id`` and ``op_type``): ``a_usage_rate``,
+      ``b_usage_rate`` (0..1), ``delta_usage``, ``a_bottleneck``, ``b_bottleneck`` (bool), ``change``
+      ("resolved", "new", "still", "").
+    - ``queues``: ``queue`` ("host", "device"), ``a_steps``, ``a_empty``, ``a_empty_rate``, ``b_steps``,
+      ``b_empty``, ``b_empty_rate``.
+    ``stage_set`` says which stages were compared: the runs' own when they match, else both mapped to
+    the legacy three (step interval, forward+backward, tail). ``verdict`` is a list of sentences.
+    """
+
+    a_label: str
+    b_label: str
+    steps: pd.DataFrame
+    step_values: pd.DataFrame
+    op_types: pd.DataFrame
+    top_ops: pd.DataFrame
+    minddata: pd.DataFrame
+    queues: pd.DataFrame
+    stage_set: list[str]
+    verdict: list[str]
+
+    @property
+    def text(self) -> str:
+        return "; ".join(self.verdict)
+
+    def show(self, **kwargs):
+        from ..views.compare import CompareView
+        return CompareView(self, **kwargs).display()
+
+    def _repr_html_(self) -> str:
+        items = "".join(f"<li>{html.escape(s)}</li>" for s in self.verdict)
+        return (f"<div><b>nbprofiler comparison</b>: {html.escape(self.a_label)} &rarr; "
+                f"{html.escape(self.b_label)}<ul>{items}</ul></div>")
+
+    def __repr__(self) -> str:
+        return f"<nbprofiler.Comparison {self.a_label!r} -> {self.b_label!r}: {self.text}>"
+
+
+def compare(a, b, top_n: int = TOP_OPS, labels: tuple[str, str] | None = None) -> Comparison:
+    """Compare two runs (Profiles, or paths loaded with `nbprofiler.load`). See `Comparison`."""
+    a, b = _profile(a), _profile(b)
+    la, lb = labels or (_label(a), _label(b))
+    stage_set, step_values = _step_values(a, b)
+    steps = _steps_table(a, b, stage_set, step_values)
+    op_types = _op_types(a.op_types, b.op_types)
+    top = _top_ops(a.ops, b.ops, top_n)
+    md, queues = _minddata(a, b)
+    verdict = _verdict(steps, op_types, md, queues)
+    return Comparison(la, lb, steps, step_values, op_types, top, md, queues, stage_set, verdict)
+
+
+def _profile(x):
+    from ..profile import Cluster, Profile
+    if isinstance(x, Profile):
+        return x
+    if isinstance(x, Cluster):
+        raise TypeError("compare() takes two single-rank profiles; pick a rank: cluster['0']")
+    from ..loader import load
+    p = load(x)
+    if isinstance(p, Cluster):
+        raise TypeError(f"{x!s} holds several devices/ranks {p.ranks}; pass nbprofiler.load(path, device=...)")
+    return p
+
+
+def _label(p) -> str:
+    from pathlib import Path
+    return f"{Path(p.source).name or p.source} (device {p.device})"
+
+
+# -- step trace -----------------------------------------------------------------------------------
+def _step_values(a, b) -> tuple[list[str], pd.DataFrame]:
+    """Long frame ``run`` ("a"/"b"), ``step``, ``stage``, ``ms`` over the stages both runs share."""
+    sa, sb = a.step_stages, b.step_stages
+    frames = {}
+    if sa and sa == sb:
+        stages = sa
+        frames = {"a": a.step_trace, "b": b.step_trace}
+    else:
+        stages = ["iteration_interval_ms", "fp_and_bp_ms", "tail_ms"]
+        for k, p in (("a", a), ("b", b)):
+            st = p.step_trace
+            frames[k] = legacy_stage_view(st) if len(st) and "total_ms" in st.columns else \
+                pd.DataFrame(columns=["step"] + stages + ["total_ms"])
+    rows = []
+    for k, st in frames.items():
+        cols = [c for c in stages + ["total_ms"] if c in st.columns]
+        if not len(st) or not cols:
+            continue
+        long = st[["step"] + cols].melt(id_vars="step", var_name="stage", value_name="ms")
+        long.insert(0, "run", k)
+        rows.append(long)
+    values = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["run", "step", "stage", "ms"])
+    values["ms"] = values["ms"].astype(float)
+    return stages, values
+
+
+def _shown_average(p, stages: list[str], values: pd.DataFrame) -> dict:
+    """The average a run shows: its file's average row when it covers these stages and is a real step
+    (MindInsight's choice; run_2_lenet's row has total 0, which no step has), else the step mean."""
+    avg = p.step_trace_average
+    if avg and all(s in avg for s in stages) and float(avg.get("total_ms") or 0) > 0:
+        return {s: float(avg[s]) for s in stages + ["total_ms"] if s in avg}
+    return values.groupby("stage")["ms"].mean().to_dict()
+
+
+def _steps_table(a, b, stages, values) -> pd.DataFrame:
+    stats = values.groupby(["run", "stage"])["ms"].agg(
+        mean="mean", median="median", p90=lambda s: s.quantile(0.9), n="count")
+    avgs = {k: _shown_average(p, stages, values[values["run"] == k]) for k, p in (("a", a), ("b", b))}
+    rows = []
+    for stage in stages + ["total_ms"]:
+        r = {"stage": stage}
+        for k in ("a", "b"):
+            r[f"{k}_ms"] = avgs[k].get(stage, np.nan)
+            for stat in ("mean", "median", "p90"):
+                r[f"{k}_{stat}_ms"] = stats[stat].get((k, stage), np.nan)
+            r[f"{k}_steps"] = int(stats["n"].get((k, stage), 0))
+        r["delta_ms"] = r["b_ms"] - r["a_ms"]
+        r["delta_pct"] = r["delta_ms"] / r["a_ms"] * 100 if r["a_ms"] else np.nan
+        rows.append(r)
+    cols = ["stage", "a_ms", "b_ms", "delta_ms", "delta_pct", "a_mean_ms", "b_mean_ms", "a_median_ms",
+            "b_median_ms", "a_p90_ms", "b_p90_ms", "a_steps", "b_steps"]
+    return pd.DataFrame(rows)[cols]
+
+
+# -- operators ------------------------------------------------------------------------------------
+def _op_types(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
+    keys = ["kind", "op_type"]
+    cols = keys + ["total_time_us", "count", "percent"]
+
+    def prep(t):
+        t = t[[c for c in cols if c in t.columns]].copy() if len(t) else pd.DataFrame(columns=cols)
+        return t.groupby(keys, as_index=False).agg(total_time_us=("total_time_us", "sum"), count=("count", "sum"),
+                                                   percent=("percent", "sum")) if len(t) else t
+    m = prep(ta).merge(prep(tb), on=keys, how="outer", suffixes=("_a", "_b"), indicator=True)
+    out = pd.DataFrame({"kind": m["kind"], "op_type": m["op_type"],
+                        "a_time_us": m["total_time_us_a"].astype(float), "b_time_us": m["total_time_us_b"].astype(float)})
+    out["delta_us"] = out["b_time_us"].fillna(0) - out["a_time_us"].fillna(0)
+    out["delta_pct"] = out["delta_us"] / out["a_time_us"] * 100
+    out["a_count"] = m["count_a"].astype("Float64").astype("Int64")
+    out["b_count"] = m["count_b"].astype("Float64").astype("Int64")
+    out["a_share_pct"] = m["percent_a"].astype(float)
+    out["b_share_pct"] = m["percent_b"].astype(float)
+    out["status"] = m["_merge"].map({"both": "both", "left_only": "vanished", "right_only": "new"}).astype(str)
+    return out.sort_values("delta_us", key=lambda s: s.abs(), ascending=False, ignore_index=True)
+
+
+def _top_ops(oa: pd.DataFrame, ob: pd.DataFrame, n: int) -> pd.DataFrame:
+    keys = ["kind", "op_name"]
+    cols = ["kind", "op_name", "op_type", "total_time_us"]
+
+    def prep(o):
+        if not len(o) or not all(c in o.columns for c in cols):
+            return pd.DataFrame(columns=cols + ["rank"])
+        o = o[cols].groupby(keys, as_index=False).agg(op_type=("op_type", "first"), total_time_us=("total_time_us", "sum"))
+        o["rank"] = o["total_time_us"].rank(ascending=False, method="first")
+        return o
+    pa, pb = prep(oa), prep(ob)
+    m = pa.merge(pb, on=keys, how="outer", suffixes=("_a", "_b"))
+    m = m[(m["rank_a"] <= n) | (m["rank_b"] <= n)]
+    out = pd.DataFrame({"kind": m["kind"], "op_name": m["op_name"],
+                        "op_type": m["op_type_b"].fillna(m["op_type_a"]) if len(m) else m.get("op_type_a"),
+                        "a_time_us": m["total_time_us_a"].astype(float), "b_time_us": m["total_time_us_b"].astype(float),
+                        "a_rank": m["rank_a"].astype(float), "b_rank": m["rank_b"].astype(float)})
+    out["delta_us"] = out["b_time_us"].fillna(0) - out["a_time_us"].fillna(0)
+    cols_out = ["kind", "op_name", "op_type", "a_time_us", "b_time_us", "delta_us", "a_rank", "b_rank"]
+    return out[cols_out].sort_values(["a_rank", "b_rank"], ignore_index=True)
+
+
+# -- MindData ---------------------------------------------------------------------------------------
+def _bottlenecks(pipeline: pd.DataFrame) -> set[int]:
+    if pipeline is None or not len(pipeline) or "op_id" not in pipeline.columns:
+        return set()
+    from .minddata import bottleneck_ops
+    return {int(i) for i in bottleneck_ops(pipeline).op_ids}
+
+
+def _minddata(a, b) -> tuple[pd.DataFrame, pd.DataFrame]:
+    cols = ["op_id", "op_type", "a_usage_rate", "b_usage_rate", "delta_usage", "a_bottleneck", "b_bottleneck",
+            "change"]
+    pa, pb = a.minddata_pipeline, b.minddata_pipeline
+    ba, bb = _bottlenecks(pa), _bottlenecks(pb)
+    if len(pa) or len(pb):
+        keep = ["op_id", "op_type", "output_queue_usage_rate"]
+        sel = lambda p: p[keep] if len(p) and all(c in p.columns for c in keep) else pd.DataFrame(columns=keep)  # noqa: E731
+        m = sel(pa).merge(sel(pb), on=["op_id", "op_type"], how="outer", suffixes=("_a", "_b"), indicator=True)
+        md = pd.DataFrame({"op_id": m["op_id"].astype(int), "op_type": m["op_type"],
+                           "a_usage_rate": m["output_queue_usage_rate_a"].astype(float),
+                           "b_usage_rate": m["output_queue_usage_rate_b"].astype(float)})
+        md["delta_usage"] = md["b_usage_rate"] - md["a_usage_rate"]
+        # an op id flags a bottleneck only on the side where this op (same id and type) exists
+        md["a_bottleneck"] = md["op_id"].isin(ba) & m["_merge"].isin(["both", "left_only"]).to_numpy()
+        md["b_bottleneck"] = md["op_id"].isin(bb) & m["_merge"].isin(["both", "right_only"]).to_numpy()
+        md["change"] = np.select([md["a_bottleneck"] & ~md["b_bottleneck"], ~md["a_bottleneck"] & md["b_bottleneck"],
+                                  md["a_bottleneck"] & md["b_bottleneck"]], ["resolved", "new", "still"], "")
+        md = md[cols].sort_values("op_id", ignore_index=True)
+    else:
+        md = pd.DataFrame(columns=cols)
+    rows = []
+    for name, fa, fb in (("host", a.host_queue, b.host_queue), ("device", a.device_queue, b.device_queue)):
+        ra, rb = _queue_stats(fa), _queue_stats(fb)
+        if ra or rb:
+            rows.append({"queue": name, **{f"a_{k}": v for k, v in (ra or {}).items()},
+                         **{f"b_{k}": v for k, v in (rb or {}).items()}})
+    qcols = ["queue", "a_steps", "a_empty", "a_empty_rate", "b_steps", "b_empty", "b_empty_rate"]
+    return md, pd.DataFrame(rows, columns=qcols)
+
+
+def _queue_stats(q: pd.DataFrame) -> dict | None:
+    if q is None or not len(q) or "size" not in q.columns:
+        return None
+    size = pd.to_numeric(q["size"], errors="coerce").dropna()
+    if not len(size):
+        return None
+    empty = int((size == 0).sum())
+    return {"steps": int(len(size)), "empty": empty, "empty_rate": empty / len(size)}
+
+
+# -- verdict ----------------------------------------------------------------------------------------
+STAGE_WORDS = {"iteration_interval_ms": "step interval", "fp_and_bp_ms": "forward+backward", "fp_ms": "forward",
+               "tail_ms": "step tail", "preparing_ms": "preparing", "computing_ms": "computing",
+               "communication_not_overlapped_ms": "exposed communication", "free_ms": "free time"}
+
+
+def _fmt(ms: float) -> str:
+    if ms == 0:
+        return "0"
+    return f"{ms:.3g}" if abs(ms) < 100 else f"{ms:,.0f}"
+
+
+def _verdict(steps: pd.DataFrame, op_types: pd.DataFrame, md: pd.DataFrame, queues: pd.DataFrame) -> list[str]:
+    out = []
+    tot = steps.set_index("stage").loc["total_ms"] if "total_ms" in set(steps["stage"]) else None
+    if tot is not None and not (math.isnan(tot["a_ms"]) or math.isnan(tot["b_ms"])):
+        stage_rows = steps[steps["stage"] != "total_ms"].dropna(subset=["delta_ms"])
+        head = (f"step time {tot['delta_pct']:+.0f}% ({_fmt(tot['a_ms'])} -> {_fmt(tot['b_ms'])} ms)"
+                if tot["a_ms"] else f"step time {_fmt(tot['a_ms'])} -> {_fmt(tot['b_ms'])} ms")
+        if len(stage_rows):
+            big = stage_rows.loc[stage_rows["delta_ms"].abs().idxmax()]
+            head += (f": {STAGE_WORDS.get(big['stage'], big['stage'])} {_fmt(big['a_ms'])} -> "
+                     f"{_fmt(big['b_ms'])} ms")
+        out.append(head)
+    elif tot is not None and (steps["a_steps"].sum() > 0 or steps["b_steps"].sum() > 0):
+        out.append("step time: not comparable (only one run has a step trace)")
+    if len(op_types):
+        both = op_types[op_types["status"] == "both"]
+        if len(both):
+            r = both.iloc[0]
+            pct = f" ({r['delta_pct']:+.0f}%)" if not math.isnan(r["delta_pct"]) else ""
+            out.append(f"{r['op_type']} {r['delta_us'] / 1000:+.3g} ms{pct}, the largest op-type change")
+        new, gone = op_types[op_types["status"] == "new"], op_types[op_types["status"] == "vanished"]
+        if len(new) or len(gone):
+            parts = []
+            if len(new):
+                parts.append(f"{len(new)} new op type{'s' if len(new) > 1 else ''} (e.g. {new.iloc[0]['op_type']})")
+            if len(gone):
+                parts.append(f"{len(gone)} vanished (e.g. {gone.iloc[0]['op_type']})")
+            out.append(", ".join(parts))
+    for _, r in md.iterrows():
+        name = f"{r['op_type']}_{r['op_id']}"
+        if r["change"] == "resolved":
+            out.append(f"{name} no longer the bottleneck")
+        elif r["change"] == "new":
+            out.append(f"{name} became the bottleneck")
+    for _, q in queues.iterrows():
+        if not (pd.isna(q["a_empty_rate"]) or pd.isna(q["b_empty_rate"])) and q["a_empty_rate"] != q["b_empty_rate"]:
+            out.append(f"{q['queue']} queue empty at {q['a_empty_rate']:.0%} -> {q['b_empty_rate']:.0%} of steps")
+    return out or ["no differences found in the frames both runs have"]
+
+
+__all__ = ["compare", "Comparison", "TOP_OPS"]

@@ -1,0 +1,147 @@
+"""Cluster view: per-rank stacked step bars (slowest rank outlined), a rank x stage heatmap and the
+slow-rank table. Figure factories take the frames of `nbprofiler.analysis.cluster`."""
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+from bokeh.layouts import column, row
+from bokeh.models import (ColorBar, ColumnDataSource, DataTable, Div, FactorRange, HoverTool,
+                          LinearColorMapper, NumberFormatter, TableColumn)
+from bokeh.palettes import Viridis256
+from bokeh.plotting import figure
+
+from . import theme
+
+
+def rank_bars_figure(rank_steps_df: pd.DataFrame, stages: list[str], slowest: str | None = None) -> figure:
+    """Stacked bars, one per rank (``rank_steps_df``: `analysis.cluster.rank_steps`, indexed by rank),
+    stages in display order; the slowest rank's bar is outlined in the highlight colour."""
+    df = rank_steps_df.reset_index()
+    df["rank"] = df["rank"].astype(str)
+    stages = [s for s in stages if s in df.columns]
+    df[stages] = df[stages].fillna(0.0)
+    src = ColumnDataSource(df[["rank", "total_ms", *stages]], name="cluster_ranks_src")
+    ranks = df["rank"].tolist()
+    fig = figure(x_range=FactorRange(*ranks), height=320, sizing_mode="stretch_width",
+                 title="Average step per rank" + (f" (slowest: rank {slowest})" if slowest else ""),
+                 x_axis_label="Rank", y_axis_label=theme.axis_label("Time", "ms"), tools="xpan,xwheel_zoom,reset,save",
+                 name="cluster_ranks")
+    if stages:
+        fig.vbar_stack(stages, x="rank", width=0.8, source=src, color=[theme.stage_color(s) for s in stages],
+                       legend_label=[theme.stage_label(s) for s in stages])
+        # the outline is its own glyph (and source) so it frames the whole stack, not one segment
+        hot = df.loc[df["rank"] == slowest, ["rank", "total_ms"]]
+        fig.vbar(x="rank", top="total_ms", width=0.86, fill_alpha=0, line_color=theme.HIGHLIGHT, line_width=2.5,
+                 source=ColumnDataSource(hot, name="cluster_slowest_src"))
+        fig.add_tools(HoverTool(tooltips=[("rank", "@rank"), ("step", "@total_ms{0,0.000} ms")] +
+                                [(theme.stage_label(s), f"@{s}{{0,0.000}} ms") for s in stages]))
+        fig.legend.orientation = "horizontal"
+        fig.add_layout(fig.legend[0], "below")
+    if len(ranks) > 32:
+        fig.xaxis.major_label_orientation = 1.2
+    fig.y_range.start = 0
+    return theme.style(fig)
+
+
+def rank_stage_heatmap(matrix: pd.DataFrame) -> figure:
+    """ranks x stages (``analysis.cluster.rank_stage_matrix``): colour = the stage's time relative to that
+    stage's median over ranks (1 = typical), so a straggler stands out in any stage; hover gives ms."""
+    m = matrix.copy()
+    m.index = m.index.astype(str)
+    med = m.median().replace(0, pd.NA)
+    rel = (m / med).astype(float).fillna(1.0)
+    long = m.stack().rename("ms").reset_index()
+    long.columns = ["rank", "stage", "ms"]
+    long["relative"] = [float(rel.at[r, s]) for r, s in zip(long["rank"], long["stage"])]
+    long["stage_label"] = [theme.stage_label(s) for s in long["stage"]]
+    src = ColumnDataSource(long, name="cluster_heatmap_src")
+    hi = max(1.5, float(long["relative"].max()) if len(long) else 1.5)
+    mapper = LinearColorMapper(palette=Viridis256, low=0.0, high=hi)
+    stages = [theme.stage_label(s) for s in m.columns]
+    fig = figure(x_range=FactorRange(*stages) if stages else FactorRange("-"),
+                 y_range=FactorRange(*reversed(m.index.tolist())) if len(m) else FactorRange("-"),
+                 height=max(220, min(900, 18 * len(m) + 120)), sizing_mode="stretch_width",
+                 title="Rank x stage (relative to the stage's median)", tools="save", name="cluster_heatmap")
+    fig.rect(x="stage_label", y="rank", width=1, height=1, source=src,
+             fill_color={"field": "relative", "transform": mapper}, line_color=None)
+    fig.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
+    fig.add_tools(HoverTool(tooltips=[("rank", "@rank"), ("stage", "@stage_label"), ("time", "@ms{0,0.000} ms"),
+                                      ("x median", "@relative{0.00}")]))
+    return theme.style(fig)
+
+
+def slow_rank_table(slow_df: pd.DataFrame, height: int = 200) -> DataTable:
+    """The slow-rank findings (``analysis.cluster.slow_ranks``) as a table."""
+    df = slow_df.copy()
+    df["rank"] = df["rank"].astype(str)
+    df["stage"] = [theme.stage_label(s) for s in df["stage"]]
+    df["flagged"] = df["flagged"].map({True: "yes", False: "no"})
+    src = ColumnDataSource(df, name="cluster_slow_src")
+    num = NumberFormatter(format="0,0.000")
+    cols = [TableColumn(field="rank", title="Rank"), TableColumn(field="stage", title="Stage"),
+            TableColumn(field="value_ms", title="Time (ms)", formatter=num),
+            TableColumn(field="median_ms", title="Median (ms)", formatter=num),
+            TableColumn(field="excess_ms", title="Excess (ms)", formatter=num),
+            TableColumn(field="z", title="Robust z", formatter=NumberFormatter(format="0.00")),
+            TableColumn(field="flagged", title="Outlier")]
+    return DataTable(source=src, columns=cols, height=height, sizing_mode="stretch_width", index_position=None,
+                     name="cluster_slow_table")
+
+
+def findings_div(slow_df: pd.DataFrame, slow_steps_df: pd.DataFrame | None = None) -> Div:
+    flagged = slow_df[slow_df["flagged"]]
+    if len(flagged):
+        items = [f"rank {r.rank}: {theme.stage_label(r.stage)} {r.value_ms:,.3f} ms vs median {r.median_ms:,.3f} ms "
+                 f"(robust z {r.z:.1f})" for r in flagged.head(5).itertuples()]
+    else:
+        items = ["no rank lies more than 3.5 robust standard deviations above the median in any stage"]
+    if slow_steps_df is not None and len(slow_steps_df):
+        for r in slow_steps_df.head(3).itertuples():
+            items.append(f"rank {r.rank} step {r.step}: {r.total_ms:,.3f} ms vs its median {r.median_ms:,.3f} ms "
+                         f"(robust z {r.z:.1f}; {theme.stage_label(r.stage)} +{r.stage_excess_ms:,.3f} ms)")
+    body = "".join(f"<li>{html.escape(s)}</li>" for s in items)
+    return Div(text=f'<div style="{theme.PANEL_CSS}"><ul style="margin:4px 0">{body}</ul></div>',
+               name="cluster_findings", sizing_mode="stretch_width")
+
+
+def cluster_layout(summary: dict):
+    """All cluster figures from `analysis.cluster.rank_summary(...)`'s result."""
+    from ..analysis import cluster as C
+    steps = C.rank_steps(summary)
+    slow = C.slow_ranks(summary)
+    return column(findings_div(slow, C.slow_steps(summary)),
+                  rank_bars_figure(steps, summary["stages"], C.slowest_rank(summary)),
+                  row(rank_stage_heatmap(C.rank_stage_matrix(summary)), slow_rank_table(slow),
+                      sizing_mode="stretch_width"),
+                  sizing_mode="stretch_width", name="cluster_layout")
+
+
+class ClusterView:
+    """``ClusterView(cluster, engine=None).display()``: per-rank bars, heatmap and slow-rank table."""
+
+    def __init__(self, cluster, engine: str | None = None):
+        from ..analysis.cluster import rank_summary
+        self.cluster = cluster
+        self.summary = rank_summary(cluster, engine=engine)
+        self.layout = cluster_layout(self.summary)
+        self._widget = None
+
+    @property
+    def widget(self):
+        if self._widget is None:
+            from jupyter_bokeh import BokehModel
+            self._widget = BokehModel(self.layout)
+        return self._widget
+
+    def display(self):
+        from IPython.display import display
+        display(self.widget)
+        return self
+
+    def _ipython_display_(self):
+        self.display()
+
+
+__all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",
+           "ClusterView"]

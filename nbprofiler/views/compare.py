@@ -1,0 +1,107 @@
+"""The comparison of two runs: side-by-side stacked step bars, a diverging chart of op-type deltas and
+the verdict. Figure factories take the `Comparison`'s DataFrames; `CompareView` wraps them in a widget."""
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+from bokeh.layouts import column, row
+from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool
+from bokeh.plotting import figure
+
+from . import theme
+
+GAIN = "#009E73"   # time saved in run b
+LOSS = "#D55E00"   # time added in run b
+
+
+def step_compare_figure(steps_df: pd.DataFrame, labels: tuple[str, str] = ("a", "b")) -> figure:
+    """Two stacked bars (run a, run b) of the average step, one segment per stage. ``steps_df``: the
+    `Comparison.steps` frame (``stage``, ``a_ms``, ``b_ms``; the ``total_ms`` row is not drawn)."""
+    stages = [s for s in steps_df["stage"] if s != "total_ms"]
+    vals = steps_df.set_index("stage")
+    data = {"run": list(labels)}
+    for s in stages:
+        data[s] = [float(vals.at[s, "a_ms"]) if pd.notna(vals.at[s, "a_ms"]) else 0.0,
+                   float(vals.at[s, "b_ms"]) if pd.notna(vals.at[s, "b_ms"]) else 0.0]
+    src = ColumnDataSource(data, name="compare_steps_src")
+    fig = figure(x_range=FactorRange(*labels), height=320, width=360, title="Average step",
+                 y_axis_label=theme.axis_label("Time", "ms"), tools="save", name="compare_steps")
+    if stages:
+        fig.vbar_stack(stages, x="run", width=0.6, source=src, color=[theme.stage_color(s) for s in stages],
+                       legend_label=[theme.stage_label(s) for s in stages])
+        fig.add_tools(HoverTool(tooltips=[("run", "@run")] + [(theme.stage_label(s), f"@{s}{{0,0.000}} ms")
+                                                                for s in stages]))
+        fig.add_layout(fig.legend[0], "below")
+    fig.y_range.start = 0
+    return theme.style(fig)
+
+
+def op_type_delta_figure(op_types_df: pd.DataFrame, top_n: int = 15) -> figure:
+    """Horizontal diverging bars: the ``top_n`` op types with the largest |b - a| time (ms), savings in
+    green left of zero, additions in orange right of it. ``op_types_df``: `Comparison.op_types`."""
+    df = op_types_df.head(top_n).copy()
+    df["label"] = [f"{t} ({theme.kind_label(k)})" for k, t in zip(df["kind"], df["op_type"])]
+    df = df.drop_duplicates("label")
+    df["delta_ms"] = df["delta_us"] / 1000.0
+    df["color"] = [LOSS if d > 0 else GAIN for d in df["delta_ms"]]
+    df["a_ms"] = df["a_time_us"] / 1000.0
+    df["b_ms"] = df["b_time_us"] / 1000.0
+    src = ColumnDataSource(df[["label", "op_type", "kind", "status", "delta_ms", "a_ms", "b_ms", "color"]],
+                           name="compare_op_types_src")
+    labels = list(reversed(df["label"].tolist())) or ["(no operator data)"]
+    fig = figure(y_range=FactorRange(*labels), height=max(200, 24 * len(labels) + 80), sizing_mode="stretch_width",
+                 title="Op-type time change (b - a)", x_axis_label=theme.axis_label("Change", "ms"),
+                 tools="save", name="compare_op_types")
+    if len(df):
+        fig.hbar(y="label", left=0, right="delta_ms", height=0.7, color="color", source=src)
+    fig.add_tools(HoverTool(tooltips=[("op type", "@op_type"), ("status", "@status"), ("a", "@a_ms{0,0.000} ms"),
+                                      ("b", "@b_ms{0,0.000} ms"), ("change", "@delta_ms{+0,0.000} ms")]))
+    return theme.style(fig)
+
+
+def verdict_div(verdict: list[str], labels: tuple[str, str] = ("a", "b")) -> Div:
+    """The verdict as an escaped HTML list."""
+    items = "".join(f"<li>{html.escape(s)}</li>" for s in verdict)
+    head = f"<b>{html.escape(labels[0])}</b> &rarr; <b>{html.escape(labels[1])}</b>"
+    return Div(text=f'<div style="{theme.PANEL_CSS}">{head}<ul style="margin:4px 0">{items}</ul></div>',
+               name="compare_verdict", sizing_mode="stretch_width")
+
+
+def compare_layout(cmp):
+    """The whole comparison as one Bokeh layout (notebook or `file_html`)."""
+    labels = ("a: " + cmp.a_label, "b: " + cmp.b_label)
+    return column(verdict_div(cmp.verdict, labels),
+                  row(step_compare_figure(cmp.steps, ("a", "b")), op_type_delta_figure(cmp.op_types),
+                      sizing_mode="stretch_width"),
+                  sizing_mode="stretch_width", name="compare_layout")
+
+
+class CompareView:
+    """Widget for a `Comparison` (or two runs: ``CompareView(a, b)``): ``.widget``, ``.display()``."""
+
+    def __init__(self, cmp_or_a, b=None, **kwargs):
+        if b is not None:
+            from ..analysis.compare import compare
+            cmp_or_a = compare(cmp_or_a, b, **kwargs)
+        self.comparison = cmp_or_a
+        self.layout = compare_layout(cmp_or_a)
+        self._widget = None
+
+    @property
+    def widget(self):
+        if self._widget is None:
+            from jupyter_bokeh import BokehModel
+            self._widget = BokehModel(self.layout)
+        return self._widget
+
+    def display(self):
+        from IPython.display import display
+        display(self.widget)
+        return self
+
+    def _ipython_display_(self):
+        self.display()
+
+
+__all__ = ["step_compare_figure", "op_type_delta_figure", "verdict_div", "compare_layout", "CompareView"]
