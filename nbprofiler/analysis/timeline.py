@@ -1,0 +1,278 @@
+"""Timeline analyses: level of detail (LOD) for drawing, search, range statistics, minimap density.
+
+All functions take the ``prof.timeline`` frame (columns ``track``, ``name``, ``op_type``, ``start_us``,
+``dur_us``; see `nbprofiler.io.frames.timeline`) or a `TimelineIndex` built from it once, and return
+DataFrames. Nothing here reads files or draws.
+
+Level of detail: a view of [t0, t1] us that is W pixels wide cannot show more than about W bars per track
+row, so `lod_query` returns, per track, every event at least one pixel wide as it is, and merges runs of
+sub-pixel events (consecutive ones less than a pixel apart) into one aggregate bar that carries how many
+events it stands for, their dominant op type and their total busy time. Every event that intersects the
+window is drawn or counted in exactly one bar, and nothing outside the window is returned.
+
+Window cut: per track the events are sorted by start and cut with ``np.searchsorted``. Events that start
+before t0 but still reach into the window are found exactly: the few longest events of each track
+(`LONG_EVENTS_PER_TRACK`) are kept aside and tested directly, so every other event is at most
+``short_max_us`` long and can only intersect the window if it starts after ``t0 - short_max_us``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pandas as pd
+
+# At most this many of a track's longest events are tested one by one instead of through the sorted cut.
+LONG_EVENTS_PER_TRACK = 256
+MAX_GLYPHS = 20_000
+
+LOD_COLUMNS = ["track", "start_us", "end_us", "count", "name", "op_type", "busy_us", "row"]
+
+
+@dataclasses.dataclass
+class _Track:
+    lo: int               # this track's slice [lo, hi) of the index's sorted arrays (short events)
+    hi: int
+    short_max_us: float   # the longest short event of the track
+    long: np.ndarray      # positions (into the index's arrays) of the track's long events
+
+
+class TimelineIndex:
+    """Per-track sorted arrays of a timeline frame, built once and queried many times.
+
+    ``events`` is ``prof.timeline`` (or any frame with ``track``, ``start_us``, ``dur_us``, ``name``,
+    ``op_type``). ``row`` values returned by queries are positions in that frame (``events.iloc[row]``).
+    """
+
+    def __init__(self, events: pd.DataFrame, long_per_track: int = LONG_EVENTS_PER_TRACK):
+        track = events["track"].to_numpy(dtype=np.int64)
+        start = events["start_us"].to_numpy(dtype=np.float64)
+        dur = np.nan_to_num(events["dur_us"].to_numpy(dtype=np.float64), nan=0.0)
+        dur = np.maximum(dur, 0.0)
+        names = _as_categorical(events["name"]) if "name" in events else pd.Categorical([""] * len(events))
+        types = _as_categorical(events["op_type"]) if "op_type" in events else names
+        # long events of each track go last within the track, so short ones stay sorted by start
+        is_long = _longest_per_track(track, dur, long_per_track)
+        order = np.lexsort((start, is_long, track))
+        self.n = len(events)
+        self.row = order.astype(np.int64)
+        self.track = track[order]
+        self.start = start[order]
+        self.dur = dur[order]
+        self.end = self.start + self.dur
+        self.name_codes = names.codes[order].astype(np.int64)
+        self.name_values = np.asarray(names.categories, dtype=object)
+        self.type_codes = types.codes[order].astype(np.int64)
+        self.type_values = np.asarray(types.categories, dtype=object)
+        long_sorted = is_long[order]
+        self.tracks: dict[int, _Track] = {}
+        bounds = np.flatnonzero(np.diff(self.track)) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, self.n]):
+            if hi <= lo:
+                continue
+            n_long = int(long_sorted[lo:hi].sum())
+            short_hi = hi - n_long
+            short_max = float(self.dur[lo:short_hi].max()) if short_hi > lo else 0.0
+            self.tracks[int(self.track[lo])] = _Track(int(lo), int(short_hi), short_max,
+                                                      np.arange(short_hi, hi, dtype=np.int64))
+        self.t_min = float(self.start.min()) if self.n else 0.0
+        self.t_max = float(self.end.max()) if self.n else 0.0
+
+    def window(self, track: int, t0: float, t1: float) -> np.ndarray:
+        """Positions (into the index arrays) of the events of ``track`` that intersect [t0, t1], sorted
+        by start. An event intersects when ``start <= t1`` and ``end >= t0`` (zero-length events at an
+        edge count)."""
+        tr = self.tracks.get(int(track))
+        if tr is None:
+            return np.zeros(0, dtype=np.int64)
+        s = self.start[tr.lo:tr.hi]
+        a = int(np.searchsorted(s, t0 - tr.short_max_us, side="left"))
+        b = int(np.searchsorted(s, t1, side="right"))
+        cand = np.arange(tr.lo + a, tr.lo + b, dtype=np.int64)
+        cand = cand[self.end[cand] >= t0]
+        if len(tr.long):
+            lg = tr.long[(self.start[tr.long] <= t1) & (self.end[tr.long] >= t0)]
+            if len(lg):
+                cand = np.concatenate([cand, lg])
+                cand = cand[np.argsort(self.start[cand], kind="stable")]
+        return cand
+
+
+def _as_categorical(s: pd.Series) -> pd.Categorical:
+    return s.array if isinstance(s.dtype, pd.CategoricalDtype) else pd.Categorical(s.astype(str))
+
+
+def _longest_per_track(track: np.ndarray, dur: np.ndarray, k: int) -> np.ndarray:
+    """True for the ``k`` longest events of each track (ties broken by position)."""
+    out = np.zeros(len(track), dtype=bool)
+    if k <= 0 or not len(track):
+        return out
+    order = np.lexsort((-dur, track))  # by track, longest first
+    t_sorted = track[order]
+    first = np.r_[0, np.flatnonzero(np.diff(t_sorted)) + 1]
+    rank = np.arange(len(track)) - np.repeat(first, np.diff(np.r_[first, len(track)]))
+    out[order[rank < k]] = True
+    return out
+
+
+def build_index(events: pd.DataFrame) -> TimelineIndex:
+    """The per-track index `lod_query` needs; build it once per timeline frame."""
+    return TimelineIndex(events)
+
+
+def lod_query(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=None,
+              max_glyphs: int = MAX_GLYPHS) -> pd.DataFrame:
+    """The bars to draw for the window [t0, t1] (us) at ``width_px`` pixels.
+
+    One row per bar, sorted by track and start. Columns: ``track`` (int32), ``start_us``, ``end_us``
+    (float64, the event's or the merged run's extent, not clipped to the window), ``count`` (int64:
+    1 for an event drawn as is, else how many events the aggregate bar stands for), ``name`` (str: the
+    event's name, or ``"<count> events"``), ``op_type`` (str: the event's op type, or the run's dominant
+    one by busy time), ``busy_us`` (float64: summed duration of the events in the bar), ``row`` (int64:
+    position of the event in the timeline frame, -1 for an aggregate). At most about ``max_glyphs`` rows:
+    when a window would need more, the merge threshold grows until it fits.
+    """
+    if t1 < t0:
+        t0, t1 = t1, t0
+    width_px = max(int(width_px), 1)
+    track_ids = sorted(index.tracks) if tracks is None else [int(t) for t in tracks]
+    picks = [index.window(t, t0, t1) for t in track_ids]
+    px = (t1 - t0) / width_px if t1 > t0 else 0.0
+    for _ in range(8):
+        out = _merge(index, track_ids, picks, px)
+        if len(out) <= max_glyphs or px <= 0:
+            return out
+        px *= 2.0 * len(out) / max_glyphs
+    return out
+
+
+def _merge(index: TimelineIndex, track_ids, picks, px: float) -> pd.DataFrame:
+    parts = []
+    for trk, pos in zip(track_ids, picks):
+        if not len(pos):
+            continue
+        start, end, dur = index.start[pos], index.end[pos], index.dur[pos]
+        small = dur < px
+        big = pos[~small]
+        sp = pos[small]
+        frames = []
+        if len(big):
+            frames.append(pd.DataFrame({
+                "track": np.int32(trk), "start_us": index.start[big], "end_us": index.end[big],
+                "count": np.int64(1), "name": index.name_values[index.name_codes[big]] if len(index.name_values) else "",
+                "op_type": index.type_values[index.type_codes[big]] if len(index.type_values) else "",
+                "busy_us": index.dur[big], "row": index.row[big]}))
+        if len(sp):
+            s, e = start[small], end[small]
+            # a new run starts where an event begins more than a pixel after every earlier one ended
+            prev_end = np.maximum.accumulate(e)
+            new_run = np.r_[True, s[1:] - prev_end[:-1] > px]
+            run = np.cumsum(new_run) - 1
+            firsts = np.flatnonzero(new_run)
+            count = np.diff(np.r_[firsts, len(sp)])
+            run_end = np.maximum.reduceat(e, firsts)
+            busy = np.add.reduceat(index.dur[sp], firsts)
+            op_type = _dominant(run, index.type_codes[sp], index.dur[sp], len(firsts), index.type_values)
+            single = count == 1
+            names = np.where(single, index.name_values[index.name_codes[sp[firsts]]] if len(index.name_values)
+                             else "", np.char.add(count.astype(str), " events").astype(object))
+            frames.append(pd.DataFrame({
+                "track": np.int32(trk), "start_us": s[firsts], "end_us": run_end, "count": count.astype(np.int64),
+                "name": names, "op_type": op_type, "busy_us": busy,
+                "row": np.where(single, index.row[sp[firsts]], -1).astype(np.int64)}))
+        parts.extend(frames)
+    if not parts:
+        return pd.DataFrame({"track": pd.Series(dtype=np.int32), "start_us": pd.Series(dtype=np.float64),
+                             "end_us": pd.Series(dtype=np.float64), "count": pd.Series(dtype=np.int64),
+                             "name": pd.Series(dtype=str), "op_type": pd.Series(dtype=str),
+                             "busy_us": pd.Series(dtype=np.float64), "row": pd.Series(dtype=np.int64)})
+    out = pd.concat(parts, ignore_index=True)
+    out = out.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
+    out["name"] = out["name"].astype(str)
+    out["op_type"] = out["op_type"].astype(str)
+    return out[LOD_COLUMNS]
+
+
+def _dominant(run: np.ndarray, type_codes: np.ndarray, dur: np.ndarray, n_runs: int, values: np.ndarray):
+    """Per run, the op type with the largest summed duration (ties: the smaller code)."""
+    if not len(values):
+        return np.full(n_runs, "", dtype=object)
+    n_types = len(values) + 1
+    key = run * n_types + (type_codes + 1)
+    uniq, inv = np.unique(key, return_inverse=True)
+    weight = np.bincount(inv.ravel(), weights=dur + 1e-12)  # +eps: zero-length events still vote
+    run_of = uniq // n_types
+    # sort by run, then weight descending: the first entry of each run wins
+    order = np.lexsort((-weight, run_of))
+    first = np.r_[True, run_of[order][1:] != run_of[order][:-1]]
+    win = order[first]
+    codes = (uniq[win] % n_types) - 1
+    labels = np.where(codes >= 0, values[np.maximum(codes, 0)], "")
+    out = np.full(n_runs, "", dtype=object)
+    out[run_of[win]] = labels
+    return out
+
+
+def search(events: pd.DataFrame, pattern: str, column: str = "name", case: bool = False) -> pd.DataFrame:
+    """Rows of ``events`` whose ``column`` (``name`` or ``op_type``) matches the regular expression
+    ``pattern`` (``re.search``; case-insensitive unless ``case``). The match runs once per distinct
+    value, so it is fast on category columns of millions of events. Index and columns are kept."""
+    rx = re.compile(pattern, 0 if case else re.IGNORECASE)
+    col = events[column]
+    cat = _as_categorical(col)
+    hit = np.array([bool(rx.search(str(v))) for v in cat.categories], dtype=bool)
+    mask = hit[cat.codes] & (cat.codes >= 0) if len(hit) else np.zeros(len(events), dtype=bool)
+    return events[mask]
+
+
+def range_stats(events: pd.DataFrame, t0: float, t1: float, tracks=None) -> pd.DataFrame:
+    """Per op type, within the window [t0, t1] (us): ``op_type``, ``count`` (events intersecting the
+    window), ``total_us`` (their time inside the window: each event clipped to [t0, t1]), ``share_pct``
+    (``total_us`` as a percentage of the summed clipped time of all types), ``avg_us`` (total/count).
+    Sorted by ``total_us`` descending. ``tracks`` limits the statistics to those tracks."""
+    if t1 < t0:
+        t0, t1 = t1, t0
+    start = events["start_us"].to_numpy(dtype=np.float64)
+    end = start + np.nan_to_num(events["dur_us"].to_numpy(dtype=np.float64))
+    mask = (start <= t1) & (end >= t0)
+    if tracks is not None:
+        mask &= events["track"].isin(list(tracks)).to_numpy()
+    clipped = np.minimum(end, t1) - np.maximum(start, t0)
+    df = pd.DataFrame({"op_type": events["op_type"].astype(str).to_numpy()[mask], "clipped": clipped[mask]})
+    out = df.groupby("op_type", sort=False).agg(count=("clipped", "size"), total_us=("clipped", "sum"))
+    total = out["total_us"].sum()
+    out["share_pct"] = out["total_us"] / total * 100.0 if total > 0 else 0.0
+    out["avg_us"] = out["total_us"] / out["count"]
+    out = out.reset_index().sort_values(["total_us", "op_type"], ascending=[False, True], kind="stable")
+    out["count"] = out["count"].astype(np.int64)
+    return out.reset_index(drop=True)[["op_type", "count", "total_us", "share_pct", "avg_us"]]
+
+
+def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: float | None = None
+            ) -> pd.DataFrame:
+    """Minimap density: events starting in each of ``bins`` equal time bins per track.
+
+    Columns: ``track`` (int32), ``bin`` (int64), ``start_us``, ``end_us`` (float64 bin edges),
+    ``count`` (int64). Every (track, bin) pair is present (zeros included), so it draws as an image.
+    The range defaults to the whole timeline."""
+    start = events["start_us"].to_numpy(dtype=np.float64)
+    end = start + np.nan_to_num(events["dur_us"].to_numpy(dtype=np.float64))
+    track = events["track"].to_numpy(dtype=np.int64)
+    lo = float(start.min()) if t0 is None and len(start) else float(t0 or 0.0)
+    hi = float(end.max()) if t1 is None and len(end) else float(t1 if t1 is not None else lo + 1.0)
+    if hi <= lo:
+        hi = lo + 1.0
+    edges = np.linspace(lo, hi, bins + 1)
+    tracks = np.unique(track)
+    sel = (start >= lo) & (start <= hi)
+    b = np.clip(((start[sel] - lo) / (hi - lo) * bins).astype(np.int64), 0, bins - 1)
+    t_pos = np.searchsorted(tracks, track[sel])
+    counts = np.bincount(t_pos * bins + b, minlength=len(tracks) * bins)
+    return pd.DataFrame({"track": np.repeat(tracks, bins).astype(np.int32),
+                         "bin": np.tile(np.arange(bins, dtype=np.int64), len(tracks)),
+                         "start_us": np.tile(edges[:-1], len(tracks)), "end_us": np.tile(edges[1:], len(tracks)),
+                         "count": counts.astype(np.int64)})
+
+
+__all__ = ["TimelineIndex", "build_index", "lod_query", "search", "range_stats", "density", "LOD_COLUMNS"]

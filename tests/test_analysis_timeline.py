@@ -1,0 +1,153 @@
+"""LOD, search, range statistics and density against brute-force references, on real and generated
+timelines."""
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import nbprofiler
+from nbprofiler.analysis.timeline import build_index, density, lod_query, range_stats, search
+
+from .conftest import DATA
+
+
+def _frame(track, start, dur, types=None):
+    n = len(start)
+    types = types if types is not None else [f"T{i % 3}" for i in range(n)]
+    df = pd.DataFrame({"track": np.asarray(track, dtype=np.int32), "name": pd.Categorical([f"ev{i}" for i in range(n)]),
+                       "op_type": pd.Categorical(types), "start_us": np.asarray(start, float),
+                       "dur_us": np.asarray(dur, float)})
+    return df.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
+
+
+def _check_lod(events: pd.DataFrame, t0: float, t1: float, width: int, max_glyphs: int = 20_000):
+    """Every event intersecting [t0, t1] is drawn or counted in exactly one bar; nothing else is."""
+    idx = build_index(events)
+    bars = lod_query(idx, t0, t1, width, max_glyphs=max_glyphs)
+    start = events["start_us"].to_numpy()
+    end = start + events["dur_us"].to_numpy()
+    inside = (start <= t1) & (end >= t0)
+    assert int(bars["count"].sum()) == int(inside.sum())
+    singles = bars[bars["row"] >= 0]
+    assert singles["row"].is_unique
+    assert inside[singles["row"].to_numpy()].all()
+    # each aggregate bar covers exactly the intersecting events of its track that lie within its extent
+    # and are not drawn as singles
+    drawn = np.zeros(len(events), dtype=bool)
+    drawn[singles["row"].to_numpy()] = True
+    for trk, grp in bars.groupby("track"):
+        on_track = inside & (events["track"].to_numpy() == trk) & ~drawn
+        agg = grp[grp["row"] < 0]
+        covered = np.zeros(len(events), dtype=int)
+        for s, e in zip(agg["start_us"], agg["end_us"]):
+            covered += on_track & (start >= s) & (end <= e)
+        assert (covered[on_track] == 1).all()
+        assert int(agg["count"].sum()) == int(on_track.sum())
+    assert len(bars) <= max_glyphs * 1.05 + len(bars["track"].unique())
+    busy = events["dur_us"].to_numpy()[inside].sum()
+    assert bars["busy_us"].sum() == pytest.approx(busy, rel=1e-9, abs=1e-6)
+    return bars
+
+
+@pytest.fixture(scope="module")
+def widedeep():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nbprofiler.load(DATA / "legacy" / "run_1_widedeep").timeline
+
+
+@pytest.fixture(scope="module")
+def torch_npu():
+    return nbprofiler.load(DATA / "npu" / "trace_view_torch_npu").timeline
+
+
+def test_lod_real_widedeep_full_and_zoomed(widedeep):
+    end = float((widedeep.start_us + widedeep.dur_us).max())
+    full = _check_lod(widedeep, 0.0, end, 800)
+    assert len(full) < len(widedeep)  # 6359 events merge into fewer bars at 800 px
+    assert (full["count"] > 1).any()
+    zoom = _check_lod(widedeep, end * 0.4, end * 0.401, 1600)
+    assert (zoom["count"] == 1).all()  # a 0.1% window of the run shows every event as itself
+
+
+def test_lod_real_torch_npu_nested_events(torch_npu):
+    # Python threads nest aten ops inside ProfilerStep#1 (14 ms): long events starting before t0
+    t0, t1 = 5000.0, 5200.0
+    bars = _check_lod(torch_npu, t0, t1, 1000)
+    step = bars[bars["name"] == "ProfilerStep#1"]
+    assert len(step) == 1 and step["start_us"].iloc[0] == 0.0
+
+
+def test_lod_glyph_cap_and_empty_window(torch_npu):
+    end = float((torch_npu.start_us + torch_npu.dur_us).max())
+    capped = _check_lod(torch_npu, 0, end, 5000, max_glyphs=50)
+    assert len(capped) <= 60
+    empty = lod_query(build_index(torch_npu), end + 10, end + 20, 100)
+    assert empty.empty and list(empty.columns)[:4] == ["track", "start_us", "end_us", "count"]
+
+
+def test_lod_dominant_type_and_aggregate_name():
+    ev = _frame([0] * 5, [0, 1, 2, 3, 100], [0.5, 0.5, 0.5, 0.2, 0.1], types=["A", "B", "B", "A", "C"])
+    bars = lod_query(build_index(ev), 0, 200, 10)  # 20 us per pixel: the first four merge
+    agg = bars.iloc[0]
+    assert agg["count"] == 4 and agg["op_type"] == "B" and agg["name"] == "4 events"
+    assert agg["busy_us"] == pytest.approx(1.7) and agg["end_us"] == pytest.approx(3.2)
+    assert bars.iloc[1]["count"] == 1 and bars.iloc[1]["name"] == "ev4"
+
+
+def test_long_events_beyond_the_index_reserve_are_found():
+    # more long events than the per-track reserve: they must still be cut exactly
+    rng = np.random.default_rng(5)
+    start = np.sort(rng.uniform(0, 1e6, 3000))
+    dur = np.where(np.arange(3000) % 7 == 0, rng.uniform(1e4, 5e5, 3000), rng.uniform(0, 10, 3000))
+    ev = _frame(np.zeros(3000), start, dur)
+    for t0 in (1e3, 4e5, 9.9e5):
+        _check_lod(ev, t0, t0 + 500, 700)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 1000), st.one_of(st.floats(0, 5), st.floats(0, 600))),
+                min_size=1, max_size=120),
+       st.floats(-50, 1100), st.floats(0, 800), st.integers(1, 400))
+def test_lod_matches_brute_force(evs, t0, span, width):
+    track, start, dur = zip(*evs)
+    ev = _frame(track, start, dur)
+    _check_lod(ev, t0, t0 + span, width)
+
+
+def test_search_regex_on_real_names(widedeep):
+    hits = search(widedeep, r"^Adam-op1\d\d$")
+    brute = widedeep[[bool(re.search(r"^Adam-op1\d\d$", n, re.I)) for n in widedeep["name"].astype(str)]]
+    assert len(hits) == len(brute) > 0 and (hits.index == brute.index).all()
+    assert len(search(widedeep, "matmul", column="op_type")) == int((widedeep["op_type"] == "MatMul").sum())
+
+
+def test_range_stats_clips_to_window(widedeep):
+    t0, t1 = 100_000.0, 400_000.0
+    stats = range_stats(widedeep, t0, t1)
+    s = widedeep["start_us"].to_numpy()
+    e = s + widedeep["dur_us"].to_numpy()
+    m = (s <= t1) & (e >= t0)
+    assert stats["count"].sum() == m.sum()
+    clipped = np.minimum(e, t1) - np.maximum(s, t0)
+    assert stats["total_us"].sum() == pytest.approx(clipped[m].sum())
+    assert stats["share_pct"].sum() == pytest.approx(100.0)
+    mul = stats.set_index("op_type").loc["Mul"]
+    sel = m & (widedeep["op_type"] == "Mul").to_numpy()
+    assert mul["count"] == sel.sum() and mul["total_us"] == pytest.approx(clipped[sel].sum())
+    # an event straddling t0 counts only its part inside
+    one = _frame([0], [0.0], [10.0], types=["X"])
+    assert range_stats(one, 4.0, 100.0)["total_us"].iloc[0] == pytest.approx(6.0)
+
+
+def test_density_counts_every_event(widedeep):
+    d = density(widedeep, bins=50)
+    assert len(d) == 50 * widedeep["track"].nunique()
+    assert d["count"].sum() == len(widedeep)
+    per_track = d.groupby("track")["count"].sum()
+    assert (per_track == widedeep.groupby("track").size()).all()
