@@ -146,28 +146,44 @@ def _stream_id(prefix: str, path: Path) -> int:
     return int(token)
 
 
+def _numeric_block(df: pd.DataFrame, columns: list[str], path: Path) -> np.ndarray:
+    """Many all-numeric columns at once (a pipeline step trace has ~600): one float conversion of the
+    block; only if it fails, the column-wise `numeric` finds and names the bad cell."""
+    block = df[columns].to_numpy(dtype=object)
+    try:
+        return np.array([[float(v) if str(v).strip() else np.nan for v in row] for row in block],
+                        dtype="float64").reshape(len(df), len(columns))
+    except ValueError:
+        for col in columns:
+            numeric(df, col, path)
+        raise  # unreachable: numeric raised for the bad cell
+
+
 def _reduce_events(df: pd.DataFrame, path: Path, steps: np.ndarray, step_start: np.ndarray) -> pd.DataFrame:
-    frames = []
-    for prefix in _reduce_prefixes(df.columns):
+    prefixes = _reduce_prefixes(df.columns)
+    for prefix in prefixes:
         for suffix in ("_start_point", "_end_point"):
             if prefix + suffix not in df.columns:
                 raise MissingColumnError(path, f"reduce event {prefix!r} has no {prefix + suffix!r} column",
                                          line=1, field=prefix + suffix)
-        dur = numeric(df, prefix, path).to_numpy()
-        start = numeric(df, prefix + "_start_point", path).to_numpy()
-        end = numeric(df, prefix + "_end_point", path).to_numpy()
-        # MindInsight skips events with any zero among start/end/duration (missing events are all 0).
-        keep = (dur != 0) & (start != 0) & (end != 0) & ~np.isnan(dur) & ~np.isnan(start)
-        frames.append(pd.DataFrame({
-            "step": steps[keep], "stream_id": _stream_id(prefix, path), "name": prefix,
-            "start_ms": ticks_to_ms(start[keep] - step_start[keep]),
-            "dur_ms": ticks_to_ms(dur[keep])}))
-    if not frames:
-        return pd.DataFrame({"step": pd.Series(dtype="int64"), "stream_id": pd.Series(dtype="int64"),
-                             "name": pd.Series(dtype="object"), "start_ms": pd.Series(dtype="float64"),
-                             "dur_ms": pd.Series(dtype="float64")})
-    out = pd.concat(frames, ignore_index=True)
-    return out.astype({"step": "int64", "stream_id": "int64", "start_ms": "float64", "dur_ms": "float64"})
+    cols = [c for p in prefixes for c in (p, p + "_start_point", p + "_end_point")]
+    values = _numeric_block(df, cols, path) if cols else np.empty((len(df), 0))
+    n_rows, n_events = len(df), len(prefixes)
+    # event-major order (all steps of the first reduce column, then the next), as in the file
+    dur = values[:, 0::3].T.ravel()
+    start = values[:, 1::3].T.ravel()
+    end = values[:, 2::3].T.ravel()
+    step = np.tile(np.asarray(steps, dtype="int64"), n_events)
+    step_start = np.tile(np.asarray(step_start, dtype="float64"), n_events)
+    name = np.repeat(np.array(prefixes, dtype=object), n_rows)
+    stream = np.repeat(np.array([_stream_id(p, path) for p in prefixes], dtype="int64"), n_rows)
+    # MindInsight skips events with any zero among start/end/duration (missing events are all 0).
+    keep = (dur != 0) & (start != 0) & (end != 0) & ~np.isnan(dur) & ~np.isnan(start) & ~np.isnan(end)
+    return pd.DataFrame({
+        "step": step[keep], "stream_id": stream[keep], "name": pd.array(name[keep], dtype="str"),
+        # as MindInsight: the difference of the rounded absolute points (the step's own start_ms)
+        "start_ms": np.round(ticks_to_ms(start[keep]) - ticks_to_ms(step_start[keep]), MS_DECIMALS),
+        "dur_ms": ticks_to_ms(dur[keep])})
 
 
 def step_trace_reduce(run: RunFiles, prof) -> pd.DataFrame:
