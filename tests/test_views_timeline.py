@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import nbprofiler
+from nbprofiler.analysis import timeline as engine
 from nbprofiler.views import timeline as T
 from nbprofiler.views.theme import op_type_color
 
@@ -42,7 +43,7 @@ def test_widedeep_full_window_fits_and_keeps_every_event(widedeep):
     events = widedeep.timeline
     assert len(events) == 6359                                  # 2817 device ops + 3542 reduce events
     t0, t1 = float(events["start_us"].min()), float((events["start_us"] + events["dur_us"]).max())
-    lod = T.window_lod(events, t0, t1, 1100)
+    lod = engine.lod_query(engine.build_index(events), t0, t1, 1100)
     assert len(lod) < len(events) and lod["count"].sum() == len(events)
     data = T.bar_data(lod, T.track_table(widedeep.timeline_tracks))
     assert len(data["left"]) == len(lod) <= T.MAX_GLYPHS
@@ -58,7 +59,7 @@ def test_zoomed_window_shows_individual_events(widedeep):
     events = widedeep.timeline.sort_values("start_us")
     first = events.iloc[0]
     t0, t1 = float(first["start_us"]), float(first["start_us"]) + 200.0
-    lod = T.window_lod(events, t0, t1, 1100)
+    lod = engine.lod_query(engine.build_index(events), t0, t1, 1100)
     inside = events[(events["start_us"] + events["dur_us"] >= t0) & (events["start_us"] <= t1)]
     assert (lod["count"] == 1).all() and len(lod) == len(inside)
     assert set(lod["name"]) == set(inside["name"].astype(str))
@@ -71,10 +72,11 @@ def test_search_regex_and_stats(widedeep):
     with pytest.raises(Exception):
         T.search_events(widedeep.timeline, "(")
     ev = widedeep.timeline
-    stats = T.window_stats(ev, float(ev["start_us"].min()), float((ev["start_us"] + ev["dur_us"]).max()))
+    view = T.TimelineView(widedeep, debounce_s=0)
+    stats = view.select_range(float(ev["start_us"].min()), float((ev["start_us"] + ev["dur_us"]).max()))
     assert stats["count"].sum() == len(ev)
     assert stats["total_us"].sum() == pytest.approx(ev["dur_us"].sum())
-    assert stats["percent"].sum() == pytest.approx(100.0)
+    assert sum(view.stats.source.data["percent"]) == pytest.approx(100.0)
     # the device-op durations add up to the writer's timeline summary total (us)
     summary = widedeep.timeline_summary
     if summary:

@@ -38,7 +38,7 @@ DEBOUNCE_S = 0.15
 ROW_HEIGHT_PX = 26
 AGGREGATE_COLOR = theme.OTHER
 
-_SOURCE_COLUMNS = ["y", "left", "right", "start_us", "dur_us", "name", "op_type", "count", "args", "track_label",
+_SOURCE_COLUMNS = ["y", "left", "right", "start_us", "dur_us", "busy_us", "name", "op_type", "count", "args", "track_label",
                    "color", "alpha"]
 
 
@@ -69,8 +69,9 @@ def _track_label(r) -> str:
 
 # -- data for the bars ------------------------------------------------------------------------------
 def bar_data(lod_df: pd.DataFrame, tracks: pd.DataFrame) -> dict:
-    """Column data of ``timeline_src`` from a level-of-detail frame (``track``, ``start_us``, ``dur_us``,
-    ``name``, ``op_type``, optional ``count`` and ``args``). Bars of tracks not in ``tracks`` are dropped.
+    """Column data of ``timeline_src`` from a level-of-detail frame (`lod_query`'s ``track``,
+    ``start_us``, ``end_us``, ``count``, ``name``, ``op_type``, ``busy_us``; or plain events with
+    ``dur_us``; optional ``args``). Bars of tracks not in ``tracks`` are dropped.
     Aggregate bars (count > 1: several sub-pixel events merged by the engine) are grey, more opaque the
     more events they hold; single events take their op type's theme colour."""
     rows = dict(zip(tracks["track"].astype(int), tracks["row"].astype(int)))
@@ -81,7 +82,8 @@ def bar_data(lod_df: pd.DataFrame, tracks: pd.DataFrame) -> dict:
         return {c: [] for c in _SOURCE_COLUMNS}
     track = df["track"].astype(int).to_numpy()
     start = df["start_us"].to_numpy(dtype="float64")
-    dur = df["dur_us"].to_numpy(dtype="float64")
+    dur = (df["dur_us"].to_numpy(dtype="float64") if "dur_us" in df.columns
+           else df["end_us"].to_numpy(dtype="float64") - start)
     count = df["count"].to_numpy(dtype="int64") if "count" in df.columns else np.ones(n, dtype="int64")
     op_type = df["op_type"].astype(str).to_numpy() if "op_type" in df.columns else np.full(n, "")
     name = df["name"].astype(str).to_numpy()
@@ -93,8 +95,9 @@ def bar_data(lod_df: pd.DataFrame, tracks: pd.DataFrame) -> dict:
     else:
         args = [""] * n
     name = np.where(aggregate, [f"{c} events (zoom in)" for c in count], name)
+    busy = df["busy_us"].to_numpy(dtype="float64") if "busy_us" in df.columns else dur
     return {"y": [rows[t] for t in track], "left": start, "right": start + np.maximum(dur, 0.0),
-            "start_us": start, "dur_us": dur, "name": list(name), "op_type": list(op_type), "count": count,
+            "start_us": start, "dur_us": dur, "busy_us": busy, "name": list(name), "op_type": list(op_type), "count": count,
             "args": args, "track_label": [labels[t] for t in track], "color": list(color), "alpha": alpha}
 
 
@@ -122,33 +125,27 @@ def flow_data(flows_df: pd.DataFrame | None, tracks: pd.DataFrame, t0: float, t1
 
 
 def density(timeline_df: pd.DataFrame, bins: int = 800) -> pd.DataFrame:
-    """Busy time of the whole trace per time bin, for the minimap: ``left``, ``right`` (us), ``busy_us``
-    (sum of event durations starting in the bin) and ``events`` (count)."""
+    """Events per time bin over the whole trace, all tracks together, for the minimap: ``left``,
+    ``right`` (us bin edges) and ``events`` (count), from the engine's per-track `density`."""
+    from ..analysis.timeline import density as track_density
     if timeline_df is None or len(timeline_df) == 0:
-        return pd.DataFrame({"left": [], "right": [], "busy_us": [], "events": []})
-    start = timeline_df["start_us"].to_numpy(dtype="float64")
-    end = start + timeline_df["dur_us"].fillna(0).to_numpy(dtype="float64")
-    lo, hi = float(start.min()), float(max(end.max(), start.min() + 1.0))
-    edges = np.linspace(lo, hi, bins + 1)
-    events, _ = np.histogram(start, bins=edges)
-    busy, _ = np.histogram(start, bins=edges, weights=end - start)
-    return pd.DataFrame({"left": edges[:-1], "right": edges[1:], "busy_us": busy, "events": events})
+        return pd.DataFrame({"left": [], "right": [], "events": []})
+    d = track_density(timeline_df, bins=bins)
+    g = d.groupby("bin", sort=True).agg(left=("start_us", "first"), right=("end_us", "first"),
+                                        events=("count", "sum")).reset_index(drop=True)
+    return g
 
 
 def search_events(timeline_df: pd.DataFrame, pattern: str, limit: int = MAX_MATCHES) -> pd.DataFrame:
     """Events whose ``name`` matches the regex ``pattern`` (case-insensitive ``re.search``), in time order.
 
     Returns ``track``, ``name``, ``op_type``, ``start_us``, ``dur_us`` (at most ``limit`` rows) with
-    ``attrs["total"]`` = the number of matches. The regex runs once per distinct name, not per event.
+    ``attrs["total"]`` = the number of matches (`nbprofiler.analysis.timeline.search`).
     Raises ``re.error`` for an invalid pattern.
     """
-    rx = re.compile(pattern, re.IGNORECASE)
-    names = timeline_df["name"]
-    cats = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else pd.Index(names.unique())
-    hits = [c for c in cats if rx.search(str(c))]
-    mask = names.isin(hits).to_numpy()
+    from ..analysis.timeline import search
     cols = [c for c in ("track", "name", "op_type", "start_us", "dur_us") if c in timeline_df.columns]
-    out = timeline_df.loc[mask, cols].sort_values("start_us", kind="stable")
+    out = search(timeline_df, pattern)[cols].sort_values("start_us", kind="stable")
     total = len(out)
     out = out.head(limit).reset_index(drop=True)
     out.attrs["total"] = total
@@ -209,7 +206,8 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
                          line_alpha=0.7, line_width=1, name="timeline_flows"))
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[
         ("name", "@name"), ("type", "@op_type"), ("track", "@track_label"), ("start", "@start_us{0,0.000} us"),
-        ("duration", "@dur_us{0,0.000} us"), ("events", "@count"), ("args", "@args")]))
+        ("duration", "@dur_us{0,0.000} us"), ("events", "@count"), ("busy", "@busy_us{0,0.000} us"),
+        ("args", "@args")]))
     fig.add_tools(TapTool(renderers=[bars]), BoxSelectTool(dimensions="width", renderers=[bars],
                                                            name="timeline_box_select"))
     fig.yaxis.ticker = FixedTicker(ticks=list(range(len(tracks))))
@@ -224,14 +222,14 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
 
 
 def minimap_figure(density_df: pd.DataFrame, x_range: Range1d, width: int = 1100) -> figure:
-    """The whole trace's busy time per bin (``timeline_minimap_src``) with a RangeTool that drags and
+    """The whole trace's event count per time bin (``timeline_minimap_src``) with a RangeTool that drags and
     resizes the main view's time window."""
     lo = float(density_df["left"].min()) if len(density_df) else 0.0
     hi = float(density_df["right"].max()) if len(density_df) else 1.0
     fig = figure(name="timeline_minimap", height=90, width=width, x_range=Range1d(lo, hi), tools="",
-                 toolbar_location=None, y_axis_label="busy")
+                 toolbar_location=None, y_axis_label="events")
     src = ColumnDataSource({c: density_df[c].to_numpy() for c in density_df.columns}, name="timeline_minimap_src")
-    fig.quad(left="left", right="right", bottom=0, top="busy_us", source=src, color=theme.AXIS, alpha=0.7)
+    fig.quad(left="left", right="right", bottom=0, top="events", source=src, color=theme.AXIS, alpha=0.7)
     tool = RangeTool(x_range=x_range)
     tool.overlay.fill_color = theme.HIGHLIGHT
     tool.overlay.fill_alpha = 0.15
@@ -279,63 +277,6 @@ def matches_table(matches_df: pd.DataFrame | None, x_range: Range1d, tracks: pd.
                               TableColumn(field="dur_us", title="duration (us)", formatter=num)])
 
 
-# -- level of detail --------------------------------------------------------------------------------
-def _engine():
-    """The level-of-detail engine (`nbprofiler.analysis.timeline`) when it is installed, else None."""
-    try:
-        from ..analysis import timeline as engine
-    except ImportError:
-        return None
-    return engine if hasattr(engine, "lod_query") else None
-
-
-def window_lod(events: pd.DataFrame, t0: float, t1: float, width_px: int) -> pd.DataFrame:
-    """Events overlapping [t0, t1] with every run of sub-pixel events of one track merged per pixel
-    column into one aggregate bar (``count`` = events merged; name/type of its first event). Used when
-    the LOD engine is not available; the engine's `lod_query` has the same output columns."""
-    start = events["start_us"].to_numpy(dtype="float64")
-    dur = events["dur_us"].fillna(0).to_numpy(dtype="float64")
-    mask = (start + dur >= t0) & (start <= t1)
-    w = events.loc[mask, ["track", "name", "op_type", "start_us", "dur_us"] +
-                   (["args"] if "args" in events.columns else [])].copy()
-    w["dur_us"] = w["dur_us"].fillna(0.0)
-    px = max((t1 - t0) / max(width_px, 1), 1e-9)
-    small = (w["dur_us"] < px).to_numpy()
-    big = w[~small].assign(count=1)
-    s = w[small]
-    if len(s):
-        s = s.assign(_bucket=np.floor((s["start_us"].to_numpy() - t0) / px).astype("int64"),
-                     _end=s["start_us"] + s["dur_us"])
-        g = s.groupby(["track", "_bucket"], sort=False, observed=True)
-        agg = g.agg(start_us=("start_us", "min"), _end=("_end", "max"), count=("start_us", "size"),
-                    name=("name", "first"), op_type=("op_type", "first")).reset_index()
-        agg["dur_us"] = agg["_end"] - agg["start_us"]
-        if "args" in s.columns:
-            agg["args"] = g["args"].first().to_numpy()
-            agg.loc[agg["count"] > 1, "args"] = None
-        s = agg.drop(columns=["_bucket", "_end"])
-    out = pd.concat([big, s], ignore_index=True) if len(s) else big
-    for c in ("name", "op_type"):
-        out[c] = out[c].astype(str)
-    return out.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
-
-
-def window_stats(events: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
-    """Per op type inside [t0, t1]: ``op_type``, ``count`` (events overlapping the range), ``total_us``
-    (their durations clipped to the range), ``avg_us``, ``percent`` (share of the range's busy time),
-    sorted by total descending. Used when the engine's `range_stats` is not available."""
-    start = events["start_us"].to_numpy(dtype="float64")
-    end = start + events["dur_us"].fillna(0).to_numpy(dtype="float64")
-    mask = (end >= t0) & (start <= t1)
-    clipped = np.minimum(end[mask], t1) - np.maximum(start[mask], t0)
-    df = pd.DataFrame({"op_type": events.loc[mask, "op_type"].astype(str).to_numpy(), "dur": clipped})
-    g = df.groupby("op_type", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum")).reset_index()
-    g["avg_us"] = g["total_us"] / g["count"]
-    total = g["total_us"].sum()
-    g["percent"] = g["total_us"] / total * 100.0 if total > 0 else 0.0
-    return g.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
-
-
 # -- widget -----------------------------------------------------------------------------------------
 def _frames_of(prof_or_frames) -> dict:
     keys = ("timeline", "timeline_tracks", "timeline_flows")
@@ -370,9 +311,9 @@ class TimelineView:
         self.matches: pd.DataFrame | None = None
         self._pending = None
         self._setting_window = False
-        self._engine = _engine()
-        self._index = self._engine.build_index(self.events) if self._engine and hasattr(self._engine, "build_index") \
-            else None
+        from ..analysis import timeline as engine
+        self._engine = engine
+        self._index = engine.build_index(self.events)
         dens = density(self.events)
         lo = float(dens["left"].min()) if len(dens) else 0.0
         hi = float(dens["right"].max()) if len(dens) else 1.0
@@ -404,15 +345,14 @@ class TimelineView:
 
     # -- querying -----------------------------------------------------------------------------------
     def _query(self, t0: float, t1: float) -> pd.DataFrame:
-        width_px = self.width
-        while True:
-            if self._index is not None:
-                lod = self._engine.lod_query(self._index, t0, t1, width_px)
-            else:
-                lod = window_lod(self.events, t0, t1, width_px)
-            if len(lod) <= MAX_GLYPHS or width_px <= 50:
-                return lod.head(MAX_GLYPHS)
-            width_px //= 2        # still too many bars: merge at a coarser pixel grid
+        lod = self._engine.lod_query(self._index, t0, t1, self.width, max_glyphs=MAX_GLYPHS)
+        if "args" in self.events.columns and len(lod):
+            # single events carry their args (hover, details); aggregate bars (row -1) have none
+            rows = lod["row"].to_numpy()
+            args = np.full(len(lod), None, dtype=object)
+            args[rows >= 0] = self.events["args"].to_numpy(dtype=object)[rows[rows >= 0]]
+            lod = lod.assign(args=args)
+        return lod.head(MAX_GLYPHS)   # the engine keeps to about max_glyphs; this makes it a hard cap
 
     def requery(self) -> None:
         """Re-query the LOD for the current time window and push the bars, flows and highlights."""
@@ -502,10 +442,7 @@ class TimelineView:
     # -- range statistics ---------------------------------------------------------------------------
     def select_range(self, t0_us: float, t1_us: float) -> pd.DataFrame:
         """Per-op-type statistics of [t0_us, t1_us] into the statistics table; returns them."""
-        if self._index is not None and hasattr(self._engine, "range_stats"):
-            stats = self._engine.range_stats(self._index, t0_us, t1_us)
-        else:
-            stats = window_stats(self.events, t0_us, t1_us)
+        stats = self._engine.range_stats(self.events, t0_us, t1_us).rename(columns={"share_pct": "percent"})
         self.stats.source.data = {c: stats[c].tolist() for c in ("op_type", "count", "total_us", "avg_us", "percent")
                                   if c in stats.columns}
         self.selected_range = (float(t0_us), float(t1_us))
