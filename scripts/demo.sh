@@ -14,6 +14,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${NBPROFILER_VENV:-$REPO/.venv}"
+# Tools call each other by bare name (`jupyter labextension develop` runs `jupyter-builder`).
+export PATH="$VENV/bin:$PATH"
 NOTEBOOK="notebooks/quickstart.ipynb"
 BROWSER=1 CHECK=0 INSTALL=1
 for arg in "$@"; do

@@ -10,6 +10,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${NBPROFILER_VENV:-$REPO/.venv}"
+# Tools call each other by bare name (`jupyter labextension develop` runs `jupyter-builder`).
+export PATH="$VENV/bin:$PATH"
 CACHE="$REPO/.cache"
 say() { printf '[test] %s\n' "$*" >&2; }
 

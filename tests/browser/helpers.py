@@ -103,15 +103,19 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "screenshot"
 
 
-def save_screenshot(target, name: str) -> Path:
+def save_screenshot(target, name: str, full_page: bool = False) -> Path:
     """Screenshot a page or a locator into test-output/screenshots/<name>.png; returns the path.
 
     Pages are captured at viewport size: JupyterLab scrolls inside its own panels, so ``full_page``
     would not show more (STACK_NOTES 2.6.7); scroll the cell into view or pass a locator instead.
+    ``full_page`` (pages only) captures a whole scrolling document, e.g. a standalone HTML report.
     """
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{_safe_name(name)}.png"
-    target.screenshot(path=str(path))
+    if full_page:
+        target.screenshot(path=str(path), full_page=True)
+    else:
+        target.screenshot(path=str(path))
     return path
 
 

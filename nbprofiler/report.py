@@ -1,0 +1,253 @@
+"""Shareable reports: one self-contained, offline HTML file per profile (``nbprofiler report``).
+
+`write_html_report(prof, path, title=None)` writes a single HTML file with BokehJS inline (no network
+needed to open it): a header, the overview numbers of ``prof.summary()``, the advisor's suggestions,
+and tabs built from the view modules' figure factories: Step trace, Operators (charts + searchable
+table, CustomJS), MindData, and a Timeline reduced by level of detail to at most `TIMELINE_BUDGET`
+bars, with a note saying how many events were merged or left out. For a `Cluster` it reports the
+first rank and adds a "Ranks" tab with one row per rank.
+
+Everything that comes from the data (operator names, paths, titles) is either handed to Bokeh as data
+(``ColumnDataSource``, rendered as text) or escaped with `html.escape` before it enters a ``Div``.
+"""
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import pandas as pd
+from bokeh.embed import file_html
+from bokeh.layouts import column
+from bokeh.models import ColumnDataSource, DataTable, Div, NumberFormatter, TableColumn, TabPanel, Tabs
+from bokeh.resources import INLINE
+
+from .views import theme
+
+TIMELINE_BUDGET = 8_000  # bars in the report's timeline: ~2-3 MB of HTML, responsive in a browser
+TIMELINE_WIDTH_PX = 1600
+
+
+def write_html_report(prof, path, title: str | None = None) -> Path:
+    """Write the offline HTML report of ``prof`` (a `Profile` or a `Cluster`) to ``path``; returns it."""
+    path = Path(path)
+    layout = report_layout(prof, title)
+    doc_title = title or _default_title(_primary(prof))
+    text = file_html(layout, resources=INLINE, title=doc_title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def report_layout(prof, title: str | None = None):
+    """The report as one Bokeh layout (what `write_html_report` embeds). Tabs are named
+    ``report_tabs``; each panel's child is named ``report_<section>``."""
+    main = _primary(prof)
+    summary = main.summary()
+    panels = [TabPanel(child=_section("step_trace", _step_trace(main)), title="Step trace"),
+              TabPanel(child=_section("operators", _operators(main)), title="Operators"),
+              TabPanel(child=_section("minddata", _minddata(main)), title="MindData"),
+              TabPanel(child=_section("timeline", _timeline(main)), title="Timeline")]
+    if _is_cluster(prof):
+        panels.insert(0, TabPanel(child=_section("ranks", _ranks(prof)), title="Ranks"))
+    header = Div(text=header_html(main, summary, title, prof if _is_cluster(prof) else None),
+                 sizing_mode="stretch_width", name="report_header")
+    overview = Div(text=overview_html(summary), sizing_mode="stretch_width", name="report_overview")
+    suggestions = Div(text=suggestions_html(summary.get("suggestions") or []), sizing_mode="stretch_width",
+                      name="report_suggestions")
+    tabs = Tabs(tabs=panels, sizing_mode="stretch_width", name="report_tabs")
+    return column(header, overview, suggestions, tabs, sizing_mode="stretch_width", name="report")
+
+
+# -- pieces of HTML (every data value escaped) --------------------------------------------------------
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _num(value, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{float(value):,.{digits}f}"
+
+
+def _default_title(prof) -> str:
+    return f"nbprofiler report: {Path(str(prof.source)).name or prof.source} (device {prof.device})"
+
+
+def header_html(prof, summary: dict, title: str | None, cluster=None) -> str:
+    rows = [("Source", prof.source), ("Generation", prof.generation), ("Device / rank", prof.device),
+            ("Devices found", ", ".join(map(str, summary.get("devices_found") or []))),
+            ("nbprofiler", summary.get("nbprofiler_version", ""))]
+    if cluster is not None:
+        rows.insert(3, ("Cluster", f"{len(cluster)} ranks; this report details rank {prof.device}, "
+                                   f"the Ranks tab compares them"))
+    body = "".join(f"<tr><th style='text-align:left;padding:0 12px 0 0'>{_e(k)}</th><td>{_e(v)}</td></tr>"
+                   for k, v in rows)
+    problems = summary.get("problems") or []
+    probs = ""
+    if problems:
+        items = "".join(f"<li><code>{_e(p['file'])}</code>: {_e(p['error'])}</li>" for p in problems)
+        probs = f"<details><summary>{len(problems)} file(s) could not be read fully</summary><ul>{items}</ul></details>"
+    return (f"<div style=\"{theme.PANEL_CSS}\"><h1 style='margin:0 0 6px 0'>{_e(title or _default_title(prof))}</h1>"
+            f"<table>{body}</table>{probs}</div>")
+
+
+def overview_html(summary: dict) -> str:
+    """The numbers a performance engineer reads first: step-trace averages, top operator types per
+    kind, MindData queues and bottleneck, timeline size."""
+    parts = []
+    st = summary.get("step_trace")
+    if st and st.get("average"):
+        avg = st["average"]
+        cells = "".join(
+            f"<td style='padding:0 10px'>{_e(theme.stage_label(k))}<br><b>{_num(v)} ms</b>"
+            + (f" ({_num(avg.get(k[:-3] + '_percent'), 2)} %)" if avg.get(k[:-3] + "_percent") is not None else "")
+            + "</td>"
+            for k, v in avg.items() if k.endswith("_ms"))
+        parts.append(f"<h3>Step trace: average of {st['total_steps']:,} steps</h3><table><tr>{cells}</tr></table>")
+    for kind, rows in (summary.get("op_types") or {}).items():
+        top = rows[:5]
+        if not top:
+            continue
+        lis = "".join(f"<tr><td>{_e(r['op_type'])}</td><td style='text-align:right;padding:0 10px'>"
+                      f"{_num(r['total_time_us'], 3)} us</td><td style='text-align:right'>{_num(r['percent'], 2)} %"
+                      f"</td><td style='text-align:right;padding:0 10px'>{_num(r['count'])} calls</td></tr>"
+                      for r in top)
+        parts.append(f"<h3>Top operator types: {_e(theme.kind_label(kind))}</h3><table>{lis}</table>")
+    md = summary.get("minddata")
+    if md:
+        lines = []
+        hq = md.get("host_queue")
+        if hq:
+            lines.append(f"host queue: empty at {hq['empty_steps']:,} of {hq['steps']:,} steps, full at "
+                         f"{hq['full_steps']:,}; average get time {_num(hq.get('avg_get_ms'), 3)} ms")
+        if md.get("pipeline"):
+            names = {p["op_id"]: f"{p['op_type']} (op {p['op_id']})" for p in md["pipeline"]}
+            b = md.get("bottleneck_op_ids") or []
+            lines.append("pipeline bottleneck: " + (", ".join(names.get(i, str(i)) for i in b) if b else "none found"))
+        if lines:
+            parts.append("<h3>MindData</h3><ul>" + "".join(f"<li>{_e(x)}</li>" for x in lines) + "</ul>")
+    tl = summary.get("timeline")
+    if tl:
+        parts.append(f"<h3>Timeline</h3><p>{tl['events']:,} events on {tl['tracks']:,} tracks over "
+                     f"{_num((tl['end_us'] - tl['start_us']) / 1000, 3)} ms</p>")
+    if not parts:
+        parts.append("<p>No step trace, operator, MindData or timeline data was found.</p>")
+    return f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Overview</h2>{''.join(parts)}</div>"
+
+
+def suggestions_html(suggestions: list[dict]) -> str:
+    if not suggestions:
+        return f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Suggestions</h2><p>None.</p></div>"
+    items = "".join(f"<li><b>{_e(s.get('text', ''))}</b> <span style=\"{theme.MUTED_CSS}\">"
+                    f"[{_e(s.get('id', ''))}]</span></li>" for s in suggestions)
+    return f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Suggestions</h2><ul>{items}</ul></div>"
+
+
+def _note(text: str, name: str) -> Div:
+    return Div(text=f"<p style=\"{theme.MUTED_CSS}\">{_e(text)}</p>", name=name, sizing_mode="stretch_width")
+
+
+def _section(name: str, child):
+    return column(child, sizing_mode="stretch_width", name=f"report_{name}")
+
+
+# -- sections: each calls a view module's pure factory ------------------------------------------------
+def _step_trace(prof):
+    from .views.step_trace import step_trace_figure
+    st = prof.step_trace
+    if st.empty or not prof.step_stages:
+        return _note("No step trace in this profile (no step_trace_raw / step_trace_time file).", "step_trace_none")
+    return step_trace_figure(st, prof.step_stages, prof.step_trace_average, reduce_df=prof.step_trace_reduce)
+
+
+def _operators(prof):
+    from .views.operators import operators_layout
+    if prof.op_types.empty and prof.ops.empty:
+        return _note("No operator statistics in this profile.", "operators_none")
+    return operators_layout(prof.op_types, prof.ops)
+
+
+def _minddata(prof):
+    from .views.minddata import _FRAMES, minddata_layout
+    frames = {k: getattr(prof, k) for k in _FRAMES}
+    if all(f is None or len(f) == 0 for f in frames.values()):
+        return _note("No MindData (dataset pipeline) files in this profile.", "minddata_none")
+    return minddata_layout(frames)
+
+
+def _timeline(prof):
+    from .views.timeline import timeline_figure
+    tl = prof.timeline
+    if tl.empty:
+        return _note("No timeline in this profile.", "timeline_none")
+    lod, note = timeline_lod(tl, TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
+    return column(Div(text=f"<p>{_e(note)}</p>", name="timeline_lod_note", sizing_mode="stretch_width"),
+                  timeline_figure(lod, prof.timeline_tracks, width=TIMELINE_WIDTH_PX),
+                  sizing_mode="stretch_width")
+
+
+def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple[pd.DataFrame, str]:
+    """Whole-run level of detail for a static report (no kernel to re-query on zoom).
+
+    At the full-run zoom one pixel is ``span / width_px`` us. Per track, events at least a pixel long
+    are kept as they are; shorter ones are merged per pixel column into one aggregate bar (``count`` =
+    events merged, ``name``/``op_type`` of the first). If more than ``budget`` bars remain, the longest
+    ``budget`` are kept. Returns the bars (``track``, ``start_us``, ``dur_us``, ``name``, ``op_type``,
+    ``count``, ``args``) and a sentence saying how many events were merged or left out.
+    """
+    df = timeline_df[["track", "start_us", "dur_us", "name", "op_type", "args"]]
+    n_events = len(df)
+    t0 = float(df["start_us"].min())
+    span = float((df["start_us"] + df["dur_us"].clip(lower=0)).max()) - t0
+    px = max(span / max(width_px, 1), 1e-9)
+    long = df[df["dur_us"] >= px].assign(count=1)
+    short = df[df["dur_us"] < px]
+    if len(short):
+        end = short["start_us"] + short["dur_us"].clip(lower=0)
+        g = short.assign(end_us=end, col=((short["start_us"] - t0) // px).astype("int64")).groupby(
+            ["track", "col"], sort=False, observed=True)
+        merged = g.agg(start_us=("start_us", "min"), end_us=("end_us", "max"), name=("name", "first"),
+                       op_type=("op_type", "first"), args=("args", "first"), count=("start_us", "size"))
+        merged = merged.reset_index().assign(dur_us=lambda m: m["end_us"] - m["start_us"])
+        merged.loc[merged["count"] > 1, "args"] = None
+        bars = pd.concat([long, merged[long.columns]], ignore_index=True)
+    else:
+        bars = long
+    merged_events = int(bars.loc[bars["count"] > 1, "count"].sum())
+    left_out = 0
+    if len(bars) > budget:
+        keep = bars.nlargest(budget, "dur_us")
+        left_out = int(bars["count"].sum() - keep["count"].sum())
+        bars = keep
+    bars = bars.sort_values(["track", "start_us"]).reset_index(drop=True)
+    if merged_events == 0 and left_out == 0:
+        return bars, f"All {n_events:,} events are drawn."
+    note = (f"{n_events:,} events drawn as {len(bars):,} bars: {merged_events:,} events shorter than a pixel at "
+            f"the full-run zoom ({px:,.1f} us per pixel) are merged into grey aggregate bars (hover shows how "
+            "many)")
+    if left_out:
+        note += f"; {left_out:,} events in the shortest bars beyond the {budget:,}-bar budget are left out"
+    return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail."
+
+
+def _ranks(cluster):
+    from .views.step_trace import rank_frame
+    df = rank_frame(cluster)
+    src = ColumnDataSource(df, name="report_ranks_src")
+    num = NumberFormatter(format="0,0.0000")
+    cols = [TableColumn(field=c, title=c, formatter=num) if pd.api.types.is_float_dtype(df[c])
+            else TableColumn(field=c, title=c) for c in df.columns]
+    return DataTable(source=src, columns=cols, sizing_mode="stretch_width", height=min(60 + 28 * len(df), 600),
+                     index_position=None, name="report_ranks_table")
+
+
+def _is_cluster(obj) -> bool:
+    from .profile import Cluster
+    return isinstance(obj, Cluster)
+
+
+def _primary(prof):
+    return prof[prof.ranks[0]] if _is_cluster(prof) else prof
