@@ -449,7 +449,8 @@ def _build(table: pa.Table, paths: list[Path], legacy: bool, gpu: bool) -> Trace
     tracks["events"] = np.bincount(timeline["track"].to_numpy(), minlength=len(tracks)).astype(np.int64)
     flows = _flows(table, is_flow, row_track, rel_us)
     counters = _counters(table, is_counter, rel_us)
-    return TraceData(origin_us=origin_ns / 1000.0, timeline=timeline, tracks=tracks, flows=flows,
+    # int / int is correctly rounded in Python; int / float would round the 19-digit ns first
+    return TraceData(origin_us=origin_ns / 1000, timeline=timeline, tracks=tracks, flows=flows,
                      counters=counters)
 
 

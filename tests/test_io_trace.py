@@ -1,0 +1,253 @@
+"""The fast trace loader on every real trace in shared/data, checked against a slow exact parse
+(stdlib json + Decimal), plus damaged copies, the Parquet cache and the synthetic writer."""
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import nbprofiler
+from nbprofiler.errors import MalformedFileError, MissingColumnError, ProfilerDataWarning, TruncatedFileError
+from nbprofiler.io import cache, trace
+from nbprofiler.io.discover import discover
+from nbprofiler.synthetic import write_trace
+
+from .conftest import DATA
+
+MS2 = DATA / "mindspore2/lenet_pynative/vm_11535_20261121042531696_ascend_ms/ASCEND_PROFILER_OUTPUT/trace_view.json"
+TORCH = DATA / "npu/trace_view_torch_npu/trace_view.json"
+WIDEDEEP = DATA / "legacy/run_1_widedeep/timeline_display_1.json"
+LENET = DATA / "legacy/run_2_lenet/ascend_timeline_display_1.json"
+GPU = DATA / "legacy/fixtures_mixed_ids/gpu_timeline_display_0.json"
+CANN0 = DATA / "npu/cann_prof_2dev/PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/timeline"
+
+
+@pytest.fixture(autouse=True)
+def _no_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+
+
+def _reference(paths: list[Path]) -> tuple[pd.DataFrame, Decimal]:
+    """Slow exact parse: every X event with Decimal timestamps relative to the earliest timed event."""
+    events = [e for p in paths for e in json.loads(p.read_text())]
+    timed = [Decimal(str(e["ts"])) for e in events if e.get("ph") != "M" and "ts" in e]
+    origin = min(timed)
+    rows = [(str(e.get("pid")), str(e.get("tid")), e.get("name", ""), float(Decimal(str(e["ts"])) - origin),
+             float(e["dur"])) for e in events if e.get("ph") == "X"]
+    df = pd.DataFrame(rows, columns=["pid", "tid", "name", "start_us", "dur_us"])
+    if len(paths) > 1:
+        df = df.drop_duplicates()
+    return df, origin
+
+
+def _fast(paths: list[Path]) -> tuple[pd.DataFrame, trace.TraceData]:
+    data = trace.load_trace(paths, progress=False)
+    tl = data.timeline.merge(data.tracks[["track", "pid", "tid"]], on="track")
+    return tl, data
+
+
+def _same(fast: pd.DataFrame, ref: pd.DataFrame):
+    key = ["pid", "tid", "start_us", "dur_us", "name"]
+    a = fast.assign(name=fast["name"].astype(str), start_us=fast["start_us"].round(3))[key]
+    b = ref.assign(start_us=ref["start_us"].round(3))[key]
+    a = a.sort_values(key).reset_index(drop=True)
+    b = b.sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b, check_dtype=False, atol=1e-6)
+
+
+@pytest.mark.parametrize("path, n_x", [(MS2, 13801), (TORCH, 2212), (WIDEDEEP, 6359), (LENET, 112), (GPU, 2)])
+def test_fast_path_equals_exact_parse(path, n_x):
+    fast, data = _fast([path])
+    ref, origin = _reference([path])
+    assert len(fast) == len(ref) == n_x
+    _same(fast, ref)
+    assert data.origin_us == pytest.approx(float(origin), abs=1e-3)
+    # the slow reference agrees with the module's own exact parser
+    assert len(trace.exact_events(path)) == len(json.loads(path.read_text()))
+
+
+def test_cann_iterations_merge_and_dedupe():
+    files = sorted(CANN0.glob("msprof_*.json"))
+    fast, data = _fast(files)
+    ref, _ = _reference(files)
+    _same(fast, ref)
+    names = data.tracks.set_index(["pid", "tid"])
+    assert names.loc[("3", "2"), "thread"] == "Stream 2"
+    assert names.loc[("3", "2"), "process"] == "Ascend Hardware"
+    assert (data.tracks["process"] == "Ascend Hardware").sum() == 7  # 6 streams + step trace thread
+    assert len(data.flows) == 10  # one s/t "Data_aug Bound" pair per iteration
+
+
+def test_mindspore2_profile_frames():
+    prof = nbprofiler.load(DATA / "mindspore2/lenet_pynative")
+    tl = prof.timeline
+    assert len(tl) == 13801 and prof.problems == []
+    for col in ("name", "op_type", "cat", "ph"):
+        assert isinstance(tl[col].dtype, pd.CategoricalDtype)
+    assert tl["start_us"].dtype == np.float64 and tl["track"].dtype == np.int32
+    assert tl["start_us"].min() == 0.0
+    # origin = the Scope Layer "Default" bar, ts "1795235132515481.674"; first op 1795235132857961.486
+    assert prof.origin_us == pytest.approx(1795235132515481.674, abs=0.25)
+    first_op = tl[tl["name"] == "Default/SparseSoftmaxCrossEntropyWithLogits-op1"]["start_us"].min()
+    assert first_op == pytest.approx(342479.812, abs=1e-6)  # exact to the ns despite epoch-us inputs
+    tracks = prof.timeline_tracks
+    assert list(tracks["process"]) == ["CPU OP", "Scope Layer"] and list(tracks["events"]) == [13800, 1]
+    # op types derived from the names where args.type is the generic "HostCpuOps"; counts per type
+    # equal the occurrences in cpu_op_type_info_0.csv
+    types = pd.read_csv(DATA / "mindspore2/lenet_pynative/vm_11535_20261121042531696_ascend_ms/FRAMEWORK/"
+                               "cpu_op_type_info_0.csv").set_index("op_type")["type_occurrences"]
+    counts = tl[tl["track"] == 0].groupby("op_type", observed=True).size()
+    assert counts.sort_index().to_dict() == types.sort_index().to_dict()
+
+
+def test_torch_npu_flows_and_tracks():
+    prof = nbprofiler.load(DATA / "npu/trace_view_torch_npu")
+    flows = prof.timeline_flows
+    assert len(flows) == 713
+    assert set(flows["cat"]) == {"HostToDevice", "async_npu", "async_task_queue", "fwdbwd"}
+    tracks = prof.timeline_tracks.set_index("track")
+    h2d = flows[flows["cat"] == "HostToDevice"]
+    assert (tracks.loc[h2d["start_track"], "process"] == "CANN").all()
+    assert (tracks.loc[h2d["end_track"], "thread"] == "Stream 3").all()
+    # the int id 1704161511422904204 (beyond float precision) survives as text
+    assert "1704161511422904204" in set(flows["id"])
+    # as written: some HostToDevice flows end (device clock) before they start (host clock)
+    one = flows[flows["id"] == "47244640255"].iloc[0]
+    origin = Decimal(repr(prof.origin_us))
+    assert one["start_us"] == pytest.approx(float(Decimal("1704161511422926.436") - origin), abs=0.3)
+    assert one["end_us"] - one["start_us"] == pytest.approx(-9.172, abs=1e-6)
+    assert prof.timeline_counters.empty
+
+
+def test_legacy_naming_and_mindinsight_counts():
+    prof = nbprofiler.load(DATA / "legacy/run_2_lenet")
+    tl = prof.timeline
+    assert len(tl) == 112  # MindInsight's display_events for this folder
+    tracks = prof.timeline_tracks
+    assert set(zip(tracks["process"], tracks["thread"])) == {("Ascend Device 1", "Stream 519"), ("AI CPU", "Stream 0")}
+    wd = nbprofiler.load(DATA / "legacy/run_1_widedeep").timeline
+    tr = nbprofiler.load(DATA / "legacy/run_1_widedeep").timeline_tracks
+    dev = wd[wd["track"].isin(tr[tr["pid"] == "1"]["track"])]
+    # timeline_summary_1.json: 2817 executions of 199 ops on 11 streams, total 1771382.85 us
+    assert len(dev) == 2817 and dev["name"].nunique() == 199 and dev["track"].nunique() == 11
+    assert dev["dur_us"].sum() == pytest.approx(1771382.849999995, rel=1e-9)
+    assert (tr[tr["pid"] == "10000"]["process"] == "Communication").all()
+
+
+def test_special_legacy_threads_and_counters(tmp_path):
+    events = [{"name": "1", "ph": "X", "pid": 1, "tid": 100000, "ts": 0, "dur": 50},
+              {"name": "Default", "ph": "X", "pid": 1, "tid": 100001, "ts": 0, "dur": 40, "scope_level": 0},
+              {"name": "Conv2D-op1", "ph": "X", "pid": 1, "tid": "7", "ts": "1.5", "dur": "2.25",
+               "args": {"type": "Conv2D"}},
+              {"name": "Kern", "ph": "B", "pid": 1, "tid": "7", "ts": 10},
+              {"name": "Kern", "ph": "E", "pid": 1, "tid": "7", "ts": 14.5},
+              {"name": "freq", "ph": "C", "pid": 5, "ts": 3, "args": {"MHz": 1000, "util": "0.5"}}]
+    p = tmp_path / "ascend_timeline_display_1.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    data = trace.load_trace([p], progress=False)
+    tr = data.tracks
+    assert list(tr["thread"]) == ["Steps", "Scope Name", "Stream 7"]
+    assert list(tr["thread_sort"][:2]) == [-4, -3]
+    tl = data.timeline
+    kern = tl[tl["name"] == "Kern"].iloc[0]
+    assert kern["ph"] == "B" and kern["dur_us"] == pytest.approx(4.5)
+    assert tl.loc[tl["name"] == "Conv2D-op1", "op_type"].iloc[0] == "Conv2D"
+    c = data.counters
+    assert sorted(c["series"]) == ["MHz", "util"] and sorted(c["value"]) == [0.5, 1000.0]
+
+
+@pytest.mark.parametrize("cut, error", [(0.5, TruncatedFileError), (0.999, TruncatedFileError)])
+def test_truncated_trace_names_the_line(tmp_path, cut, error):
+    data = WIDEDEEP.read_bytes()
+    p = tmp_path / "timeline_display_1.json"
+    p.write_bytes(data[: int(len(data) * cut)])
+    with pytest.raises(error) as ei:
+        trace.load_trace([p], progress=False)
+    assert ei.value.path == p and ei.value.line is not None and ei.value.line >= 1
+
+
+def test_malformed_trace_names_the_line(tmp_path):
+    text = TORCH.read_text()
+    lines = text.replace("}, {", "},\n{").splitlines()
+    lines[1000] = lines[1000].replace('"ph":', '"ph"', 1)  # a missing colon on line 1001
+    p = tmp_path / "trace_view.json"
+    p.write_text("\n".join(lines))
+    with pytest.raises(MalformedFileError) as ei:
+        trace.load_trace([p], progress=False)
+    assert ei.value.line == 1001
+    q = tmp_path / "obj.json"
+    q.write_text('{"events": []}')
+    with pytest.raises(MissingColumnError):
+        trace.load_trace([q], progress=False)
+
+
+def test_bad_timestamps_are_skipped_with_a_warning(tmp_path):
+    events = json.loads(TORCH.read_text())
+    events[7]["ts"] = "not a time"
+    p = tmp_path / "trace_view.json"
+    p.write_text(",\n".join(["["] + [json.dumps(e) for e in events]).replace("[,", "[") + "]")
+    with pytest.warns(ProfilerDataWarning) as rec:
+        data = trace.load_trace([p], progress=False)
+    err = rec[0].message.error
+    assert err.field == "ts" and err.line == 9
+    assert len(data.timeline) == 2211
+
+
+def test_damaged_trace_is_a_problem_not_a_crash(tmp_path):
+    root = tmp_path / "run"
+    shutil.copytree(TORCH.parent, root)
+    (root / "trace_view.json").write_bytes(TORCH.read_bytes()[:100_000])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof = nbprofiler.load(root)
+        assert prof.timeline.empty and prof.timeline_tracks.empty
+    assert len(prof.problems) == 1 and "TruncatedFileError" in prof.problems[0].error
+
+
+def test_parquet_cache_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    src = tmp_path / "src"
+    shutil.copytree(TORCH.parent, src)
+    run = discover(src)[0]
+    first = trace.trace_data(run)
+    entries = list((tmp_path / "cache").iterdir())
+    assert len(entries) == 1 and not any(src.rglob("*.parquet"))
+    again = trace.trace_data(run)
+    for name, df in first.frames().items():
+        pd.testing.assert_frame_equal(df, again.frames()[name])
+    assert again.origin_us == first.origin_us
+    # a changed file is a new key; caching can be switched off
+    (src / "trace_view.json").write_text(TORCH.read_text().replace("aten::empty", "aten::EMPTY"))
+    changed = trace.trace_data(discover(src)[0])
+    assert "aten::EMPTY" in set(changed.timeline["name"].astype(str))
+    monkeypatch.setenv(cache.ENV, "off")
+    assert cache.cache_dir() is None
+
+
+def test_cache_never_inside_profiler_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    src = tmp_path / "src"
+    shutil.copytree(TORCH.parent, src)
+    monkeypatch.setenv(cache.ENV, str(src / "cache"))
+    trace.trace_data(discover(src)[0])
+    assert not (src / "cache").exists()
+
+
+def test_synthetic_trace_is_seeded_and_shaped_like_real(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    stats = write_trace(a, 2_000_000, seed=7)
+    write_trace(b, 2_000_000, seed=7)
+    assert a.read_bytes() == b.read_bytes() and stats["bytes"] >= 2_000_000
+    fast, data = _fast([a])
+    ref, _ = _reference([a])
+    _same(fast, ref)
+    assert len(data.flows) == stats["flows"]
+    assert set(data.tracks["process"]) >= {"MindSpore", "CPU OP", "Scope Layer", "CANN", "Ascend Hardware",
+                                           "HCCL", "Overlap Analysis"}
+    assert set(data.counters["series"]) == {"MHz", "Read(MB/s)", "Write(MB/s)"}
