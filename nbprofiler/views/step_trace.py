@@ -138,6 +138,8 @@ def step_segments(steps: pd.DataFrame, stages: list[str], average: dict | None =
     # so theirs follows the bar's end in the neutral grey.
     inside = out["row"].isin([TOTAL_ROW, STAGES_ROW])
     out["text"] = out["label"] + ": " + out["dur_ms"].map("{:,.4f} ms".format)
+    # A caption inside a sliver would overprint its neighbour's; hover still gives the numbers.
+    out.loc[inside & (out["row"] == STAGES_ROW) & (out["percent"] < 12), "text"] = ""
     out["text_x"] = np.where(inside, out["start_ms"], out["end_ms"])
     out["text_color"] = np.where(inside, "#ffffff", theme.TEXT)
     return out
