@@ -190,46 +190,28 @@ def _timeline(prof):
 
 
 def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple[pd.DataFrame, str]:
-    """Whole-run level of detail for a static report (no kernel to re-query on zoom).
-
-    At the full-run zoom one pixel is ``span / width_px`` us. Per track, events at least a pixel long
-    are kept as they are; shorter ones are merged per pixel column into one aggregate bar (``count`` =
-    events merged, ``name``/``op_type`` of the first). If more than ``budget`` bars remain, the longest
-    ``budget`` are kept. Returns the bars (``track``, ``start_us``, ``dur_us``, ``name``, ``op_type``,
-    ``count``, ``args``) and a sentence saying how many events were merged or left out.
-    """
-    df = timeline_df[["track", "start_us", "dur_us", "name", "op_type", "args"]]
-    n_events = len(df)
-    t0 = float(df["start_us"].min())
-    span = float((df["start_us"] + df["dur_us"].clip(lower=0)).max()) - t0
-    px = max(span / max(width_px, 1), 1e-9)
-    long = df[df["dur_us"] >= px].assign(count=1)
-    short = df[df["dur_us"] < px]
-    if len(short):
-        end = short["start_us"] + short["dur_us"].clip(lower=0)
-        g = short.assign(end_us=end, col=((short["start_us"] - t0) // px).astype("int64")).groupby(
-            ["track", "col"], sort=False, observed=True)
-        merged = g.agg(start_us=("start_us", "min"), end_us=("end_us", "max"), name=("name", "first"),
-                       op_type=("op_type", "first"), args=("args", "first"), count=("start_us", "size"))
-        merged = merged.reset_index().assign(dur_us=lambda m: m["end_us"] - m["start_us"])
-        merged.loc[merged["count"] > 1, "args"] = None
-        bars = pd.concat([long, merged[long.columns]], ignore_index=True)
-    else:
-        bars = long
+    """Whole-run level of detail for a static report (no kernel to re-query on zoom):
+    `nbprofiler.analysis.timeline.lod_query` over the full time range at ``width_px`` pixels, at most
+    about ``budget`` bars (sub-pixel runs merged into aggregate bars whose ``count`` says how many
+    events they stand for). Returns the bars in the frame `views.timeline.timeline_figure` draws
+    (``dur_us`` added) and a sentence saying how many events were merged."""
+    from .analysis import timeline as T
+    index = T.build_index(timeline_df)
+    t0 = float(timeline_df["start_us"].min())
+    t1 = float((timeline_df["start_us"] + timeline_df["dur_us"].clip(lower=0)).max())
+    bars = T.lod_query(index, t0, t1, width_px, max_glyphs=budget)
+    bars = bars.assign(dur_us=bars["end_us"] - bars["start_us"])
+    n_events = len(timeline_df)
+    drawn = int(bars["count"].sum())
     merged_events = int(bars.loc[bars["count"] > 1, "count"].sum())
-    left_out = 0
-    if len(bars) > budget:
-        keep = bars.nlargest(budget, "dur_us")
-        left_out = int(bars["count"].sum() - keep["count"].sum())
-        bars = keep
-    bars = bars.sort_values(["track", "start_us"]).reset_index(drop=True)
-    if merged_events == 0 and left_out == 0:
+    merged_bars = int((bars["count"] > 1).sum())
+    if merged_events == 0 and drawn == n_events:
         return bars, f"All {n_events:,} events are drawn."
-    note = (f"{n_events:,} events drawn as {len(bars):,} bars: {merged_events:,} events shorter than a pixel at "
-            f"the full-run zoom ({px:,.1f} us per pixel) are merged into grey aggregate bars (hover shows how "
-            "many)")
-    if left_out:
-        note += f"; {left_out:,} events in the shortest bars beyond the {budget:,}-bar budget are left out"
+    note = (f"{n_events:,} events drawn as {len(bars):,} bars: {merged_events:,} events too short to see at the "
+            f"full-run zoom ({(t1 - t0) / width_px:,.1f} us per pixel) are merged into {merged_bars:,} grey "
+            "aggregate bars (hover shows how many)")
+    if drawn < n_events:
+        note += f"; {n_events - drawn:,} events are left out"
     return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail."
 
 

@@ -1,0 +1,113 @@
+"""Offline HTML reports (nbprofiler.report) and the synthetic profiles they are tested on."""
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+
+import nbprofiler
+import nbprofiler.samples
+from nbprofiler.report import timeline_lod, write_html_report
+from nbprofiler.synthetic_profile import write_profile
+
+from tests.conftest import DATA, expected
+
+PAYLOADS = ["<script>alert(1)</script>", "<img src=x onerror=alert(2)>", "\"><svg onload=alert(3)>"]
+
+
+def _load(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nbprofiler.load(path)
+
+
+@pytest.fixture(scope="module")
+def widedeep_report(tmp_path_factory):
+    prof = _load(DATA / "legacy" / "run_1_widedeep")
+    return write_html_report(prof, tmp_path_factory.mktemp("r") / "widedeep.html").read_text()
+
+
+def test_report_is_one_offline_file_with_mindinsight_numbers(widedeep_report):
+    text = widedeep_report
+    assert len(text) < 6_000_000
+    # BokehJS is inline: no script or stylesheet is fetched from anywhere
+    assert not re.search(r"<script[^>]+src=", text)
+    assert not re.search(r"<link[^>]+href=\"?https?:", text)
+    # MindInsight's step-trace summary for this run, as the report's overview shows it
+    mi = expected("legacy__run_1_widedeep__device1")["step_trace"]["summary"]
+    for key in ("iteration_interval", "fp_and_bp", "tail", "total_time"):
+        assert f"{mi[key]:,.4f} ms" in text, key
+    for key in ("fp_and_bp_percent", "tail_percent"):
+        assert f"({float(mi[key].rstrip('%')):.2f} %)" in text, key
+    assert f"average of {mi['total_steps']:,} steps" in text
+    for tab in ("Step trace", "Operators", "MindData", "Timeline"):
+        assert f'"title":"{tab}"' in text.replace(": ", ":"), tab
+    assert "MatMul" in text and "81.03 %" in text  # top AI Core type and its true share
+    assert "6,359 events drawn as" in text  # the level-of-detail note
+
+
+def test_timeline_lod_note_counts_merged_events():
+    prof = _load(DATA / "legacy" / "run_1_widedeep")
+    bars, note = timeline_lod(prof.timeline, 8000, 1600)
+    assert len(bars) < len(prof.timeline) <= bars["count"].sum()
+    merged = int(bars.loc[bars["count"] > 1, "count"].sum())
+    assert merged > 0 and f"{merged:,} events too short" in note
+    small, note_small = timeline_lod(prof.timeline.head(5), 8000, 1600)
+    assert len(small) <= 5
+
+
+def test_hostile_operator_names_never_become_markup(tmp_path):
+    root = write_profile(tmp_path / "evil", layout="legacy", steps=4, op_names=PAYLOADS)
+    prof = _load(root)
+    assert any("<script>" in n for n in prof.ops["op_name"])  # the payload really is in the data
+    out = write_html_report(prof, tmp_path / "evil.html", title="<script>alert('title')</script>")
+    text = out.read_text()
+    # Bokeh's own <script> blocks are fine; a payload must never appear as live markup
+    for payload in PAYLOADS + ["<script>alert('title')</script>"]:
+        assert payload not in text, payload
+    assert "<img src=x" not in text and "<svg onload" not in text
+    # it is there as escaped text (Div) or as JSON data (ColumnDataSource), so users still see it
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text or "\\u003cscript\\u003ealert(1)" in text
+
+
+def test_cluster_report_has_rank_table(tmp_path):
+    cluster = _load(DATA / "legacy" / "cluster_4rank_pipeline")
+    assert isinstance(cluster, nbprofiler.Cluster) and cluster.ranks == ["0", "1", "2", "3"]
+    text = write_html_report(cluster, tmp_path / "cluster.html").read_text()
+    assert "4 ranks; this report details rank 0" in text
+    assert "report_ranks_table" in text and '"title":"Ranks"' in text.replace(": ", ":")
+
+
+def test_profile_to_html(tmp_path):
+    prof = _load(nbprofiler.samples.path("md_bottleneck_map"))
+    out = prof.to_html(tmp_path / "md.html")
+    text = out.read_text()
+    assert "No step trace in this profile" in text
+    assert "pipeline bottleneck" in text
+
+
+@pytest.mark.parametrize("layout", ["legacy", "mindspore2"])
+@pytest.mark.parametrize("bottleneck,dominant", [("data", 0), ("compute", 1), ("communication", -1)])
+def test_synthetic_profiles_load_cleanly_and_show_their_bottleneck(tmp_path, layout, bottleneck, dominant):
+    prof = _load(write_profile(tmp_path, layout=layout, bottleneck=bottleneck, steps=12, seed=3))
+    assert prof.problems == []
+    st = prof.step_trace
+    assert len(st) == 12 and len(prof.minddata_pipeline) == 3 and len(prof.host_queue) == 12
+    means = st[prof.step_stages].iloc[1:].mean()
+    if layout == "legacy" or bottleneck != "communication":
+        assert means.idxmax() == prof.step_stages[dominant]
+    else:  # 2.x: the not-overlapped communication stage carries the AllReduce tail
+        assert means["communication_not_overlapped_ms"] > 15
+    if layout == "legacy":
+        avg = prof.step_trace_average
+        assert avg is not None and avg["total_ms"] == pytest.approx(st["total_ms"].iloc[1:].mean(), abs=1e-3)
+    if bottleneck == "data":
+        assert prof.summary()["minddata"]["bottleneck_op_ids"] == [1]  # the slow MapOp
+
+
+def test_synthetic_is_deterministic(tmp_path):
+    a = write_profile(tmp_path / "a", layout="mindspore2", seed=7, steps=5)
+    b = write_profile(tmp_path / "b", layout="mindspore2", seed=7, steps=5)
+    for f in sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file()):
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
