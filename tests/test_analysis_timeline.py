@@ -151,3 +151,18 @@ def test_density_counts_every_event(widedeep):
     assert d["count"].sum() == len(widedeep)
     per_track = d.groupby("track")["count"].sum()
     assert (per_track == widedeep.groupby("track").size()).all()
+
+
+def test_benchmark_lod_quick_mode():
+    """benchmarks/bench_lod.py --quick runs and stays within the glyph budget (timings are reported by
+    the benchmark itself, not asserted here)."""
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(
+        "bench_lod", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_lod.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = bench.main(["--quick"])
+    assert out["events"] == 500_000
+    for key in ("window_1pct", "window_0.01pct", "full"):
+        assert 0 < out[key]["max_glyphs"] <= 20_000

@@ -251,3 +251,17 @@ def test_synthetic_trace_is_seeded_and_shaped_like_real(tmp_path):
     assert set(data.tracks["process"]) >= {"MindSpore", "CPU OP", "Scope Layer", "CANN", "Ascend Hardware",
                                            "HCCL", "Overlap Analysis"}
     assert set(data.counters["series"]) == {"MHz", "Read(MB/s)", "Write(MB/s)"}
+
+
+def test_benchmark_quick_mode(tmp_path):
+    """benchmarks/bench_trace_load.py --quick: the loader agrees with the baseline on the event count,
+    and the cached re-open reads the same events back."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "bench_trace_load", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_trace_load.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    (row,) = bench.main(["--quick", "--scratch", str(tmp_path)])
+    assert row["nbprofiler"]["events"] == row["baseline_json_pandas"]["events"] > 30_000
+    assert row["nbprofiler"]["mb_per_s"] > 0 and row["speedup_vs_baseline"] > 0
+    assert row["cached_reopen_s"] > 0

@@ -52,30 +52,38 @@ class TimelineIndex:
         dur = np.maximum(dur, 0.0)
         names = _as_categorical(events["name"]) if "name" in events else pd.Categorical([""] * len(events))
         types = _as_categorical(events["op_type"]) if "op_type" in events else names
-        # long events of each track go last within the track, so short ones stay sorted by start
-        is_long = _longest_per_track(track, dur, long_per_track)
-        order = np.lexsort((start, is_long, track))
+        order = np.arange(len(events)) if _is_sorted(track, start) else np.lexsort((start, track))
+        track, start, dur = track[order], start[order], dur[order]
+        # within each track: the short events sorted by start, then the track's longest events
+        self.tracks: dict[int, _Track] = {}
+        bounds = np.flatnonzero(np.diff(track)) + 1
+        pieces = []
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(track)]):
+            if hi <= lo:
+                continue
+            d = dur[lo:hi]
+            if hi - lo > long_per_track:
+                is_long = np.zeros(hi - lo, dtype=bool)
+                is_long[np.argpartition(d, -long_per_track)[-long_per_track:]] = True
+            else:
+                is_long = np.ones(hi - lo, dtype=bool)
+            short, long = np.flatnonzero(~is_long) + lo, np.flatnonzero(is_long) + lo
+            short_max = float(dur[short].max()) if len(short) else 0.0
+            self.tracks[int(track[lo])] = _Track(int(lo), int(lo + len(short)), short_max,
+                                                 np.arange(lo + len(short), hi, dtype=np.int64))
+            pieces += [short, long]
+        within = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+        order = order[within]
         self.n = len(events)
         self.row = order.astype(np.int64)
-        self.track = track[order]
-        self.start = start[order]
-        self.dur = dur[order]
+        self.track = track[within]
+        self.start = start[within]
+        self.dur = dur[within]
         self.end = self.start + self.dur
         self.name_codes = names.codes[order].astype(np.int64)
         self.name_values = np.asarray(names.categories, dtype=object)
         self.type_codes = types.codes[order].astype(np.int64)
         self.type_values = np.asarray(types.categories, dtype=object)
-        long_sorted = is_long[order]
-        self.tracks: dict[int, _Track] = {}
-        bounds = np.flatnonzero(np.diff(self.track)) + 1
-        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, self.n]):
-            if hi <= lo:
-                continue
-            n_long = int(long_sorted[lo:hi].sum())
-            short_hi = hi - n_long
-            short_max = float(self.dur[lo:short_hi].max()) if short_hi > lo else 0.0
-            self.tracks[int(self.track[lo])] = _Track(int(lo), int(short_hi), short_max,
-                                                      np.arange(short_hi, hi, dtype=np.int64))
         self.t_min = float(self.start.min()) if self.n else 0.0
         self.t_max = float(self.end.max()) if self.n else 0.0
 
@@ -103,17 +111,12 @@ def _as_categorical(s: pd.Series) -> pd.Categorical:
     return s.array if isinstance(s.dtype, pd.CategoricalDtype) else pd.Categorical(s.astype(str))
 
 
-def _longest_per_track(track: np.ndarray, dur: np.ndarray, k: int) -> np.ndarray:
-    """True for the ``k`` longest events of each track (ties broken by position)."""
-    out = np.zeros(len(track), dtype=bool)
-    if k <= 0 or not len(track):
-        return out
-    order = np.lexsort((-dur, track))  # by track, longest first
-    t_sorted = track[order]
-    first = np.r_[0, np.flatnonzero(np.diff(t_sorted)) + 1]
-    rank = np.arange(len(track)) - np.repeat(first, np.diff(np.r_[first, len(track)]))
-    out[order[rank < k]] = True
-    return out
+def _is_sorted(track: np.ndarray, start: np.ndarray) -> bool:
+    """True when rows are already ordered by (track, start), as ``prof.timeline`` is."""
+    if len(track) < 2:
+        return True
+    dt = np.diff(track)
+    return bool((dt >= 0).all() and ((dt > 0) | (np.diff(start) >= 0)).all())
 
 
 def build_index(events: pd.DataFrame) -> TimelineIndex:
@@ -148,70 +151,73 @@ def lod_query(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=
 
 
 def _merge(index: TimelineIndex, track_ids, picks, px: float) -> pd.DataFrame:
-    parts = []
+    cols = {c: [] for c in LOD_COLUMNS}
+
+    def name_of(pos):
+        return index.name_values[index.name_codes[pos]] if len(index.name_values) else np.full(len(pos), "", object)
+
+    def type_of(pos):
+        return index.type_values[index.type_codes[pos]] if len(index.type_values) else np.full(len(pos), "", object)
+
     for trk, pos in zip(track_ids, picks):
         if not len(pos):
             continue
-        start, end, dur = index.start[pos], index.end[pos], index.dur[pos]
-        small = dur < px
-        big = pos[~small]
-        sp = pos[small]
-        frames = []
-        if len(big):
-            frames.append(pd.DataFrame({
-                "track": np.int32(trk), "start_us": index.start[big], "end_us": index.end[big],
-                "count": np.int64(1), "name": index.name_values[index.name_codes[big]] if len(index.name_values) else "",
-                "op_type": index.type_values[index.type_codes[big]] if len(index.type_values) else "",
-                "busy_us": index.dur[big], "row": index.row[big]}))
+        small = index.dur[pos] < px
+        big, sp = pos[~small], pos[small]
+        starts, ends, counts, names, types, busy, rows = ([index.start[big]], [index.end[big]],
+                                                          [np.ones(len(big), np.int64)], [name_of(big)],
+                                                          [type_of(big)], [index.dur[big]], [index.row[big]])
         if len(sp):
-            s, e = start[small], end[small]
+            s, e = index.start[sp], index.end[sp]
             # a new run starts where an event begins more than a pixel after every earlier one ended
             prev_end = np.maximum.accumulate(e)
             new_run = np.r_[True, s[1:] - prev_end[:-1] > px]
-            run = np.cumsum(new_run) - 1
             firsts = np.flatnonzero(new_run)
             count = np.diff(np.r_[firsts, len(sp)])
-            run_end = np.maximum.reduceat(e, firsts)
-            busy = np.add.reduceat(index.dur[sp], firsts)
-            op_type = _dominant(run, index.type_codes[sp], index.dur[sp], len(firsts), index.type_values)
             single = count == 1
-            names = np.where(single, index.name_values[index.name_codes[sp[firsts]]] if len(index.name_values)
-                             else "", np.char.add(count.astype(str), " events").astype(object))
-            frames.append(pd.DataFrame({
-                "track": np.int32(trk), "start_us": s[firsts], "end_us": run_end, "count": count.astype(np.int64),
-                "name": names, "op_type": op_type, "busy_us": busy,
-                "row": np.where(single, index.row[sp[firsts]], -1).astype(np.int64)}))
-        parts.extend(frames)
-    if not parts:
-        return pd.DataFrame({"track": pd.Series(dtype=np.int32), "start_us": pd.Series(dtype=np.float64),
-                             "end_us": pd.Series(dtype=np.float64), "count": pd.Series(dtype=np.int64),
-                             "name": pd.Series(dtype=str), "op_type": pd.Series(dtype=str),
-                             "busy_us": pd.Series(dtype=np.float64), "row": pd.Series(dtype=np.int64)})
-    out = pd.concat(parts, ignore_index=True)
-    out = out.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
+            starts.append(s[firsts])
+            ends.append(np.maximum.reduceat(e, firsts))
+            counts.append(count.astype(np.int64))
+            names.append(np.where(single, name_of(sp[firsts]),
+                                  np.char.add(count.astype(str), " events").astype(object)))
+            types.append(_dominant(np.cumsum(new_run) - 1, index.type_codes[sp], index.dur[sp], len(firsts),
+                                   index.type_values))
+            busy.append(np.add.reduceat(index.dur[sp], firsts))
+            rows.append(np.where(single, index.row[sp[firsts]], -1).astype(np.int64))
+        st = np.concatenate(starts)
+        order = np.argsort(st, kind="stable")
+        cols["track"].append(np.full(len(st), trk, dtype=np.int32))
+        for name, parts in (("start_us", starts), ("end_us", ends), ("count", counts), ("name", names),
+                            ("op_type", types), ("busy_us", busy), ("row", rows)):
+            cols[name].append(np.concatenate(parts)[order])
+    dtypes = {"track": np.int32, "start_us": np.float64, "end_us": np.float64, "count": np.int64, "name": object,
+              "op_type": object, "busy_us": np.float64, "row": np.int64}
+    out = pd.DataFrame({c: (np.concatenate(v) if v else np.zeros(0, dtypes[c])).astype(dtypes[c])
+                        for c, v in cols.items()})
     out["name"] = out["name"].astype(str)
     out["op_type"] = out["op_type"].astype(str)
-    return out[LOD_COLUMNS]
+    return out
 
 
 def _dominant(run: np.ndarray, type_codes: np.ndarray, dur: np.ndarray, n_runs: int, values: np.ndarray):
     """Per run, the op type with the largest summed duration (ties: the smaller code)."""
     if not len(values):
         return np.full(n_runs, "", dtype=object)
-    n_types = len(values) + 1
+    n_types = len(values) + 1  # code -1 (no type) gets column 0
     key = run * n_types + (type_codes + 1)
-    uniq, inv = np.unique(key, return_inverse=True)
-    weight = np.bincount(inv.ravel(), weights=dur + 1e-12)  # +eps: zero-length events still vote
-    run_of = uniq // n_types
-    # sort by run, then weight descending: the first entry of each run wins
-    order = np.lexsort((-weight, run_of))
-    first = np.r_[True, run_of[order][1:] != run_of[order][:-1]]
-    win = order[first]
-    codes = (uniq[win] % n_types) - 1
-    labels = np.where(codes >= 0, values[np.maximum(codes, 0)], "")
-    out = np.full(n_runs, "", dtype=object)
-    out[run_of[win]] = labels
-    return out
+    weight = dur + 1e-12  # +eps: zero-length events still vote
+    if n_runs * n_types <= 4_000_000:
+        table = np.bincount(key, weights=weight, minlength=n_runs * n_types).reshape(n_runs, n_types)
+        codes = table.argmax(axis=1) - 1
+    else:  # many runs and many types: sum over the (run, type) pairs that occur
+        uniq, inv = np.unique(key, return_inverse=True)
+        w = np.bincount(inv.ravel(), weights=weight)
+        run_of = uniq // n_types
+        order = np.lexsort((-w, run_of))
+        first = np.r_[True, run_of[order][1:] != run_of[order][:-1]]
+        codes = np.full(n_runs, -1, dtype=np.int64)
+        codes[run_of[order][first]] = (uniq[order][first] % n_types) - 1
+    return np.where(codes >= 0, values[np.maximum(codes, 0)], "").astype(object)
 
 
 def search(events: pd.DataFrame, pattern: str, column: str = "name", case: bool = False) -> pd.DataFrame:
