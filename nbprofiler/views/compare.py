@@ -47,14 +47,14 @@ def op_type_delta_figure(op_types_df: pd.DataFrame, top_n: int = 15) -> figure:
     df["color"] = [LOSS if d > 0 else GAIN for d in df["delta_ms"]]
     df["a_ms"] = df["a_time_us"] / 1000.0
     df["b_ms"] = df["b_time_us"] / 1000.0
-    src = ColumnDataSource(df[["label", "op_type", "kind", "status", "delta_ms", "a_ms", "b_ms", "color"]],
-                           name="compare_op_types_src")
+    cols = ["label", "op_type", "kind", "status", "delta_ms", "a_ms", "b_ms", "color"]
+    # plain lists: an empty frame would give float arrays, which BokehJS rejects as colours
+    src = ColumnDataSource({c: df[c].tolist() for c in cols}, name="compare_op_types_src")
     labels = list(reversed(df["label"].tolist())) or ["(no operator data)"]
     fig = figure(y_range=FactorRange(*labels), height=max(200, 24 * len(labels) + 80), sizing_mode="stretch_width",
                  title="Op-type time change (b - a)", x_axis_label=theme.axis_label("Change", "ms"),
                  tools="save", name="compare_op_types")
-    if len(df):
-        fig.hbar(y="label", left=0, right="delta_ms", height=0.7, color="color", source=src)
+    fig.hbar(y="label", left=0, right="delta_ms", height=0.7, color="color", source=src)
     fig.add_tools(HoverTool(tooltips=[("op type", "@op_type"), ("status", "@status"), ("a", "@a_ms{0,0.000} ms"),
                                       ("b", "@b_ms{0,0.000} ms"), ("change", "@delta_ms{+0,0.000} ms")]))
     return theme.style(fig)

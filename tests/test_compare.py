@@ -1,0 +1,102 @@
+"""nbprofiler.compare on real runs: two legacy Ascend runs, and a MindData bottleneck that vanished."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from bokeh.embed import file_html
+from bokeh.resources import INLINE
+
+import nbprofiler
+from nbprofiler.views.compare import CompareView, compare_layout, verdict_div
+
+from .conftest import DATA, expected
+
+
+@pytest.fixture(scope="module")
+def lenet_vs_widedeep():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nbprofiler.compare(DATA / "legacy/run_2_lenet", DATA / "legacy/run_1_widedeep")
+
+
+@pytest.fixture(scope="module")
+def map_vs_fast():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nbprofiler.compare(DATA / "minddata/md_bottleneck_map", DATA / "minddata/md_fast")
+
+
+def test_step_stages(lenet_vs_widedeep):
+    c = lenet_vs_widedeep
+    st = c.steps.set_index("stage")
+    assert c.stage_set == ["iteration_interval_ms", "fp_and_bp_ms", "tail_ms"]
+    # run_2_lenet's average row has total 0 (no real step), so its one step stands in: 23.7091 ms
+    lenet = expected("legacy__run_2_lenet__device1")["step_trace"]
+    assert st.at["total_ms", "a_ms"] == pytest.approx(lenet["per_step_ms"]["total"][0])
+    # run_1_widedeep: MindInsight's average (the file's row, steps 2..N)
+    wide = expected("legacy__run_1_widedeep__device1")["step_trace"]["summary"]
+    assert st.at["total_ms", "b_ms"] == pytest.approx(wide["total_time"])
+    assert st.at["fp_and_bp_ms", "b_ms"] == pytest.approx(wide["fp_and_bp"])
+    assert st.at["total_ms", "b_steps"] == 322 and st.at["total_ms", "a_steps"] == 1
+    assert st.at["total_ms", "delta_ms"] == pytest.approx(wide["total_time"] - 23.7091)
+    # the per-step distributions are over the real steps (all 322, step 1 included)
+    per = expected("legacy__run_1_widedeep__device1")["step_trace"]["recomputed_means_ms"]["total"]
+    assert st.at["total_ms", "b_mean_ms"] == pytest.approx(per["mean_all_rows"], abs=1e-3)
+    assert st.at["total_ms", "b_median_ms"] <= st.at["total_ms", "b_p90_ms"]
+    assert c.verdict[0].startswith("step time +766% (23.7 -> 205 ms)")
+
+
+def test_op_types_and_top_ops(lenet_vs_widedeep):
+    c = lenet_vs_widedeep
+    t = c.op_types.set_index(["kind", "op_type"])
+    mm = t.loc[("ai_core", "MatMul")]
+    assert mm["status"] == "both" and mm["a_count"] == 9 and mm["b_count"] == 25
+    assert mm["a_time_us"] == pytest.approx(20657.74) and mm["b_time_us"] == pytest.approx(2807.82)
+    assert mm["delta_us"] == pytest.approx(2807.82 - 20657.74)
+    assert c.op_types.iloc[0]["op_type"] == "MatMul"  # the largest |change| first
+    # AI CPU ops exist only in lenet; ApplyMomentumD only in widedeep
+    assert t.loc[("ai_cpu", "InitData"), "status"] == "vanished"
+    assert t.loc[("ai_core", "ApplyMomentumD"), "status"] == "new"
+    assert "MatMul -17.8 ms (-86%), the largest op-type change" in c.verdict
+    top = c.top_ops
+    assert (top["a_rank"] <= 10).sum() == 10 and (top["b_rank"] <= 10).sum() == 10
+    assert top.iloc[0]["a_rank"] == 1 and top.iloc[0]["op_type"] == "MatMul"
+
+
+def test_bottleneck_vanished(map_vs_fast):
+    c = map_vs_fast
+    md = c.minddata.set_index("op_id")
+    # MindData's own summaries agree: the map op is the bottleneck in md_bottleneck_map only
+    assert md.at[1, "op_type"] == "MapOp"
+    assert bool(md.at[1, "a_bottleneck"]) and not bool(md.at[1, "b_bottleneck"]) and md.at[1, "change"] == "resolved"
+    assert not md["b_bottleneck"].any()
+    assert md.at[1, "a_usage_rate"] < 0.01 and md.at[1, "b_usage_rate"] > 0.8
+    assert "MapOp_1 no longer the bottleneck" in c.verdict
+    assert expected("minddata__md_bottleneck_map__device0")["minddata_pipeline"] is not None
+    q = c.queues.set_index("queue").loc["host"]
+    assert (q["a_steps"], q["a_empty"]) == (62, 62) and (q["b_steps"], q["b_empty"]) == (200, 1)
+    assert "host queue empty at 100% -> 0% of steps" in c.verdict
+
+
+def test_compare_view_standalone_html(map_vs_fast, lenet_vs_widedeep):
+    for c in (map_vs_fast, lenet_vs_widedeep):
+        html = file_html(compare_layout(c), INLINE, "compare")
+        assert "compare_op_types_src" in html and "compare_steps_src" in html
+    # verdict text is escaped in HTML
+    c = lenet_vs_widedeep
+    c.verdict.append("<script>alert(1)</script> op")
+    html = file_html(compare_layout(c), INLINE, "compare")
+    assert "<script>alert(1)</script>" not in html and "alert(1)" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; op" in verdict_div(c.verdict).text
+    assert "<script>alert" not in c._repr_html_()
+    c.verdict.pop()
+    view = CompareView(c)
+    assert view.layout.name == "compare_layout"
+
+
+def test_compare_rejects_a_cluster():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(TypeError, match="several devices"):
+            nbprofiler.compare(DATA / "legacy/cluster_4rank_pipeline", DATA / "legacy/run_2_lenet")
