@@ -259,22 +259,23 @@ def queue_size_figure(queues_df: pd.DataFrame, op_id: int | None = None) -> figu
 
 
 _SELECT_QUEUE_JS = """
+const col = (s, c) => (s.data instanceof Map ? s.data.get(c) : s.data[c]);
 const i = edges.selected.indices.length ? edges.selected.indices[0] : -1;
 if (i < 0) { return; }
-const op = edges.data.get('op_id')[i];
-const ids = all.data.get('op_id'), xs = all.data.get('x'), sz = all.data.get('size'),
-      ln = all.data.get('length');
+const op = col(edges, 'op_id')[i];
+const ids = col(all, 'op_id'), xs = col(all, 'x'), sz = col(all, 'size'),
+      ln = col(all, 'length');
 const x = [], size = [], length = [];
 for (let k = 0; k < ids.length; k++) {
   if (ids[k] === op) { x.push(xs[k]); size.push(sz[k]); length.push(ln[k]); }
 }
 series.data = {x: x, size: size, length: length};
-fig.title.text = edges.data.get('queue')[i] + ': size over time';
+fig.title.text = col(edges, 'queue')[i] + ': size over time';
 const keys = ['queue', 'from op', 'to op', 'workers of from op', 'average size', 'capacity', 'usage (%)'];
-const vals = [edges.data.get('queue')[i], edges.data.get('op')[i], edges.data.get('parent')[i],
-              String(workers[op] === undefined ? '' : workers[op]),
-              edges.data.get('average_size')[i].toFixed(3), String(edges.data.get('capacity')[i]),
-              edges.data.get('usage_pct')[i].toFixed(4)];
+const vals = [col(edges, 'queue')[i], col(edges, 'op')[i], col(edges, 'parent')[i],
+              String((workers instanceof Map ? workers.get(String(op)) : workers[String(op)]) ?? ''),
+              col(edges, 'average_size')[i].toFixed(3), String(col(edges, 'capacity')[i]),
+              col(edges, 'usage_pct')[i].toFixed(4)];
 info.data = {key: keys, value: vals};
 """
 

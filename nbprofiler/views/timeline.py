@@ -154,10 +154,10 @@ def search_events(timeline_df: pd.DataFrame, pattern: str, limit: int = MAX_MATC
 
 # -- figures ----------------------------------------------------------------------------------------
 _DETAILS_JS = """
+const col = (s, c) => (s.data instanceof Map ? s.data.get(c) : s.data[c]);
 const i = src.selected.indices.length ? src.selected.indices[0] : -1;
 if (i < 0) { return; }
-const d = src.data;
-const get = (c) => d.get(c)[i];
+const get = (c) => col(src, c)[i];
 let text = get('name') + '\\n' + 'type: ' + get('op_type') + '    track: ' + get('track_label') + '\\n'
   + 'start: ' + get('start_us').toFixed(3) + ' us    duration: ' + get('dur_us').toFixed(3) + ' us';
 if (get('count') > 1) { text += '    events merged: ' + get('count'); }
@@ -254,9 +254,10 @@ def stats_table(stats_df: pd.DataFrame | None = None) -> DataTable:
 
 
 _JUMP_JS = """
+const col = (s, c) => (s.data instanceof Map ? s.data.get(c) : s.data[c]);
 const i = matches.selected.indices.length ? matches.selected.indices[0] : -1;
 if (i < 0) { return; }
-const s = matches.data.get('start_us')[i], d = matches.data.get('dur_us')[i];
+const s = col(matches, 'start_us')[i], d = col(matches, 'dur_us')[i];
 const span = Math.max(d * 20, 50);
 xr.setv({start: s - span / 2, end: s + d + span / 2});
 """
