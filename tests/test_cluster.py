@@ -145,3 +145,16 @@ def test_cluster_view_html(pipeline4, npu8):
             assert name in html
     view = ClusterView(pipeline4[0], engine="serial")
     assert view.layout.name == "cluster_layout" and C.slowest_rank(view.summary) == "1"
+
+
+@pytest.mark.slow
+def test_benchmark_quick_mode(capsys):
+    """benchmarks/bench_cluster.py --quick runs every engine and they agree on the straggler."""
+    import importlib.util
+    from .conftest import REPO
+    spec = importlib.util.spec_from_file_location("bench_cluster", REPO / "benchmarks/bench_cluster.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--quick", "--ranks", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "x serial" in out and "legacy       4 serial" in out
