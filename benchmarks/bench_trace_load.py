@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,7 +75,8 @@ def run(sizes: list[int], scratch: Path, baseline_max_mb: int) -> list[dict]:
     for mb in sizes:
         path = ensure_trace(scratch, mb)
         size_mb = path.stat().st_size / 1e6
-        cache_dir = tempfile.mkdtemp(prefix="cache-", dir=scratch)
+        # outside the trace's folder: the cache refuses to live inside a profiler directory
+        cache_dir = tempfile.mkdtemp(prefix="nbprofiler-bench-cache-")
         row = {"size_mb": round(size_mb, 1), "machine": f"{os.cpu_count()} cpu"}
         nb = measure("nbprofiler", path, cache_dir)
         cached = measure("cached", path, cache_dir)
@@ -84,6 +86,7 @@ def run(sizes: list[int], scratch: Path, baseline_max_mb: int) -> list[dict]:
             base = measure("baseline", path, "off")
             row["baseline_json_pandas"] = _fmt(base, size_mb)
             row["speedup_vs_baseline"] = round(base["seconds"] / nb["seconds"], 2)
+        shutil.rmtree(cache_dir, ignore_errors=True)
         results.append(row)
         print(json.dumps(row), flush=True)
     return results
