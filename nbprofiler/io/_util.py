@@ -174,6 +174,10 @@ def numeric(df: pd.DataFrame, col: str, path: Path, *, dtype=float, allow_missin
         i = int(np.flatnonzero(bad.to_numpy())[0])
         raise MalformedFileError(path, f"not a number: {raw.iloc[i]!r}", line=int(df.index[i]) + first_data_line
                                  if isinstance(df.index[i], (int, np.integer)) else None, field=col)
+    infinite = np.isinf(vals.to_numpy(dtype="float64", na_value=np.nan))
+    if infinite.any():
+        i = int(np.flatnonzero(infinite)[0])
+        raise MalformedFileError(path, f"not a finite number: {raw.iloc[i]!r}", line=i + first_data_line, field=col)
     if not allow_missing and is_missing.any():
         i = int(np.flatnonzero(is_missing.to_numpy())[0])
         raise MalformedFileError(path, "empty value", line=i + first_data_line, field=col)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections import deque
 from pathlib import Path
 
@@ -119,7 +120,7 @@ def _list_cell(text: str, path: Path, line: int, field: str) -> list[int]:
     except json.JSONDecodeError:
         raise MalformedFileError(path, f"not a list literal: {text[:40]!r}", line=line, field=field) from None
     if not isinstance(value, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                              for x in value):
+                                              and math.isfinite(x) for x in value):
         raise MalformedFileError(path, f"expected a list of numbers, found {text[:40]!r}", line=line, field=field)
     return [int(x) for x in value]
 
@@ -183,7 +184,8 @@ def _is_int(v) -> bool:
 
 
 def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite JSON number (Python's json accepts NaN and Infinity, which no profiler writes)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def derive_pipeline(doc: dict, path: Path) -> pd.DataFrame:
