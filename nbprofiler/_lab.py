@@ -267,10 +267,10 @@ def _handlers():
             if not isinstance(api_path, str) or not all(v is None or isinstance(v, str)
                                                         for v in (device, dir_api_path)):
                 raise web.HTTPError(400, "expected {\"path\": str, \"device\": str|null, \"dir\": str|null}")
-            ksm = self.kernel_spec_manager
-            kernel_name = ksm.default_kernel_name or "python3"
+            # The server's default kernel, so the report runs in the environment Lab would pick itself.
+            kernel_name = getattr(self.kernel_manager, "default_kernel_name", None) or "python3"
             try:
-                display = (await ensure_async(ksm.get_kernel_spec(kernel_name))).display_name
+                display = (await ensure_async(self.kernel_spec_manager.get_kernel_spec(kernel_name))).display_name
             except Exception:  # noqa: BLE001 - a missing spec only changes the label
                 display = kernel_name
             try:

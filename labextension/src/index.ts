@@ -108,14 +108,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
 
     commands.addCommand(CommandIDs.newReport, {
-      label: args => (args.isLauncher ? 'Profiler Report' : 'New profiler report'),
+      label: 'New profiler report',
       caption: 'Create a report notebook for a profiler output folder or trace JSON file',
       icon: args => (args.isPalette ? undefined : profilerIcon),
-      execute: async () => {
+      execute: async args => {
+        // The launcher passes its own folder as `cwd`; elsewhere use the file browser's folder.
+        const start = (args.cwd as string | undefined) ?? defaultBrowser.model.path;
         const result = await InputDialog.getText({
           title: 'New profiler report',
           label: 'Profiler output folder or trace JSON file (relative to the Jupyter root):',
-          text: defaultBrowser.model.path,
+          text: start,
           placeholder: 'e.g. runs/lenet_ascend_ms',
           okLabel: 'Create report'
         });

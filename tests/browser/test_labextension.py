@@ -1,0 +1,340 @@
+"""The JupyterLab extension (labextension/) and its server side (nbprofiler/_lab.py).
+
+The first group tests the server-side rules directly on copies of the shared data (fast, no server):
+where a report notebook goes, what it contains, which runs discovery lists. The second group runs in a
+real JupyterLab (``lab``/``page`` fixtures of conftest.py) with the extension installed as a user gets
+it (``pip install -e .`` + ``jupyter labextension develop``, see scripts/test.sh).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import shutil
+import subprocess
+import sys
+import urllib.error
+from pathlib import Path
+
+import nbformat
+import pytest
+from helpers import cell_errors, count_canvases, save_screenshot
+
+from nbprofiler import _lab
+from nbprofiler.profile import Profile
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO.parent / "shared" / "data"
+MS2_SESSION = "vm_11535_20261121042531696_ascend_ms"
+
+
+def copy_data(dest: Path, *names: str) -> None:
+    """Copy shared datasets (e.g. "minddata", "mindspore2") under ``dest``, keeping file times."""
+    for name in names:
+        shutil.copytree(DATA / name, dest / name, copy_function=shutil.copy2)
+
+
+def snapshot(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    """A Jupyter root holding ``proj/minddata`` and ``proj/mindspore2`` (copies of the shared data)."""
+    copy_data(tmp_path / "proj", "minddata", "mindspore2")
+    return tmp_path.resolve()
+
+
+# -- server-side rules, no server -----------------------------------------------------------------------
+
+def test_list_runs_finds_the_runs_of_the_shared_data(tree):
+    runs = _lab.list_runs(tree, tree / "proj")
+    assert [(r["name"], r["generation"], r["device"]) for r in runs] == [
+        ("minddata/md_bottleneck_map", "minddata", "0"),
+        ("minddata/md_fast", "minddata", "0"),
+        (f"mindspore2/lenet_pynative/{MS2_SESSION}", "mindspore2", "0"),
+    ]
+    ms2 = runs[2]
+    assert ms2["path"] == f"proj/mindspore2/lenet_pynative/{MS2_SESSION}"
+    assert ms2["session"] == MS2_SESSION
+    # the date is the newest file's time (copy2 kept the recorded times)
+    newest = max(p.stat().st_mtime for p in (tree / ms2["path"]).rglob("*") if p.is_file()
+                 and "logs" not in p.parts)
+    assert ms2["date"] == datetime.datetime.fromtimestamp(newest).isoformat(timespec="seconds")
+    assert ms2["files"] == 12
+    assert json.dumps(runs)  # the handler sends it as JSON as is
+
+
+def test_list_runs_keeps_devices_that_share_a_folder():
+    root = DATA.resolve()
+    runs = _lab.list_runs(root, root / "legacy" / "fixtures_mixed_ids")
+    assert [r["device"] for r in runs] == ["0", "1", "10"]
+    assert all(r["devices_in_folder"] == ["0", "1", "10"] and r["name"] == "." for r in runs)
+    assert all(r["path"] == "legacy/fixtures_mixed_ids" and r["generation"] == "legacy" for r in runs)
+
+
+def test_list_runs_of_a_folder_without_profiler_data_is_empty(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("nothing to see")
+    assert _lab.list_runs(tmp_path.resolve(), tmp_path.resolve()) == []
+
+
+def test_report_goes_next_to_the_folder_never_inside_profiler_output(tree):
+    before = snapshot(tree / "proj")
+    # a plain folder holding runs: beside it
+    assert _lab.create_report(tree, "proj/mindspore2")[0] == "proj/mindspore2-nbprofiler.ipynb"
+    # a MindData profiler folder: beside it, in its parent
+    nb_path, _, rel = _lab.create_report(tree, "proj/minddata/md_fast")
+    assert (nb_path, rel) == ("proj/minddata/md_fast-nbprofiler.ipynb", "md_fast")
+    # a folder inside a *_ascend_ms run, and a trace file in it: beside the whole run folder
+    session = f"proj/mindspore2/lenet_pynative/{MS2_SESSION}"
+    nb_path, _, rel = _lab.create_report(tree, f"{session}/ASCEND_PROFILER_OUTPUT")
+    assert nb_path == "proj/mindspore2/lenet_pynative/ASCEND_PROFILER_OUTPUT-nbprofiler.ipynb"
+    assert rel == f"{MS2_SESSION}/ASCEND_PROFILER_OUTPUT"
+    nb_path, _, rel = _lab.create_report(tree, f"{session}/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    assert nb_path == "proj/mindspore2/lenet_pynative/trace_view-nbprofiler.ipynb"
+    assert rel == f"{MS2_SESSION}/ASCEND_PROFILER_OUTPUT/trace_view.json"
+    # a folder at the root: in the root
+    assert _lab.create_report(tree, "proj")[0] == "proj-nbprofiler.ipynb"
+    assert snapshot(tree / "proj") == before  # create_report only computes; nothing was written
+
+
+def test_report_in_a_chosen_folder_and_refusals(tree):
+    (tree / "reports").mkdir()
+    nb_path, _, rel = _lab.create_report(tree, "proj/minddata/md_fast", dir_api_path="reports")
+    assert (nb_path, rel) == ("reports/md_fast-nbprofiler.ipynb", "../proj/minddata/md_fast")
+    with pytest.raises(_lab.PathError) as err:  # a chosen folder inside profiler output
+        _lab.create_report(tree, "proj/minddata/md_fast", dir_api_path="proj/minddata/md_bottleneck_map")
+    assert err.value.status == 409
+    with pytest.raises(_lab.PathError) as err:
+        _lab.create_report(tree, "../../etc")
+    assert err.value.status == 403
+    with pytest.raises(_lab.PathError) as err:
+        _lab.create_report(tree, "proj/nope")
+    assert err.value.status == 404
+    # a root that is itself profiler output leaves no place to write: the user must choose one
+    run_root = (tree / "proj" / "minddata" / "md_fast").resolve()
+    with pytest.raises(_lab.PathError) as err:
+        _lab.create_report(run_root, "")
+    assert err.value.status == 409 and "never writes into profiler directories" in str(err.value)
+
+
+def test_report_names_never_overwrite(tree):
+    (tree / "proj" / "mindspore2-nbprofiler.ipynb").write_text("{}")
+    (tree / "proj" / "mindspore2-nbprofiler-2.ipynb").write_text("{}")
+    assert _lab.create_report(tree, "proj/mindspore2")[0] == "proj/mindspore2-nbprofiler-3.ipynb"
+
+
+def test_report_notebook_loads_the_profile_even_with_hostile_names(tmp_path, monkeypatch):
+    """The path goes into code as a literal: quotes, HTML and newlines in a folder name stay data."""
+    root = tmp_path.resolve()
+    odd = "it's \"odd\" <img src=x onerror=alert(1)>\n%run"
+    shutil.copytree(DATA / "minddata" / "md_fast", root / odd, copy_function=shutil.copy2)
+    nb_path, nb, rel = _lab.create_report(root, odd)
+    assert nb_path == f"{odd}-nbprofiler.ipynb" and rel == odd
+    node = nbformat.from_dict(nb)
+    nbformat.validate(node)
+    assert [c.cell_type for c in node.cells] == ["markdown", "code", "code"]
+    assert odd not in node.cells[0].source  # no user string in markdown (rendered as HTML)
+    assert node.cells[2].source == "prof.show()"
+    monkeypatch.chdir(root)  # the kernel's working directory is the notebook's folder
+    namespace: dict = {}
+    exec(compile(node.cells[1].source, "cell-1", "exec"), namespace)
+    prof = namespace["prof"]
+    assert isinstance(prof, Profile) and prof.generation == "minddata"
+    assert Path(prof.root).resolve() == (root / odd).resolve()
+
+
+def test_report_notebook_picks_the_device_of_a_shared_folder(monkeypatch):
+    root = DATA.resolve()
+    _, nb, rel = _lab.create_report(root, "legacy/fixtures_mixed_ids", device="10")
+    assert "device='10'" in nb["cells"][1]["source"]
+    monkeypatch.chdir(root / "legacy")
+    namespace: dict = {}
+    exec(nb["cells"][1]["source"], namespace)
+    assert namespace["prof"].device == "10"
+
+
+# -- packaging ------------------------------------------------------------------------------------------
+
+def _installed_labextensions() -> str:
+    out = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True,
+                         text=True, timeout=60)
+    return re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)  # drop the colour codes
+
+
+def test_extension_is_installed_and_enabled():
+    listing = _installed_labextensions()
+    assert "nbprofiler v0.1.0 enabled" in listing and "OK" in listing, (
+        "the nbprofiler lab extension is not installed: `pip install -e .` then "
+        f"`jupyter labextension develop --overwrite .` (scripts/test.sh does both)\n{listing}")
+    out = subprocess.run([sys.executable, "-m", "jupyter", "server", "extension", "list"],
+                         capture_output=True, text=True, timeout=60)
+    assert "nbprofiler._lab enabled" in re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)
+
+
+# -- in a real JupyterLab -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lab_tree(lab) -> Path:
+    """``lab.root/runs`` with copies of the shared minddata and mindspore2 data."""
+    target = lab.root / "runs"
+    if not target.exists():
+        copy_data(target, "minddata", "mindspore2")
+    return target
+
+
+def wait_for_extension(page, lab) -> None:
+    logs: list[str] = []
+    page.on("console", lambda m: logs.append(m.text))
+    page.goto(lab.url())
+    page.locator("#jp-main-statusbar").wait_for()
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand("
+                           "'nbprofiler:open-in-nbprofiler')")
+    page.wait_for_function("() => document.querySelector('#nbprofiler-runs') !== null")
+    assert "nbprofiler extension activated" in logs
+
+
+def go_to_folder(page, folder: str) -> None:
+    page.evaluate("(p) => window.jupyterapp.commands.execute('filebrowser:go-to-path', {path: p})", folder)
+    page.locator(".jp-FileBrowser .jp-BreadCrumbs").get_by_text(folder.split("/")[-1]).first.wait_for()
+
+
+def wait_report_ran(page, nb_name: str, n_code_cells: int = 2, timeout_ms: float = 180_000):
+    """The report notebook is the current tab and all its code cells have run."""
+    page.locator(f'.lm-TabBar-tab[data-type="document-title"]:has-text("{nb_name}")').first.wait_for()
+    page.wait_for_function("""(n) => { const p = Array.from(document.querySelectorAll(
+        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell.jp-CodeCell .jp-InputPrompt'));
+      return p.length === n && p.every(e => /^\\[\\d+\\]:$/.test(e.textContent.trim())); }""",
+                           arg=n_code_cells, timeout=timeout_ms)
+    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+
+
+def show_tab(cell, tab: str = "Step trace") -> None:
+    """Open a tab of the dashboard in ``cell`` and wait for its Bokeh canvases to be drawn."""
+    cell.locator(".widget-tab").first.wait_for()
+    cell.locator(".lm-TabBar-tab", has_text=tab).first.click()
+    cell.locator("canvas").locator("visible=true").first.wait_for(timeout=120_000)
+    cell.scroll_into_view_if_needed()
+    cell.page.wait_for_timeout(500)  # let painting finish before screenshots
+
+
+def test_runs_endpoint_and_report_endpoint(lab, lab_tree):
+    answer = lab.api("GET", "/nbprofiler/runs?path=runs")
+    assert answer["path"] == "runs"
+    assert [(r["name"], r["generation"]) for r in answer["runs"]] == [
+        ("minddata/md_bottleneck_map", "minddata"), ("minddata/md_fast", "minddata"),
+        (f"mindspore2/lenet_pynative/{MS2_SESSION}", "mindspore2")]
+    with pytest.raises(urllib.error.HTTPError) as err:
+        lab.api("GET", "/nbprofiler/runs?path=../..")
+    assert err.value.code == 403
+    before = snapshot(lab_tree / "minddata" / "md_bottleneck_map")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        lab.api("POST", "/nbprofiler/report", {"path": "runs/minddata/md_fast",
+                                               "dir": "runs/minddata/md_bottleneck_map"})
+    assert err.value.code == 409
+    assert snapshot(lab_tree / "minddata" / "md_bottleneck_map") == before
+
+
+def test_context_menu_creates_runs_and_renders_the_report(lab, lab_tree, page):
+    run_folder = lab_tree / "mindspore2" / "lenet_pynative" / MS2_SESSION
+    before = snapshot(run_folder)
+    wait_for_extension(page, lab)
+    go_to_folder(page, "runs/mindspore2/lenet_pynative")
+    item = page.locator(f'.jp-DirListing-item[data-isdir="true"]:has-text("{MS2_SESSION}")')
+    item.click(button="right")
+    entry = page.locator('.lm-Menu-item[data-command="nbprofiler:open-in-nbprofiler"]')
+    entry.wait_for(state="visible")
+    save_screenshot(page, "labext_context_menu")
+    entry.click()
+    nb_name = f"{MS2_SESSION}-nbprofiler.ipynb"
+    cells = wait_report_ran(page, nb_name)
+    nb_file = lab_tree / "mindspore2" / "lenet_pynative" / nb_name
+    assert nb_file.exists(), "the report notebook must sit next to the run folder"
+    assert snapshot(run_folder) == before  # nothing written inside the profiler folder
+    model = lab.api("GET", f"/api/contents/runs/mindspore2/lenet_pynative/{nb_name}?content=1")["content"]
+    assert f"nbprofiler.load({MS2_SESSION!r})" in model["cells"][1]["source"]
+    assert not cell_errors(page)
+    # the first cell shows the loaded profile; the second the dashboard with its Bokeh canvases
+    assert "mindspore2" in cells.nth(1).locator(".jp-OutputArea").inner_text()
+    show_tab(cells.nth(2), tab="Operators")  # a CPU run: no step trace, CPU operators
+    assert count_canvases(page) > 0
+    save_screenshot(page, "labext_report_from_context_menu")
+    assert not page.page_errors, page.page_errors
+
+
+def test_sidebar_lists_runs_and_opens_one(lab, lab_tree, page):
+    wait_for_extension(page, lab)
+    go_to_folder(page, "runs")
+    page.locator('.lm-TabBar-tab[data-id="nbprofiler-runs"]').click()
+    panel = page.locator("#nbprofiler-runs")
+    panel.locator(".jp-nbprofiler-Run").nth(2).wait_for()
+    assert panel.get_attribute("data-state") == "done"
+    names = panel.locator(".jp-nbprofiler-Run-name").all_inner_texts()
+    assert names == ["minddata/md_bottleneck_map", "minddata/md_fast",
+                     f"mindspore2/lenet_pynative/{MS2_SESSION}"]
+    metas = panel.locator(".jp-nbprofiler-Run-meta").all_inner_texts()
+    assert metas[0].startswith("minddata · device 0 · 20") and metas[0].endswith("6 files")
+    assert metas[2].startswith("mindspore2 · device 0 · ") and metas[2].endswith("12 files")
+    save_screenshot(page, "labext_sidebar")
+    panel.locator('.jp-nbprofiler-Run-open[data-path="runs/minddata/md_fast"]').click()
+    cells = wait_report_ran(page, "md_fast-nbprofiler.ipynb")
+    assert (lab_tree / "minddata" / "md_fast-nbprofiler.ipynb").exists()
+    assert "minddata" in cells.nth(1).locator(".jp-OutputArea").inner_text()
+    assert not cell_errors(page)
+    show_tab(cells.nth(2), tab="MindData")
+    save_screenshot(page, "labext_report_from_sidebar")
+    assert not page.page_errors, page.page_errors
+
+
+def test_launcher_card_and_palette(lab, lab_tree, page):
+    wait_for_extension(page, lab)
+    go_to_folder(page, "runs/minddata")
+    page.evaluate("() => window.jupyterapp.commands.execute('launcher:create')")
+    card = page.locator('.jp-MainAreaWidget:not(.lm-mod-hidden) .jp-LauncherCard:has-text("New profiler report")')
+    card.wait_for(state="visible")
+    save_screenshot(page, "labext_launcher")
+    card.click()
+    dialog = page.locator(".jp-Dialog")
+    field = dialog.locator("input")
+    assert field.input_value() == "runs/minddata"  # defaults to the file browser's folder
+    field.fill("runs/minddata/md_bottleneck_map")
+    save_screenshot(page, "labext_new_report_dialog")
+    dialog.locator(".jp-mod-accept").click()
+    wait_report_ran(page, "md_bottleneck_map-nbprofiler.ipynb")
+    assert (lab_tree / "minddata" / "md_bottleneck_map-nbprofiler.ipynb").exists()
+
+    page.keyboard.press("Control+Shift+C")
+    page.locator(".lm-CommandPalette-input").fill("profiler report")
+    items = page.locator(".lm-CommandPalette-item")
+    assert items.filter(has_text="New profiler report").count() == 1
+    assert items.filter(has_text="Open profiler report…").count() == 1
+    items.filter(has_text="Open profiler report…").click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.locator('.jp-DirListing-item:has-text("md_fast")').click()
+    save_screenshot(page, "labext_open_report_dialog")
+    dialog.locator(".jp-mod-accept").click()
+    wait_report_ran(page, "md_fast-nbprofiler")
+    assert not page.page_errors, page.page_errors
+
+
+def test_dark_theme_sidebar(lab, lab_tree, page):
+    wait_for_extension(page, lab)
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                  "{theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+    go_to_folder(page, "runs")
+    page.locator('.lm-TabBar-tab[data-id="nbprofiler-runs"]').click()
+    panel = page.locator("#nbprofiler-runs")
+    panel.locator(".jp-nbprofiler-Run").first.wait_for()
+    try:
+        colors = page.evaluate("""() => { const p = document.querySelector('#nbprofiler-runs');
+            const n = p.querySelector('.jp-nbprofiler-Run-name');
+            return [getComputedStyle(p).backgroundColor, getComputedStyle(n).color]; }""")
+        bg, fg = ([int(v) for v in c[c.index("(") + 1:c.index(")")].split(",")[:3]] for c in colors)
+        assert sum(bg) < 3 * 100 and sum(fg) > 3 * 150, colors  # dark background, light text
+        save_screenshot(page, "labext_sidebar_dark")
+    finally:  # the theme is a saved setting of the session's server: restore it for the other tests
+        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                      "{theme: 'JupyterLab Light'})")
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
