@@ -14,8 +14,9 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import {
+  Dialog,
   ICommandPalette,
-  InputDialog,
+  showDialog,
   showErrorMessage
 } from '@jupyterlab/apputils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
@@ -28,7 +29,7 @@ import { ILauncher } from '@jupyterlab/launcher';
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { createReport, IRun } from './api';
 import { profilerIcon } from './icon';
-import { RunsPanel } from './sidebar';
+import { PathBody, RunsPanel } from './sidebar';
 
 export namespace CommandIDs {
   export const openInNbprofiler = 'nbprofiler:open-in-nbprofiler';
@@ -114,12 +115,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: async args => {
         // The launcher passes its own folder as `cwd`; elsewhere use the file browser's folder.
         const start = (args.cwd as string | undefined) ?? defaultBrowser.model.path;
-        const result = await InputDialog.getText({
+        const result = await showDialog({
           title: 'New profiler report',
-          label: 'Profiler output folder or trace JSON file (relative to the Jupyter root):',
-          text: start,
-          placeholder: 'e.g. runs/lenet_ascend_ms',
-          okLabel: 'Create report'
+          body: new PathBody(start),
+          buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Create report' })],
+          focusNodeSelector: 'input'
         });
         if (!result.button.accept || result.value === null) {
           return null;
