@@ -44,7 +44,9 @@ def test_top_types_fold_rest_and_match_mindinsight(widedeep):
     assert top["percent"].sum() == pytest.approx(100.0)
 
 
-def test_pie_angles_cover_the_circle_and_colours_are_stable(lenet_cpu):
+def test_pie_angles_cover_the_circle_and_colours_are_stable(lenet_cpu, monkeypatch):
+    # a fresh session's colour assignments (other tests in this process have taken palette slots)
+    monkeypatch.setattr(theme, "_OP_TYPE_ASSIGNED", {})
     df = O.pie_angles(O.top_types(lenet_cpu.op_types, "cpu", 20))
     assert len(df) == 16  # 16 CPU op types in the LeNet run, none folded
     span = (df["start_angle"] - df["end_angle"]).sum()
