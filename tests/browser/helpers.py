@@ -47,10 +47,13 @@ def code_cell_count(path) -> int:
 
 def open_notebook(page, lab, nb_name: str) -> None:
     """Open ``nb_name`` (relative to ``lab.root``) and wait until its kernel is idle."""
-    page.goto(lab.url(nb_name))
-    page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for()
+    # "reset": start from an empty workspace, or JupyterLab restores the notebooks earlier tests of this
+    # server opened, as hidden tabs whose cells would match the locators below.
+    page.goto(lab.url(nb_name) + "&reset")
+    panel = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+    page.locator(f"{panel} .jp-Notebook .jp-Cell").first.wait_for()
     # The toolbar can read idle before the kernel is connected; the status bar is the reliable one.
-    page.locator('.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for()
+    page.locator(f'{panel} .jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for()
     page.locator("#jp-main-statusbar >> text=Idle").first.wait_for()
 
 
