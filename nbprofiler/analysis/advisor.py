@@ -18,6 +18,20 @@ EMPTY_QUEUE_RATE = 0.3
 # MindInsight's CPU proposer: machine CPU use above 80 % may slow data processing.
 CPU_BUSY_PCT = 80.0
 
+STAGE_NAMES = {"iteration_interval_ms": "The step interval", "fp_and_bp_ms": "Forward and backward",
+               "tail_ms": "The step tail"}
+KIND_NAMES = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "host CPU", "gpu": "GPU", "npu": "NPU"}
+
+
+def format_us(us: float) -> str:
+    """A duration in the unit a person reads it in: 812 us, 35.9 ms, 35.92 s."""
+    us = float(us)
+    if abs(us) >= 1e6:
+        return f"{us / 1e6:.4g} s"
+    if abs(us) >= 1e3:
+        return f"{us / 1e3:.4g} ms"
+    return f"{us:.4g} us"
+
 
 def suggestions(prof) -> list[dict]:
     from .summary import legacy_stage_view
@@ -57,7 +71,7 @@ def _step_trace_findings(avg, view: pd.DataFrame) -> list[dict]:
                            "tune AllReduce fusion / split points so communication overlaps backward",
             }[stage]
             out.append({"id": f"step_trace.dominant.{stage[:-3]}",
-                        "text": f"{stage[:-3].replace('_', ' ').capitalize()} takes {share:.0%} of the average "
+                        "text": f"{STAGE_NAMES[stage]} takes {share:.0%} of the average "
                                 f"step ({float(avg[stage]):.4g} of {total:.4g} ms): {advice}.",
                         "evidence": {"stage": stage, "share": share, "stage_ms": float(avg[stage]),
                                      "total_ms": total}})
@@ -82,8 +96,8 @@ def _operator_findings(prof, avg) -> list[dict]:
         share = float(top["percent"])
         if share >= 20:
             out.append({"id": f"operators.{kind}.top_type",
-                        "text": f"{top['op_type']} operators take {share:.1f}% of {kind.replace('_', ' ')} operator "
-                                f"time ({float(top['total_time_us']):.6g} us over {int(top['count'])} executions): "
+                        "text": f"{top['op_type']} operators take {share:.1f}% of {KIND_NAMES.get(kind, kind)} operator "
+                                f"time ({format_us(top['total_time_us'])} over {int(top['count'])} executions): "
                                 "start optimising there (data type, shapes, fusion).",
                         "evidence": {"kind": kind, "op_type": str(top["op_type"]), "percent": share,
                                      "total_time_us": float(top["total_time_us"]), "count": int(top["count"])}})
