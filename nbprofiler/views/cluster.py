@@ -12,6 +12,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 from . import theme
+from ._layout_view import LayoutView
 
 
 def rank_bars_figure(rank_steps_df: pd.DataFrame, stages: list[str], slowest: str | None = None) -> figure:
@@ -117,7 +118,7 @@ def cluster_layout(summary: dict):
                   sizing_mode="stretch_width", name="cluster_layout")
 
 
-class ClusterView:
+class ClusterView(LayoutView):
     """``ClusterView(cluster, engine=None).display()``: per-rank bars, heatmap and slow-rank table."""
 
     def __init__(self, cluster, engine: str | None = None):
@@ -125,22 +126,6 @@ class ClusterView:
         self.cluster = cluster
         self.summary = rank_summary(cluster, engine=engine)
         self.layout = cluster_layout(self.summary)
-        self._widget = None
-
-    @property
-    def widget(self):
-        if self._widget is None:
-            from jupyter_bokeh import BokehModel
-            self._widget = BokehModel(self.layout)
-        return self._widget
-
-    def display(self):
-        from IPython.display import display
-        display(self.widget)
-        return self
-
-    def _ipython_display_(self):
-        self.display()
 
 
 __all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",

@@ -10,6 +10,7 @@ from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool
 from bokeh.plotting import figure
 
 from . import theme
+from ._layout_view import LayoutView
 
 GAIN = "#009E73"   # time saved in run b
 LOSS = "#D55E00"   # time added in run b
@@ -77,7 +78,7 @@ def compare_layout(cmp):
                   sizing_mode="stretch_width", name="compare_layout")
 
 
-class CompareView:
+class CompareView(LayoutView):
     """Widget for a `Comparison` (or two runs: ``CompareView(a, b)``): ``.widget``, ``.display()``."""
 
     def __init__(self, cmp_or_a, b=None, **kwargs):
@@ -86,22 +87,6 @@ class CompareView:
             cmp_or_a = compare(cmp_or_a, b, **kwargs)
         self.comparison = cmp_or_a
         self.layout = compare_layout(cmp_or_a)
-        self._widget = None
-
-    @property
-    def widget(self):
-        if self._widget is None:
-            from jupyter_bokeh import BokehModel
-            self._widget = BokehModel(self.layout)
-        return self._widget
-
-    def display(self):
-        from IPython.display import display
-        display(self.widget)
-        return self
-
-    def _ipython_display_(self):
-        self.display()
 
 
 __all__ = ["step_compare_figure", "op_type_delta_figure", "verdict_div", "compare_layout", "CompareView"]
