@@ -1,11 +1,13 @@
 """Shareable reports: one self-contained, offline HTML file per profile (``nbprofiler report``).
 
-`write_html_report(prof, path, title=None)` writes a single HTML file with BokehJS inline (no network
-needed to open it): a header, the overview numbers of ``prof.summary()``, the advisor's suggestions,
-and tabs built from the view modules' figure factories: Step trace, Operators (charts + searchable
-table, CustomJS), MindData, and a Timeline reduced by level of detail to at most `TIMELINE_BUDGET`
-bars, with a note saying how many events were merged or left out. For a `Cluster` it reports the
-first rank and adds a "Ranks" tab with one row per rank.
+`write_html_report(prof, path, title=None, compare_with=None)` writes a single HTML file with BokehJS
+inline (no network needed to open it): a header, the overview numbers of ``prof.summary()``, the
+advisor's suggestions, and tabs built from the view modules' figure factories: Step trace, Operators
+(charts + searchable table, CustomJS), MindData, and a Timeline reduced by level of detail to at most
+`TIMELINE_BUDGET` bars, with a note saying how many events were merged or left out. For a `Cluster` it
+reports the first rank and adds a "Ranks" tab with one row per rank. With ``compare_with`` (a second
+run) it adds a "Compare" tab (`nbprofiler.analysis.compare.compare` drawn by
+`nbprofiler.views.compare.compare_layout`) and the overview shows the comparison's verdict.
 
 Everything that comes from the data (operator names, paths, titles) is either handed to Bokeh as data
 (``ColumnDataSource``, rendered as text) or escaped with `html.escape` before it enters a ``Div``.
@@ -28,10 +30,13 @@ TIMELINE_BUDGET = 8_000  # bars in the report's timeline: ~2-3 MB of HTML, respo
 TIMELINE_WIDTH_PX = 1600
 
 
-def write_html_report(prof, path, title: str | None = None) -> Path:
-    """Write the offline HTML report of ``prof`` (a `Profile` or a `Cluster`) to ``path``; returns it."""
+def write_html_report(prof, path, title: str | None = None, compare_with=None) -> Path:
+    """Write the offline HTML report of ``prof`` (a `Profile` or a `Cluster`) to ``path``; returns it.
+
+    ``compare_with``: a second run (`Profile`, `Cluster` or path) to compare against; ``prof`` is the
+    baseline (a) and ``compare_with`` the new run (b), as in `nbprofiler.compare(a, b)`."""
     path = Path(path)
-    layout = report_layout(prof, title)
+    layout = report_layout(prof, title, compare_with=compare_with)
     doc_title = title or _default_title(_primary(prof))
     text = file_html(layout, resources=INLINE, title=doc_title)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -39,20 +44,31 @@ def write_html_report(prof, path, title: str | None = None) -> Path:
     return path
 
 
-def report_layout(prof, title: str | None = None):
+def report_layout(prof, title: str | None = None, compare_with=None):
     """The report as one Bokeh layout (what `write_html_report` embeds). Tabs are named
-    ``report_tabs``; each panel's child is named ``report_<section>``."""
+    ``report_tabs``; each panel's child is named ``report_<section>``. With ``compare_with`` the
+    first tab is "Compare" (``report_compare``) and the overview starts with the verdict."""
     main = _primary(prof)
     summary = main.summary()
+    comparison = None
+    if compare_with is not None:
+        from .analysis.compare import compare
+        if isinstance(compare_with, (str, Path)):
+            from .loader import load
+            compare_with = load(compare_with)
+        # a Cluster on either side: compare the ranks the report details (the smallest ids)
+        comparison = compare(main, _primary(compare_with))
     panels = [TabPanel(child=_section("step_trace", _step_trace(main)), title="Step trace"),
               TabPanel(child=_section("operators", _operators(main)), title="Operators"),
               TabPanel(child=_section("minddata", _minddata(main)), title="MindData"),
               TabPanel(child=_section("timeline", _timeline(main)), title="Timeline")]
     if _is_cluster(prof):
         panels.insert(0, TabPanel(child=_section("ranks", _ranks(prof)), title="Ranks"))
+    if comparison is not None:
+        panels.insert(0, TabPanel(child=_section("compare", _compare(comparison)), title="Compare"))
     header = Div(text=header_html(main, summary, title, prof if _is_cluster(prof) else None),
                  sizing_mode="stretch_width", name="report_header")
-    overview = Div(text=overview_html(summary), sizing_mode="stretch_width", name="report_overview")
+    overview = Div(text=overview_html(summary, comparison), sizing_mode="stretch_width", name="report_overview")
     suggestions = Div(text=suggestions_html(summary.get("suggestions") or []), sizing_mode="stretch_width",
                       name="report_suggestions")
     tabs = Tabs(tabs=panels, sizing_mode="stretch_width", name="report_tabs")
@@ -94,10 +110,14 @@ def header_html(prof, summary: dict, title: str | None, cluster=None) -> str:
             f"<table>{body}</table>{probs}</div>")
 
 
-def overview_html(summary: dict) -> str:
+def overview_html(summary: dict, comparison=None) -> str:
     """The numbers a performance engineer reads first: step-trace averages, top operator types per
-    kind, MindData queues and bottleneck, timeline size."""
+    kind, MindData queues and bottleneck, timeline size; with a `Comparison`, its verdict first."""
     parts = []
+    if comparison is not None:
+        items = "".join(f"<li>{_e(s)}</li>" for s in comparison.verdict)
+        parts.append(f"<h3>Compared with {_e(comparison.b_label)} (this run: {_e(comparison.a_label)})</h3>"
+                     f"<ul class='nbprofiler-verdict'>{items}</ul>")
     st = summary.get("step_trace")
     if st and st.get("average"):
         avg = st["average"]
@@ -215,15 +235,30 @@ def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple
     return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail."
 
 
-def _ranks(cluster):
-    from .views.step_trace import rank_frame
-    df = rank_frame(cluster)
-    src = ColumnDataSource(df, name="report_ranks_src")
+def _compare(cmp):
+    """The comparison's charts and verdict, then its MindData and queue frames as tables (runs with only
+    dataset-pipeline data have no step or operator bars to show)."""
+    from .views.compare import compare_layout
+    parts = [compare_layout(cmp)]
+    for name, df in (("minddata", cmp.minddata), ("queues", cmp.queues)):
+        if len(df):
+            parts.append(_table(df, f"report_compare_{name}"))
+    return column(*parts, sizing_mode="stretch_width")
+
+
+def _table(df: pd.DataFrame, name: str) -> DataTable:
+    """A read-only DataTable of ``df`` (floats with 4 decimals); cells are rendered as text by Bokeh."""
+    src = ColumnDataSource(df, name=f"{name}_src")
     num = NumberFormatter(format="0,0.0000")
     cols = [TableColumn(field=c, title=c, formatter=num) if pd.api.types.is_float_dtype(df[c])
             else TableColumn(field=c, title=c) for c in df.columns]
     return DataTable(source=src, columns=cols, sizing_mode="stretch_width", height=min(60 + 28 * len(df), 600),
-                     index_position=None, name="report_ranks_table")
+                     index_position=None, name=name)
+
+
+def _ranks(cluster):
+    from .views.step_trace import rank_frame
+    return _table(rank_frame(cluster), "report_ranks_table")
 
 
 def _is_cluster(obj) -> bool:

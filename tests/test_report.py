@@ -1,6 +1,7 @@
 """Offline HTML reports (nbprofiler.report) and the synthetic profiles they are tested on."""
 from __future__ import annotations
 
+import html
 import re
 import warnings
 
@@ -111,3 +112,37 @@ def test_synthetic_is_deterministic(tmp_path):
     b = write_profile(tmp_path / "b", layout="mindspore2", seed=7, steps=5)
     for f in sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file()):
         assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+def test_report_compare_tab_and_verdict(tmp_path):
+    """`nbprofiler report A --compare B`: a Compare tab and the verdict in the overview (the MapOp
+    bottleneck of md_bottleneck_map is gone in md_fast; its host queue was empty at every step)."""
+    from nbprofiler.cli import main
+    out = tmp_path / "cmp.html"
+    assert main(["report", str(DATA / "minddata" / "md_bottleneck_map"), "--compare",
+                 str(DATA / "minddata" / "md_fast"), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert '"title":"Compare"' in text.replace(": ", ":")
+    assert "compare_verdict" in text and "compare_op_types" in text and "compare_steps" in text
+    # file_html stores the document as HTML-escaped JSON: unescape once to see the Div's markup
+    overview = re.search(r"Compared with md_fast \(device 0\).*?</ul>", html.unescape(text))
+    assert overview, "the overview shows the verdict"
+    assert "<li>MapOp_1 no longer the bottleneck</li>" in overview.group(0)
+    assert "<li>host queue empty at 100% -&gt; 0% of steps</li>" in overview.group(0)
+
+
+def test_report_compare_with_profile_object(tmp_path):
+    a, b = _load(DATA / "minddata" / "md_bottleneck_map"), _load(DATA / "minddata" / "md_fast")
+    from nbprofiler.report import report_layout
+    layout = report_layout(a, compare_with=b)
+    tabs = layout.select_one({"name": "report_tabs"})
+    assert [t.title for t in tabs.tabs] == ["Compare", "Step trace", "Operators", "MindData", "Timeline"]
+    verdict = layout.select_one({"name": "compare_verdict"}).text
+    assert "MapOp_1 no longer the bottleneck" in verdict
+    md = layout.select_one({"name": "report_compare_minddata_src"}).data
+    change = dict(zip(md["op_id"], md["change"]))
+    assert change[1] == "resolved" and set(change.values()) == {"resolved", ""}
+    q = layout.select_one({"name": "report_compare_queues_src"}).data
+    assert list(q["queue"]) == ["host"]
+    assert q["a_empty"][0] == q["a_steps"][0] == 62  # empty at every step: "100%"
+    assert (q["b_empty"][0], q["b_steps"][0], q["b_empty_rate"][0]) == (1, 200, 0.005)  # md_fast: 1 of 200

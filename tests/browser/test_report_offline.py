@@ -17,10 +17,14 @@ CASES = {  # report name -> profile path
     "widedeep": DATA / "legacy" / "run_1_widedeep",
     "lenet_pynative": REPO / "nbprofiler" / "samples" / "lenet_pynative",
     "cluster4": DATA / "legacy" / "cluster_4rank_pipeline",
+    "compare_md": DATA / "minddata" / "md_bottleneck_map",
 }
+COMPARE_WITH = {"compare_md": DATA / "minddata" / "md_fast"}
 TABS = {"widedeep": ["Step trace", "Operators", "MindData", "Timeline"],
         "lenet_pynative": ["Step trace", "Operators", "MindData", "Timeline"],
-        "cluster4": ["Ranks", "Step trace", "Operators", "MindData", "Timeline"]}
+        "cluster4": ["Ranks", "Step trace", "Operators", "MindData", "Timeline"],
+        # MindData-only runs: no step trace or timeline (those tabs hold a note, no canvas)
+        "compare_md": ["Compare", "MindData"]}
 _VISIBLE_CANVASES_JS = """() => { let n = 0; const walk = r => r.querySelectorAll('*').forEach(e => {
     if (e.tagName === 'CANVAS') { const b = e.getBoundingClientRect(); if (b.width > 0 && b.height > 0) n++; }
     if (e.shadowRoot) walk(e.shadowRoot); }); walk(document); return n; }"""
@@ -32,7 +36,8 @@ def reports(tmp_path_factory):
     out = tmp_path_factory.mktemp("reports")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {name: write_html_report(nbprofiler.load(p), out / f"{name}.html") for name, p in CASES.items()}
+        return {name: write_html_report(nbprofiler.load(p), out / f"{name}.html", compare_with=COMPARE_WITH.get(name))
+                for name, p in CASES.items()}
 
 
 @pytest.fixture
@@ -72,6 +77,19 @@ def test_report_renders_offline(reports, offline_page, name):
     sizes = json.loads(SIZES.read_text()) if SIZES.exists() else {}
     sizes[name] = record
     SIZES.write_text(json.dumps(sizes, indent=1))
+
+
+def test_compare_report_shows_verdict_offline(reports, offline_page):
+    page = offline_page
+    assert open_offline(page, reports["compare_md"]) == []
+    # the overview's verdict is rendered as text (escaped markup shown as HTML, not as source)
+    page.get_by_text("MapOp_1 no longer the bottleneck").first.wait_for()
+    _tab(page, "Compare").click()
+    page.wait_for_timeout(700)
+    assert page.evaluate(_VISIBLE_CANVASES_JS) >= 2  # step bars + op-type deltas
+    assert bokeh_data(page, "compare_steps_src", "run") == [["a", "b"]]
+    save_screenshot(page, "report_compare_md_verdict", full_page=True)
+    assert not page.page_errors, page.page_errors
 
 
 def test_operator_search_filters_offline(reports, offline_page):
