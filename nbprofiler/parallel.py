@@ -1,40 +1,75 @@
-"""Gather per-rank results of a `Cluster` in parallel: serial, local processes, or dask.
+"""Gather per-rank results of a `Cluster`: serially, on local processes, or on dask.
 
-Workers receive a rank's `RunFiles` (file paths only, cheap to pickle), build a `Profile` in their
-own process, and return only the *reduced* per-rank frames (step averages, op-type totals, a few
-scalars): the raw events of 512 ranks never travel back to, or accumulate in, the notebook kernel.
+Workers receive a rank's `RunFiles` (file paths only, cheap to pickle), build a `Profile` in their own
+process, parse only what the cluster frames need (step trace, op-type totals) and return the *reduced*
+frames (step averages, per-step totals, op-type totals). Ranks travel in chunks: a worker reduces a
+whole chunk and concatenates it before replying, so one reply carries a few small frames for many
+ranks, and the raw events of 512 ranks never travel back to, or accumulate in, the notebook kernel.
 
-Engines:
+Engines (``engine=`` of `nbprofiler.load` and `nbprofiler.analysis.cluster.rank_summary`):
+- ``None`` (default): `choose_engine` -- ``"processes"`` for `MIN_RANKS_FOR_PROCESSES` or more ranks on a
+  machine with more than one CPU, else ``"serial"`` (below that, starting worker processes costs more
+  than a rank's reduce; see the README's Clusters table for the measured numbers).
 - ``"serial"``: one rank after another in this process (the baseline of `benchmarks/bench_cluster.py`);
-- ``"processes"`` (default for more than a handful of ranks): `concurrent.futures.ProcessPoolExecutor`;
-- ``"dask"``: the ``distributed.Client`` already in scope (``distributed.get_client()``) if there is
-  one, so a cluster spanning machines does the work; else dask's local multiprocessing scheduler.
-  dask is an optional extra: ``pip install nbprofiler[dask]``.
+- ``"processes"``: a `concurrent.futures.ProcessPoolExecutor` of up to ``os.cpu_count()`` workers,
+  started from a fork server that has imported nbprofiler once (forking the kernel itself is unsafe:
+  it has threads);
+- ``"dask"``: the ``distributed.Client`` in scope (``distributed.get_client()``), so a cluster
+  spanning machines does the work; without one, dask's local multiprocessing scheduler.
+  dask is an optional extra: ``pip install 'nbprofiler[dask]'``.
 """
 from __future__ import annotations
 
+import functools
+import math
+import multiprocessing
 import os
 import warnings
 from concurrent.futures import ProcessPoolExecutor
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import pandas as pd
 
 from .io.discover import RunFiles
 
 ENGINES = ("serial", "processes", "dask")
-# Below this many ranks a process pool costs more to start than it saves.
-MIN_RANKS_FOR_PROCESSES = 8
+# Below this many ranks the default engine is serial: a rank's reduce costs ~10-80 ms, starting a pool
+# of workers ~0.3-1 s (benchmarks/bench_cluster.py measures both).
+MIN_RANKS_FOR_PROCESSES = 16
+# Chunks per worker: more than one so a slow chunk does not leave the other workers idle at the end,
+# few enough that the per-task overhead (pickling, one reply per chunk) stays small.
+CHUNKS_PER_WORKER = 4
+
+
+def choose_engine(n_ranks: int, engine: str | None = None) -> str:
+    """The engine to use for ``n_ranks`` ranks: ``engine`` if given (validated), else ``"processes"``
+    when there are at least `MIN_RANKS_FOR_PROCESSES` ranks and more than one CPU, else ``"serial"``."""
+    if engine is None:
+        cpus = os.cpu_count() or 1
+        return "processes" if n_ranks >= MIN_RANKS_FOR_PROCESSES and cpus > 1 else "serial"
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES} or None, not {engine!r}")
+    return engine
+
+
+def chunked(items: Sequence, workers: int) -> list[list]:
+    """``items`` split, in order, into about ``workers`` x `CHUNKS_PER_WORKER` contiguous chunks."""
+    if not items:
+        return []
+    size = max(1, math.ceil(len(items) / (max(1, workers) * CHUNKS_PER_WORKER)))
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
 
 
 def reduce_rank(run: RunFiles) -> dict:
     """The reduced results of one rank, computed where the rank is parsed (a worker).
 
-    Keys: ``rank`` (str), ``steps`` (one-row DataFrame: ``rank``, ``steps``, ``<stage>`` means in ms
-    over all steps, ``total_ms``, ``average_source``), ``step_totals`` (``rank``, ``step``,
-    ``total_ms`` and the stage columns: one row per step, a few numbers each), ``op_types``
-    (the rank's op-type totals: ``rank``, ``kind``, ``op_type``, ``total_time_us``, ``count``),
-    ``problems`` (list of dicts). Builds a `Profile` locally; nothing large is returned.
+    Keys: ``rank`` (str), ``stages`` (the step-stage columns, display order), ``steps`` (one-row
+    DataFrame: ``rank``, ``steps``, ``<stage>`` averages in ms, ``total_ms``, ``average_source`` "file"
+    when the file's own average row is used, as MindInsight does, else "mean" over all steps; plus
+    ``stage_ms``/``bubble_ms``/``overlapped_ms``/``communication_ms`` where the source has them),
+    ``step_totals`` (``rank``, ``step``, ``total_ms`` and the stage columns, ms: one row per step),
+    ``op_types`` (``rank``, ``kind``, ``op_type``, ``total_time_us``, ``count``), ``problems`` (list of
+    dicts). Only the step-trace and op-type frames are built; nothing large is returned.
     """
     from .profile import Profile
     from .io import frames as F
@@ -68,26 +103,65 @@ def reduce_rank(run: RunFiles) -> dict:
                 "op_types": ops, "problems": [p.as_dict() for p in prof.problems]}
 
 
+def combine(parts: list[dict]) -> dict:
+    """Reduced results of several ranks (or chunks) as one: ``steps``, ``step_totals`` and ``op_types``
+    concatenated in order, ``stages`` of the first part that has any, ``problems`` joined."""
+    def cat(key):
+        frames = [p[key] for p in parts if len(p[key])]
+        if frames:
+            return pd.concat(frames, ignore_index=True)
+        return parts[0][key].iloc[:0] if parts else pd.DataFrame()
+
+    return {"steps": cat("steps"), "step_totals": cat("step_totals"), "op_types": cat("op_types"),
+            "stages": next((p["stages"] for p in parts if p["stages"]), []),
+            "problems": [pr for p in parts for pr in p["problems"]]}
+
+
+def reduce_ranks(runs: list[RunFiles]) -> dict:
+    """`reduce_rank` over a chunk of ranks, combined where they were parsed: one reply per chunk."""
+    return combine([reduce_rank(r) for r in runs])
+
+
+def _apply_each(fn: Callable, chunk: list) -> list:
+    return [fn(item) for item in chunk]
+
+
+def map_chunks(fn: Callable[[list], object], items: Sequence, engine: str | None = None,
+               max_workers: int | None = None) -> list:
+    """``[fn(chunk) for chunk in chunked(items)]`` on the chosen engine (see `choose_engine`), in order.
+    ``fn`` must be a module-level function: it is pickled to the workers."""
+    items = list(items)
+    engine = choose_engine(len(items), engine)
+    workers = max(1, min(max_workers or os.cpu_count() or 1, len(items)))
+    if engine == "serial" or len(items) <= 1:
+        return [fn(items)] if items else []
+    chunks = chunked(items, workers)
+    if engine == "processes":
+        with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=_process_context()) as pool:
+            return list(pool.map(fn, chunks))
+    return _map_dask(fn, chunks, workers)
+
+
 def map_ranks(fn: Callable[[RunFiles], object], runs: Iterable[RunFiles], engine: str | None = None,
               max_workers: int | None = None) -> list:
-    """``[fn(run) for run in runs]`` on the chosen engine, in the order of ``runs``. ``fn`` must be a
-    module-level function (it is pickled to the workers)."""
-    runs = list(runs)
-    engine = engine or ("processes" if len(runs) >= MIN_RANKS_FOR_PROCESSES else "serial")
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
-    if engine == "serial" or len(runs) <= 1:
-        return [fn(r) for r in runs]
-    if engine == "processes":
-        workers = max_workers or min(len(runs), os.cpu_count() or 1)
-        # chunks amortise the pickling round-trip when ranks are many and small
-        chunk = max(1, len(runs) // (workers * 4))
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(fn, runs, chunksize=chunk))
-    return _map_dask(fn, runs)
+    """``[fn(run) for run in runs]`` on the chosen engine, in the order of ``runs``; runs travel to the
+    workers in chunks. ``fn`` must be a module-level function (it is pickled to the workers)."""
+    return [out for part in map_chunks(functools.partial(_apply_each, fn), list(runs), engine, max_workers)
+            for out in part]
 
 
-def _map_dask(fn, runs: list[RunFiles]) -> list:
+def _process_context():
+    # "fork" from a Jupyter kernel copies its threads' locks (and warns from Python 3.12 on); "spawn"
+    # re-imports pandas in every worker (~1 s each). A fork server imports nbprofiler once and forks
+    # the workers from that clean single-threaded process.
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")  # Windows, macOS without forkserver
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["nbprofiler.parallel", "nbprofiler.profile", "nbprofiler.io.frames"])
+    return ctx
+
+
+def _map_dask(fn, chunks: list[list], workers: int) -> list:
     try:
         import dask
     except ImportError:
@@ -98,25 +172,18 @@ def _map_dask(fn, runs: list[RunFiles]) -> list:
     except (ImportError, ValueError):
         client = None  # no distributed.Client in scope
     if client is not None:
-        return client.gather(client.map(fn, runs, pure=False))
-    tasks = [dask.delayed(fn)(r) for r in runs]
-    return list(dask.compute(*tasks, scheduler="processes"))
+        return client.gather(client.map(fn, chunks, pure=False))
+    tasks = [dask.delayed(fn, pure=False)(c) for c in chunks]
+    return list(dask.compute(*tasks, scheduler="processes", num_workers=workers))
 
 
 def gather_rank_summaries(runs: Iterable[RunFiles], engine: str | None = None,
                           max_workers: int | None = None) -> dict:
-    """`reduce_rank` over every run, concatenated: ``steps`` (one row per rank), ``step_totals``,
-    ``op_types`` (long, with ``rank``), ``stages`` (the stage columns, in display order, of the first
-    rank that has any), ``problems``."""
-    parts = map_ranks(reduce_rank, runs, engine=engine, max_workers=max_workers)
-    stages = next((p["stages"] for p in parts if p["stages"]), [])
-
-    def cat(key):
-        frames = [p[key] for p in parts if len(p[key])]
-        return pd.concat(frames, ignore_index=True) if frames else parts[0][key].iloc[:0] if parts else pd.DataFrame()
-
-    return {"steps": cat("steps"), "step_totals": cat("step_totals"), "op_types": cat("op_types"),
-            "stages": stages, "problems": [pr for p in parts for pr in p["problems"]]}
+    """`reduce_rank` over every run, combined (see `combine`): ``steps`` (one row per rank),
+    ``step_totals``, ``op_types`` (long, with ``rank``), ``stages``, ``problems``. Ranks are reduced in
+    chunks on the chosen engine (`choose_engine`)."""
+    return combine(map_chunks(reduce_ranks, list(runs), engine=engine, max_workers=max_workers))
 
 
-__all__ = ["reduce_rank", "map_ranks", "gather_rank_summaries", "ENGINES"]
+__all__ = ["reduce_rank", "reduce_ranks", "combine", "map_chunks", "map_ranks", "gather_rank_summaries",
+           "choose_engine", "chunked", "ENGINES", "MIN_RANKS_FOR_PROCESSES"]

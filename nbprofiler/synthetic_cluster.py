@@ -13,9 +13,9 @@ Written only under the ``root`` you give (a temporary folder), never into the sh
 from __future__ import annotations
 
 import csv
-import io
-import random
 from pathlib import Path
+
+import numpy as np
 
 LEGACY_SRC = "legacy/cluster_4rank_pipeline"
 NPU_KERNELS = "npu/kernel_details_591/kernel_details.csv"
@@ -24,8 +24,13 @@ NPU_CLUSTER = "npu/cluster_8rank/cluster_step_trace_time.csv"
 
 def write_legacy_cluster(root: Path, data: Path, ranks: int, steps: int = 200, stages: int = 2,
                          slow_rank: int | None = None, seed: int = 0) -> Path:
-    """A flat legacy folder with ``ranks`` ranks; returns it. Rank r belongs to stage r * stages // ranks."""
-    rng = random.Random(seed)
+    """A flat legacy folder with ``ranks`` ranks; returns it. Rank r belongs to stage r * stages // ranks.
+
+    Step i of a rank is real step ``i % 5`` of its stage's template rank, its tick points moved on by
+    whole template periods; the stage durations and reduce durations get +-1 % jitter, and ``total`` is
+    their sum as in the real files. The straggler (``slow_rank``, default the last) waits 3x longer for
+    data, +3 ms: its ``iteration_interval`` and ``total`` grow alike.
+    """
     out = Path(root)
     out.mkdir(parents=True, exist_ok=True)
     src = Path(data) / LEGACY_SRC
@@ -34,35 +39,29 @@ def write_legacy_cluster(root: Path, data: Path, ranks: int, steps: int = 200, s
     for s, real_rank in enumerate((0, 2)[:stages] if stages <= 2 else [0, 2] * stages):
         rows = list(csv.reader((src / f"step_trace_raw_{real_rank}_detail_time.csv").open()))
         analyse = next(src.glob(f"ascend_cluster_analyse_pipeline-parallel_2_4_{real_rank}.csv")).read_text()
-        templates[s] = (rows[0], rows[1:-1], rows[-1], analyse)
+        templates[s] = (rows[0], np.array(rows[1:-1], dtype="int64"), analyse)
     for r in range(ranks):
-        stage = min(r * stages // ranks, len(templates) - 1)
-        header, body, _, analyse = templates[stage]
-        period = int(body[1][2]) - int(body[1][1])  # one step's ticks
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(header)
-        written = []
-        for i in range(steps):
-            base = body[i % len(body)]
-            shift = (i - i % len(body)) * period
-            row = []
-            for name, v in zip(header, base):
-                if name == "step_num":
-                    row.append(str(i + 1))
-                elif name.endswith("point") and v != "0":
-                    row.append(str(int(v) + shift))
-                elif name in ("iteration_interval", "total") and r == slow_rank:
-                    # the straggler waits 3x longer for data (+3 ms): its interval and total grow alike
-                    row.append(str(int(v) + 2 * int(base[header.index("iteration_interval")]) + 300000))
-                else:
-                    row.append(str(max(0, int(int(v) * (1 + rng.uniform(-0.01, 0.01))))) if v.isdigit() else v)
-            w.writerow(row)
-            written.append(row)
+        rng = np.random.default_rng([seed, r])
+        header, body, analyse = templates[min(r * stages // ranks, len(templates) - 1)]
+        col = {name: j for j, name in enumerate(header)}
+        period = int(body[1, col["end_point"]] - body[1, col["start_point"]])  # one step's ticks
+        which = np.arange(steps) % len(body)
+        vals = body[which].copy()
+        points = np.array([name.endswith("point") for name in header])
+        shift = ((np.arange(steps) - which) * period)[:, None]
+        vals[:, points] += np.where(vals[:, points] != 0, shift, 0)
+        jitter = ~points
+        jitter[[col["step_num"], col["total"]]] = False
+        vals[:, jitter] = np.maximum(0, np.floor(vals[:, jitter] * rng.uniform(0.99, 1.01, (steps, jitter.sum()))))
+        if r == slow_rank:
+            vals[:, col["iteration_interval"]] = 3 * body[which, col["iteration_interval"]] + 300000
+        vals[:, col["total"]] = vals[:, [col[c] for c in ("iteration_interval", "fp_and_bp", "tail")]].sum(axis=1)
+        vals[:, col["step_num"]] = np.arange(1, steps + 1)
         # the average row as the real writer makes it: "-" then the rounded mean of steps 2..N
-        later = written[1:] or written
-        w.writerow(["-"] + [str(round(sum(int(x[j]) for x in later) / len(later))) for j in range(1, len(header))])
-        (out / f"step_trace_raw_{r}_detail_time.csv").write_text(buf.getvalue())
+        later = vals[1:] if steps > 1 else vals
+        average = ["-"] + [str(round(v)) for v in later[:, 1:].mean(axis=0).tolist()]
+        lines = [",".join(header)] + [",".join(map(str, row)) for row in vals.tolist()] + [",".join(average)]
+        (out / f"step_trace_raw_{r}_detail_time.csv").write_text("\n".join(lines) + "\n")
         (out / f"ascend_cluster_analyse_pipeline-parallel_{stages}_{ranks}_{r}.csv").write_text(analyse)
     return out
 

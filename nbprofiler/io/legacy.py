@@ -43,16 +43,34 @@ def ticks_to_ms(ticks: pd.Series | np.ndarray) -> np.ndarray:
 
 
 # -- step trace -------------------------------------------------------------------------------------
-def _read_step_trace(path: Path) -> tuple[pd.DataFrame, pd.Series | None]:
+def _is_step_column(name: str) -> bool:
+    return not name.strip().startswith("stream_")
+
+
+def _ends_with_newline(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            f.seek(-1, 2)
+            return f.read(1) in (b"\n", b"\r")
+    except OSError:
+        return False  # empty or unreadable: the full read reports it
+
+
+def _read_step_trace(path: Path, steps_only: bool = False) -> tuple[pd.DataFrame, pd.Series | None]:
     """(step rows, average row or None) of a ``step_trace_raw_*`` file, every cell still a str.
 
     The average row is the last row when its ``step_num`` is not the next step number (``-`` in most
     files, ``0`` in the single-step ``run_2_lenet``). A file cut in the middle of a row loses that row;
-    the warning says whether it was a step or the average row.
+    the warning says whether it was a step or the average row. ``steps_only``: skip the ``stream_*``
+    reduce columns (only `step_trace_reduce` needs them).
     """
+    # A pipeline-parallel file has ~1000 stream_* columns: reading them as text is ~90 % of the parse,
+    # so the step frame leaves them to the tokenizer. Only for a file that ends with a newline: one
+    # without may be cut inside any column, which only a read of every column detects.
+    usecols = _is_step_column if steps_only and _ends_with_newline(path) else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ProfilerDataWarning)
-        df = read_csv(path, required=["step_num", "total", "iteration_interval"])
+        df = read_csv(path, required=["step_num", "total", "iteration_interval"], usecols=usecols)
     truncated = None
     for w in caught:
         err = getattr(w.message, "error", None)
@@ -104,7 +122,7 @@ def step_trace(run: RunFiles, prof) -> pd.DataFrame:
     in ``attrs["mean_all_steps"]`` and ``attrs["mean_excluding_step1"]`` (None for a single step).
     """
     path = run.get("step_trace")
-    df, average = _read_step_trace(path)
+    df, average = _read_step_trace(path, steps_only=True)
     stages = _stage_map(df)
     out = pd.DataFrame({"step": numeric(df, "step_num", path, dtype=int, allow_missing=False)})
     out["total_ms"] = ticks_to_ms(numeric(df, "total", path, allow_missing=False))
