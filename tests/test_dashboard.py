@@ -53,6 +53,11 @@ def test_step_selection_without_shared_clock_is_explained():
     db.views["Step trace"].step = 5
     assert "do not share a clock" in db.link_note.value
     assert "no step ids" in ops.step_note.value
+    # one note per tab: the operators tab shows its view's note, not the dashboard's timeline note
+    notes = [w for w in db._panels["Operators"].children if w is db.link_note]
+    assert notes == [] and ops.widget in db._panels["Operators"].children
+    tl = db.select("Timeline")
+    assert db._panels["Timeline"].children[0] is db.link_note and tl.widget in db._panels["Timeline"].children
     assert D.step_window_us(prof, 5) is None
     db.views["Step trace"].step = 0
     assert db.link_note.value == ""

@@ -53,6 +53,22 @@ def test_pie_angles_cover_the_circle_and_colours_are_stable(lenet_cpu, monkeypat
     assert span == pytest.approx(2 * 3.141592653589793)
     assert df["color"].tolist() == [theme.op_type_color(t) for t in df["op_type"]]
     assert len(set(df["color"])) == 16  # distinct while the palette lasts
+    # the largest types are clearly distinct (Category20's slots gave two pinks to the top two)
+    top = df["color"].tolist()[:10]
+    assert min(theme.color_distance(a, b) for i, a in enumerate(top) for b in top[i + 1:]) > 30
+    conv = dict(zip(df["op_type"], df["color"]))
+    assert theme.color_distance(conv["Conv2DBackpropFilter"], conv["Conv2D"]) > 40
+    # a type keeps its colour in later views of the session, whatever else they show
+    again = O.pie_angles(O.top_types(lenet_cpu.op_types, "cpu", 3))
+    assert dict(zip(again["op_type"], again["color"]))["Conv2D"] == conv["Conv2D"]
+
+
+def test_pie_legend_has_a_swatch_per_type(lenet_cpu):
+    fig = O.op_type_chart(lenet_cpu.op_types, "cpu", 5)
+    legend = fig.legend[0]
+    assert legend.glyph_width >= 10 and legend.glyph_height >= 10
+    # one entry per distinct "label" (top 5 + Other), each swatch drawn with that row's wedge colour
+    assert legend.items[0].label.field == "label" and len(set(fig.renderers[0].data_source.data["label"])) == 6
 
 
 def test_filter_is_case_insensitive_substring_over_name_and_type(lenet_cpu):

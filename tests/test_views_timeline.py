@@ -51,8 +51,27 @@ def test_widedeep_full_window_fits_and_keeps_every_event(widedeep):
     assert single.size
     i = int(single[0])
     assert data["color"][i] == op_type_color(data["op_type"][i])
+    # merged bars wear their dominant type's colour, as opaque as the run is busy, never faint
     agg = np.flatnonzero(np.asarray(data["count"]) > 1)
-    assert all(data["color"][int(j)] == T.AGGREGATE_COLOR for j in agg)
+    assert agg.size
+    assert all(data["color"][int(j)] == op_type_color(data["op_type"][int(j)]) for j in agg)
+    alpha = np.asarray(data["alpha"])[agg]
+    busy_share = np.asarray(data["busy_us"])[agg] / np.asarray(data["dur_us"])[agg]
+    assert alpha.min() >= T.AGGREGATE_MIN_ALPHA and alpha.max() <= 1.0
+    assert np.allclose(alpha, np.clip(busy_share, T.AGGREGATE_MIN_ALPHA, 1.0))
+    assert (busy_share < T.AGGREGATE_MIN_ALPHA).any()       # the floor is needed on this trace
+
+
+def test_largest_op_types_of_a_view_get_distinct_colours(widedeep, monkeypatch):
+    from nbprofiler.views import theme
+    monkeypatch.setattr(theme, "_OP_TYPE_ASSIGNED", {})     # a fresh session's colours
+    events = widedeep.timeline
+    data = T.bar_data(events, T.track_table(widedeep.timeline_tracks))
+    top = events.groupby("op_type")["dur_us"].sum().sort_values(ascending=False).index[:8]
+    colours = {t: data["color"][list(data["op_type"]).index(t)] for t in top}
+    assert len(set(colours.values())) == 8
+    assert min(theme.color_distance(a, b) for i, a in enumerate(colours.values())
+               for b in list(colours.values())[i + 1:]) > 25
 
 
 def test_zoomed_window_shows_individual_events(widedeep):

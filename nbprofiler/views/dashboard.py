@@ -145,7 +145,9 @@ class Dashboard:
         if view is None:
             self._panels[tab].children = [W.HTML(no_data_html(tab, self.prof))]
         else:
-            extra = [self.link_note] if tab in ("Timeline", "Operators") else []
+            # The operators view says itself what a step does to its table (`OperatorsView.step_note`);
+            # the dashboard's note is about the timeline only, so each tab shows one note.
+            extra = [self.link_note] if tab == "Timeline" else []
             self._panels[tab].children = [*extra, view.widget]
         return view
 
@@ -204,9 +206,8 @@ class Dashboard:
                                     f"{window[0] / 1000:,.3f}–{window[1] / 1000:,.3f} ms on the timeline.</span>")
         else:
             self.link_note.value = (f"<span style=\"{theme.MUTED_CSS}\">Step {int(step)} selected: this "
-                                    "profile's step points and timeline do not share a clock (or the "
-                                    "operators carry no step ids), so the timeline and operator table "
-                                    "show the whole run.</span>")
+                                    "profile's step points and timeline do not share a clock (its kernels "
+                                    "carry no step ids), so the timeline shows the whole run.</span>")
 
     def display(self):
         from IPython.display import display

@@ -41,6 +41,7 @@ NORMAL_COLOR = "#0072B2"
 COL_SPACING = 2.0               # data units between pipeline levels; the queue box sits halfway
 NODE_W, NODE_H = 1.1, 0.5
 QUEUE_W, QUEUE_H = 0.8, 0.24
+MIN_WIDTH_PX, MAX_WIDTH_PX = 480, 1600   # plots stretch to the notebook cell between these widths
 
 
 def _cds(df: pd.DataFrame, name: str | None = None) -> ColumnDataSource:
@@ -172,22 +173,25 @@ def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | N
     queues["line_color"] = np.where(queues["flagged"], theme.HIGHLIGHT, theme.AXIS)
     queues["line_width"] = np.where(queues["flagged"], 3.0, 1.0)
     queues["text"] = [f"{q} ({u:.2f}%)" for q, u in zip(queues["queue"], queues["usage_pct"])]
+    queues["label_y"] = queues["ym"] + QUEUE_H / 2      # the y axis points down: the box's lower edge
 
     n_rows = max(1.0, float(layout["y"].max() + 1)) if len(layout) else 1.0
     x_max = float(layout["x"].max()) if len(layout) else 0.0
     fig = figure(name="minddata_graph", title="Pipeline: ops and their output queues (click a queue)",
                  x_range=Range1d(-NODE_W, x_max + NODE_W), y_range=Range1d(n_rows - 0.3, -0.5),
-                 width=max(1040, int(260 * (x_max / COL_SPACING + 1))), height=height or int(110 + 90 * n_rows),
-                 tools="tap,reset,save", toolbar_location="right")
+                 sizing_mode="stretch_width", min_width=max(MIN_WIDTH_PX, int(200 * (x_max / COL_SPACING + 1))),
+                 max_width=max(MAX_WIDTH_PX, int(260 * (x_max / COL_SPACING + 1))),
+                 height=height or int(110 + 90 * n_rows), tools="tap,reset,save", toolbar_location="right")
     fig.axis.visible = False
     fig.grid.visible = False
     nodes_src = _cds(nodes[["op_id", "label", "op_type", "num_workers", "x", "y", "line_color"]], "minddata_nodes_src")
     edges_src = _cds(queues, "minddata_edges_src")
     mapper = _usage_mapper()
-    fig.segment("x0", "y0", "xm", "ym", source=edges_src, line_width=3,
-                line_color={"field": "usage_pct", "transform": mapper})
-    fig.segment("xm", "ym", "x1", "y1", source=edges_src, line_width=3,
-                line_color={"field": "usage_pct", "transform": mapper})
+    # The edges, labels and boxes share one source; a selected queue is shown by its box's outline only,
+    # so no other glyph fades (Bokeh's default dims every unselected glyph to 0.2-0.55).
+    for a, b in (("x0", "y0"), ("x1", "y1")):
+        fig.segment(a, b, "xm", "ym", source=edges_src, line_width=3, nonselection_line_alpha=1.0,
+                    line_color={"field": "usage_pct", "transform": mapper})
     node_r = fig.rect("x", "y", NODE_W, NODE_H, source=nodes_src, fill_color="#e8eaf2", fill_alpha=0.9,
                       line_color="line_color", line_width=2, border_radius=12)
     fig.text("x", "y", text="label", source=nodes_src, text_align="center", text_baseline="middle",
@@ -195,9 +199,11 @@ def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | N
     queue_r = fig.rect("xm", "ym", QUEUE_W, QUEUE_H, source=edges_src, name="minddata_queue_boxes",
                        fill_color={"field": "usage_pct", "transform": mapper}, line_color="line_color",
                        line_width="line_width", selection_line_color=theme.HIGHLIGHT, selection_line_width=3,
-                       nonselection_fill_alpha=0.55, nonselection_line_alpha=0.6)
-    fig.text("xm", "ym", text="text", source=edges_src, y_offset=30, text_align="center",
-             text_baseline="top", text_font={"value": theme.FONT}, text_font_size="11px", text_color=theme.TEXT)
+                       nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0)
+    # Below the box, clear of it (a yellow, nearly full queue box washed out text drawn over its edge).
+    fig.text("xm", "label_y", text="text", source=edges_src, y_offset=3, text_align="center",
+             text_baseline="top", text_font={"value": theme.FONT}, text_font_size="11px",
+             text_font_style="bold", text_color=theme.TEXT, nonselection_text_alpha=1.0)
     fig.select_one(TapTool).renderers = [queue_r]
     fig.add_tools(HoverTool(renderers=[queue_r], tooltips=[
         ("queue", "@queue"), ("from", "@op"), ("to", "@parent"), ("usage", "@usage_pct{0.00} %"),
@@ -215,7 +221,7 @@ def queue_usage_chart(pipeline_df: pd.DataFrame, bottleneck_ids=()) -> figure:
     queues["color"] = np.where(queues["flagged"], theme.HIGHLIGHT, NORMAL_COLOR)
     queues["text"] = [f"{u:.4f}%" for u in queues["usage_pct"]]
     fig = figure(name="minddata_usage_chart", title="Average queue usage", y_range=list(queues["queue"]),
-                 x_range=Range1d(0, 115), height=60 + 34 * max(1, len(queues)), width=640,
+                 x_range=Range1d(0, 115), height=60 + 34 * max(1, len(queues)), width=560,
                  tools="", toolbar_location=None, x_axis_label=theme.axis_label("Usage", "%"))
     src = _cds(queues[["queue", "op", "parent", "usage_pct", "color", "text"]], "minddata_usage_src")
     r = fig.hbar(y="queue", right="usage_pct", height=0.6, color="color", source=src)
@@ -245,7 +251,8 @@ def queue_size_figure(queues_df: pd.DataFrame, op_id: int | None = None) -> figu
         op_id = int(series["op_id"].iloc[0])
     one = series[series["op_id"] == op_id]
     fig = figure(name="minddata_queue_fig", title=f"Queue_{op_id}: size over time" if op_id is not None
-                 else "Queue size over time", height=240, width=640, tools="xpan,xwheel_zoom,reset,save",
+                 else "Queue size over time", height=240, sizing_mode="stretch_width", min_width=360,
+                 max_width=900, tools="xpan,xwheel_zoom,reset,save",
                  x_axis_label=xlabel, y_axis_label="Items in queue")
     src = ColumnDataSource({"x": one["x"].to_numpy(), "size": one["size"].to_numpy(),
                             "length": one["length"].to_numpy()}, name="minddata_queue_src")
@@ -314,7 +321,8 @@ def pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, bo
     table = DataTable(source=info_src, columns=[TableColumn(field="key", title="Selected queue"),
                                                 TableColumn(field="value", title="")],
                       width=330, height=220, index_position=None, name="minddata_queue_info")
-    return column(graph, row(qfig, table), queue_usage_chart(pipeline_df, bottleneck_ids))
+    return column(graph, row(qfig, table, sizing_mode="stretch_width"), queue_usage_chart(pipeline_df, bottleneck_ids),
+                  sizing_mode="stretch_width")
 
 
 # -- host / device queues ---------------------------------------------------------------------------
@@ -338,7 +346,8 @@ def queue_figure(host_queue_df: pd.DataFrame | None, device_queue_df: pd.DataFra
         n = len(df)
         title = (f"Host queue per step: empty {int((df['state'] == 'empty').sum())}/{n}, "
                  f"full {int((df['state'] == 'full').sum())}/{n}")
-        fig = figure(name="host_queue_fig", title=title, height=260, width=520, tools="xpan,xwheel_zoom,reset,save",
+        fig = figure(name="host_queue_fig", title=title, height=260, sizing_mode="stretch_width", min_width=320,
+                     max_width=800, tools="xpan,xwheel_zoom,reset,save",
                      x_axis_label="Step", y_axis_label="Items in queue")
         src = _cds(df, "host_queue_src")
         fig.line("step", "size", source=src, color=theme.AXIS, line_width=1)
@@ -357,7 +366,8 @@ def queue_figure(host_queue_df: pd.DataFrame | None, device_queue_df: pd.DataFra
         df["color"] = df["state"].map(state_colors)
         n = len(df)
         fig = figure(name="device_queue_fig", title=f"Device (data) queue per step: empty "
-                     f"{int((df['state'] == 'empty').sum())}/{n}", height=260, width=520,
+                     f"{int((df['state'] == 'empty').sum())}/{n}", height=260, sizing_mode="stretch_width",
+                     min_width=320, max_width=800,
                      tools="xpan,xwheel_zoom,reset,save", x_axis_label="Step (GetNext record)",
                      y_axis_label="Items in queue")
         src = _cds(df, "device_queue_src")
@@ -370,7 +380,7 @@ def queue_figure(host_queue_df: pd.DataFrame | None, device_queue_df: pd.DataFra
         figs.append(theme.style(fig))
     if not figs:
         return Div(text="<i>No host or device queue records in this profile.</i>", name="queue_figure_empty")
-    return row(*figs)
+    return row(*figs, sizing_mode="stretch_width")
 
 
 # -- CPU utilisation --------------------------------------------------------------------------------
@@ -397,7 +407,8 @@ def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = Non
     if cpu_df is None or cpu_df.empty:
         return Div(text="<i>No CPU utilisation records in this profile.</i>", name="cpu_figure_empty")
     df = cpu_samples(cpu_df)
-    fig = figure(name="cpu_fig", title="CPU utilisation (whole machine and this process)", height=260, width=1040,
+    fig = figure(name="cpu_fig", title="CPU utilisation (whole machine and this process)", height=260,
+                 sizing_mode="stretch_width", min_width=MIN_WIDTH_PX, max_width=MAX_WIDTH_PX,
                  tools="xpan,xwheel_zoom,box_zoom,reset,save", x_axis_label=theme.axis_label("Time", "s"),
                  y_axis_label=theme.axis_label("CPU", "%"))
     src = _cds(df, "cpu_src")
@@ -424,7 +435,8 @@ def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = Non
         if pipeline_df is not None and len(pipeline_df):
             labels = {int(i): op_label(t, i) for i, t in zip(pipeline_df["op_id"], pipeline_df["op_type"])}
         ops["op"] = [labels.get(int(i), f"op_{int(i)}") for i in ops["op_id"]]
-        ofig = figure(name="op_cpu_fig", title="CPU per pipeline op (user + sys)", height=220, width=1040,
+        ofig = figure(name="op_cpu_fig", title="CPU per pipeline op (user + sys)", height=220,
+                      sizing_mode="stretch_width", min_width=MIN_WIDTH_PX, max_width=MAX_WIDTH_PX,
                       x_range=fig.x_range, tools="xpan,xwheel_zoom,reset,save",
                       x_axis_label=theme.axis_label("Time", "s"), y_axis_label=theme.axis_label("CPU", "%"))
         ofig.add_tools(HoverTool(tooltips=[("op", "@op"), ("t", "@t_s{0.00} s"), ("cpu", "@cpu_pct %")]))
@@ -439,7 +451,7 @@ def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = Non
         ofig.legend.orientation = "horizontal"
         ofig.y_range.start = 0
         figs.append(theme.style(ofig))
-    return column(*figs)
+    return column(*figs, sizing_mode="stretch_width")
 
 
 # -- verdict ----------------------------------------------------------------------------------------
@@ -535,13 +547,13 @@ def minddata_layout(frames: dict):
         labels = {int(i): op_label(t, i) for i, t in zip(pipeline["op_id"], pipeline["op_type"])}
     verdict = Div(text=verdict_html([labels.get(i, str(i)) for i in result["bottleneck_ids"]], result["advice"],
                                     result["queue_summary"], result["consumer_bound"]),
-                   name="minddata_verdict", width=1040)
+                   name="minddata_verdict", sizing_mode="stretch_width")
     parts = [verdict]
     if pipeline is not None and len(pipeline):
         parts.append(pipeline_panel(pipeline, frames.get("minddata_queues"), result["bottleneck_ids"]))
     parts.append(queue_figure(frames.get("host_queue"), frames.get("device_queue")))
     parts.append(cpu_figure(frames.get("cpu_utilization"), frames.get("op_cpu_utilization"), pipeline))
-    return column(*parts, name="minddata_layout")
+    return theme.themed(column(*parts, sizing_mode="stretch_width", name="minddata_layout"))
 
 
 class MindDataView:

@@ -108,8 +108,10 @@ def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: s
         # A fixed square frame keeps the pie round; the legend sits outside, to its right.
         fig = figure(frame_width=300, frame_height=300, title=title, tools=[hover, "tap", "save"],
                      x_range=(-1.05, 1.05), y_range=(-1.05, 1.05), name=f"op_pie_{kind}")
+        # Wedges a click did not pick stay readable (Bokeh's default fades them to 0.2).
         fig.wedge(x=0, y=0, radius=1.0, start_angle="end_angle", end_angle="start_angle", fill_color="color",
-                  line_color="white", line_width=1, legend_field="label", source=src)
+                  line_color="white", line_width=1, legend_field="label", source=src,
+                  nonselection_fill_alpha=0.4, nonselection_line_alpha=0.6)
         fig.axis.visible = False
         fig.grid.visible = False
         theme.style(fig)
@@ -117,8 +119,9 @@ def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: s
         fig.center.remove(legend)
         fig.add_layout(legend, "right")
         legend.label_text_font_size = "11px"
-        fig.legend.spacing = 0
-        fig.legend.glyph_height = 12
+        legend.spacing = 1
+        legend.glyph_height = 12
+        legend.glyph_width = 12
         return fig
     if mode != "bar":
         raise ValueError(f"mode must be 'pie' or 'bar', not {mode!r}")
@@ -218,7 +221,7 @@ def operators_layout(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kinds: lis
                    name="operators_empty")
     tabs = [TabPanel(child=operators_panel(op_types_df, ops_df, k, top_n, mode), title=theme.kind_label(k))
             for k in kinds]
-    return Tabs(tabs=tabs, sizing_mode="stretch_width", name="operators_tabs")
+    return theme.themed(Tabs(tabs=tabs, sizing_mode="stretch_width", name="operators_tabs"))
 
 
 # -- widget ----------------------------------------------------------------------------------------

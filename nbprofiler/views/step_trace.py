@@ -260,7 +260,7 @@ def step_trace_figure(step_trace_df: pd.DataFrame, stages: list[str], average: d
         select.js_on_change("value", CustomJS(args=dict(all=all_src, sel=sel_src, marker=marker,
                                                         title=detail.title), code=_SELECT_JS))
         parts.insert(0, select)
-    return column(*parts, sizing_mode="stretch_width", name="step_trace_layout")
+    return theme.themed(column(*parts, sizing_mode="stretch_width", name="step_trace_layout"))
 
 
 _SELECT_JS = """

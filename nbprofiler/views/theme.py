@@ -100,30 +100,62 @@ def reduce_color(index: int) -> str:
     return REDUCE_COLORS[index % len(REDUCE_COLORS)]
 
 
-def op_type_color(op_type: str) -> str:
-    """Colour of an operator type, the same in every view of a session. A type's preferred slot is the
-    crc32 of its name (not Python's salted ``hash``), so it is usually the same across sessions too; if
-    another type already holds that slot, the next free one is taken, so the types on one screen stay
-    distinguishable. The folded ``"Other"`` row is grey."""
-    name = str(op_type)
-    if name.lower() == "other":
-        return OTHER
-    if name not in _OP_TYPE_ASSIGNED:
-        taken = set(_OP_TYPE_ASSIGNED.values())
-        start = zlib.crc32(name.encode("utf-8")) % len(OP_TYPE_PALETTE)
-        for i in range(len(OP_TYPE_PALETTE)):
-            color = OP_TYPE_PALETTE[(start + i) % len(OP_TYPE_PALETTE)]
-            if color not in taken:
-                break
-        else:  # palette used up: share the preferred slot
-            color = OP_TYPE_PALETTE[start]
-        _OP_TYPE_ASSIGNED[name] = color
-    return _OP_TYPE_ASSIGNED[name]
+def _lab(hex_color: str) -> tuple[float, float, float]:
+    """CIELAB (D65) of an sRGB hex colour: distances in Lab follow perceived colour difference."""
+    rgb = [int(hex_color[i:i + 2], 16) / 255.0 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    x = (0.4124 * lin[0] + 0.3576 * lin[1] + 0.1805 * lin[2]) / 0.95047
+    y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    z = (0.0193 * lin[0] + 0.1192 * lin[1] + 0.9505 * lin[2]) / 1.08883
+    f = [t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in (x, y, z)]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def color_distance(a: str, b: str) -> float:
+    """Perceived difference of two hex colours (CIE76 delta E: ~2 just noticeable, > 25 clearly distinct)."""
+    return sum((p - q) ** 2 for p, q in zip(_lab(a), _lab(b))) ** 0.5
+
+
+def _assign(name: str, on_screen: list[str]) -> str:
+    """A colour for a type seen for the first time: a palette colour no other type holds, the one
+    farthest (in Lab) from the colours already on screen with it; with nothing on screen, its crc32
+    slot (so a lone type is usually the same colour across sessions)."""
+    start = zlib.crc32(name.encode("utf-8")) % len(OP_TYPE_PALETTE)
+    taken = set(_OP_TYPE_ASSIGNED.values())
+    # palette order starting at the type's own slot: ties go to the slot nearest its hash
+    free = [c for i in range(len(OP_TYPE_PALETTE))
+            if (c := OP_TYPE_PALETTE[(start + i) % len(OP_TYPE_PALETTE)]) not in taken]
+    if not free:  # palette used up: share the preferred slot
+        return OP_TYPE_PALETTE[start]
+    others = [c for c in dict.fromkeys(on_screen) if c != OTHER]
+    if not others:
+        return free[0]
+    return max(free, key=lambda c: min(color_distance(c, o) for o in others))
 
 
 def op_type_colors(op_types) -> list[str]:
-    """`op_type_color` for each name of an iterable (e.g. a DataFrame column)."""
-    return [op_type_color(t) for t in op_types]
+    """Colours of the operator types of one chart, most important (e.g. largest) first.
+
+    A type keeps the colour it got first in this session, in every view. A type not seen before gets the
+    free palette colour most different from the colours of the types listed before it, so the top types
+    of the first chart that shows them are clearly distinct (Category20 has near-identical pairs such as
+    two pinks). The folded ``"Other"`` row is grey."""
+    names = [str(t) for t in op_types]
+    chosen: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        if name.lower() == "other":
+            chosen[name] = OTHER
+        elif name in _OP_TYPE_ASSIGNED:
+            chosen[name] = _OP_TYPE_ASSIGNED[name]
+        else:
+            chosen[name] = _OP_TYPE_ASSIGNED[name] = _assign(name, list(chosen.values()))
+    return [chosen[n] for n in names]
+
+
+def op_type_color(op_type: str) -> str:
+    """Colour of one operator type, the same in every view of a session (see `op_type_colors`; a type
+    first coloured alone takes its crc32 palette slot, or the next free one)."""
+    return op_type_colors([op_type])[0]
 
 
 def kind_label(kind: str) -> str:
@@ -183,3 +215,56 @@ PANEL_CSS = (
 )
 MUTED_CSS = "color: var(--jp-ui-font-color2, #777);"
 BORDER_CSS = "border: 1px solid var(--jp-border-color2, #ddd); border-radius: 4px;"
+
+# Bokeh widgets, tables and tooltips draw in shadow roots whose `:host` sets Bokeh's own colour variables
+# (white backgrounds, near-black text), so JupyterLab's dark theme left white boxes. This sheet, added
+# to every Bokeh model of a view (`themed`), maps those variables to JupyterLab's; the fallbacks are
+# Bokeh's defaults, so a standalone HTML file looks as before.
+BOKEH_CSS = """
+:host {
+  --color: var(--jp-ui-font-color1, #18191D);
+  --background-color: var(--jp-layout-color1, #fff);
+  --hover-color: var(--jp-layout-color2, #F9F9F9);
+  --border-color: var(--jp-border-color1, #BBBBBD);
+  --divider-color: var(--jp-border-color2, #D7D7D8);
+  --placeholder-color: var(--jp-ui-font-color3, #9A9B9D);
+  --surface-background-color: var(--jp-layout-color2, #EBEBEB);
+  --disabled-background-color: var(--jp-layout-color3, #EBEBEB);
+  --inactive-bg: var(--jp-layout-color2, #EBEBEB);
+  --inactive-fg: var(--jp-ui-font-color2, #9A9B9D);
+  --default: var(--jp-layout-color1, #fff);
+  --default-border: var(--jp-border-color1, #ccc);
+  --default-hover: var(--jp-layout-color2, #f5f5f5);
+  --default-hover-border: var(--jp-border-color1, #b8b8b8);
+  --default-active: var(--jp-layout-color3, #ebebeb);
+  --default-active-border: var(--jp-border-color1, #adadad);
+  --special: var(--jp-layout-color2, #f5f5f5);
+  --odd: var(--jp-layout-color2, #f0f0f0);
+  --muted-text: var(--jp-ui-font-color2, #909090);
+  --selected: var(--jp-brand-color3, #f0f8ff);
+  color: var(--color);
+}
+.slick-header-columns, .slick-header-column.ui-state-default, .slick-row, .slick-viewport, .slick-pane,
+.slick-headerrow, .slick-headerrow-column, .slick-group-totals {
+  background: var(--background-color);
+  color: var(--color);
+}
+.slick-row.odd { background: var(--odd); }
+.slick-row.selected, .slick-cell.selected { background: var(--jp-layout-color3, #DFE8F6); }
+.slick-header-column.ui-state-default { border-right-color: var(--divider-color); }
+.slick-header-column:hover, .slick-header-column-active { background: var(--hover-color); }
+.bk-input, select.bk-input, .bk-input-group > label { color: var(--color); }
+.bk-input option { background: var(--background-color); color: var(--color); }
+"""
+
+
+def themed(layout):
+    """Add one ``InlineStyleSheet`` of `BOKEH_CSS` to ``layout`` and to every UI element in it (plots,
+    widgets, tables, Divs): CSS custom properties set on one shadow host are reset by each nested
+    host, so each needs the sheet. One sheet per call: a Bokeh model belongs to one document only.
+    Returns ``layout``."""
+    from bokeh.models import InlineStyleSheet, UIElement
+    sheet = InlineStyleSheet(css=BOKEH_CSS)
+    for model in layout.select({"type": UIElement}):
+        model.stylesheets = [*model.stylesheets, sheet]
+    return layout

@@ -36,7 +36,11 @@ MAX_MATCHES = 1_000          # rows of the search table
 MAX_ARGS_CHARS = 2_000       # args text carried per bar (hover and details)
 DEBOUNCE_S = 0.15
 ROW_HEIGHT_PX = 26
-AGGREGATE_COLOR = theme.OTHER
+# Plots stretch to the notebook cell between these widths (a fixed width was clipped in JupyterLab's
+# default layout); the widest plot is also the pixel resolution the level-of-detail query merges at.
+MIN_WIDTH_PX = 480
+MAX_WIDTH_PX = 1600
+AGGREGATE_MIN_ALPHA = 0.6     # merged bars: opaque enough to see at one pixel wide
 
 _SOURCE_COLUMNS = ["y", "left", "right", "start_us", "dur_us", "busy_us", "name", "op_type", "count", "args", "track_label",
                    "color", "alpha"]
@@ -72,8 +76,9 @@ def bar_data(lod_df: pd.DataFrame, tracks: pd.DataFrame) -> dict:
     """Column data of ``timeline_src`` from a level-of-detail frame (`lod_query`'s ``track``,
     ``start_us``, ``end_us``, ``count``, ``name``, ``op_type``, ``busy_us``; or plain events with
     ``dur_us``; optional ``args``). Bars of tracks not in ``tracks`` are dropped.
-    Aggregate bars (count > 1: several sub-pixel events merged by the engine) are grey, more opaque the
-    more events they hold; single events take their op type's theme colour."""
+    Single events take their op type's theme colour; aggregate bars (count > 1: several sub-pixel events
+    merged by the engine) take their dominant type's colour, with ``alpha`` = the share of the bar's
+    extent the events keep busy (at least `AGGREGATE_MIN_ALPHA`)."""
     rows = dict(zip(tracks["track"].astype(int), tracks["row"].astype(int)))
     labels = dict(zip(tracks["track"].astype(int), tracks["label"]))
     df = lod_df[lod_df["track"].astype(int).isin(rows.keys())] if len(lod_df) else lod_df
@@ -88,14 +93,20 @@ def bar_data(lod_df: pd.DataFrame, tracks: pd.DataFrame) -> dict:
     op_type = df["op_type"].astype(str).to_numpy() if "op_type" in df.columns else np.full(n, "")
     name = df["name"].astype(str).to_numpy()
     aggregate = count > 1
-    color = np.where(aggregate, AGGREGATE_COLOR, [theme.op_type_color(t) for t in op_type])
-    alpha = np.where(aggregate, np.clip(0.35 + 0.12 * np.log2(np.maximum(count, 1)), 0.35, 0.9), 0.9)
+    busy = df["busy_us"].to_numpy(dtype="float64") if "busy_us" in df.columns else dur
+    # Colours are handed out largest type first, so the types that fill the view are the most distinct.
+    by_time = pd.Series(busy).groupby(op_type).sum().sort_values(ascending=False, kind="stable")
+    type_color = dict(zip(by_time.index, theme.op_type_colors(by_time.index)))
+    color = np.array([type_color[t] for t in op_type], dtype=object)
+    # A merged bar wears its dominant type's colour, as opaque as the run is busy (never paler than
+    # AGGREGATE_MIN_ALPHA: a sub-pixel bar at low alpha all but vanishes).
+    extent = np.maximum(dur, 1e-9)
+    alpha = np.where(aggregate, np.clip(busy / extent, AGGREGATE_MIN_ALPHA, 1.0), 0.9)
     if "args" in df.columns:
         args = [_short(a) for a in df["args"]]
     else:
         args = [""] * n
     name = np.where(aggregate, [f"{c} events (zoom in)" for c in count], name)
-    busy = df["busy_us"].to_numpy(dtype="float64") if "busy_us" in df.columns else dur
     return {"y": [rows[t] for t in track], "left": start, "right": start + np.maximum(dur, 0.0),
             "start_us": start, "dur_us": dur, "busy_us": busy, "name": list(name), "op_type": list(op_type), "count": count,
             "args": args, "track_label": [labels[t] for t in track], "color": list(color), "alpha": alpha}
@@ -172,14 +183,16 @@ details.text = text;
 
 
 def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Range1d | None = None,
-                    order: list[int] | None = None, flows_df: pd.DataFrame | None = None, width: int = 1100):
+                    order: list[int] | None = None, flows_df: pd.DataFrame | None = None,
+                    width: int = MAX_WIDTH_PX):
     """The timeline: one row per track (labels "process / thread"), events as bars coloured by op type.
 
     ``lod_df``: events or level-of-detail bars (``track``, ``start_us``, ``dur_us``, ``name``,
     ``op_type``, optional ``count``, ``args``); ``tracks_df``: `Profile.timeline_tracks`; ``order``:
-    pinned track ids. Returns ``column(figure, details)``: the figure ``timeline_fig`` (wheel zoom and
-    pan on the time axis, box select of a time range, hover, tap) and the ``timeline_details`` Div
-    that shows the clicked event's full details as text.
+    pinned track ids; ``width``: the widest the plot grows (px): it stretches to its container, down to
+    `MIN_WIDTH_PX`. Returns ``column(figure, details)``: the figure ``timeline_fig`` (wheel zoom, active
+    on scroll, and pan on the time axis, box select of a time range, hover, tap) and the
+    ``timeline_details`` Div that shows the clicked event's full details as text.
     """
     tracks = track_table(tracks_df, order)
     data = bar_data(lod_df, tracks)
@@ -190,13 +203,16 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
         x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range")
     n = max(len(tracks), 1)
     fig = figure(name="timeline_fig", title="Timeline", x_range=x_range, y_range=Range1d(n - 0.5, -0.5),
-                 width=width, height=60 + ROW_HEIGHT_PX * n, tools="xpan,xwheel_zoom,reset,save",
+                 sizing_mode="stretch_width", min_width=MIN_WIDTH_PX, max_width=max(width, MIN_WIDTH_PX),
+                 height=60 + ROW_HEIGHT_PX * n, tools="xpan,xwheel_zoom,reset,save",
                  active_scroll="xwheel_zoom", active_drag="xpan", x_axis_label=theme.axis_label("Time", "us"),
                  output_backend="webgl")
     src = ColumnDataSource(data, name="timeline_src")
     bars = fig.hbar(y="y", left="left", right="right", height=0.75, source=src, fill_color="color",
-                    fill_alpha="alpha", line_color=None, selection_line_color=theme.HIGHLIGHT,
-                    selection_fill_alpha="alpha", nonselection_fill_alpha="alpha", name="timeline_bars")
+                    fill_alpha="alpha", line_color="color", line_alpha="alpha", line_width=1,
+                    selection_line_color=theme.HIGHLIGHT,
+                    selection_fill_alpha="alpha", nonselection_fill_alpha="alpha",
+                    nonselection_line_alpha="alpha", name="timeline_bars")
     highlight = ColumnDataSource({"y": [], "left": [], "right": []}, name="timeline_highlight_src")
     fig.hbar(y="y", left="left", right="right", height=0.95, source=highlight, fill_alpha=0.0,
              line_color=theme.HIGHLIGHT, line_width=2)
@@ -215,18 +231,19 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
     fig.ygrid.visible = False
     fig.xaxis.formatter.use_scientific = False
     details = Div(text="Click an event to see its details.", render_as_text=True, name="timeline_details",
-                  width=width, styles={"white-space": "pre-wrap", "font-family": theme.MONO_FONT,
+                  sizing_mode="stretch_width", styles={"white-space": "pre-wrap", "font-family": theme.MONO_FONT,
                                        "font-size": "12px", "color": "var(--jp-ui-font-color1, #333)"})
     src.selected.js_on_change("indices", CustomJS(args=dict(src=src, details=details), code=_DETAILS_JS))
-    return column(theme.style(fig), details)
+    return theme.themed(column(theme.style(fig), details, sizing_mode="stretch_width"))
 
 
-def minimap_figure(density_df: pd.DataFrame, x_range: Range1d, width: int = 1100) -> figure:
+def minimap_figure(density_df: pd.DataFrame, x_range: Range1d, width: int = MAX_WIDTH_PX) -> figure:
     """The whole trace's event count per time bin (``timeline_minimap_src``) with a RangeTool that drags and
     resizes the main view's time window."""
     lo = float(density_df["left"].min()) if len(density_df) else 0.0
     hi = float(density_df["right"].max()) if len(density_df) else 1.0
-    fig = figure(name="timeline_minimap", height=90, width=width, x_range=Range1d(lo, hi), tools="",
+    fig = figure(name="timeline_minimap", height=90, sizing_mode="stretch_width", min_width=MIN_WIDTH_PX,
+                 max_width=max(width, MIN_WIDTH_PX), x_range=Range1d(lo, hi), tools="",
                  toolbar_location=None, y_axis_label="events")
     src = ColumnDataSource({c: density_df[c].to_numpy() for c in density_df.columns}, name="timeline_minimap_src")
     fig.quad(left="left", right="right", bottom=0, top="events", source=src, color=theme.AXIS, alpha=0.7)
@@ -246,7 +263,8 @@ def stats_table(stats_df: pd.DataFrame | None = None) -> DataTable:
     data = {c: (stats_df[c].tolist() if stats_df is not None and c in stats_df.columns else []) for c in cols}
     src = ColumnDataSource(data, name="timeline_stats_src")
     num = NumberFormatter(format="0,0.000")
-    return DataTable(source=src, name="timeline_stats", width=520, height=220, index_position=None,
+    return DataTable(source=src, name="timeline_stats", sizing_mode="stretch_width", min_width=300, height=220,
+                     index_position=None,
                      columns=[TableColumn(field="op_type", title="op type"), TableColumn(field="count", title="events"),
                               TableColumn(field="total_us", title="total (us)", formatter=num),
                               TableColumn(field="avg_us", title="average (us)", formatter=num),
@@ -272,7 +290,8 @@ def matches_table(matches_df: pd.DataFrame | None, x_range: Range1d, tracks: pd.
     src = ColumnDataSource(data, name="timeline_matches_src")
     src.selected.js_on_change("indices", CustomJS(args=dict(matches=src, xr=x_range), code=_JUMP_JS))
     num = NumberFormatter(format="0,0.000")
-    return DataTable(source=src, name="timeline_matches", width=560, height=220, index_position=None,
+    return DataTable(source=src, name="timeline_matches", sizing_mode="stretch_width", min_width=300, height=220,
+                     index_position=None,
                      columns=[TableColumn(field="name", title="name"), TableColumn(field="track_label", title="track"),
                               TableColumn(field="start_us", title="start (us)", formatter=num),
                               TableColumn(field="dur_us", title="duration (us)", formatter=num)])
@@ -297,7 +316,7 @@ class TimelineView:
     a box-selected time range (`select_range`) and a minimap. ``queries`` counts the re-queries.
     """
 
-    def __init__(self, prof_or_frames, width: int = 1100, debounce_s: float = DEBOUNCE_S):
+    def __init__(self, prof_or_frames, width: int = MAX_WIDTH_PX, debounce_s: float = DEBOUNCE_S):
         import ipywidgets as W
         from bokeh.events import SelectionGeometry
         from jupyter_bokeh import BokehModel
@@ -328,7 +347,10 @@ class TimelineView:
         self.minimap = minimap_figure(dens, self.x_range, width=width)
         self.stats = stats_table()
         self.matches_table = matches_table(None, self.x_range, self.tracks)
-        self.layout = column(self.minimap, self.plot, row(self.matches_table, self.stats), name="timeline_layout")
+        self.layout = column(self.minimap, self.plot, row(self.matches_table, self.stats, sizing_mode="stretch_width"),
+                             sizing_mode="stretch_width", name="timeline_layout")
+        for part in (self.minimap, self.matches_table, self.stats):
+            theme.themed(part)
         self.x_range.on_change("start", self._on_range)
         self.x_range.on_change("end", self._on_range)
         self.fig.on_event(SelectionGeometry, self._on_select)
