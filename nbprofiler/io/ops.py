@@ -285,6 +285,37 @@ def npu_types_from_kernels(k: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def npu_types_from_kernel_file(path: Path) -> pd.DataFrame | None:
+    """`npu_types_from_kernels` reading only the type and duration columns of ``kernel_details.csv``:
+    op-type totals without building the whole kernels frame (its ~30 PMU columns cost ~90 % of the
+    parse; a cluster-wide reduce of many ranks needs only these totals). None for a file that does not
+    end with a newline (it may be cut inside any column; only the full kernels frame detects that)."""
+    from .ascend_ms import KERNEL_COLUMNS
+    from .legacy import _ends_with_newline
+    if not _ends_with_newline(path):
+        return None
+    wanted = {raw for raw, col in KERNEL_COLUMNS.items() if col in ("type", "dur_us")}
+    df = read_csv(path, usecols=lambda c: c.strip() in wanted)
+    df = df.rename(columns={c: KERNEL_COLUMNS[c] for c in df.columns})
+    for col in ("type", "dur_us"):
+        if col not in df.columns:
+            raw = [k for k, v in KERNEL_COLUMNS.items() if v == col]
+            raise MissingColumnError(path, f"missing column {raw[0]!r} (or a synonym {raw[1:]})", line=1,
+                                     field=raw[0])
+    return npu_types_from_kernels(pd.DataFrame({"type": df["type"].astype(str).str.strip(),
+                                                "dur_us": numeric(df, "dur_us", path)}))
+
+
+def _npu_types(run: RunFiles, prof) -> pd.DataFrame | None:
+    # reuse the kernels frame when it is already parsed; else read just the two columns needed
+    if prof is not None and "kernels" in getattr(prof, "_cache", {}):
+        return _npu_part(prof, npu_types_from_kernels, kind="npu")
+    types = npu_types_from_kernel_file(run.get("kernel_details"))
+    if types is None:
+        return _npu_part(prof, npu_types_from_kernels, kind="npu")
+    return types.assign(kind="npu") if len(types) else None
+
+
 def npu_ops(k: pd.DataFrame) -> pd.DataFrame:
     """kernel_details rows grouped by ``name``: total/count/avg of ``dur_us``, the accelerator core."""
     agg = {"op_type": ("type", "first"), "total_time_us": ("dur_us", "sum"), "count": ("dur_us", "size")}
@@ -347,7 +378,7 @@ def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
     if run.has("op_statistic"):
         loaders.append(lambda: npu_types_from_statistic(run.get("op_statistic")).assign(kind="npu"))
     elif run.has("kernel_details"):
-        loaders.append(lambda: _npu_part(prof, npu_types_from_kernels, kind="npu"))
+        loaders.append(lambda: _npu_types(run, prof))
     parts = [p for p in _collect(loaders) if p is not None]
     for p in parts:
         kind_total = p["total_time_us"].sum()
