@@ -67,8 +67,15 @@ def test_pie_legend_has_a_swatch_per_type(lenet_cpu):
     fig = O.op_type_chart(lenet_cpu.op_types, "cpu", 5)
     legend = fig.legend[0]
     assert legend.glyph_width >= 10 and legend.glyph_height >= 10
-    # one entry per distinct "label" (top 5 + Other), each swatch drawn with that row's wedge colour
-    assert legend.items[0].label.field == "label" and len(set(fig.renderers[0].data_source.data["label"])) == 6
+    # one entry per type (top 5 + Other), drawn from a source of its own (a click selects wedges, and
+    # BokehJS drops the swatches of a renderer whose source has a selection)
+    item = legend.items[0]
+    assert item.label.field == "label"
+    legend_src = item.renderers[0].data_source
+    wedges = fig.select_one({"name": "op_pie_wedges_cpu"}).data_source
+    assert legend_src is not wedges
+    assert legend_src.data["label"] == list(wedges.data["label"]) and len(legend_src.data["label"]) == 6
+    assert legend_src.data["color"] == list(wedges.data["color"])
 
 
 def test_filter_is_case_insensitive_substring_over_name_and_type(lenet_cpu):
@@ -112,6 +119,7 @@ def test_widget_type_filter_and_top_n(lenet_cpu):
     assert len(src.data["op_type"]) == 29
     view.top_n = 3
     assert view._model("op_types_src_cpu").data["op_type"].tolist()[-1] == "Other"
+    assert view._model("op_types_legend_src_cpu").data["label"][-1].startswith("Other ")
     assert len(view._model("op_types_src_cpu").data["op_type"]) == 4
 
 

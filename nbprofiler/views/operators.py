@@ -109,9 +109,17 @@ def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: s
         fig = figure(frame_width=300, frame_height=300, title=title, tools=[hover, "tap", "save"],
                      x_range=(-1.05, 1.05), y_range=(-1.05, 1.05), name=f"op_pie_{kind}")
         # Wedges a click did not pick stay readable (Bokeh's default fades them to 0.2).
-        fig.wedge(x=0, y=0, radius=1.0, start_angle="end_angle", end_angle="start_angle", fill_color="color",
-                  line_color="white", line_width=1, legend_field="label", source=src,
-                  nonselection_fill_alpha=0.4, nonselection_line_alpha=0.6)
+        wedges = fig.wedge(x=0, y=0, radius=1.0, start_angle="end_angle", end_angle="start_angle",
+                           fill_color="color", line_color="white", line_width=1, source=src,
+                           nonselection_fill_alpha=0.4, nonselection_line_alpha=0.6, name=f"op_pie_wedges_{kind}")
+        # The legend is drawn from a zero-size glyph on its own source: BokehJS drops the swatches of a
+        # legend whose renderer's source has a selection (a click on a wedge emptied the legend).
+        legend_src = ColumnDataSource({"color": list(src.data["color"]), "label": list(src.data["label"])},
+                                      name=f"op_types_legend_src_{kind}")
+        fig.rect(x=0, y=0, width=0, height=0, fill_color="color", line_color=None, legend_field="label",
+                 source=legend_src)
+        hover.renderers = [wedges]
+        fig.select_one(TapTool).renderers = [wedges]
         fig.axis.visible = False
         fig.grid.visible = False
         theme.style(fig)
@@ -318,8 +326,10 @@ class OperatorsView(traitlets.HasTraits):
     @traitlets.observe("top_n")
     def _on_top_n(self, change):
         for k in self.kinds:
-            self._model(f"op_types_src_{k}").data = dict(ColumnDataSource(pie_angles(
-                top_types(self.op_types, k, change["new"]))).data)
+            types = pie_angles(top_types(self.op_types, k, change["new"]))
+            self._model(f"op_types_src_{k}").data = dict(ColumnDataSource(types).data)
+            self._model(f"op_types_legend_src_{k}").data = {"color": types["color"].tolist(),
+                                                             "label": types["label"].tolist()}
             bar = self._model(f"op_bar_{k}")
             bar.y_range.factors = list(reversed(list(self._model(f"op_types_src_{k}").data["op_type"])))
             self._refill(k)

@@ -1,13 +1,25 @@
 """The dashboard in a real JupyterLab: %load_ext + %nbprofiler on shared data, step selector, click an
-operator type, zoom the timeline; state checked in BokehJS, screenshots saved for review."""
+operator type, zoom the timeline with the mouse wheel, then every tab in the dark theme; state checked in
+BokehJS and the DOM, screenshots saved for review (test-output/screenshots/dashboard_*.png)."""
 from __future__ import annotations
 
 import time
 
 from helpers import (REPO, bokeh_data, count_canvases, open_and_run_all, save_screenshot,
-                     wait_bokeh_data, write_notebook)
+                     write_notebook)
 
 WIDEDEEP = (REPO.parent / "shared" / "data" / "legacy" / "run_1_widedeep").resolve()
+MAX_GLYPHS = 20_000     # nbprofiler.views.timeline.MAX_GLYPHS
+
+# Shadow roots included: Bokeh 3 renders every view into an open shadow root.
+_DEEP_JS = """
+const deep = (sel) => { const out = []; const walk = r => { r.querySelectorAll('*').forEach(e => {
+    if (e.matches(sel)) out.push(e); if (e.shadowRoot) walk(e.shadowRoot); }); }; walk(document); return out; };
+"""
+# Colours of the visible Bokeh DataTable rows / header cells and Bokeh inputs (boxes with a size only).
+_WIDGET_COLOURS_JS = "(sel) => {" + _DEEP_JS + """
+  return deep(sel).filter(e => { const b = e.getBoundingClientRect(); return b.width > 0 && b.height > 0; })
+    .map(e => { const s = getComputedStyle(e); return [s.backgroundColor, s.color]; }); }"""
 
 
 def _poll(fn, timeout_s=30.0, what=""):
@@ -23,6 +35,31 @@ def _poll(fn, timeout_s=30.0, what=""):
 def _x_range(page):
     return page.evaluate("""() => (window.Bokeh ? Bokeh.documents : []).flatMap(d => {
         const r = d.get_model_by_name('timeline_x_range'); return r ? [[r.start, r.end]] : []; })""")
+
+
+def _rgb(css: str) -> tuple[int, int, int]:
+    """(r, g, b) of a computed CSS colour ``rgb(...)`` / ``rgba(...)``."""
+    return tuple(int(float(v)) for v in css[css.index("(") + 1:css.index(")")].split(",")[:3])
+
+
+def _luminance(css: str) -> float:
+    r, g, b = _rgb(css)
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+def _set_theme(page, name: str, light: bool) -> None:
+    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{name}'}})")
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'")
+    page.wait_for_timeout(600)
+
+
+def _timeline_plot(page, out):
+    """The main timeline canvas (the tallest visible one in the dashboard's output)."""
+    def pick():
+        boxes = [(c, c.bounding_box()) for c in out.locator("canvas").all()]
+        boxes = [(c, b) for c, b in boxes if b and b["height"] > 150]
+        return max(boxes, key=lambda cb: cb[1]["height"]) if boxes else None
+    return _poll(pick, what="timeline canvas")
 
 
 def test_dashboard_step_operator_timeline(lab, page):
@@ -47,35 +84,102 @@ def test_dashboard_step_operator_timeline(lab, page):
     page.wait_for_timeout(400)
     save_screenshot(out, "dashboard_step_trace_step5")
 
+    # --- Operators: one step note (the view's own), pie legend with swatches, click filters the table
     out.locator(".lm-TabBar-tab", has_text="Operators").first.click()
     _poll(lambda: bokeh_data(page, "op_table_src_ai_core", "op_type"), what="operator table")
     all_types = bokeh_data(page, "op_table_src_ai_core", "op_type")[0]
     assert len(set(all_types)) > 5
+    notes = [t for t in out.locator(".widget-html").all_inner_texts() if "Step 5" in t]
+    assert len(notes) == 1 and "no step ids" in notes[0], notes
     # Canvases of hidden tabs have no box; the first visible one is the pie (the toggle is HTML).
     box = _poll(lambda: next((b for c in out.locator("canvas").all() if (b := c.bounding_box())
                               and b["height"] > 200), None), what="pie canvas")
     page.wait_for_timeout(500)
+    pie_png = save_screenshot(out, "dashboard_operators_pie")
+    _assert_legend_swatches(pie_png, out, box)
     # MatMul holds 81 % of AI Core time: its wedge runs clockwise from 12 o'clock past 9 o'clock, so a
     # point left of the pie's centre (300 px frame below a ~25 px title) lies on it.
     page.mouse.click(box["x"] + 80, box["y"] + 185)
     _poll(lambda: any(c and set(c) == {"MatMul"} for c in bokeh_data(page, "op_table_src_ai_core", "op_type")),
           what="table filtered to MatMul")
-    page.wait_for_timeout(300)
-    save_screenshot(out, "dashboard_operators_matmul")
+    page.mouse.move(box["x"] + box["width"] + 200, box["y"] - 40)     # no tooltip over the legend
+    page.wait_for_timeout(400)
+    _assert_legend_swatches(save_screenshot(out, "dashboard_operators_matmul"), out, box)  # kept after a click
 
+    # --- Timeline: fits the cell, zooms with a real mouse wheel, the kernel re-queries the bars
     out.locator(".lm-TabBar-tab", has_text="Timeline").first.click()
     before = _poll(lambda: _x_range(page), what="timeline x range")[0]
-    plot = _poll(lambda: [c for c in out.locator("canvas").all() if (c.bounding_box() or {}).get("height", 0) > 150],
-                 what="timeline canvas")[-1]
-    b = plot.bounding_box()
+    plot, b = _timeline_plot(page, out)
+    page.wait_for_timeout(500)
+    cell = out.locator(".jp-OutputArea").first.bounding_box()
+    plot, b = _timeline_plot(page, out)
+    assert b["x"] >= cell["x"] - 1 and b["x"] + b["width"] <= cell["x"] + cell["width"] + 1, (b, cell)
+    active = page.evaluate("""() => Bokeh.documents.flatMap(d => { const f = d.get_model_by_name('timeline_fig');
+        const s = f && f.toolbar.active_scroll; return s ? [s.type + ':' + s.dimensions] : []; })""")
+    assert active == ["WheelZoomTool:width"], active
+    bars_before = bokeh_data(page, "timeline_src", "left")[0]
+    counts_before = bokeh_data(page, "timeline_src", "count")[0]
+    assert max(counts_before) > 1          # the whole run: merged bars
     page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2)
-    for _ in range(5):
-        page.mouse.wheel(0, -300)
-        page.wait_for_timeout(100)
-    after = _poll(lambda: [r for r in _x_range(page) if (r[1] - r[0]) < (before[1] - before[0]) * 0.95],
-                  what="timeline zoomed in")[0]
-    assert after[1] - after[0] < before[1] - before[0]
+    for _ in range(8):
+        page.mouse.wheel(0, -400)
+        page.wait_for_timeout(80)
+    after = _poll(lambda: [r for r in _x_range(page) if (r[1] - r[0]) < (before[1] - before[0]) * 0.5],
+                  what="timeline zoomed in by the wheel")[0]
+    # the kernel re-queried the level of detail for the new window: new bars, all touching the window
+    def requeried():
+        left = bokeh_data(page, "timeline_src", "left")[0]
+        right = bokeh_data(page, "timeline_src", "right")[0]
+        return left != bars_before and left and all(r >= after[0] - 1 and lo <= after[1] + 1
+                                                    for lo, r in zip(left, right))
+    _poll(requeried, what="timeline_src re-queried for the zoomed window")
+    left = bokeh_data(page, "timeline_src", "left")[0]
+    assert 0 < len(left) <= MAX_GLYPHS
+    status = out.locator(".widget-html", has_text="bars for").first.inner_text()
+    assert "bars for" in status and f"{after[0]:,.1f}"[:4] in status.replace("\u2009", "")
     page.wait_for_timeout(800)
     save_screenshot(out, "dashboard_timeline_zoomed")
     save_screenshot(page, "dashboard_page")
+
+    # --- Dark theme: every tab readable (no white Bokeh tables/inputs, light text)
+    _set_theme(page, "JupyterLab Dark", light=False)
+    try:
+        for tab in ("Overview", "Step trace", "Operators", "MindData", "Timeline"):
+            out.locator(".lm-TabBar-tab", has_text=tab).first.click()
+            page.wait_for_timeout(1200)
+            out.scroll_into_view_if_needed()
+            save_screenshot(out, f"dashboard_dark_{tab.replace(' ', '_').lower()}")
+            html_text = page.evaluate("""(el) => [...el.querySelectorAll('.widget-html-content')]
+                .filter(e => e.offsetParent && e.innerText.trim()).map(e => getComputedStyle(e.firstElementChild
+                || e).color)""", out.element_handle())
+            assert all(_luminance(c) > 0.5 for c in html_text), (tab, html_text)
+            assert html_text or tab in ("Step trace", "MindData"), tab   # those tabs have no HTML panel
+            if tab in ("Operators", "MindData", "Timeline"):
+                cells_ = page.evaluate(_WIDGET_COLOURS_JS, ".slick-row, .slick-header-column")
+                assert cells_, tab
+                assert all(_luminance(bg) < 0.35 for bg, _ in cells_), (tab, cells_[:4])
+                assert all(_luminance(fg) > 0.5 for _, fg in cells_), (tab, cells_[:4])
+            if tab == "Operators":
+                inputs = page.evaluate(_WIDGET_COLOURS_JS, "input.bk-input, select.bk-input")
+                assert inputs and all(_luminance(bg) < 0.35 and _luminance(fg) > 0.5 for bg, fg in inputs), inputs
+    finally:  # the theme is a saved setting of the session's server: restore it for the other tests
+        _set_theme(page, "JupyterLab Light", light=True)
     assert not page.page_errors, page.page_errors
+
+
+def _assert_legend_swatches(png, out, pie_box):
+    """The pie legend (right of the 300 px pie frame) shows a coloured swatch per row: count strongly
+    coloured pixels in the legend's swatch column of the screenshot."""
+    from PIL import Image
+    img = Image.open(png).convert("RGB")
+    ob = out.bounding_box()
+    x0 = int(pie_box["x"] - ob["x"]) + 300
+    y0, y1 = int(pie_box["y"] - ob["y"]), int(pie_box["y"] - ob["y"] + pie_box["height"])
+    rows = set()
+    for y in range(max(y0, 0), min(y1, img.height)):
+        for x in range(x0, min(x0 + 120, img.width)):
+            r, g, b = img.getpixel((x, y))
+            if max(r, g, b) - min(r, g, b) > 60:      # saturated: a swatch, not grey legend text
+                rows.add(y // 12)
+                break
+    assert len(rows) >= 10, f"legend swatches on only {len(rows)} rows"
