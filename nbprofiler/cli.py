@@ -1,4 +1,5 @@
-"""The ``nbprofiler`` command: ``summary``, ``report`` and ``info`` over a profiler directory."""
+"""The ``nbprofiler`` command: ``summary``, ``report`` and ``info`` over a profiler directory; ``export`` of an
+executed notebook to offline HTML."""
 from __future__ import annotations
 
 import argparse
@@ -70,6 +71,20 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from .nbconvert_offline import OfflineAssetError, export_offline_html
+    try:
+        path = export_offline_html(args.notebook, args.output)
+    except (OfflineAssetError, OSError) as err:
+        print(f"nbprofiler export: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:  # nbformat's errors (not JSON, invalid notebook) do not name the file
+        print(f"nbprofiler export: {args.notebook}: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_info(args) -> int:
     from .io.discover import discover
     runs = discover(args.dir)
@@ -99,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--title", default=None)
     p.add_argument("--compare", default=None, metavar="DIR_B", help="compare with a second profile")
     p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("export", help="executed notebook -> one HTML file whose widgets and plots render offline")
+    p.add_argument("notebook")
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(fn=cmd_export)
     p = sub.add_parser("info", help="list the runs and files found")
     p.add_argument("dir")
     p.add_argument("-v", "--verbose", action="store_true")

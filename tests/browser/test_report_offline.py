@@ -107,3 +107,51 @@ def test_operator_search_filters_offline(reports, offline_page):
     assert all("matmul" in n.lower() for n in after) or all(
         "matmul" in t.lower() for t in bokeh_data(page, "op_table_src_ai_core", "op_type")[0])
     save_screenshot(page, "report_widedeep_operator_search")
+
+
+# -- executed notebooks with the ipywidgets dashboard, exported by nbprofiler.nbconvert_offline -------
+_DASHBOARD_NB = [
+    "import warnings; warnings.simplefilter('ignore')\nimport nbprofiler\nprof = nbprofiler.load({path!r})",
+    # build every tab before the widget state is saved: the exported file is a snapshot, no kernel
+    "from nbprofiler.views.dashboard import Dashboard, TABS\ndash = Dashboard(prof)\nfor t in TABS[1:]:\n"
+    "    dash.select(t)\ndash.select('Step trace')\ndash",
+]
+
+
+@pytest.fixture(scope="module")
+def exported_dashboard(tmp_path_factory):
+    import nbformat
+    from nbclient import NotebookClient
+    from nbprofiler.nbconvert_offline import export_offline_html
+    out = tmp_path_factory.mktemp("exported")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(c.format(path=str(DATA / "legacy" / "run_2_lenet"))) for c in _DASHBOARD_NB]
+    NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=True,
+                   resources={"metadata": {"path": str(out)}}).execute()
+    nbformat.write(nb, out / "dashboard.ipynb")
+    return export_offline_html(out / "dashboard.ipynb", out / "dashboard.html")
+
+
+def test_exported_dashboard_notebook_renders_offline(exported_dashboard, offline_page):
+    """The ipywidgets Tab of `prof.show()` and the jupyter_bokeh figures inside it render from the saved
+    widget state with every request blocked (stock nbconvert output leaves this cell blank)."""
+    page = offline_page
+    blocked = open_offline(page, exported_dashboard, settle_ms=4000)
+    assert blocked == [], f"the exported notebook tried to fetch {blocked}"
+    assert page.evaluate("() => window.Bokeh && Bokeh.version") == "3.9.2"
+    tabs = page.locator(".widget-tab .lm-TabBar-tab")
+    assert tabs.all_inner_texts() == ["Overview", "Step trace", "Operators", "MindData", "Timeline"]
+    visible = {}
+    for title in ("Step trace", "Operators", "MindData", "Timeline"):
+        page.locator(".widget-tab .lm-TabBar-tab", has_text=title).first.click()
+        page.wait_for_timeout(1000)
+        visible[title] = page.evaluate(_VISIBLE_CANVASES_JS)
+        save_screenshot(page, f"exported_dashboard_{title.replace(' ', '_')}", full_page=True)
+    assert all(n >= 1 for n in visible.values()), visible
+    # the step-trace table of the snapshot holds run_2_lenet's one step (MindInsight: 23.7091 ms)
+    page.locator(".widget-tab .lm-TabBar-tab", has_text="Step trace").first.click()
+    page.get_by_text("23.7091").first.wait_for()
+    page.locator(".widget-tab .lm-TabBar-tab", has_text="Overview").first.click()
+    page.get_by_text("Suggestions").first.wait_for()
+    assert not page.page_errors, page.page_errors
