@@ -1,12 +1,19 @@
 """Cluster gathering: serial vs local processes vs dask, on synthetic clusters of 8, 64 and 512 ranks.
 
-Each engine runs `nbprofiler.analysis.cluster.rank_summary` on a freshly loaded `Cluster` in its own
-child process, so peak memory (ru_maxrss of that child) and time are measured per engine without one
-run's caches helping another. Results are printed as ratios against the serial baseline of the same run
-(absolute seconds depend on the machine; ratios are what to compare).
+Each engine loads a fresh `Cluster` and runs `nbprofiler.analysis.cluster.rank_summary` plus
+`slow_ranks` in its own child process (a clean interpreter, so no run's caches or imports help another).
+Per engine it reports wall seconds, CPU seconds and peak memory of the whole process tree (the
+measuring process plus every worker it starts, sampled every 20 ms with psutil), as ratios against the
+serial baseline of the same run: absolute seconds depend on the machine and on what else runs on it
+(the load average is printed before and after), ratios are what to compare.
+
+Engines: ``serial``, ``processes`` (fork-server pool), ``dask`` (no client in scope: dask's local
+multiprocessing scheduler) and ``dask-client`` (a ``distributed.LocalCluster`` with one single-threaded
+worker per CPU, started *before* the clock starts, as a user's existing cluster would be; its start-up
+time is printed separately). ``default`` shows what ``engine=None`` picks for that size.
 
     python benchmarks/bench_cluster.py            # 8, 64, 512 ranks, legacy and npu shapes
-    python benchmarks/bench_cluster.py --quick    # 8 ranks, small files: a smoke test (seconds)
+    python benchmarks/bench_cluster.py --quick    # 8 ranks, small files, no dask-client: a smoke test
 """
 from __future__ import annotations
 
@@ -17,12 +24,44 @@ import os
 import resource
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 DATA = REPO.parent / "shared" / "data"
+SAMPLE_SECONDS = 0.02
+
+
+class TreeSampler(threading.Thread):
+    """Peak summed RSS of this process and all its descendants, and their CPU seconds (the last value
+    seen for each process, so a worker's final <20 ms may be missed)."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        import psutil
+        self.me = psutil.Process()
+        self.peak_bytes = 0
+        self.cpu: dict[int, float] = {}
+        self.stop = threading.Event()
+
+    def sample(self):
+        import psutil
+        total = 0
+        for p in [self.me] + self.me.children(recursive=True):
+            try:
+                with p.oneshot():
+                    total += p.memory_info().rss
+                    t = p.cpu_times()
+                    self.cpu[p.pid] = t.user + t.system
+            except psutil.Error:
+                continue  # the process ended between listing and reading
+        self.peak_bytes = max(self.peak_bytes, total)
+
+    def run(self):
+        while not self.stop.wait(SAMPLE_SECONDS):
+            self.sample()
 
 
 def _measure(path: str, engine: str, conn) -> None:
@@ -30,17 +69,34 @@ def _measure(path: str, engine: str, conn) -> None:
     warnings.simplefilter("ignore")
     import nbprofiler
     from nbprofiler.analysis import cluster as C
+    client, startup = None, 0.0
+    if engine == "dask-client":
+        from distributed import Client, LocalCluster
+        t0 = time.perf_counter()
+        client = Client(LocalCluster(n_workers=os.cpu_count(), threads_per_worker=1, processes=True,
+                                     dashboard_address=None))
+        startup = time.perf_counter() - t0
+    sampler = TreeSampler()
+    sampler.sample()
+    cpu_before = sum(sampler.cpu.values())
+    sampler.peak_bytes = 0
+    sampler.start()
     t0 = time.perf_counter()
-    cl = nbprofiler.load(path)
-    summary = C.rank_summary(cl, engine=engine)
+    cl = nbprofiler.load(path, engine=engine.split("-")[0])
+    summary = C.rank_summary(cl)
     slow = C.slow_ranks(summary)
     seconds = time.perf_counter() - t0
-    # children of a process pool are reaped by now: RUSAGE_CHILDREN covers the workers
-    peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    peak_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    conn.send({"seconds": seconds, "ranks": len(cl), "peak_mb": peak_self, "worker_peak_mb": peak_children,
+    sampler.sample()
+    sampler.stop.set()
+    sampler.join()
+    conn.send({"seconds": seconds, "ranks": len(cl), "peak_tree_mb": sampler.peak_bytes / 2**20,
+               "peak_main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               "cpu_s": sum(sampler.cpu.values()) - cpu_before, "startup_s": startup,
                "slowest": C.slowest_rank(summary), "flagged": int(slow["flagged"].sum())})
     conn.close()
+    if client is not None:
+        client.close()
+        client.cluster.close()
 
 
 def run_engine(path: Path, engine: str) -> dict:
@@ -48,31 +104,41 @@ def run_engine(path: Path, engine: str) -> dict:
     parent, child = ctx.Pipe(duplex=False)
     p = ctx.Process(target=_measure, args=(str(path), engine, child))
     p.start()
-    out = parent.recv()
+    child.close()
+    try:
+        out = parent.recv()
+    except EOFError:
+        p.join()
+        raise RuntimeError(f"the {engine} measurement died (exit code {p.exitcode})") from None
     p.join()
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="8 ranks, small files (a smoke test)")
+    ap.add_argument("--quick", action="store_true", help="8 ranks, small files, no dask-client (a smoke test)")
     ap.add_argument("--ranks", type=int, nargs="*", help="cluster sizes (default 8 64 512)")
+    ap.add_argument("--shapes", nargs="*", default=["legacy", "npu"], choices=["legacy", "npu"])
+    ap.add_argument("--engines", nargs="*", help="default: serial processes dask dask-client")
     ap.add_argument("--json", action="store_true", help="print the results as JSON as well")
     args = ap.parse_args(argv)
+    from nbprofiler.parallel import choose_engine
     from nbprofiler.synthetic_cluster import write_legacy_cluster, write_npu_cluster
     sizes = args.ranks or ([8] if args.quick else [8, 64, 512])
-    engines = ["serial", "processes", "dask"]
+    engines = args.engines or (["serial", "processes", "dask"] if args.quick else
+                               ["serial", "processes", "dask", "dask-client"])
     try:
         import dask  # noqa: F401
     except ImportError:
-        engines.remove("dask")
+        engines = [e for e in engines if not e.startswith("dask")]
     results = []
-    print(f"cores: {os.cpu_count()}; engines: {', '.join(engines)}; ratios are vs serial in the same run")
-    print(f"{'shape':7} {'ranks':>6} {'engine':10} {'seconds':>8} {'x serial':>9} {'peak MB':>8} "
-          f"{'worker MB':>9} {'slowest':>7}")
+    print(f"cores: {os.cpu_count()}; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"engines: {', '.join(engines)}; ratios are vs serial in the same run")
+    print(f"{'shape':7} {'ranks':>6} {'engine':11} {'seconds':>8} {'x serial':>9} {'cpu s':>7} {'tree MB':>8} "
+          f"{'main MB':>8} {'slowest':>7} {'default':>9}")
     with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-") as tmp:
         for n in sizes:
-            for shape in ("legacy", "npu"):
+            for shape in args.shapes:
                 root = Path(tmp) / f"{shape}_{n}"
                 if shape == "legacy":
                     write_legacy_cluster(root, DATA, n, steps=20 if args.quick else 300)
@@ -82,15 +148,21 @@ def main(argv=None) -> int:
                 for engine in engines:
                     r = run_engine(root, engine)
                     base = base or r["seconds"]
-                    r.update(shape=shape, engine=engine, ratio=r["seconds"] / base)
+                    r.update(shape=shape, engine=engine, ratio=r["seconds"] / base, default=choose_engine(n))
                     results.append(r)
-                    print(f"{shape:7} {n:>6} {engine:10} {r['seconds']:>8.2f} {r['ratio']:>9.2f} "
-                          f"{r['peak_mb']:>8.0f} {r['worker_peak_mb']:>9.0f} {str(r['slowest']):>7}")
+                    extra = f"  (client start-up {r['startup_s']:.1f} s, not timed)" if r["startup_s"] else ""
+                    print(f"{shape:7} {n:>6} {engine:11} {r['seconds']:>8.2f} {r['ratio']:>9.2f} {r['cpu_s']:>7.1f} "
+                          f"{r['peak_tree_mb']:>8.0f} {r['peak_main_mb']:>8.0f} {str(r['slowest']):>7} "
+                          f"{r['default']:>9}{extra}", flush=True)
+                if not args.quick:
+                    import shutil
+                    shutil.rmtree(root)  # 512 legacy ranks of 300 steps are ~1 GB
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         print(json.dumps(results))
     # every engine must agree on the answer
     for n in sizes:
-        for shape in ("legacy", "npu"):
+        for shape in args.shapes:
             answers = {r["slowest"] for r in results if r["ranks"] == n and r["shape"] == shape}
             if len(answers) != 1:
                 print(f"engines disagree on the slowest rank for {shape} x {n}: {answers}")

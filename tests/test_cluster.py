@@ -10,7 +10,9 @@ from bokeh.resources import INLINE
 
 import nbprofiler
 from nbprofiler.analysis import cluster as C
-from nbprofiler.parallel import gather_rank_summaries, map_ranks
+from nbprofiler.errors import ProfilerDataWarning
+from nbprofiler.parallel import (MIN_RANKS_FOR_PROCESSES, choose_engine, chunked, gather_rank_summaries,
+                                 map_ranks)
 from nbprofiler.synthetic_cluster import write_legacy_cluster
 from nbprofiler.views.cluster import ClusterView, cluster_layout
 
@@ -116,17 +118,96 @@ def test_npu8_cluster(npu8):
 
 
 def test_engines_agree(tmp_path):
-    root = write_legacy_cluster(tmp_path / "c", DATA, ranks=4, steps=12)
+    root = write_legacy_cluster(tmp_path / "c", DATA, ranks=6, steps=12)
     cl = _load(root)
     runs = [p.run for p in cl]
     serial = gather_rank_summaries(runs, engine="serial")
     procs = gather_rank_summaries(runs, engine="processes", max_workers=2)
-    pd.testing.assert_frame_equal(serial["steps"], procs["steps"])
-    # the synthetic straggler (last rank) is found
-    assert C.slowest_rank(serial) == "3"
+    for key in ("steps", "step_totals", "op_types"):
+        pd.testing.assert_frame_equal(serial[key], procs[key])
+    assert serial["stages"] == procs["stages"] == ["iteration_interval_ms", "fp_and_bp_ms", "tail_ms"]
+    assert serial["steps"]["rank"].tolist() == [str(i) for i in range(6)] and len(serial["step_totals"]) == 6 * 12
+    # the synthetic straggler (last rank) is found, by its step interval: 3x the others' + 3 ms
+    assert C.slowest_rank(serial) == "5"
+    flagged = C.slow_ranks(serial)
+    assert ("5", "iteration_interval_ms") in set(zip(flagged.loc[flagged["flagged"], "rank"],
+                                                      flagged.loc[flagged["flagged"], "stage"]))
+    # its file average (steps 2..12, as the writer computes it) is what the rank row shows
+    avg = cl["5"].step_trace_average
+    assert serial["steps"].set_index("rank").at["5", "total_ms"] == avg["total_ms"]
+    assert map_ranks(str, ["a", "b", "c"], engine="processes", max_workers=2) == ["a", "b", "c"]
     assert map_ranks(str, ["a"], engine="serial") == ["a"]
     with pytest.raises(ValueError):
         map_ranks(str, [], engine="threads")
+
+
+def test_default_engine_rule(monkeypatch):
+    assert choose_engine(MIN_RANKS_FOR_PROCESSES - 1) == "serial"
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert choose_engine(MIN_RANKS_FOR_PROCESSES) == "processes" and choose_engine(512) == "processes"
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert choose_engine(512) == "serial"  # one CPU: workers only add start-up and pickling
+    assert choose_engine(3, "dask") == "dask"
+    with pytest.raises(ValueError, match="engine must be one of"):
+        choose_engine(3, "threads")
+
+
+def test_ranks_travel_in_ordered_chunks():
+    ranks = list(range(10))
+    chunks = chunked(ranks, workers=2)  # ~2 workers x 4 chunks each
+    assert [r for c in chunks for r in c] == ranks and len(chunks) == 5 and {len(c) for c in chunks} == {2}
+    assert chunked(list(range(3)), workers=8) == [[0], [1], [2]] and chunked([], 2) == []
+
+
+def test_wide_step_trace_reads_only_step_columns_and_still_detects_a_cut_row(tmp_path):
+    """The pipeline-parallel step trace has 1056 columns; the step frame skips the 1047 stream_* ones
+    but must equal a full read, and a cut last row (no final newline) must still be reported."""
+    from nbprofiler.io import legacy
+    from nbprofiler.io._util import numeric, read_csv
+    src = DATA / "legacy/cluster_4rank_pipeline/step_trace_raw_2_detail_time.csv"
+    full = read_csv(src)
+    assert len(full.columns) == 1056
+    steps = _load(DATA / "legacy/cluster_4rank_pipeline")["2"].step_trace
+    assert steps["total_ms"].tolist() == legacy.ticks_to_ms(numeric(full, "total", src).iloc[:-1]).tolist()
+    lines = src.read_bytes().splitlines(True)
+    # the average row cut inside its stream_* columns: every step is kept, the average is reported lost
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / src.name).write_bytes(b"".join(lines[:-1]) + lines[-1][:200])
+    prof = _load(tmp_path / "a")
+    with pytest.warns(ProfilerDataWarning, match="average row was cut off"):
+        assert len(prof.step_trace) == 5
+    # step 5 cut inside its tail value (all nine step columns present, one of them partial)
+    (tmp_path / "b").mkdir()
+    row5 = lines[5].decode()
+    cut = len(",".join(row5.split(",")[:9])) - 2
+    (tmp_path / "b" / src.name).write_bytes(b"".join(lines[:5]) + lines[5][:cut])
+    prof = _load(tmp_path / "b")
+    with pytest.warns(ProfilerDataWarning, match="1 step dropped"):
+        assert prof.step_trace["step"].tolist() == [1, 2, 3, 4]
+
+
+def test_npu_op_types_from_two_columns_equal_the_kernels_frame(tmp_path):
+    # kernel_details_591 ends with a newline: two columns are read; kernel_details_newest does not (its
+    # last row may be cut anywhere), so the whole kernels frame is built for it
+    for rel, lean_read in (("npu/kernel_details_591", True), ("npu/kernel_details_newest", False)):
+        lean = _load(DATA / rel)
+        lean_types = lean.op_types
+        assert ("kernels" not in lean._cache) == lean_read
+        full = _load(DATA / rel)
+        full.kernels  # noqa: B018
+        pd.testing.assert_frame_equal(lean_types, full.op_types)
+    types = _load(DATA / "npu/kernel_details_591").op_types.set_index("op_type")
+    # the two hcom_broadcast_ tasks of the real file: 308926.68 + 62.94 us
+    assert types.at["hcom_broadcast_", "count"] == 2
+    assert types.at["hcom_broadcast_", "total_time_us"] == pytest.approx(308989.62)
+    assert types["count"].sum() == 591
+    # cut inside the last row: the full kernels frame is built and reports the dropped row
+    text = (DATA / "npu/kernel_details_591/kernel_details.csv").read_bytes()
+    (tmp_path / "kernel_details.csv").write_bytes(text.rstrip(b"\n")[:-30])
+    cut = _load(tmp_path)
+    with pytest.warns(ProfilerDataWarning):
+        assert cut.op_types["count"].sum() == 590
+    assert "kernels" in cut._cache
 
 
 @pytest.mark.slow
@@ -134,8 +215,24 @@ def test_dask_engine(tmp_path):
     pytest.importorskip("dask")
     root = write_legacy_cluster(tmp_path / "c", DATA, ranks=3, steps=6)
     cl = _load(root)
-    out = C.rank_summary(cl, engine="dask")
+    out = C.rank_summary(cl, engine="dask")  # no client in scope: dask's local processes
     assert C.rank_steps(out).index.tolist() == ["0", "1", "2"]
+    serial = gather_rank_summaries([p.run for p in cl], engine="serial")
+    pd.testing.assert_frame_equal(out["step_totals"], serial["step_totals"])
+
+
+@pytest.mark.slow
+def test_dask_engine_uses_the_client_in_scope(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    root = write_legacy_cluster(tmp_path / "c", DATA, ranks=5, steps=6)
+    cl = _load(root)
+    runs = [p.run for p in cl]
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        with distributed.get_task_stream(client) as stream:
+            out = gather_rank_summaries(runs, engine="dask", max_workers=2)
+    # 5 ranks on 2 workers: chunks of one rank, each a task on the client
+    assert len(stream.data) == len(chunked(runs, 2)) == 5
+    pd.testing.assert_frame_equal(out["steps"], gather_rank_summaries(runs, engine="serial")["steps"])
 
 
 def test_cluster_view_html(pipeline4, npu8):
