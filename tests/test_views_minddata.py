@@ -78,6 +78,30 @@ def test_graph_flags_the_map_op_queue(bottleneck):
     assert sorted(nodes["label"]) == ["BatchOp_0", "GeneratorOp_2", "MapOp_1"]
 
 
+def test_selected_queue_does_not_fade_labels_or_edges(bottleneck):
+    from bokeh.models import GlyphRenderer
+    fig = V.pipeline_graph(bottleneck.minddata_pipeline, bottleneck_ids=[1])
+    edges = _source(fig, "minddata_edges_src")
+    on_edges = [r for r in fig.select(GlyphRenderer) if r.data_source is edges]
+    assert len(on_edges) == 4                            # two half-edges, the queue boxes, the labels
+    for r in on_edges:
+        for prop in ("text_alpha", "line_alpha", "fill_alpha"):
+            if hasattr(r.glyph, prop):
+                assert getattr(r.nonselection_glyph, prop) == 1.0, (r.glyph, prop)
+    # the label sits below the box (the y axis points down), not over its yellow fill
+    label = next(r for r in on_edges if hasattr(r.glyph, "text"))
+    assert label.glyph.y == "label_y"
+    assert list(edges.data["label_y"]) == pytest.approx([y + V.QUEUE_H / 2 for y in edges.data["ym"]])
+
+
+def test_layout_stretches_to_the_cell(bottleneck):
+    from bokeh.models import Plot
+    layout = V.minddata_layout({k: getattr(bottleneck, k) for k in V._FRAMES})
+    plots = list(layout.select({"type": Plot}))
+    wide = [p for p in plots if p.name != "minddata_usage_chart"]
+    assert wide and all(p.sizing_mode == "stretch_width" and p.min_width <= 640 for p in wide)
+
+
 def test_panel_starts_on_flagged_queue_with_its_series(bottleneck):
     panel = V.pipeline_panel(bottleneck.minddata_pipeline, bottleneck.minddata_queues, bottleneck_ids=[1])
     edges = _source(panel, "minddata_edges_src")

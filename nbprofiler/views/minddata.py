@@ -38,6 +38,7 @@ USAGE_PALETTE = Viridis256
 EMPTY_COLOR = theme.HIGHLIGHT   # steps where the queue was empty: training waited for data
 FULL_COLOR = "#009E73"          # steps where the queue was full: the consumer is the slow side
 NORMAL_COLOR = "#0072B2"
+SELECTED_COLOR = "#E69F00"      # the clicked queue's outline: orange, apart from a flagged queue's red
 COL_SPACING = 2.0               # data units between pipeline levels; the queue box sits halfway
 NODE_W, NODE_H = 1.1, 0.5
 QUEUE_W, QUEUE_H = 0.8, 0.24
@@ -198,7 +199,7 @@ def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | N
              text_font={"value": theme.FONT}, text_font_size="12px", text_color="#333333")
     queue_r = fig.rect("xm", "ym", QUEUE_W, QUEUE_H, source=edges_src, name="minddata_queue_boxes",
                        fill_color={"field": "usage_pct", "transform": mapper}, line_color="line_color",
-                       line_width="line_width", selection_line_color=theme.HIGHLIGHT, selection_line_width=3,
+                       line_width="line_width", selection_line_color=SELECTED_COLOR, selection_line_width=4,
                        nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0)
     # Below the box, clear of it (a yellow, nearly full queue box washed out text drawn over its edge).
     fig.text("xm", "label_y", text="text", source=edges_src, y_offset=3, text_align="center",
@@ -284,6 +285,8 @@ const vals = [col(edges, 'queue')[i], col(edges, 'op')[i], col(edges, 'parent')[
               col(edges, 'average_size')[i].toFixed(3), String(col(edges, 'capacity')[i]),
               col(edges, 'usage_pct')[i].toFixed(4)];
 info.data = {key: keys, value: vals};
+// A DataTable redraws when its CDSView's indices change; same-length data leaves them as they were.
+table.view.change.emit();
 """
 
 
@@ -305,10 +308,13 @@ def pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, bo
     all_src = ColumnDataSource({c: series[c].to_numpy() for c in ("op_id", "x", "size", "length")},
                                name="minddata_queues_all_src")
     info_src = ColumnDataSource({"key": [], "value": []}, name="minddata_queue_info_src")
+    table = DataTable(source=info_src, columns=[TableColumn(field="key", title="Selected queue"),
+                                                TableColumn(field="value", title="")],
+                      width=330, height=220, index_position=None, name="minddata_queue_info")
     workers = {str(int(i)): int(w) for i, w in zip(pipeline_df["op_id"], pipeline_df["num_workers"])
                if pd.notna(w)}
     callback = CustomJS(args=dict(edges=edges, all=all_src, series=qfig.select_one({"name": "minddata_queue_src"}),
-                                  fig=qfig, info=info_src, workers=workers), code=_SELECT_QUEUE_JS)
+                                  fig=qfig, info=info_src, table=table, workers=workers), code=_SELECT_QUEUE_JS)
     edges.selected.js_on_change("indices", callback)
     if selected_op is not None and len(queues) and (queues["op_id"] == selected_op).any():
         i = int(np.flatnonzero(queues["op_id"].to_numpy() == selected_op)[0])
@@ -318,9 +324,6 @@ def pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, bo
                                  "usage (%)"],
                          "value": [q["queue"], q["op"], q["parent"], str(workers.get(str(int(q["op_id"])), "")),
                                    f"{q['average_size']:.3f}", str(int(q["capacity"])), f"{q['usage_pct']:.4f}"]}
-    table = DataTable(source=info_src, columns=[TableColumn(field="key", title="Selected queue"),
-                                                TableColumn(field="value", title="")],
-                      width=330, height=220, index_position=None, name="minddata_queue_info")
     return column(graph, row(qfig, table, sizing_mode="stretch_width"), queue_usage_chart(pipeline_df, bottleneck_ids),
                   sizing_mode="stretch_width")
 

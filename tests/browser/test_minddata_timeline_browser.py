@@ -34,6 +34,13 @@ def test_minddata_and_timeline_views(lab, page):
     tl_cell.locator("canvas").first.wait_for(state="visible")
     page.wait_for_timeout(800)
     assert count_canvases(page) >= 6
+    # every plot stretches to its cell: none reaches past the output area's right edge
+    for cell in (md_cell, tl_cell):
+        area = cell.locator(".jp-OutputArea").first.bounding_box()
+        for canvas in cell.locator("canvas").all():
+            b = canvas.bounding_box()
+            if b and b["width"] > 0:
+                assert b["x"] + b["width"] <= area["x"] + area["width"] + 1, (b, area)
 
     # --- MindData: the flagged queue (Queue_1, MapOp_1's output) is shown first; select Queue_2
     sizes = bokeh_data(page, "minddata_queue_src", "size")
@@ -50,7 +57,16 @@ def test_minddata_and_timeline_views(lab, page):
     assert sum(sizes) / len(sizes) > 15                    # Queue_2 is full: 98 % usage
     info = bokeh_data(page, "minddata_queue_info_src", "value")[0]
     assert info[:3] == ["Queue_2", "GeneratorOp_2", "MapOp_1"]
-    save_screenshot(md_cell, "minddata_view_queue2_selected")
+    # ... and the table on screen shows it (a same-length data swap used to leave the old rows drawn)
+    page.wait_for_function("""() => { const out = []; const walk = r => r.querySelectorAll('*').forEach(e => {
+        if (e.classList && e.classList.contains('slick-cell')) out.push(e.textContent.trim());
+        if (e.shadowRoot) walk(e.shadowRoot); }); walk(document);
+        return out.includes('GeneratorOp_2') && out.includes('98.3471') && !out.includes('BatchOp_0'); }""",
+                           timeout=10_000)
+    page.wait_for_timeout(400)
+    png = save_screenshot(md_cell, "minddata_view_queue2_selected")
+    # the now unselected Queue_1 label keeps full contrast (it used to fade to Bokeh's 0.2 alpha)
+    assert _darkest_in_box(png, md_cell, page, "Queue_1 (") < 150
 
     # --- Timeline: zoom by setting the x range in BokehJS; the kernel re-queries the LOD
     before = bokeh_data(page, "timeline_src", "left")[0]
@@ -71,3 +87,25 @@ def test_minddata_and_timeline_views(lab, page):
     page.wait_for_timeout(500)
     save_screenshot(tl_cell, "timeline_view_zoomed")
 
+
+
+def _darkest_in_box(png, cell, page, text_prefix):
+    """Darkest grey level (0..255) of the canvas pixels where the graph draws a label starting with
+    ``text_prefix`` (its screen position from BokehJS: label x, y + offset below the queue box)."""
+    from PIL import Image
+    pos = page.evaluate("""(prefix) => { for (const d of Bokeh.documents) {
+        const fig = d.get_model_by_name('minddata_graph'); if (!fig) continue;
+        const view = Bokeh.index.find_one(fig);
+        const s = d.get_model_by_name('minddata_edges_src');
+        const col = c => Array.from(s.data instanceof Map ? s.data.get(c) : s.data[c]);
+        const i = col('text').findIndex(t => t.startsWith(prefix));
+        if (!view || i < 0) return null;
+        const sx = view.frame.x_scale.compute(col('xm')[i]), sy = view.frame.y_scale.compute(col('label_y')[i]);
+        const r = view.el.getBoundingClientRect();
+        return [r.left + sx, r.top + sy]; } return null; }""", text_prefix)
+    assert pos, f"no label {text_prefix!r} on the graph"
+    img = Image.open(png).convert("L")
+    cb = cell.bounding_box()
+    x, y = int(pos[0] - cb["x"]), int(pos[1] - cb["y"])
+    region = img.crop((x - 40, y + 2, x + 40, y + 16))
+    return min(region.getdata())
