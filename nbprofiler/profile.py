@@ -146,6 +146,8 @@ class Profile:
         """The columns of ``step_trace`` that stack up to ``total_ms``, in display order."""
         return F.step_stages(self.step_trace)
 
+    step_windows = _frame(F.step_windows, ["step", "start_us", "end_us", "source"])
+
     @property
     def step_point_info(self) -> dict | list | None:
         """FP start / BP end anchor operators (``{"fp_start": ..., "bp_end": ...}``), a per-step list, or None."""

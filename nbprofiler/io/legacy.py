@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MalformedFileError, MissingColumnError, ProfilerDataWarning, TruncatedFileError
-from ._util import numeric, read_csv, read_json, require_keys, warn_partial
+from ._util import numeric, read_csv, read_json, read_text, require_keys, warn_partial
 from .discover import RunFiles
 
 # Ascend step-trace points are 10 ns syscnt ticks: 100 000 ticks per millisecond (FORMATS 1.2).
@@ -402,3 +402,27 @@ def timeline_summary(run: RunFiles, prof) -> dict:
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             raise MalformedFileError(path, f"not a number: {v!r}", field=k)
     return data
+
+
+def timeline_device_origin_ms(run: RunFiles) -> float | None:
+    """Device-clock time (ms) of the earliest AI Core op, so step-trace points (device ticks) can be
+    placed on the legacy timeline: ``min_cycle_counter_*.txt`` (that start in 10 ns ticks), else the
+    earliest start in ``output_timeline_data_*.txt`` (ms; us in the 2.2 writer, said by its header).
+    None when neither file is there."""
+    path = run.get("min_cycle_counter")
+    if path is not None:
+        text = read_text(path).strip()
+        try:
+            return float(ticks_to_ms(np.array([float(text)]))[0])
+        except ValueError:
+            raise MalformedFileError(path, f"not a tick count: {text[:40]!r}", line=1) from None
+    path = run.get("output_timeline_data")
+    if path is not None:
+        df = read_csv(path, skipinitialspace=True)
+        start = next((c for c in df.columns if c.startswith("start_time")), None)
+        if start is None:
+            raise MissingColumnError(path, f"missing column 'start_time'; header is {list(df.columns)}",
+                                     line=1, field="start_time")
+        values = numeric(df, start, path)
+        return float(values.min()) / (1000.0 if "(us)" in start else 1.0)
+    return None
