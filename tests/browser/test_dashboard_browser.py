@@ -121,10 +121,10 @@ def test_dashboard_step_operator_timeline(lab, page):
     counts_before = bokeh_data(page, "timeline_src", "count")[0]
     assert max(counts_before) > 1          # the whole run: merged bars
     page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2)
-    for _ in range(8):
-        page.mouse.wheel(0, -400)
+    for _ in range(5):
+        page.mouse.wheel(0, -300)
         page.wait_for_timeout(80)
-    after = _poll(lambda: [r for r in _x_range(page) if (r[1] - r[0]) < (before[1] - before[0]) * 0.5],
+    after = _poll(lambda: [r for r in _x_range(page) if (r[1] - r[0]) < (before[1] - before[0]) * 0.6],
                   what="timeline zoomed in by the wheel")[0]
     # the kernel re-queried the level of detail for the new window: new bars, all touching the window
     def requeried():
