@@ -3,11 +3,14 @@
 Readable in JupyterLab's light and dark themes: figures have transparent backgrounds and draw text,
 axes and grid lines in neutral mid greys that keep enough contrast on white and on near-black. HTML
 panels (ipywidgets HTML, Bokeh Div) use JupyterLab's CSS variables with fallbacks, so they follow the
-user's theme; CSS custom properties inherit into Bokeh's shadow DOM.
+user's theme. Bokeh widgets and DataTables reset their own colour variables in each shadow root, so
+`themed(layout)` gives every model of a view a stylesheet (`BOKEH_CSS`) mapping them to JupyterLab's.
 
 Colours are stable across views: a stage always has the colour in `STAGE_COLORS`, and an operator type
-gets its colour from a hash of its name (`op_type_color`), so "MatMul" is the same colour in the
-operators pie, the timeline and the comparison view, whatever else is on screen.
+keeps the colour it first got in the session (`op_type_colors`), so "MatMul" is the same colour in the
+operators pie, the timeline and the comparison view. A new type gets the free palette colour most
+different (CIELAB distance) from the types listed before it in its chart, so a chart's top types are
+clearly distinct.
 """
 from __future__ import annotations
 
