@@ -46,21 +46,34 @@ def test_step_links_operator_table_where_kernels_have_steps():
          (prof.kernels["start_us"] + prof.kernels["dur_us"])[prof.kernels["step"] == s].max()))
 
 
-def test_step_selection_without_shared_clock_is_explained():
+def test_legacy_step_selection_narrows_the_timeline_and_explains_the_operator_table():
     prof = _load(DATA / "legacy/run_1_widedeep")
     db = D.Dashboard(prof)
     ops = db.select("Operators")
+    tl = db.select("Timeline")
+    queries = tl.queries
     db.views["Step trace"].step = 5
-    assert "do not share a clock" in db.link_note.value
+    w = prof.step_windows.set_index("step").loc[5]
+    assert D.step_window_us(prof, 5) == (w["start_us"], w["end_us"])
+    assert "on the timeline" in db.link_note.value and "first AI Core op" in db.link_note.value
+    assert tl.queries > queries
+    # the AI Core operator files carry no step ids: the table says so instead of pretending to filter
     assert "no step ids" in ops.step_note.value
     # one note per tab: the operators tab shows its view's note, not the dashboard's timeline note
-    notes = [w for w in db._panels["Operators"].children if w is db.link_note]
-    assert notes == [] and ops.widget in db._panels["Operators"].children
-    tl = db.select("Timeline")
+    assert [w for w in db._panels["Operators"].children if w is db.link_note] == []
     assert db._panels["Timeline"].children[0] is db.link_note and tl.widget in db._panels["Timeline"].children
-    assert D.step_window_us(prof, 5) is None
     db.views["Step trace"].step = 0
     assert db.link_note.value == ""
+
+
+def test_step_selection_without_shared_clock_is_explained():
+    # device 0 of the mixed-ids folder: a step trace and a timeline excerpt, nothing to align them with
+    prof = _load(DATA / "legacy/fixtures_mixed_ids", device="0")
+    db = D.Dashboard(prof)
+    db.select("Timeline")
+    db.views["Step trace"].step = 5
+    assert "do not share a clock" in db.link_note.value
+    assert D.step_window_us(prof, 5) is None
 
 
 def test_repr_escapes_file_system_strings(tmp_path):

@@ -45,15 +45,16 @@ def load_bokehjs() -> None:
 
 
 def step_window_us(prof, step: int) -> tuple[float, float] | None:
-    """(t0_us, t1_us) of a step on the timeline's clock (relative to ``prof.origin_us``): the span of the
-    kernels with that ``step`` id, or None when the data has no step ids on the timeline's clock."""
-    k = prof.kernels
-    if k is None or k.empty or "step" not in k or not step:
+    """(t0_us, t1_us) of a step on the timeline's clock (relative to ``prof.origin_us``), from
+    ``prof.step_windows`` (kernel step ids, a CANN step trace, or legacy step points aligned on the first
+    AI Core op); None for the average (0) or when the data cannot place steps on the timeline."""
+    windows = prof.step_windows
+    if not step or windows is None or windows.empty:
         return None
-    hit = k[k["step"] == step]
+    hit = windows[windows["step"] == int(step)]
     if hit.empty:
         return None
-    return float(hit["start_us"].min()), float((hit["start_us"] + hit["dur_us"]).max())
+    return float(hit["start_us"].iloc[0]), float(hit["end_us"].iloc[0])
 
 
 def no_data_html(tab: str, prof, why: str = "") -> str:
@@ -202,12 +203,15 @@ class Dashboard:
         if not step:
             self.link_note.value = ""
         elif window:
+            how = escape(str(self.prof.step_windows["source"].iloc[0]))
             self.link_note.value = (f"<span style=\"{theme.MUTED_CSS}\">Step {int(step)}: "
-                                    f"{window[0] / 1000:,.3f}–{window[1] / 1000:,.3f} ms on the timeline.</span>")
+                                    f"{window[0] / 1000:,.3f}–{window[1] / 1000:,.3f} ms on the timeline "
+                                    f"({how}).</span>")
         else:
             self.link_note.value = (f"<span style=\"{theme.MUTED_CSS}\">Step {int(step)} selected: this "
-                                    "profile's step points and timeline do not share a clock (its kernels "
-                                    "carry no step ids), so the timeline shows the whole run.</span>")
+                                    "profile's step points and timeline do not share a clock (no kernel step "
+                                    "ids, no CANN step trace, no min_cycle_counter/output_timeline_data to align "
+                                    "them), so the timeline shows the whole run.</span>")
 
     def display(self):
         from IPython.display import display
