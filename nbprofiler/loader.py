@@ -17,9 +17,14 @@ def load(path: str | os.PathLike, device: str | int | None = None, engine: str |
     files, a ``cluster_analysis_output`` folder, or a single trace JSON file.
 
     Returns a `Profile` when one device/rank is found (or ``device`` picks one), else a `Cluster`
-    indexable by rank. Frames are parsed lazily on first access. ``engine`` ("processes", "dask" or
-    None) only matters for clusters: it parses ranks in parallel when frames are gathered cluster-wide.
+    indexable by rank. Frames are parsed lazily on first access. ``engine`` ("serial", "processes",
+    "dask" or None) only matters for clusters: it is how ranks are parsed when cluster-wide analyses
+    gather them; None picks local processes for 16+ ranks on a multi-core machine, else serial
+    (`nbprofiler.parallel.choose_engine`); "dask" uses the ``distributed.Client`` in scope if any.
     """
+    if engine is not None:
+        from .parallel import choose_engine
+        choose_engine(0, engine)  # a misspelt engine fails here, not at the first cluster-wide analysis
     runs = _expand(discover(path))
     devices = sorted({r.info.get("rank_id", r.device) for r in runs}, key=_id_key)
     if device is not None:

@@ -39,6 +39,9 @@ MIN_RANKS_FOR_PROCESSES = 16
 # Chunks per worker: more than one so a slow chunk does not leave the other workers idle at the end,
 # few enough that the per-task overhead (pickling, one reply per chunk) stays small.
 CHUNKS_PER_WORKER = 4
+# Imported once by the fork server, so forked workers start with every module a reduce touches.
+FORKSERVER_PRELOAD = ["nbprofiler.parallel", "nbprofiler.profile", "nbprofiler.io.frames", "nbprofiler.io.legacy",
+                      "nbprofiler.io.ascend_ms", "nbprofiler.io.cann", "nbprofiler.io.ops"]
 
 
 def choose_engine(n_ranks: int, engine: str | None = None) -> str:
@@ -157,7 +160,7 @@ def _process_context():
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")  # Windows, macOS without forkserver
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["nbprofiler.parallel", "nbprofiler.profile", "nbprofiler.io.frames"])
+    ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
     return ctx
 
 

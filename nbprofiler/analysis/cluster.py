@@ -22,14 +22,16 @@ MEAN_AD_TO_Z = 0.7979
 
 def rank_summary(cluster, engine: str | None = None, max_workers: int | None = None) -> dict:
     """Per-rank reduced frames of ``cluster``, gathered with ``engine`` (default: ``cluster.engine``,
-    else processes for 8+ ranks) and cached on the cluster. Keys: ``steps`` (one row per rank:
+    else `nbprofiler.parallel.choose_engine`'s rule: local processes for 16+ ranks on a machine with
+    more than one CPU, serial below) and cached on the cluster (every engine gives the same frames, so
+    one cache entry serves them all). Keys: ``steps`` (one row per rank:
     ``rank``, ``steps``, stage means in ms, ``total_ms``, ``average_source`` "file"/"mean", plus
     ``stage_ms``/``bubble_ms``/... where the source has them), ``step_totals`` (rank, step, stages),
     ``op_types`` (rank, kind, op_type, total_time_us, count), ``stages``, ``problems``."""
     engine = engine or getattr(cluster, "engine", None)
     runs = [p.run for p in cluster]
     keys = list(cluster.profiles)
-    key = f"rank_summary:{engine}"
+    key = "rank_summary"
 
     def build():
         out = gather_rank_summaries(runs, engine=engine, max_workers=max_workers)
