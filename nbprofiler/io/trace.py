@@ -44,20 +44,34 @@ TRACE_ROLES = ("trace_view", "timeline", "cann_timeline", "cann_task_time", "can
 # measured by benchmarks/bench_trace_load.py, with headroom.
 PARSE_EXPANSION = 3.0
 
-# Fields read from every event. Everything is read as text: MindSpore writes ts/dur as strings or
-# numbers, tid/id as strings or ints (FORMATS 4.5, 3.14); SQL casts them below.
+# Fields read from every event. MindSpore writes ts/dur as strings or numbers and tid/id as strings or
+# ints (FORMATS 4.5, 3.14). ts is read as text and cast in SQL (`_SELECT`): the JSON reader would turn a
+# numeric ts into a double first and lose its sub-us digits. dur is read as DOUBLE directly (the reader
+# casts numeric strings itself, which is cheaper than a text column plus a cast); a file where some dur
+# is not a number fails that read and is re-read with dur as text and TRY_CAST (`_DUR_AS_TEXT`).
 _COLUMNS = {"ph": "VARCHAR", "name": "VARCHAR", "cat": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
-            "ts": "VARCHAR", "dur": "VARCHAR", "id": "VARCHAR", "bp": "VARCHAR", "args": "JSON"}
+            "ts": "VARCHAR", "dur": "DOUBLE", "id": "VARCHAR", "args": "JSON"}
+_DUR_AS_TEXT = {**_COLUMNS, "dur": "VARCHAR"}
 
+# Event kinds (the `kind` column): ph as a small int, so masks are integer compares, not string ones.
+KIND_NO_PH, KIND_M, KIND_X, KIND_B, KIND_E, KIND_S, KIND_F, KIND_T, KIND_C, KIND_OTHER = -1, 0, 1, 2, 3, 4, 5, 6, 7, 8
+
+# One pass over the file: everything the frames need, nothing they do not. args text is kept only for
+# the events whose args end up in a frame (X/B: timeline, C: counter series, M: track names); args.type
+# is extracted only where the text can hold a "type" key (json_extract on every event costs ~10% of
+# the parse; a key spelled with \u escapes is also caught by the second test).
 _SELECT = """
-SELECT ph, name, cat, pid, tid,
+SELECT CAST(CASE ph WHEN 'M' THEN 0 WHEN 'X' THEN 1 WHEN 'B' THEN 2 WHEN 'E' THEN 3 WHEN 's' THEN 4
+                    WHEN 'f' THEN 5 WHEN 't' THEN 6 WHEN 'C' THEN 7
+                    ELSE (CASE WHEN ph IS NULL THEN -1 ELSE 8 END) END AS TINYINT) AS kind,
+       CASE WHEN ph IN ('s', 'f', 't') THEN NULL ELSE name END AS name,
+       CASE WHEN ph = 's' THEN name END AS flow_name,
+       cat, pid, tid, id,
        TRY_CAST(ts AS DECIMAL(38, 3)) AS ts,
-       TRY_CAST(dur AS DOUBLE) AS dur,
-       id,
-       json_extract_string(args, '$.type') AS arg_type,
-       CASE WHEN ph = 'M' THEN json_extract_string(args, '$.name') END AS m_name,
-       CASE WHEN ph = 'M' THEN TRY_CAST(json_extract_string(args, '$.sort_index') AS BIGINT) END AS m_sort,
-       CASE WHEN ph <> 'M' THEN args END AS args
+       {dur} AS dur,
+       CASE WHEN ph IN ('X', 'B') AND (contains(args, '"type"') OR contains(args, '\\u'))
+            THEN json_extract_string(args, '$.type') END AS arg_type,
+       CASE WHEN ph IN ('X', 'B', 'C', 'M') THEN args END AS args
 FROM {source}
 """
 
@@ -215,43 +229,63 @@ def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: b
 def parse_events(path: Path) -> pa.Table:
     """One Chrome-trace file -> Arrow table, one row per event in file order.
 
-    Columns: ``ph``, ``name``, ``cat``, ``pid``, ``tid``, ``id`` (string; numbers as written), ``ts``
-    (decimal128(38,3) us, i.e. exact ns; null where missing or not a number), ``dur`` (float64 us),
-    ``arg_type`` (``args.type``), ``m_name`` / ``m_sort`` (``args.name`` / ``args.sort_index`` of ``M``
-    events), ``args`` (JSON text, null for ``M`` events). Raises `ProfilerDataError` subclasses.
+    Columns: ``kind`` (int8: `KIND_M`, `KIND_X`, ... from ``ph``; -1 where ``ph`` is missing), ``name``
+    (null for flow events), ``flow_name`` (``name`` of ``s`` events only: flow names are mostly unique,
+    kept apart so ``name`` stays a small dictionary), ``cat``, ``pid``, ``tid``, ``id`` (string; numbers
+    as written), ``ts`` (decimal128(38,3) us, i.e.
+    exact ns; null where missing or not a number), ``dur`` (float64 us, null where missing or not a
+    number), ``arg_type`` (``args.type`` of X/B events), ``args`` (JSON text of X, B, C and M events,
+    else null). Raises `ProfilerDataError` subclasses.
     """
-    import duckdb
-
     path = Path(path)
     check_size(path, PARSE_EXPANSION)
     first = _first_byte(path)
-    cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in _COLUMNS.items()) + "}"
-    lit = "'" + str(path).replace("'", "''") + "'"
-    if first == b"[":
-        source = f"read_json({lit}, format='array', columns={cols}, maximum_object_size=2147483647)"
-    elif first == b"{":
-        struct = "STRUCT(" + ", ".join(f"{k} {v}" for k, v in _COLUMNS.items()) + ")[]"
-        source = (f"(SELECT unnest(traceEvents, recursive := true) FROM read_json({lit}, format='unstructured', "
-                  f"columns={{traceEvents: '{struct}'}}, maximum_object_size=2147483647))")
-    else:
+    if first not in (b"[", b"{"):
         _exact_check(path)  # raises with the line of the first bad byte
         raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
                                        "'traceEvents'", line=1)
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    import duckdb
     try:
-        rel = con.sql(_SELECT.format(source=source))
-        table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
-        if hasattr(table, "read_all"):
-            table = table.read_all()
-    except duckdb.Error as e:
-        _exact_check(path)
-        raise MalformedFileError(path, f"not a readable Chrome trace: {str(e).splitlines()[0]}") from None
-    finally:
-        con.close()
+        table = _query(_select(path, first, _COLUMNS, "dur"))
+    except duckdb.Error:
+        # some dur is not a number (or the file is broken): read dur as text, cast what casts
+        try:
+            table = _query(_select(path, first, _DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)"))
+        except duckdb.Error as e:
+            _exact_check(path)
+            raise MalformedFileError(path, f"not a readable Chrome trace: {str(e).splitlines()[0]}") from None
     if first == b"{" and table.num_rows == 0:
         _exact_check(path, need_trace_events=True)
     return table
+
+
+def _select(path: Path, first: bytes, columns: dict, dur: str) -> str:
+    lit = "'" + str(path).replace("'", "''") + "'"
+    if first == b"[":
+        cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
+        source = f"read_json({lit}, format='array', columns={cols}, maximum_object_size=2147483647)"
+    else:
+        struct = "STRUCT(" + ", ".join(f"{k} {v}" for k, v in columns.items()) + ")[]"
+        source = (f"(SELECT unnest(traceEvents, recursive := true) FROM read_json({lit}, format='unstructured', "
+                  f"columns={{traceEvents: '{struct}'}}, maximum_object_size=2147483647))")
+    return _SELECT.format(source=source, dur=dur)
+
+
+def _query(sql: str, **tables) -> pa.Table:
+    """Run one statement on a fresh duckdb connection (all cores, file order kept, nothing spilled
+    to disk: duckdb's default spill directory is relative to the working directory, which may be a
+    profiler directory) and return the result as one Arrow table; ``tables`` are registered first."""
+    import duckdb
+    con = duckdb.connect(config={"preserve_insertion_order": True, "temp_directory": ""})
+    try:
+        con.execute("SET enable_progress_bar = false")
+        for name, t in tables.items():
+            con.register(name, t)
+        rel = con.sql(sql)
+        table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+        return table.read_all() if hasattr(table, "read_all") else table
+    finally:
+        con.close()
 
 
 def _first_byte(path: Path) -> bytes:
@@ -376,21 +410,33 @@ def _line_of_event(path: Path, index: int) -> int | None:
 # -- building the frames ------------------------------------------------------------------------------
 def _ts_ns(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """decimal128(38,3) us -> (int64 ns, valid mask) without Python objects: a decimal128 value is a
-    128-bit integer scaled by 10**3; every timestamp fits in its low 64 bits (two's complement)."""
+    128-bit integer scaled by 10**3, stored as (low, high) 64-bit words; a timestamp that fits in int64
+    ns (|ts| < ~292 years) has a high word that is the sign extension of the low one. Others are invalid."""
     parts, valid = [], []
     for chunk in col.chunks:
-        data = np.frombuffer(chunk.buffers()[1], dtype=np.int64)
-        parts.append(data[2 * chunk.offset: 2 * (chunk.offset + len(chunk)): 2].copy())
-        valid.append(chunk.is_valid().to_numpy(zero_copy_only=False))
+        words = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[2 * chunk.offset: 2 * (chunk.offset + len(chunk))]
+        low, high = words[0::2], words[1::2]
+        parts.append(low.copy())
+        valid.append(chunk.is_valid().to_numpy(zero_copy_only=False) & (high == (low >> 63)))
     if not parts:
         return np.zeros(0, np.int64), np.zeros(0, bool)
     return np.concatenate(parts), np.concatenate(valid)
 
 
-def _mask(arr: pa.ChunkedArray, *values: str) -> np.ndarray:
-    """Rows whose value is one of ``values`` (null -> False), as a numpy bool array."""
-    m = pc.is_in(arr, value_set=pa.array(values, pa.string()))
-    return pc.fill_null(m, False).to_numpy(zero_copy_only=False)
+def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Strings -> (int32 code per row, the distinct strings as an object array); null is "".
+    Encodes the column as it is (no filled copy of it first): nulls get the code of ""."""
+    enc = pc.dictionary_encode(col).combine_chunks()
+    values = _strings(enc.dictionary)
+    codes = enc.indices
+    if codes.null_count:
+        empty = np.flatnonzero(values == "")
+        if len(empty):
+            null_code = int(empty[0])
+        else:
+            null_code, values = len(values), np.append(values, np.array([""], dtype=object))
+        codes = pc.fill_null(codes, null_code)
+    return codes.to_numpy(zero_copy_only=False).astype(np.int32, copy=False), values
 
 
 def _strings(arr) -> np.ndarray:
@@ -398,22 +444,67 @@ def _strings(arr) -> np.ndarray:
     return np.asarray(pc.fill_null(arr, "").to_pylist(), dtype=object)
 
 
+def _pair_codes(a: np.ndarray, n_a: int, b: np.ndarray, n_b: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (a, b) code pairs as ``a * n_b + b`` (ascending) and each row's index into them. A lookup
+    table over the small code space instead of np.unique's sort of every row."""
+    pair = a.astype(np.int64) * n_b + b
+    space = n_a * n_b
+    if space > 1 << 24:  # many pids x many tids: sorting is cheaper than a huge table
+        return np.unique(pair, return_inverse=True)
+    present = np.zeros(space, dtype=bool)
+    present[pair] = True
+    pairs = np.flatnonzero(present)
+    lookup = np.empty(space, dtype=np.int32)
+    lookup[pairs] = np.arange(len(pairs), dtype=np.int32)
+    return pairs, lookup[pair]
+
+
+def _meta_events(table: pa.Table, is_meta: np.ndarray) -> list[dict]:
+    """The M events (few: one per process/thread name or sort key) as dicts with ``m_name`` /
+    ``m_sort`` taken from their args."""
+    out = []
+    for m in _rows(table, ["name", "pid", "tid", "args"], is_meta).to_pylist():
+        try:
+            args = json.loads(m.pop("args")) if m.get("args") else {}
+        except ValueError:
+            args = {}
+        args = args if isinstance(args, dict) else {}
+        name, sort = args.get("name"), args.get("sort_index")
+        m["m_name"] = None if name is None else name if isinstance(name, str) else json.dumps(name)
+        m["m_sort"] = _as_sort_key(sort)
+        out.append(m)
+    return out
+
+
+def _rows(table: pa.Table, columns: list[str], mask: np.ndarray) -> pa.Table:
+    """The rows of ``mask`` (file order) of some columns. A filter, not a take: Arrow's take on a
+    chunked column first concatenates all of it, even for a handful of rows."""
+    return table.select(columns).filter(pa.array(mask))
+
+
+def _as_sort_key(v) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return int(round(float(v)))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def _build(table: pa.Table, paths: list[Path], legacy: bool, gpu: bool) -> TraceData:
     multi = len(paths) > 1
+    kind = table.column("kind").to_numpy()
     ts_ns, ts_ok = _ts_ns(table.column("ts"))
-    # contiguous columns: Arrow's take on a chunked string column concatenates it on every call
-    table = table.drop_columns(["ts"]).combine_chunks()
-    ph = table.column("ph")
-    is_meta = _mask(ph, "M")
-    is_x = _mask(ph, "X")
-    is_b = _mask(ph, "B", "E")
-    is_flow = _mask(ph, "s", "f", "t")
-    is_counter = _mask(ph, "C")
     dur = pc.fill_null(table.column("dur"), np.nan).to_numpy()
+    is_meta = kind == KIND_M
+    is_x = kind == KIND_X
+    is_b = (kind == KIND_B) | (kind == KIND_E)
+    is_flow = (kind >= KIND_S) & (kind <= KIND_T)
+    is_counter = kind == KIND_C
 
     # Events that cannot be placed: no/non-numeric ts, or an X without a numeric dur. Skipped, reported.
-    timed = is_x | is_b | is_flow | is_counter
-    no_ph = pc.is_null(ph).to_numpy(zero_copy_only=False)
+    timed = (kind >= KIND_X) & (kind <= KIND_C)
+    no_ph = kind == KIND_NO_PH
     bad = (timed & ~ts_ok) | (is_x & np.isnan(dur)) | no_ph
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
@@ -430,20 +521,19 @@ def _build(table: pa.Table, paths: list[Path], legacy: bool, gpu: bool) -> Trace
 
     # Track = (pid, tid) of every slice and flow end, via dictionary codes (no per-row Python work).
     on_track = np.flatnonzero(is_x | is_b | is_flow)
-    pid_enc = pc.dictionary_encode(pc.fill_null(table.column("pid").take(on_track), "")).combine_chunks()
-    tid_enc = pc.dictionary_encode(pc.fill_null(table.column("tid").take(on_track), "")).combine_chunks()
-    n_tid = max(len(tid_enc.dictionary), 1)
-    pair = pid_enc.indices.to_numpy().astype(np.int64) * n_tid + tid_enc.indices.to_numpy()
-    pairs, pair_inv = np.unique(pair, return_inverse=True)
-    track_pid = _strings(pid_enc.dictionary)[pairs // n_tid] if len(pairs) else np.array([], dtype=object)
-    track_tid = _strings(tid_enc.dictionary)[pairs % n_tid] if len(pairs) else np.array([], dtype=object)
-    meta = table.filter(pa.array(is_meta)).select(["name", "pid", "tid", "m_name", "m_sort"]).to_pylist()
-    tracks = _name_tracks(track_pid, track_tid, meta, legacy=legacy, gpu=gpu)
+    pid_code, pid_names = _codes(table.column("pid"))
+    tid_code, tid_names = _codes(table.column("tid"))
+    n_tid = max(len(tid_names), 1)
+    pairs, pair_inv = _pair_codes(pid_code[on_track], len(pid_names), tid_code[on_track], n_tid)
+    del pid_code, tid_code
+    meta = _meta_events(table, is_meta)
+    tracks = _name_tracks(pid_names[pairs // n_tid], tid_names[pairs % n_tid], meta, legacy=legacy, gpu=gpu)
     display_of_pair = np.empty(len(tracks), dtype=np.int32)
     display_of_pair[tracks["_pair"].to_numpy()] = np.arange(len(tracks), dtype=np.int32)
     tracks = tracks.drop(columns="_pair")
     row_track = np.full(table.num_rows, -1, dtype=np.int32)
-    row_track[on_track] = display_of_pair[pair_inv.ravel()]
+    row_track[on_track] = display_of_pair[pair_inv]
+    del pair_inv, on_track
 
     timeline = _timeline(table, is_x, is_b, row_track, rel_us, dur, multi, paths)
     tracks["events"] = np.bincount(timeline["track"].to_numpy(), minlength=len(tracks)).astype(np.int64)
@@ -532,18 +622,18 @@ def op_type_of(name: str) -> str:
     return without_op or base or name
 
 
-def _categorical(arr) -> pd.Categorical:
-    """Arrow strings -> pandas Categorical through a dictionary encoding (nulls become "")."""
-    enc = pc.dictionary_encode(pc.fill_null(arr, "")).combine_chunks() if isinstance(arr, pa.ChunkedArray) \
-        else pc.dictionary_encode(pc.fill_null(arr, ""))
-    return pd.Categorical.from_codes(enc.indices.to_numpy(zero_copy_only=False).astype(np.int32),
-                                     categories=pd.Index(_strings(enc.dictionary), dtype=str))
+def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """A Categorical of ``values[codes]`` with only the values that occur as categories."""
+    used = np.bincount(codes, minlength=len(values)) > 0
+    new_code = np.cumsum(used, dtype=np.int32) - 1
+    return pd.Categorical.from_codes(new_code[codes] if len(codes) else codes.astype(np.int32),
+                                     categories=pd.Index(values[used], dtype=str))
 
 
-def _op_types(names: pd.Categorical, arg_type) -> pd.Categorical:
+def _op_types(names: pd.Categorical, type_codes: np.ndarray, type_values: np.ndarray) -> pd.Categorical:
     """op_type per row: ``args.type`` where present and specific, else derived from the name. The
     derivation runs once per distinct name, and the choice once per distinct (name, type) code pair."""
-    types = _categorical(arg_type)
+    types = _categorical(type_codes, type_values)
     derived = np.array([op_type_of(n) for n in names.categories.tolist()], dtype=object)
     type_vals = np.asarray(types.categories, dtype=object)
     usable = np.array([bool(t) and t not in GENERIC_ARG_TYPES for t in type_vals], dtype=bool)
@@ -572,20 +662,25 @@ def _timeline(table, is_x, is_b, row_track, rel_us, dur, multi, paths) -> pd.Dat
         names = table.column("name").take(src_rows).to_pandas()
         keep = ~pd.DataFrame({"t": track, "s": start, "d": length, "n": names}).duplicated().to_numpy()
         src_rows, start, length, track, from_pair = (a[keep] for a in (src_rows, start, length, track, from_pair))
-    order = np.lexsort((start, track))
+    order = np.lexsort((start, track))  # stable: equal starts keep file order
     rows = src_rows[order]
-    sub = table.select(["name", "cat", "arg_type", "args"]).take(rows)
-    names = _categorical(sub.column("name"))
+    # name/cat/arg_type: dictionary codes of the whole column, gathered as ints (few distinct values;
+    # flow names, often one per flow, are a separate column). args: one gather of the text.
+    name_code, name_values = _codes(table.column("name"))
+    cat_code, cat_values = _codes(table.column("cat"))
+    type_code, type_values = _codes(table.column("arg_type"))
+    names = _categorical(name_code[rows], name_values)
+    del name_code
     ph = pd.Categorical.from_codes(from_pair[order].astype(np.int8), categories=pd.Index(["X", "B"], dtype=str))
     return pd.DataFrame({
         "track": track[order].astype(np.int32),
         "name": names,
-        "op_type": _op_types(names, sub.column("arg_type")),
+        "op_type": _op_types(names, type_code[rows], type_values),
         "ph": ph.remove_unused_categories(),
-        "cat": _categorical(sub.column("cat")),
+        "cat": _categorical(cat_code[rows], cat_values),
         "start_us": start[order].astype(np.float64),
         "dur_us": length[order].astype(np.float64),
-        "args": sub.column("args").to_pandas(),
+        "args": table.column("args").combine_chunks().take(rows).to_pandas(),
     })
 
 
@@ -593,13 +688,13 @@ def _pair_begin_end(table, rows, row_track, rel_us, paths):
     """B/E events -> (row of the B event, start, duration), matched per track with a stack, in time
     order. Unmatched ones are skipped with a warning."""
     order = rows[np.lexsort((rel_us[rows], row_track[rows]))]
-    phs = table.column("ph").take(order).to_pylist()
+    kinds = table.column("kind").to_numpy()[order]
     stacks: dict[int, list[int]] = {}
     out_rows, out_start, out_dur = [], [], []
     unmatched = 0
-    for r, p in zip(order, phs):
+    for r, k in zip(order, kinds):
         trk = int(row_track[r])
-        if p == "B":
+        if k == KIND_B:
             stacks.setdefault(trk, []).append(r)
         elif stacks.get(trk):
             b = stacks[trk].pop()
@@ -616,44 +711,50 @@ def _pair_begin_end(table, rows, row_track, rel_us, paths):
             np.asarray(out_dur, dtype=np.float64))
 
 
+# Flows pair by (cat, id): a flow starts at its first s event and ends at its first f event, or (the
+# s/t pairs of CANN step trace) at its last t step; ``seq`` is the file order.
+_FLOW_SQL = """
+WITH s AS (SELECT cat, id, arg_min(name, seq) AS name, arg_min(track, seq) AS track, arg_min(us, seq) AS us
+           FROM fl WHERE kind = {s} GROUP BY cat, id),
+     f AS (SELECT cat, id, arg_min(track, seq) AS track, arg_min(us, seq) AS us FROM fl WHERE kind = {f} GROUP BY cat, id),
+     t AS (SELECT cat, id, arg_max(track, seq) AS track, arg_max(us, seq) AS us FROM fl WHERE kind = {t} GROUP BY cat, id),
+     e AS (SELECT * FROM f UNION ALL SELECT * FROM t ANTI JOIN f USING (cat, id))
+SELECT s.cat, s.id, s.name, s.track AS start_track, s.us AS start_us, e.track AS end_track, e.us AS end_us
+FROM s JOIN e USING (cat, id)
+ORDER BY start_us, cat, id
+"""
+
+
 def _flows(table, is_flow, row_track, rel_us) -> pd.DataFrame:
     rows = np.flatnonzero(is_flow)
     if not len(rows):
         return _empty(FLOW_COLUMNS, {"start_track": np.int32, "end_track": np.int32, "start_us": np.float64,
                                      "end_us": np.float64})
-    sub = table.select(["ph", "cat", "id", "name"]).take(rows)
-    ev = pd.DataFrame({c: pc.fill_null(sub.column(c), "").to_pandas() for c in ("ph", "cat", "id", "name")})
-    ev["track"] = row_track[rows]
-    ev["us"] = rel_us[rows]
-    key = ["cat", "id"]
-    starts = ev[ev["ph"] == "s"].drop_duplicates(key, keep="first")
-    ends = ev[ev["ph"] == "f"].drop_duplicates(key, keep="first")
-    steps = ev[ev["ph"] == "t"].drop_duplicates(key, keep="last")
-    # a flow ends at its f event, or (the s/t pairs of CANN step trace) at its last t step
-    steps = steps[~steps.set_index(key).index.isin(ends.set_index(key).index)]
-    m = starts.merge(pd.concat([ends, steps]), on=key, suffixes=("_s", "_e"))
-    out = pd.DataFrame({"cat": m["cat"].astype(str), "id": m["id"].astype(str), "name": m["name_s"].astype(str),
-                        "start_track": m["track_s"].astype(np.int32), "start_us": m["us_s"].astype(np.float64),
-                        "end_track": m["track_e"].astype(np.int32), "end_us": m["us_e"].astype(np.float64)})
-    return out.sort_values(["start_us", "cat", "id"], kind="stable").reset_index(drop=True)
+    fl = _rows(table, ["kind", "cat", "id", "flow_name"], is_flow).rename_columns(["kind", "cat", "id", "name"])
+    fl = pa.table({"kind": fl.column("kind"), **{c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")},
+                   "seq": pa.array(rows), "track": pa.array(row_track[rows]), "us": pa.array(rel_us[rows])})
+    out = _query(_FLOW_SQL.format(s=KIND_S, f=KIND_F, t=KIND_T), fl=fl).to_pandas()
+    out = pd.DataFrame({"cat": out["cat"].astype(str), "id": out["id"].astype(str), "name": out["name"].astype(str),
+                        "start_track": out["start_track"].astype(np.int32), "start_us": out["start_us"].astype(np.float64),
+                        "end_track": out["end_track"].astype(np.int32), "end_us": out["end_us"].astype(np.float64)})
+    return out
+
+
+_COUNTER_SQL = """
+SELECT coalesce(c.pid, '') AS pid, coalesce(c.name, '') AS name, j.key AS series, c.start_us,
+       TRY_CAST(j.value AS DOUBLE) AS value
+FROM c, json_each(CAST(c.args AS JSON)) AS j
+ORDER BY pid, name, series, c.start_us
+"""
 
 
 def _counters(table, is_counter, rel_us) -> pd.DataFrame:
     rows = np.flatnonzero(is_counter)
     if not len(rows):
         return _empty(COUNTER_COLUMNS, {"start_us": np.float64, "value": np.float64})
-    import duckdb
-    c = table.select(["pid", "name", "args"]).take(rows).append_column("start_us", pa.array(rel_us[rows]))
-    con = duckdb.connect()
-    try:
-        con.register("c", c)
-        # one row per (sample, series): each key of a C event's args is a series (Chrome trace format)
-        rel = con.sql("SELECT coalesce(c.pid, '') AS pid, coalesce(c.name, '') AS name, j.key AS series, "
-                      "c.start_us, TRY_CAST(j.value AS DOUBLE) AS value "
-                      "FROM c, json_each(CAST(c.args AS JSON)) AS j ORDER BY pid, name, series, c.start_us")
-        out = rel.df()
-    finally:
-        con.close()
+    # one row per (sample, series): each key of a C event's args is a series (Chrome trace format)
+    c = _rows(table, ["pid", "name", "args"], is_counter).append_column("start_us", pa.array(rel_us[rows]))
+    out = _query(_COUNTER_SQL, c=c).to_pandas()
     for col in ("pid", "name", "series"):
         out[col] = out[col].astype(str)
     out["start_us"] = out["start_us"].astype(np.float64)
