@@ -1,5 +1,5 @@
 """The fast trace loader on every real trace in shared/data, checked against a slow exact parse
-(stdlib json + Decimal), plus damaged copies, the Parquet cache and the synthetic writer."""
+(stdlib json + Decimal), plus damaged copies, the frame cache and the synthetic writer."""
 from __future__ import annotations
 
 import json
@@ -210,14 +210,17 @@ def test_damaged_trace_is_a_problem_not_a_crash(tmp_path):
     assert len(prof.problems) == 1 and "TruncatedFileError" in prof.problems[0].error
 
 
-def test_parquet_cache_round_trip(tmp_path, monkeypatch):
+def test_frame_cache_round_trip(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "MIN_BYTES", 0)
     src = tmp_path / "src"
     shutil.copytree(TORCH.parent, src)
+    before = sorted(p.relative_to(src) for p in src.rglob("*"))
     run = discover(src)[0]
     first = trace.trace_data(run)
     entries = list((tmp_path / "cache").iterdir())
-    assert len(entries) == 1 and not any(src.rglob("*.parquet"))
+    assert len(entries) == 1 and sorted(p.relative_to(src) for p in src.rglob("*")) == before
+    assert sorted(p.name for p in entries[0].iterdir()) == ["counters.arrow", "flows.arrow", "meta.json",
+                                                            "timeline.arrow", "tracks.arrow"]
     again = trace.trace_data(run)
     for name, df in first.frames().items():
         pd.testing.assert_frame_equal(df, again.frames()[name])

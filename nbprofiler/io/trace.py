@@ -14,8 +14,8 @@ tiny fraction, are touched one by one. When duckdb rejects a file, a slower exac
 one element at a time) finds the line of the error, so the user gets `TruncatedFileError` /
 `MalformedFileError` with a line number.
 
-Parsed frames are cached as Parquet in the user cache dir (`nbprofiler.io.cache`), keyed by path,
-size and mtime of every source file, so a second open of a big trace reads Parquet instead of JSON.
+Parsed frames are cached (LZ4 Arrow IPC files) in the user cache dir (`nbprofiler.io.cache`), keyed by
+path, size and mtime of every source file, so a second open of a big trace reads them instead of JSON.
 """
 from __future__ import annotations
 
