@@ -118,7 +118,10 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
         # index_col=False: otherwise pandas silently turns a first row with one extra field into an index.
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", pd.errors.ParserWarning)
-            df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[],
+            # bytes, not StringIO: StringIO holds 4 bytes per character and pandas re-encodes it to UTF-8,
+            # which doubles the parse time of a large CSV (the text is already checked by `decode`)
+            df = pd.read_csv(io.BytesIO(text.encode("utf-8")), encoding="utf-8", dtype=str, keep_default_na=False,
+                             na_values=[],
                              skipinitialspace=skipinitialspace, index_col=False, **kwargs)
         if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
             _raise_long_row(path, text, kwargs.get("sep", ","))
