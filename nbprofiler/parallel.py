@@ -8,10 +8,10 @@ ranks, and the raw events of 512 ranks never travel back to, or accumulate in, t
 
 Engines (``engine=`` of `nbprofiler.load` and `nbprofiler.analysis.cluster.rank_summary`):
 - ``None`` (default): `choose_engine` -- ``"processes"`` for `MIN_RANKS_FOR_PROCESSES` or more ranks on a
-  machine with more than one CPU, else ``"serial"`` (below that, starting worker processes costs more
+  machine with more than one usable CPU, else ``"serial"`` (below that, starting worker processes costs more
   than a rank's reduce; see the README's Clusters table for the measured numbers).
 - ``"serial"``: one rank after another in this process (the baseline of `benchmarks/bench_cluster.py`);
-- ``"processes"``: a `concurrent.futures.ProcessPoolExecutor` of up to ``os.cpu_count()`` workers,
+- ``"processes"``: a `concurrent.futures.ProcessPoolExecutor` of one worker per usable CPU,
   started from a fork server that has imported nbprofiler once (forking the kernel itself is unsafe:
   it has threads);
 - ``"dask"``: the ``distributed.Client`` in scope (``distributed.get_client()``), so a cluster
@@ -44,12 +44,21 @@ FORKSERVER_PRELOAD = ["nbprofiler.parallel", "nbprofiler.profile", "nbprofiler.i
                       "nbprofiler.io.ascend_ms", "nbprofiler.io.cann", "nbprofiler.io.ops"]
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask: a container's or ``taskset``'s limit), which can
+    be fewer than ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def choose_engine(n_ranks: int, engine: str | None = None) -> str:
     """The engine to use for ``n_ranks`` ranks: ``engine`` if given (validated), else ``"processes"``
-    when there are at least `MIN_RANKS_FOR_PROCESSES` ranks and more than one CPU, else ``"serial"``."""
+    when there are at least `MIN_RANKS_FOR_PROCESSES` ranks and more than one usable CPU, else
+    ``"serial"``."""
     if engine is None:
-        cpus = os.cpu_count() or 1
-        return "processes" if n_ranks >= MIN_RANKS_FOR_PROCESSES and cpus > 1 else "serial"
+        return "processes" if n_ranks >= MIN_RANKS_FOR_PROCESSES and usable_cpus() > 1 else "serial"
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES} or None, not {engine!r}")
     return engine
@@ -135,7 +144,7 @@ def map_chunks(fn: Callable[[list], object], items: Sequence, engine: str | None
     ``fn`` must be a module-level function: it is pickled to the workers."""
     items = list(items)
     engine = choose_engine(len(items), engine)
-    workers = max(1, min(max_workers or os.cpu_count() or 1, len(items)))
+    workers = max(1, min(max_workers or usable_cpus(), len(items)))
     if engine == "serial" or len(items) <= 1:
         return [fn(items)] if items else []
     chunks = chunked(items, workers)
@@ -189,4 +198,4 @@ def gather_rank_summaries(runs: Iterable[RunFiles], engine: str | None = None,
 
 
 __all__ = ["reduce_rank", "reduce_ranks", "combine", "map_chunks", "map_ranks", "gather_rank_summaries",
-           "choose_engine", "chunked", "ENGINES", "MIN_RANKS_FOR_PROCESSES"]
+           "choose_engine", "chunked", "usable_cpus", "ENGINES", "MIN_RANKS_FOR_PROCESSES"]

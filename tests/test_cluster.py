@@ -143,9 +143,9 @@ def test_engines_agree(tmp_path):
 
 def test_default_engine_rule(monkeypatch):
     assert choose_engine(MIN_RANKS_FOR_PROCESSES - 1) == "serial"
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr("nbprofiler.parallel.usable_cpus", lambda: 2)
     assert choose_engine(MIN_RANKS_FOR_PROCESSES) == "processes" and choose_engine(512) == "processes"
-    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    monkeypatch.setattr("nbprofiler.parallel.usable_cpus", lambda: 1)
     assert choose_engine(512) == "serial"  # one CPU: workers only add start-up and pickling
     assert choose_engine(3, "dask") == "dask"
     with pytest.raises(ValueError, match="engine must be one of"):
