@@ -217,6 +217,7 @@ def test_frame_cache_round_trip(tmp_path, monkeypatch):
     before = sorted(p.relative_to(src) for p in src.rglob("*"))
     run = discover(src)[0]
     first = trace.trace_data(run)
+    cache.wait()  # the entry is written in the background
     entries = list((tmp_path / "cache").iterdir())
     assert len(entries) == 1 and sorted(p.relative_to(src) for p in src.rglob("*")) == before
     assert sorted(p.name for p in entries[0].iterdir()) == ["counters.arrow", "flows.arrow", "meta.json",
@@ -239,6 +240,7 @@ def test_cache_never_inside_profiler_dir(tmp_path, monkeypatch):
     shutil.copytree(TORCH.parent, src)
     monkeypatch.setenv(cache.ENV, str(src / "cache"))
     trace.trace_data(discover(src)[0])
+    cache.wait()
     assert not (src / "cache").exists()
 
 

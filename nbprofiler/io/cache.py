@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -87,21 +88,74 @@ def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], d
         return None
 
 
-def store(key: str | None, paths: list[Path], frames: dict[str, pd.DataFrame], meta: dict) -> Path | None:
-    """Write an entry atomically (a temp dir renamed into place); returns its path or None."""
+def store(key: str | None, paths: list[Path], frames: dict[str, pd.DataFrame], meta: dict,
+          background: bool = False) -> Path | None:
+    """Write an entry atomically (a temp dir renamed into place); returns its path, or None when
+    nothing is cached. With ``background``, the frames are snapshotted as Arrow tables here and
+    compressed and written by a thread (non-daemon, so a finishing interpreter completes the entry
+    first; `wait` joins it); the path is returned before the entry exists."""
     entry = _entry(key, paths)
     if entry is None:
         return None
+    try:
+        tables = {name: _snapshot(df) for name, df in frames.items()}
+    except Exception:  # a frame Arrow cannot hold: caching is optional
+        return None
+    if not background:
+        return _write(entry, paths, tables, meta)
+    thread = threading.Thread(target=_write, args=(entry, paths, tables, meta), name="nbprofiler-cache-write")
+    with _pending_lock:
+        _pending[:] = [t for t in _pending if t.is_alive()] + [thread]
+    thread.start()
+    return entry
+
+
+_pending: list[threading.Thread] = []
+_pending_lock = threading.Lock()
+
+
+def wait() -> None:
+    """Block until every background write has finished."""
+    with _pending_lock:
+        pending = list(_pending)
+    for t in pending:
+        t.join()
+
+
+def _snapshot(df: pd.DataFrame):
+    """``df`` as an Arrow table that shares no mutable memory with it: Arrow views numpy columns (and
+    categorical codes) without copying, and an in-place edit of the frame during a background write
+    would change the entry. Strings are Arrow-backed already, hence immutable, and stay shared."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    columns = []
+    for col in table.columns:
+        chunks = []
+        for chunk in col.chunks:
+            if pa.types.is_dictionary(chunk.type):
+                idx = chunk.indices
+                mask = idx.is_null().to_numpy(zero_copy_only=False) if idx.null_count else None
+                codes = pc.fill_null(idx, 0).to_numpy(zero_copy_only=False).copy()
+                chunk = pa.DictionaryArray.from_arrays(pa.array(codes, type=idx.type, mask=mask), chunk.dictionary,
+                                                       ordered=chunk.type.ordered)
+            elif (pa.types.is_integer(chunk.type) or pa.types.is_floating(chunk.type)) and chunk.null_count == 0:
+                chunk = pa.array(np.array(chunk.to_numpy(zero_copy_only=False), copy=True), type=chunk.type)
+            chunks.append(chunk)
+        columns.append(pa.chunked_array(chunks, type=col.type))
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _write(entry: Path, paths: list[Path], tables: dict, meta: dict) -> Path | None:
     tmp = None
     try:
+        import pyarrow.feather as feather
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
-        import pyarrow as pa
-        import pyarrow.feather as feather
-        for name, df in frames.items():
-            feather.write_feather(pa.Table.from_pandas(df, preserve_index=False), tmp / f"{name}.arrow",
-                                  compression=COMPRESSION)
-        (tmp / "meta.json").write_text(json.dumps({"frames": list(frames), "meta": meta,
+        for name, table in tables.items():
+            feather.write_feather(table, tmp / f"{name}.arrow", compression=COMPRESSION)
+        (tmp / "meta.json").write_text(json.dumps({"frames": list(tables), "meta": meta,
                                                    "sources": [str(p) for p in paths]}))
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)

@@ -199,7 +199,8 @@ def _trace_data(run: RunFiles) -> TraceData | None:
         frames, meta = cached
         return TraceData(origin_us=float(meta["origin_us"]), **frames)
     data = load_trace(paths, legacy=(role == "timeline"))
-    cache.store(key, paths, data.frames(), {"origin_us": data.origin_us})
+    # the entry is written by a background thread: the frames are ready now, the cache is for later
+    cache.store(key, paths, data.frames(), {"origin_us": data.origin_us}, background=True)
     return data
 
 
