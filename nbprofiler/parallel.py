@@ -89,7 +89,7 @@ def reduce_rank(run: RunFiles) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # problems are returned as data below
         prof = Profile(run)
-        rank = str(prof.rank)
+        rank = str(run.info.get("label", prof.rank))
         steps = prof.step_trace
         stages = F.step_stages(steps)
         avg = prof.step_trace_average

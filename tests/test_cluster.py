@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -254,3 +255,27 @@ def test_benchmark_quick_mode():
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "x serial" in out.stdout and "legacy       4 serial" in out.stdout
+
+
+def test_several_sessions_of_one_rank_keep_their_own_rows():
+    # the bundled samples: three runs that all call themselves device 0 (one with no step trace at all)
+    import nbprofiler.samples
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cl = nbprofiler.load(Path(nbprofiler.samples.__file__).parent)
+        summary = C.rank_summary(cl, engine="serial")
+        view = ClusterView(cl, engine="serial")
+    assert len(cl) == 3 and sorted(summary["steps"]["rank"]) == sorted(cl.ranks)
+    assert summary["op_types"]["rank"].nunique() == 1  # only the LeNet session has operators
+    assert "No rank of this cluster has a step trace" in view.layout.children[0].text
+
+
+def test_ranks_without_a_step_trace_are_left_out_of_the_rank_figures():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cl = nbprofiler.load(DATA / "legacy")  # four clusters' worth of ranks, some with no step trace
+        summary = C.rank_summary(cl, engine="serial")
+    layout = cluster_layout(summary)
+    bars = next(iter(layout.select({"name": "cluster_ranks_src"})))
+    with_steps = summary["steps"].loc[summary["steps"]["total_ms"].notna(), "rank"]
+    assert sorted(bars.data["rank"]) == sorted(with_steps) and 0 < len(with_steps) < len(cl)

@@ -8,6 +8,8 @@ above 3.5), so a flag can be checked by hand.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -29,20 +31,14 @@ def rank_summary(cluster, engine: str | None = None, max_workers: int | None = N
     ``stage_ms``/``bubble_ms``/... where the source has them), ``step_totals`` (rank, step, stages),
     ``op_types`` (rank, kind, op_type, total_time_us, count), ``stages``, ``problems``."""
     engine = engine or getattr(cluster, "engine", None)
-    runs = [p.run for p in cluster]
-    keys = list(cluster.profiles)
-    key = "rank_summary"
+    # Each run carries the Cluster's own key (rank, or rank@session when a rank has several sessions)
+    # into the worker, which labels its rows with it: ranks alone are not unique.
+    runs = [dataclasses.replace(p.run, info={**p.run.info, "label": key}) for key, p in cluster.profiles.items()]
 
     def build():
-        out = gather_rank_summaries(runs, engine=engine, max_workers=max_workers)
-        # the Cluster's own keys (rank, or rank@session for repeated sessions) label the rows
-        labels = dict(zip([str(p.rank) for p in cluster], keys))
-        for k in ("steps", "step_totals", "op_types"):
-            if len(out[k]):
-                out[k]["rank"] = out[k]["rank"].map(lambda r: labels.get(r, r))
-        return out
+        return gather_rank_summaries(runs, engine=engine, max_workers=max_workers)
 
-    return cluster.cached(key, build) if hasattr(cluster, "cached") else build()
+    return cluster.cached("rank_summary", build) if hasattr(cluster, "cached") else build()
 
 
 def rank_steps(summary: dict) -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+import numpy as np
 import pandas as pd
 from bokeh.layouts import column, row
 from bokeh.models import (ColorBar, ColumnDataSource, DataTable, Div, FactorRange, HoverTool,
@@ -50,7 +51,7 @@ def rank_stage_heatmap(matrix: pd.DataFrame) -> figure:
     stage's median over ranks (1 = typical), so a straggler stands out in any stage; hover gives ms."""
     m = matrix.copy()
     m.index = m.index.astype(str)
-    med = m.median().replace(0, pd.NA)
+    med = m.median().replace(0, np.nan)
     rel = (m / med).astype(float).fillna(1.0)
     long = m.stack().rename("ms").reset_index()
     long.columns = ["rank", "stage", "ms"]
@@ -109,6 +110,13 @@ def findings_div(slow_df: pd.DataFrame, slow_steps_df: pd.DataFrame | None = Non
 def cluster_layout(summary: dict):
     """All cluster figures from `analysis.cluster.rank_summary(...)`'s result."""
     from ..analysis import cluster as C
+    steps = C.rank_steps(summary)
+    if "total_ms" not in steps.columns or steps["total_ms"].isna().all():
+        return column(Div(text=f'<div style="{theme.PANEL_CSS}">No rank of this cluster has a step trace '
+                               "(step_trace_raw_*, step_trace_time.csv or cluster_step_trace_time.csv), so there "
+                               "is nothing to compare across ranks.</div>"),
+                      sizing_mode="stretch_width", name="cluster_layout")
+    summary = {**summary, "steps": summary["steps"][summary["steps"]["total_ms"].notna()]}
     steps = C.rank_steps(summary)
     slow = C.slow_ranks(summary)
     return column(findings_div(slow, C.slow_steps(summary)),
