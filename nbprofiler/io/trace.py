@@ -59,25 +59,6 @@ _DUR_AS_TEXT = {**_COLUMNS, "dur": "VARCHAR"}
 # Event kinds (the `kind` column): ph as a small int, so masks are integer compares, not string ones.
 KIND_NO_PH, KIND_M, KIND_X, KIND_B, KIND_E, KIND_S, KIND_F, KIND_T, KIND_C, KIND_OTHER = -1, 0, 1, 2, 3, 4, 5, 6, 7, 8
 
-# One pass over the file: everything the frames need, nothing they do not. args text is kept only for
-# the events whose args end up in a frame (X/B: timeline, C: counter series, M: track names); args.type
-# is extracted only where the text can hold a "type" key (json_extract on every event costs ~10% of
-# the parse; a key spelled with \u escapes is also caught by the second test).
-_SELECT = """
-SELECT CAST(CASE ph WHEN 'M' THEN 0 WHEN 'X' THEN 1 WHEN 'B' THEN 2 WHEN 'E' THEN 3 WHEN 's' THEN 4
-                    WHEN 'f' THEN 5 WHEN 't' THEN 6 WHEN 'C' THEN 7
-                    ELSE (CASE WHEN ph IS NULL THEN -1 ELSE 8 END) END AS TINYINT) AS kind,
-       CASE WHEN ph IN ('s', 'f', 't') THEN NULL ELSE name END AS name,
-       CASE WHEN ph = 's' THEN name END AS flow_name,
-       cat, pid, tid, id,
-       TRY_CAST(ts AS DECIMAL(38, 3)) AS ts,
-       {dur} AS dur,
-       CASE WHEN ph IN ('X', 'B') AND (contains(args, '"type"') OR contains(args, '\\u'))
-            THEN json_extract_string(args, '$.type') END AS arg_type,
-       CASE WHEN ph IN ('X', 'B', 'C', 'M') THEN args END AS args
-FROM {source}
-"""
-
 # args.type values that name a category of ops rather than the op's type: MindSpore 2.10 puts
 # "HostCpuOps" on every CPU op, the GPU writer "cuLaunchKernel" on every kernel. For these the type is
 # derived from the name, as MindInsight's CPU op tables do (their types are Conv2D, MatMul, ...).
@@ -216,31 +197,180 @@ def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: b
     total = sum(check_size(p, PARSE_EXPANSION) for p in paths)
     with _Progress(total, f"parsing {paths[0].name}" + (f" (+{len(paths) - 1})" if len(paths) > 1 else ""),
                    enabled=progress) as bar:
-        tables = []
+        chunks: list[_Chunk] = []
         for p in paths:
-            t = parse_events(p)
-            if t.num_rows or len(paths) == 1:
-                tables.append(t)
+            chunks += _parse_chunks(p, offset=sum(c.n for c in chunks))
             bar.advance(p.stat().st_size * 0.8)
-        if sum(t.num_rows for t in tables) == 0:
+        if not chunks:
             raise EmptyFileError(paths[0], "the trace holds no events")
-        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        data = _build(table, paths, legacy=legacy, gpu=gpu)
+        data = _build(chunks, paths, legacy=legacy, gpu=gpu)
         bar.advance(total * 0.2)
     return data
 
 
 def parse_events(path: Path) -> pa.Table:
-    """One Chrome-trace file -> Arrow table, one row per event in file order.
+    """One Chrome-trace file -> Arrow table, one row per event in file order (what the frames are
+    built from; flow ids are not included). Columns: ``kind`` (int8: `KIND_M`, `KIND_X`, ... from
+    ``ph``; -1 where ``ph`` is missing), ``pid``, ``tid``, ``name`` (null for flow events), ``cat``,
+    ``arg_type`` (``args.type`` of X/B events) as strings, ``ts_ns`` (int64 ns, exact; null where
+    missing or not a number), ``dur`` (float64 us; null where missing or not a number). Raises
+    `ProfilerDataError` subclasses."""
+    chunks = _parse_chunks(Path(path))
+    if not chunks:
+        return pa.table({"kind": pa.array([], pa.int8())})
+    coded = {col: pa.chunked_array([c.codes[col] for c in chunks]).cast(pa.string()) for col in _CODED}
+    ts_ns = np.concatenate([c.ts_ns for c in chunks])
+    ts_ok = np.concatenate([c.ts_ok for c in chunks])
+    dur = np.concatenate([c.dur for c in chunks])
+    return pa.table({"kind": np.concatenate([c.kind for c in chunks]), **{c: coded[c] for c in _CODED},
+                     "ts_ns": pa.array(ts_ns, mask=~ts_ok), "dur": pa.array(dur, mask=np.isnan(dur))})
 
-    Columns: ``kind`` (int8: `KIND_M`, `KIND_X`, ... from ``ph``; -1 where ``ph`` is missing), ``name``
-    (null for flow events), ``flow_name`` (``name`` of ``s`` events only: flow names are mostly unique,
-    kept apart so ``name`` stays a small dictionary), ``cat``, ``pid``, ``tid``, ``id`` (string; numbers
-    as written), ``ts`` (decimal128(38,3) us, i.e.
-    exact ns; null where missing or not a number), ``dur`` (float64 us, null where missing or not a
-    number), ``arg_type`` (``args.type`` of X/B events), ``args`` (JSON text of X, B, C and M events,
-    else null). Raises `ProfilerDataError` subclasses.
-    """
+
+# -- streaming parse ----------------------------------------------------------------------------------
+# The JSON reader is one thread per file (a JSON array cannot be split), so the second core is free while
+# it runs: the reader runs in a background thread and hands over record batches, and this thread
+# digests each batch meanwhile (casts, dictionary codes, and the per-batch sort and gather of the
+# timeline's args), so that little is left once the last batch arrives.
+
+_RAW_SELECT = "SELECT ph, name, cat, pid, tid, id, ts, dur, args FROM {source}"
+
+# Per batch, on the digesting thread. ts is cast from its text: the JSON reader would turn a numeric
+# ts into a double first and lose its sub-us digits. args.type is extracted only where the text can
+# hold a "type" key (json_extract on every event costs ~10% of the parse; a key spelled with \u
+# escapes is caught by the second test). Flow names (often one per flow) are kept out of ``name`` so
+# its dictionary stays small.
+_DIGEST_SQL = """
+SELECT CAST(CASE ph WHEN 'M' THEN 0 WHEN 'X' THEN 1 WHEN 'B' THEN 2 WHEN 'E' THEN 3 WHEN 's' THEN 4
+                    WHEN 'f' THEN 5 WHEN 't' THEN 6 WHEN 'C' THEN 7
+                    ELSE (CASE WHEN ph IS NULL THEN -1 ELSE 8 END) END AS TINYINT) AS kind,
+       CASE WHEN ph IN ('s', 'f', 't') THEN NULL ELSE name END AS name,
+       CASE WHEN ph = 's' THEN name END AS flow_name,
+       TRY_CAST(ts AS DECIMAL(38, 3)) AS ts,
+       {dur} AS dur,
+       CASE WHEN ph IN ('X', 'B') AND (contains(args, '"type"') OR contains(args, '\\u'))
+            THEN json_extract_string(args, '$.type') END AS arg_type
+FROM b
+"""
+
+_BATCH_ROWS = 131072
+# duckdb's maximum_object_size: first try (one event of an array file; real events are < 1 KB), and the
+# retry / the size of a whole {"traceEvents": [...]} document.
+_MAX_EVENT = 64 * 1024 * 1024
+_MAX_OBJECT = 2147483647
+
+
+@dataclasses.dataclass
+class _Chunk:
+    """One digested record batch. Row numbers are local (0..n-1); ``offset`` is the global row of row 0.
+    ``spans``: rows of the X/B events that can be placed (numeric ts, X with a numeric dur), sorted by
+    (pid, tid, ts, row); ``span_args``: their args text in that order."""
+
+    offset: int
+    n: int
+    kind: np.ndarray
+    ts_ns: np.ndarray
+    ts_ok: np.ndarray
+    dur: np.ndarray
+    codes: dict           # column -> pa.DictionaryArray (this batch's own dictionary)
+    flow: pa.Table        # the s/f/t events: row (global), cat, id, name (of s events) as read
+    aux: pa.Table         # M and C events: row (global), name, pid, tid, args
+    spans: np.ndarray
+    span_args: pa.Array
+
+
+_CODED = ("pid", "tid", "name", "cat", "arg_type")
+
+
+def _digest(batch: pa.RecordBatch, offset: int, dur_sql: str) -> _Chunk:
+    d = _query(_DIGEST_SQL.format(dur=dur_sql), b=pa.Table.from_batches([batch]))
+    kind = d.column("kind").to_numpy()
+    ts_ns, ts_ok = _ts_ns(d.column("ts"))
+    dur = pc.fill_null(d.column("dur"), np.nan).to_numpy()
+    src = {"pid": batch.column("pid"), "tid": batch.column("tid"), "cat": batch.column("cat"),
+           "name": d.column("name"), "arg_type": d.column("arg_type")}
+    codes = {c: _dict_chunk(src[c]) for c in _CODED}
+    placed = ((kind == KIND_X) & ~np.isnan(dur)) | (kind == KIND_B)
+    spans = np.flatnonzero(placed & ts_ok)
+    pid_i = codes["pid"].indices.to_numpy(zero_copy_only=False)
+    tid_i = codes["tid"].indices.to_numpy(zero_copy_only=False)
+    spans = spans[np.lexsort((ts_ns[spans], tid_i[spans], pid_i[spans]))]
+    args = batch.column("args")
+    span_args = args.take(pa.array(spans)) if len(spans) else pa.array([], pa.string())
+    aux_mask = (kind == KIND_M) | (kind == KIND_C)
+    aux = pa.table({"row": pa.array(np.flatnonzero(aux_mask) + offset),
+                    **{c: batch.column(c).filter(pa.array(aux_mask)) for c in ("name", "pid", "tid", "args")}})
+    is_flow = pa.array((kind >= KIND_S) & (kind <= KIND_T))
+    flow = pa.table({"row": pa.array(np.flatnonzero(is_flow) + offset),
+                     **{c: batch.column(c).filter(is_flow) for c in ("cat", "id")},
+                     "name": d.column("flow_name").filter(is_flow)})
+    # Everything kept is a copy: an Arrow array imported from duckdb keeps its whole batch alive (args
+    # included), so keeping a view of one column would keep every batch of the file in memory.
+    return _Chunk(offset, batch.num_rows, kind.copy(), ts_ns, ts_ok, dur.copy(), codes, flow, aux, spans, span_args)
+
+
+def _dict_chunk(col) -> pa.DictionaryArray:
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    return pc.dictionary_encode(col.cast(pa.string()) if col.type != pa.string() else col)
+
+
+def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int) -> list[_Chunk]:
+    """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
+    duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
+    a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file)."""
+    import queue
+    lit = "'" + str(path).replace("'", "''") + "'"
+    if first == b"[":
+        cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
+        source = f"read_json({lit}, format='array', columns={cols}, maximum_object_size={max_event})"
+    else:  # one object holding the event list: the whole file is one JSON object
+        struct = "STRUCT(" + ", ".join(f"{k} {v}" for k, v in columns.items()) + ")[]"
+        source = (f"(SELECT unnest(traceEvents, recursive := true) FROM read_json({lit}, format='unstructured', "
+                  f"columns={{traceEvents: '{struct}'}}, maximum_object_size={_MAX_OBJECT}))")
+    sql = _RAW_SELECT.format(source=source)
+    batches: queue.Queue = queue.Queue(maxsize=4)
+    stop = threading.Event()
+    done = object()
+
+    def read():
+        try:
+            rel = _connection().sql(sql)
+            reader = rel.to_arrow_reader(_BATCH_ROWS) if hasattr(rel, "to_arrow_reader") \
+                else rel.fetch_record_batch(_BATCH_ROWS)
+            for b in reader:
+                while not stop.is_set():
+                    try:
+                        batches.put(b, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            batches.put(done)
+        except BaseException as e:  # handed to the digesting thread, which raises it
+            _local.con = None
+            batches.put(e)
+
+    reader_thread = threading.Thread(target=read, name="nbprofiler-trace-reader", daemon=True)
+    reader_thread.start()
+    chunks = []
+    try:
+        while True:
+            item = batches.get()
+            if item is done:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            if item.num_rows:
+                chunks.append(_digest(item, offset, dur_sql))
+                offset += item.num_rows
+    finally:
+        stop.set()
+        reader_thread.join()
+    return chunks
+
+
+def _parse_chunks(path: Path, offset: int = 0) -> list[_Chunk]:
+    """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s."""
     path = Path(path)
     check_size(path, PARSE_EXPANSION)
     first = _first_byte(path)
@@ -249,30 +379,21 @@ def parse_events(path: Path) -> pa.Table:
         raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
                                        "'traceEvents'", line=1)
     import duckdb
+    # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
+    read_errors = (duckdb.Error, pa.ArrowException, OSError)
     try:
-        table = _query(_select(path, first, _COLUMNS, "dur"))
-    except duckdb.Error:
-        # some dur is not a number (or the file is broken): read dur as text, cast what casts
+        chunks = _stream(path, first, _COLUMNS, "dur", offset, _MAX_EVENT)
+    except read_errors:
+        # some dur is not a number, an event is larger than _MAX_EVENT, or the file is broken: read dur
+        # as text (cast what casts) with no practical size limit
         try:
-            table = _query(_select(path, first, _DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)"))
-        except duckdb.Error as e:
+            chunks = _stream(path, first, _DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", offset, _MAX_OBJECT)
+        except read_errors as e:
             _exact_check(path)
             raise MalformedFileError(path, f"not a readable Chrome trace: {str(e).splitlines()[0]}") from None
-    if first == b"{" and table.num_rows == 0:
+    if first == b"{" and not chunks:
         _exact_check(path, need_trace_events=True)
-    return table
-
-
-def _select(path: Path, first: bytes, columns: dict, dur: str) -> str:
-    lit = "'" + str(path).replace("'", "''") + "'"
-    if first == b"[":
-        cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
-        source = f"read_json({lit}, format='array', columns={cols}, maximum_object_size=2147483647)"
-    else:
-        struct = "STRUCT(" + ", ".join(f"{k} {v}" for k, v in columns.items()) + ")[]"
-        source = (f"(SELECT unnest(traceEvents, recursive := true) FROM read_json({lit}, format='unstructured', "
-                  f"columns={{traceEvents: '{struct}'}}, maximum_object_size=2147483647))")
-    return _SELECT.format(source=source, dur=dur)
+    return chunks
 
 
 _local = threading.local()
@@ -448,22 +569,6 @@ def _ts_ns(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(parts), np.concatenate(valid)
 
 
-def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """Strings -> (int32 code per row, the distinct strings as an object array); null is "".
-    Encodes the column as it is (no filled copy of it first): nulls get the code of ""."""
-    enc = pc.dictionary_encode(col).combine_chunks()
-    values = _strings(enc.dictionary)
-    codes = enc.indices
-    if codes.null_count:
-        empty = np.flatnonzero(values == "")
-        if len(empty):
-            null_code = int(empty[0])
-        else:
-            null_code, values = len(values), np.append(values, np.array([""], dtype=object))
-        codes = pc.fill_null(codes, null_code)
-    return codes.to_numpy(zero_copy_only=False).astype(np.int32, copy=False), values
-
-
 def _strings(arr) -> np.ndarray:
     """A small Arrow string array as a numpy object array ("" for null)."""
     return np.asarray(pc.fill_null(arr, "").to_pylist(), dtype=object)
@@ -516,12 +621,35 @@ def _as_sort_key(v) -> int | None:
         return None
 
 
-def _build(table: pa.Table, paths: list[Path], legacy: bool, gpu: bool) -> TraceData:
+def _unify(chunks: list[_Chunk], column: str) -> tuple[np.ndarray, np.ndarray]:
+    """The per-batch dictionary codes of ``column`` as one int32 code per row over one dictionary
+    (values as an object array; null is "")."""
+    if not chunks:
+        return np.zeros(0, np.int32), np.array([], dtype=object)
+    unified = pa.chunked_array([c.codes[column] for c in chunks]).unify_dictionaries()
+    values = _strings(unified.chunk(0).dictionary)
+    codes = np.concatenate([ch.indices.to_numpy(zero_copy_only=False) for ch in unified.chunks]) \
+        if unified.null_count == 0 else None
+    if codes is None:
+        empty = np.flatnonzero(values == "")
+        if len(empty):
+            null_code = int(empty[0])
+        else:
+            null_code, values = len(values), np.append(values, np.array([""], dtype=object))
+        codes = np.concatenate([pc.fill_null(ch.indices, null_code).to_numpy(zero_copy_only=False)
+                                for ch in unified.chunks])
+    return codes.astype(np.int32, copy=False), values
+
+
+def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> TraceData:
     multi = len(paths) > 1
-    kind = table.column("kind").to_numpy()
-    ts_ns, ts_ok = _ts_ns(table.column("ts"))
-    dur = pc.fill_null(table.column("dur"), np.nan).to_numpy()
-    is_meta = kind == KIND_M
+    kind = np.concatenate([c.kind for c in chunks])
+    ts_ns = np.concatenate([c.ts_ns for c in chunks])
+    ts_ok = np.concatenate([c.ts_ok for c in chunks])
+    dur = np.concatenate([c.dur for c in chunks])
+    flow = pa.concat_tables([c.flow for c in chunks])
+    aux = pa.concat_tables([c.aux for c in chunks])
+    n = len(kind)
     is_x = kind == KIND_X
     is_b = (kind == KIND_B) | (kind == KIND_E)
     is_flow = (kind >= KIND_S) & (kind <= KIND_T)
@@ -541,32 +669,33 @@ def _build(table: pa.Table, paths: list[Path], legacy: bool, gpu: bool) -> Trace
             m &= ~bad
 
     origin_ns = int(ts_ns[timed].min()) if timed.any() else 0
-    rel_us = (ts_ns - origin_ns).astype(np.float64) / 1000.0
+    rel_ns = ts_ns - origin_ns
+    rel_us = rel_ns.astype(np.float64) / 1000.0
     del ts_ns
 
     # Track = (pid, tid) of every slice and flow end, via dictionary codes (no per-row Python work).
     on_track = np.flatnonzero(is_x | is_b | is_flow)
-    pid_code, pid_names = _codes(table.column("pid"))
-    tid_code, tid_names = _codes(table.column("tid"))
+    pid_code, pid_names = _unify(chunks, "pid")
+    tid_code, tid_names = _unify(chunks, "tid")
     n_tid = max(len(tid_names), 1)
     pairs, pair_inv = _pair_codes(pid_code[on_track], len(pid_names), tid_code[on_track], n_tid)
     del pid_code, tid_code
-    meta = _meta_events(table, is_meta)
+    aux_rows = aux.column("row").to_numpy()
+    meta = _meta_events(aux, kind[aux_rows] == KIND_M)
     tracks = _name_tracks(pid_names[pairs // n_tid], tid_names[pairs % n_tid], meta, legacy=legacy, gpu=gpu)
     display_of_pair = np.empty(len(tracks), dtype=np.int32)
     display_of_pair[tracks["_pair"].to_numpy()] = np.arange(len(tracks), dtype=np.int32)
     tracks = tracks.drop(columns="_pair")
-    row_track = np.full(table.num_rows, -1, dtype=np.int32)
+    row_track = np.full(n, -1, dtype=np.int32)
     row_track[on_track] = display_of_pair[pair_inv]
     del pair_inv, on_track
 
-    # flows and counters (duckdb, Arrow: the GIL is released) on a second core while this one builds
-    # the timeline
+    # flows and counters on the second core while this one builds the timeline
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbprofiler-trace") as pool:
-        side = pool.submit(lambda: (_flows(table, is_flow, row_track, rel_us),
-                                    _counters(table, is_counter, rel_us)))
-        timeline = _timeline(table, is_x, is_b, row_track, rel_us, dur, multi, paths)
+        side = pool.submit(lambda: (_flows(flow, kind, is_flow, row_track, rel_us),
+                                    _counters(aux, is_counter[aux_rows], rel_us)))
+        timeline = _timeline(chunks, kind, is_x, is_b, row_track, rel_ns, rel_us, dur, multi, paths)
         flows, counters = side.result()
     tracks["events"] = np.bincount(timeline["track"].to_numpy(), minlength=len(tracks)).astype(np.int64)
     # int / int is correctly rounded in Python; int / float would round the 19-digit ns first
@@ -675,13 +804,79 @@ def _op_types(names: pd.Categorical, type_codes: np.ndarray, type_values: np.nda
     return pd.Categorical.from_codes(codes.astype(np.int32), categories=cats)
 
 
-def _timeline(table, is_x, is_b, row_track, rel_us, dur, multi, paths) -> pd.DataFrame:
+def _timeline(chunks, kind, is_x, is_b, row_track, rel_ns, rel_us, dur, multi, paths) -> pd.DataFrame:
+    name_code, name_values = _unify(chunks, "name")
+    cat_code, cat_values = _unify(chunks, "cat")
+    type_code, type_values = _unify(chunks, "arg_type")
+    fast = None if (multi or is_b.any()) else _presorted(chunks, row_track, rel_ns)
+    if fast is not None:
+        rows, args, from_pair = fast[0], fast[1], np.zeros(len(fast[0]), dtype=bool)
+        track, start, length = row_track[rows], rel_us[rows], dur[rows]
+    else:
+        rows, track, start, length, from_pair = _sorted_rows(kind, is_x, is_b, row_track, rel_us, dur,
+                                                             name_code, multi, paths)
+        args = _gather_args(chunks, rows, len(kind))
+    names = _categorical(name_code[rows], name_values)
+    del name_code
+    ph = pd.Categorical.from_codes(from_pair.astype(np.int8), categories=pd.Index(["X", "B"], dtype=str))
+    return pd.DataFrame({
+        "track": track.astype(np.int32),
+        "name": names,
+        "op_type": _op_types(names, type_code[rows], type_values),
+        "ph": ph.remove_unused_categories(),
+        "cat": _categorical(cat_code[rows], cat_values),
+        "start_us": start.astype(np.float64),
+        "dur_us": length.astype(np.float64),
+        "args": args.to_pandas(),
+    })
+
+
+def _presorted(chunks, row_track, rel_ns):
+    """(rows, args) of the X events in (track, start, file order) from the batches' own sorted spans,
+    with no gather: each batch's spans are grouped by track, and when every track's events run forward
+    in time from one batch to the next (a file written in time order), the timeline is the
+    concatenation, track by track and batch by batch, of those groups. None when some track goes back
+    in time across batches (then the caller sorts globally)."""
+    seg_track, seg_chunk, seg_lo, seg_hi, seg_first, seg_last = [], [], [], [], [], []
+    for i, c in enumerate(chunks):
+        g = c.spans + c.offset
+        if not len(g):
+            continue
+        t = row_track[g]
+        cut = np.flatnonzero(np.diff(t)) + 1
+        lo = np.concatenate([[0], cut])
+        hi = np.concatenate([cut, [len(g)]])
+        seg_track.append(t[lo])
+        seg_chunk.append(np.full(len(lo), i))
+        seg_lo.append(lo)
+        seg_hi.append(hi)
+        seg_first.append(rel_ns[g[lo]])
+        seg_last.append(rel_ns[g[hi - 1]])
+    if not seg_track:
+        return np.zeros(0, np.int64), pa.chunked_array([], pa.string())
+    track, chunk, lo, hi, first, last = (np.concatenate(a) for a in
+                                         (seg_track, seg_chunk, seg_lo, seg_hi, seg_first, seg_last))
+    order = np.lexsort((chunk, track))
+    track, chunk, lo, hi, first, last = (a[order] for a in (track, chunk, lo, hi, first, last))
+    same = track[1:] == track[:-1]
+    if (same & (last[:-1] > first[1:])).any() or (same & (chunk[1:] == chunk[:-1])).any():
+        return None
+    rows = np.concatenate([chunks[c].spans[a:b] + chunks[c].offset for c, a, b in zip(chunk, lo, hi)])
+    args = pa.chunked_array([chunks[c].span_args.slice(a, b - a) for c, a, b in zip(chunk, lo, hi)],
+                            type=pa.string())
+    # one contiguous column: a column of many small chunks makes every later take concatenate it
+    return rows, pa.chunked_array([args.combine_chunks()])
+
+
+def _sorted_rows(kind, is_x, is_b, row_track, rel_us, dur, name_code, multi, paths):
+    """The general path: rows (X events and the B of each B/E pair) sorted by (track, start, file
+    order), with track, start, duration and whether each came from a B/E pair."""
     src_rows = np.flatnonzero(is_x)
     start = rel_us[src_rows]
     length = dur[src_rows]
     from_pair = np.zeros(len(src_rows), dtype=bool)
     if is_b.any():
-        b_rows, b_start, b_dur = _pair_begin_end(table, np.flatnonzero(is_b), row_track, rel_us, paths)
+        b_rows, b_start, b_dur = _pair_begin_end(kind, np.flatnonzero(is_b), row_track, rel_us, paths)
         src_rows = np.concatenate([src_rows, b_rows])
         start = np.concatenate([start, b_start])
         length = np.concatenate([length, b_dur])
@@ -689,36 +884,26 @@ def _timeline(table, is_x, is_b, row_track, rel_us, dur, multi, paths) -> pd.Dat
     track = row_track[src_rows]
     if multi:
         # The per-iteration CANN files repeat some events (metadata, step-trace bars): keep one.
-        names = table.column("name").take(src_rows).to_pandas()
-        keep = ~pd.DataFrame({"t": track, "s": start, "d": length, "n": names}).duplicated().to_numpy()
+        keep = ~pd.DataFrame({"t": track, "s": start, "d": length, "n": name_code[src_rows]}).duplicated().to_numpy()
         src_rows, start, length, track, from_pair = (a[keep] for a in (src_rows, start, length, track, from_pair))
     order = np.lexsort((start, track))  # stable: equal starts keep file order
-    rows = src_rows[order]
-    # name/cat/arg_type: dictionary codes of the whole column, gathered as ints (few distinct values;
-    # flow names, often one per flow, are a separate column). args: one gather of the text.
-    name_code, name_values = _codes(table.column("name"))
-    cat_code, cat_values = _codes(table.column("cat"))
-    type_code, type_values = _codes(table.column("arg_type"))
-    names = _categorical(name_code[rows], name_values)
-    del name_code
-    ph = pd.Categorical.from_codes(from_pair[order].astype(np.int8), categories=pd.Index(["X", "B"], dtype=str))
-    return pd.DataFrame({
-        "track": track[order].astype(np.int32),
-        "name": names,
-        "op_type": _op_types(names, type_code[rows], type_values),
-        "ph": ph.remove_unused_categories(),
-        "cat": _categorical(cat_code[rows], cat_values),
-        "start_us": start[order].astype(np.float64),
-        "dur_us": length[order].astype(np.float64),
-        "args": table.column("args").combine_chunks().take(rows).to_pandas(),
-    })
+    return src_rows[order], track[order], start[order], length[order], from_pair[order]
 
 
-def _pair_begin_end(table, rows, row_track, rel_us, paths):
+def _gather_args(chunks, rows, n) -> pa.ChunkedArray:
+    """args text of ``rows`` (global), gathered from the batches' spans."""
+    span_rows = np.concatenate([c.spans + c.offset for c in chunks]) if chunks else np.zeros(0, np.int64)
+    where = np.full(n, -1, dtype=np.int64)
+    where[span_rows] = np.arange(len(span_rows))
+    texts = pa.concat_arrays([c.span_args.cast(pa.string()) for c in chunks]) if chunks else pa.array([], pa.string())
+    return pa.chunked_array([texts.take(pa.array(where[rows]))])
+
+
+def _pair_begin_end(kind, rows, row_track, rel_us, paths):
     """B/E events -> (row of the B event, start, duration), matched per track with a stack, in time
     order. Unmatched ones are skipped with a warning."""
     order = rows[np.lexsort((rel_us[rows], row_track[rows]))]
-    kinds = table.column("kind").to_numpy()[order]
+    kinds = kind[order]
     stacks: dict[int, list[int]] = {}
     out_rows, out_start, out_dur = [], [], []
     unmatched = 0
@@ -755,13 +940,15 @@ ORDER BY start_us, cat, id
 """
 
 
-def _flows(table, is_flow, row_track, rel_us) -> pd.DataFrame:
-    rows = np.flatnonzero(is_flow)
+def _flows(flow, kind, is_flow, row_track, rel_us) -> pd.DataFrame:
+    """``flow``: the s/f/t events with their global ``row``; ``is_flow``: which rows are placeable."""
+    keep = is_flow[flow.column("row").to_numpy()]
+    rows = flow.column("row").to_numpy()[keep]
     if not len(rows):
         return _empty(FLOW_COLUMNS, {"start_track": np.int32, "end_track": np.int32, "start_us": np.float64,
                                      "end_us": np.float64})
-    fl = _rows(table, ["kind", "cat", "id", "flow_name"], is_flow).rename_columns(["kind", "cat", "id", "name"])
-    fl = pa.table({"kind": fl.column("kind"), **{c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")},
+    fl = _rows(flow, ["cat", "id", "name"], keep)
+    fl = pa.table({"kind": pa.array(kind[rows]), **{c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")},
                    "seq": pa.array(rows), "track": pa.array(row_track[rows]), "us": pa.array(rel_us[rows])})
     out = _query(_FLOW_SQL.format(s=KIND_S, f=KIND_F, t=KIND_T), fl=fl).to_pandas()
     out = pd.DataFrame({"cat": out["cat"].astype(str), "id": out["id"].astype(str), "name": out["name"].astype(str),
@@ -778,12 +965,14 @@ ORDER BY pid, name, series, c.start_us
 """
 
 
-def _counters(table, is_counter, rel_us) -> pd.DataFrame:
-    rows = np.flatnonzero(is_counter)
+def _counters(aux, is_counter, rel_us) -> pd.DataFrame:
+    """``aux``: the M and C events with their global ``row``; ``is_counter``: which of them are
+    placeable C events."""
+    rows = aux.column("row").to_numpy()[is_counter]
     if not len(rows):
         return _empty(COUNTER_COLUMNS, {"start_us": np.float64, "value": np.float64})
     # one row per (sample, series): each key of a C event's args is a series (Chrome trace format)
-    c = _rows(table, ["pid", "name", "args"], is_counter).append_column("start_us", pa.array(rel_us[rows]))
+    c = _rows(aux, ["pid", "name", "args"], is_counter).append_column("start_us", pa.array(rel_us[rows]))
     out = _query(_COUNTER_SQL, c=c).to_pandas()
     for col in ("pid", "name", "series"):
         out[col] = out[col].astype(str)
