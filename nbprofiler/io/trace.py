@@ -6,13 +6,17 @@ Sources, by role (first found wins): ``trace_view`` (MindSpore 2.3+ / torch_npu 
 none of them, the FRAMEWORK ``cpu_op_execute_timestamp`` records (``framework.cpu_op_executions``).
 
 The fast path: duckdb's ``read_json`` with an explicit column list parses the file in C++ straight into
-Arrow columns (``ts``/``dur`` may be strings or numbers, ``tid``/``id`` strings or ints: all are read
-as text and cast in SQL). ``ts`` is cast to DECIMAL(38,3), i.e. exact integer nanoseconds, so relative
-times keep their sub-microsecond digits (epoch microseconds in float64 keep only ~0.25 us). Everything
-after the parse is vectorised numpy/pandas/Arrow work; only metadata (``M``) and ``B``/``E`` events, a
-tiny fraction, are touched one by one. When duckdb rejects a file, a slower exact parse (stdlib json,
-one element at a time) finds the line of the error, so the user gets `TruncatedFileError` /
-`MalformedFileError` with a line number.
+Arrow record batches (``ts`` is read as text, ``dur`` as a number or, on a retry, as text; ``tid``/``id``
+strings or ints are read as text). The reader uses one thread per file, so it runs in a background
+thread and this thread digests each batch while the next one is parsed: ``ph`` -> an int ``kind``,
+``ts`` -> DECIMAL(38,3), i.e. exact integer nanoseconds (epoch microseconds in float64 keep only
+~0.25 us), ``args.type``, dictionary codes of pid/tid/name/cat, and the batch's X events sorted by
+(pid, tid, ts) with their args text gathered in that order. When every track runs forward in time
+from batch to batch (files are written in time order), the timeline is the concatenation of those
+sorted runs; otherwise it is sorted globally. Everything is vectorised numpy/Arrow/duckdb work; only
+metadata (``M``) and ``B``/``E`` events, a tiny fraction, are touched one by one. When duckdb rejects a
+file, a slower exact parse (stdlib json, one element at a time) finds the line of the error, so the
+user gets `TruncatedFileError` / `MalformedFileError` with a line number.
 
 Parsed frames are cached (LZ4 Arrow IPC files) in the user cache dir (`nbprofiler.io.cache`), keyed by
 path, size and mtime of every source file, so a second open of a big trace reads them instead of JSON.
@@ -252,7 +256,12 @@ SELECT CAST(CASE ph WHEN 'M' THEN 0 WHEN 'X' THEN 1 WHEN 'B' THEN 2 WHEN 'E' THE
 FROM b
 """
 
+# Rows per record batch: at most _BATCH_ROWS, and about _BATCHES_PER_FILE batches (at least
+# _MIN_BATCH_ROWS rows) so that a small file is digested while it is read rather than after.
 _BATCH_ROWS = 131072
+_MIN_BATCH_ROWS = 32768
+_BATCHES_PER_FILE = 32
+_BYTES_PER_EVENT = 200  # typical of MindSpore / torch_npu trace events
 # duckdb's maximum_object_size: first try (one event of an array file; real events are < 1 KB), and the
 # retry / the size of a whole {"traceEvents": [...]} document.
 _MAX_EVENT = 64 * 1024 * 1024
@@ -327,6 +336,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
         source = (f"(SELECT unnest(traceEvents, recursive := true) FROM read_json({lit}, format='unstructured', "
                   f"columns={{traceEvents: '{struct}'}}, maximum_object_size={_MAX_OBJECT}))")
     sql = _RAW_SELECT.format(source=source)
+    size = path.stat().st_size
     batches: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
     done = object()
@@ -334,8 +344,9 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     def read():
         try:
             rel = _connection().sql(sql)
-            reader = rel.to_arrow_reader(_BATCH_ROWS) if hasattr(rel, "to_arrow_reader") \
-                else rel.fetch_record_batch(_BATCH_ROWS)
+            rows = min(_BATCH_ROWS, max(_MIN_BATCH_ROWS, size // _BYTES_PER_EVENT // _BATCHES_PER_FILE))
+            reader = rel.to_arrow_reader(rows) if hasattr(rel, "to_arrow_reader") \
+                else rel.fetch_record_batch(rows)
             for b in reader:
                 while not stop.is_set():
                     try:
