@@ -373,7 +373,8 @@ class TimelineView:
             # single events carry their args (hover, details); aggregate bars (row -1) have none
             rows = lod["row"].to_numpy()
             args = np.full(len(lod), None, dtype=object)
-            args[rows >= 0] = self.events["args"].to_numpy(dtype=object)[rows[rows >= 0]]
+            # take the few rows drawn, not the whole column (millions of events on every pan/zoom)
+            args[rows >= 0] = self.events["args"].take(rows[rows >= 0]).to_numpy(dtype=object)
             lod = lod.assign(args=args)
         return lod.head(MAX_GLYPHS)   # the engine keeps to about max_glyphs; this makes it a hard cap
 
