@@ -67,3 +67,12 @@ def test_durations_read_in_a_human_unit():
     assert format_us(812) == "812 us"
     assert format_us(35_924_200) == "35.92 s"
     assert format_us(2807.82) == "2.808 ms"
+
+
+def test_new_format_steps_are_judged_by_their_own_stages():
+    # msprof-analyze's 8-rank cluster: Free (device idle) is 990.6 of 1754.6 ms in rank 0's step
+    f = _findings("npu/cluster_8rank", device="0")
+    free = f["step_trace.dominant.free"]
+    assert free["evidence"]["stage_ms"] == pytest.approx(990605.1042031233 / 1000, rel=1e-6)  # Free column, us
+    assert "device idles" in free["text"] and "AllReduce" not in free["text"]
+    assert not any(k.startswith("step_trace.dominant.tail") for k in f)

@@ -18,8 +18,23 @@ EMPTY_QUEUE_RATE = 0.3
 # MindInsight's CPU proposer: machine CPU use above 80 % may slow data processing.
 CPU_BUSY_PCT = 80.0
 
-STAGE_NAMES = {"iteration_interval_ms": "The step interval", "fp_and_bp_ms": "Forward and backward",
-               "tail_ms": "The step tail"}
+# Each stage a step trace can have: what it is called, and what to do when it dominates the step.
+STAGES = {
+    "iteration_interval_ms": ("The step interval", "the device waits for data: speed up data loading (more "
+                              "num_parallel_workers for slow map ops, a larger prefetch, sink mode)"),
+    "fp_and_bp_ms": ("Forward and backward", "look at the slowest operator types (mixed precision for "
+                     "MatMul/Conv, fused operators)"),
+    "fp_ms": ("Forward", "look at the slowest operator types (mixed precision, fused operators)"),
+    "tail_ms": ("The step tail", "gradient aggregation (AllReduce) and the parameter update: tune AllReduce "
+                "fusion / split points so communication overlaps backward"),
+    "preparing_ms": ("Preparing (host work before the first device task)", "the host is slow to launch "
+                     "the step: check data loading and graph dispatch"),
+    "computing_ms": ("Computing", "look at the slowest kernels and operator types"),
+    "communication_not_overlapped_ms": ("Communication not overlapped by computation", "tune communication "
+                                        "fusion and overlap, and check the slow links"),
+    "free_ms": ("Free time (the device idles)", "the device waits for the host, for data or for other ranks: "
+                "look at host-side dispatch, the data pipeline and synchronisation"),
+}
 KIND_NAMES = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "host CPU", "gpu": "GPU", "npu": "NPU"}
 
 
@@ -37,42 +52,37 @@ def suggestions(prof) -> list[dict]:
     from .summary import legacy_stage_view
     out: list[dict] = []
     steps = prof.step_trace
-    avg = None
     if steps is not None and not steps.empty and "total_ms" in steps:
         view = legacy_stage_view(steps)
         src = prof.step_trace_average
-        avg = legacy_stage_view(pd.DataFrame([src])).iloc[0] if src else view.mean(numeric_only=True)
-        out += _step_trace_findings(avg, view)
-    out += _operator_findings(prof, avg)
+        out += _step_trace_findings(pd.Series(src) if src else steps.mean(numeric_only=True),
+                                    prof.step_stages, view)
+    out += _operator_findings(prof)
     out += _minddata_findings(prof)
     return out
 
 
-def _step_trace_findings(avg, view: pd.DataFrame) -> list[dict]:
+def _step_trace_findings(avg: pd.Series, stages: list[str], view: pd.DataFrame) -> list[dict]:
+    """``avg``: the average step in the profile's own stage columns (ms); ``view``: the steps with the
+    three MindInsight stages (for the step-interval rule and the first-step check)."""
     out = []
-    total = float(avg["total_ms"])
-    interval = float(avg["iteration_interval_ms"])
+    total = float(avg.get("total_ms", 0.0))
+    interval = float(avg["iteration_interval_ms"]) if "iteration_interval_ms" in avg else 0.0
     if interval > STEP_INTERVAL_MS:
         out.append({"id": "step_trace.iteration_interval",
                     "text": (f"The average step interval is {interval:.4g} ms (over {STEP_INTERVAL_MS} ms): the "
                              "device waits for data between steps. Check the MindData queues and pipeline."),
                     "evidence": {"iteration_interval_ms": interval, "threshold_ms": STEP_INTERVAL_MS,
                                  "total_ms": total}})
-    if total > 0:
-        shares = {k: float(avg[k]) / total for k in ("iteration_interval_ms", "fp_and_bp_ms", "tail_ms")}
-        stage, share = max(shares.items(), key=lambda kv: kv[1])
+    known = [c for c in stages if c in STAGES and c in avg]
+    if total > 0 and known:
+        stage = max(known, key=lambda c: float(avg[c]))
+        share = float(avg[stage]) / total
         if share >= DOMINANT_SHARE:
-            advice = {
-                "iteration_interval_ms": "the step interval dominates: speed up data loading (more "
-                                         "num_parallel_workers for slow map ops, larger prefetch, sink mode)",
-                "fp_and_bp_ms": "forward and backward dominate: look at the slowest operator types (mixed "
-                                "precision for MatMul/Conv, fused operators)",
-                "tail_ms": "the step tail dominates: gradient aggregation (AllReduce) and the parameter update; "
-                           "tune AllReduce fusion / split points so communication overlaps backward",
-            }[stage]
+            name, advice = STAGES[stage]
             out.append({"id": f"step_trace.dominant.{stage[:-3]}",
-                        "text": f"{STAGE_NAMES[stage]} takes {share:.0%} of the average "
-                                f"step ({float(avg[stage]):.4g} of {total:.4g} ms): {advice}.",
+                        "text": f"{name} takes {share:.0%} of the average step ({float(avg[stage]):.4g} of "
+                                f"{total:.4g} ms): {advice}.",
                         "evidence": {"stage": stage, "share": share, "stage_ms": float(avg[stage]),
                                      "total_ms": total}})
     if len(view) >= 3:
@@ -85,7 +95,7 @@ def _step_trace_findings(avg, view: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _operator_findings(prof, avg) -> list[dict]:
+def _operator_findings(prof) -> list[dict]:
     types = prof.op_types
     if types is None or types.empty:
         return []
