@@ -1,6 +1,6 @@
 """Jupyter server extension behind the JupyterLab extension (labextension/).
 
-Two JSON endpoints, both under the server's base URL and both requiring the usual Jupyter auth:
+Three JSON endpoints, all under the server's base URL, each requiring the usual Jupyter auth:
 
 ``GET /nbprofiler/runs?path=<api path>``
     The profiler runs under a folder, found by `nbprofiler.io.discover.discover` (bounded in depth,
@@ -11,7 +11,13 @@ Two JSON endpoints, both under the server's base URL and both requiring the usua
     Writes a report notebook for the profiler output at ``path`` through the contents manager and
     answers ``{"path": <notebook api path>, "profile_path": <path written into the notebook>}``
     (status 201). The notebook goes next to the profiler output, never inside a profiler folder
-    (see `report_dir`), or into ``dir`` when given, which must not be profiler output itself.
+    (see `report_dir`), or into ``dir`` when given, which must not be inside profiler output (409,
+    with a message naming the profiler folder, shown to the user as is).
+
+``GET /nbprofiler/report-dir?path=<api path>``
+    Where the report for ``path`` goes when no ``dir`` is given: ``{"path": str, "dir": <api path>}``,
+    so the UI can offer it as the default of a folder choice. 409 when there is no such place (the
+    root itself is profiler output).
 
 "API paths" are what the file browser and the contents API use: relative to the server's root
 directory, "/"-separated. Paths that resolve outside the root (``..``, symlinks) are refused.
@@ -205,6 +211,28 @@ def _device_key(device: str):
     return (0, int(device)) if device.isdigit() else (1, device)
 
 
+def chosen_report_dir(root: Path, dir_api_path: str) -> Path:
+    """The folder the user chose for a report; `PathError` (409) if it is inside profiler output.
+
+    The message names the profiler folder, as the UI shows it to the user verbatim.
+    """
+    folder = resolve_api_path(root, dir_api_path)
+    if not folder.is_dir():
+        raise PathError(f"{dir_api_path!r} is not a folder")
+    inside = outermost_profiler_folder(root, folder)
+    if inside is None:
+        return folder
+    where = ("is profiler output" if inside == folder
+             else f"is inside the profiler output folder {to_api_path(root, inside)!r}")
+    raise PathError(f"{dir_api_path!r} {where}; nbprofiler never writes into profiler directories. "
+                    "Choose a folder outside it.", status=409)
+
+
+def suggested_report_dir(root: Path, api_path: str) -> str:
+    """API path of the folder `create_report` uses for ``api_path`` when no folder is chosen."""
+    return to_api_path(root, report_dir(root, resolve_api_path(root, api_path)))
+
+
 def create_report(root: Path, api_path: str, device: str | None = None, dir_api_path: str | None = None,
                   kernel_name: str = "python3", kernel_display_name: str = "Python 3") -> tuple[str, dict, str]:
     """(notebook api path, notebook JSON, profile path written into it) for a report on ``api_path``.
@@ -213,12 +241,7 @@ def create_report(root: Path, api_path: str, device: str | None = None, dir_api_
     """
     target = resolve_api_path(root, api_path)
     if dir_api_path:
-        folder = resolve_api_path(root, dir_api_path)
-        if not folder.is_dir():
-            raise PathError(f"{dir_api_path!r} is not a folder")
-        if outermost_profiler_folder(root, folder) is not None:
-            raise PathError(f"{dir_api_path!r} is profiler output; nbprofiler never writes into profiler "
-                            "directories", status=409)
+        folder = chosen_report_dir(root, dir_api_path)
     else:
         folder = report_dir(root, target)
     stem = (target.stem if target.is_file() else target.name) or "profile"
@@ -255,6 +278,16 @@ def _handlers():
             runs = await IOLoop.current().run_in_executor(None, list_runs, self.root, folder)
             self.finish(json.dumps({"path": to_api_path(self.root, folder), "runs": runs}))
 
+    class ReportDirHandler(_Base):
+        @web.authenticated
+        async def get(self):
+            api_path = self.get_query_argument("path", "")
+            try:
+                folder = await IOLoop.current().run_in_executor(None, suggested_report_dir, self.root, api_path)
+            except PathError as err:
+                raise web.HTTPError(err.status, str(err)) from None
+            self.finish(json.dumps({"path": api_path, "dir": folder}))
+
     class ReportHandler(_Base):
         @web.authenticated
         async def post(self):
@@ -283,7 +316,7 @@ def _handlers():
             self.set_status(201)
             self.finish(json.dumps({"path": nb_path, "profile_path": profile_path}))
 
-    return RunsHandler, ReportHandler
+    return RunsHandler, ReportDirHandler, ReportHandler
 
 
 def _jupyter_server_extension_points():
@@ -293,10 +326,11 @@ def _jupyter_server_extension_points():
 def _load_jupyter_server_extension(serverapp):
     from jupyter_server.utils import url_path_join
 
-    runs_handler, report_handler = _handlers()
+    runs_handler, report_dir_handler, report_handler = _handlers()
     base = serverapp.web_app.settings["base_url"]
     serverapp.web_app.add_handlers(".*$", [
         (url_path_join(base, "nbprofiler", "runs"), runs_handler),
+        (url_path_join(base, "nbprofiler", "report-dir"), report_dir_handler),
         (url_path_join(base, "nbprofiler", "report"), report_handler),
     ])
     serverapp.log.info("nbprofiler server extension loaded: %s", url_path_join(base, "nbprofiler"))

@@ -103,9 +103,18 @@ def test_report_in_a_chosen_folder_and_refusals(tree):
     (tree / "reports").mkdir()
     nb_path, _, rel = _lab.create_report(tree, "proj/minddata/md_fast", dir_api_path="reports")
     assert (nb_path, rel) == ("reports/md_fast-nbprofiler.ipynb", "../proj/minddata/md_fast")
-    with pytest.raises(_lab.PathError) as err:  # a chosen folder inside profiler output
+    with pytest.raises(_lab.PathError) as err:  # a chosen folder that is profiler output
         _lab.create_report(tree, "proj/minddata/md_fast", dir_api_path="proj/minddata/md_bottleneck_map")
     assert err.value.status == 409
+    assert str(err.value).startswith("'proj/minddata/md_bottleneck_map' is profiler output;")
+    session = f"proj/mindspore2/lenet_pynative/{MS2_SESSION}"
+    with pytest.raises(_lab.PathError) as err:  # deeper inside: the message names the run folder
+        _lab.create_report(tree, "proj/minddata/md_fast", dir_api_path=f"{session}/ASCEND_PROFILER_OUTPUT")
+    assert err.value.status == 409
+    assert f"is inside the profiler output folder '{session}'" in str(err.value)
+    with pytest.raises(_lab.PathError) as err:
+        _lab.create_report(tree, "proj/minddata/md_fast", dir_api_path="proj/minddata/md_fast/nope")
+    assert err.value.status == 404
     with pytest.raises(_lab.PathError) as err:
         _lab.create_report(tree, "../../etc")
     assert err.value.status == 403
@@ -117,6 +126,18 @@ def test_report_in_a_chosen_folder_and_refusals(tree):
     with pytest.raises(_lab.PathError) as err:
         _lab.create_report(run_root, "")
     assert err.value.status == 409 and "never writes into profiler directories" in str(err.value)
+
+
+def test_suggested_report_dir_is_where_create_report_writes(tree):
+    session = f"proj/mindspore2/lenet_pynative/{MS2_SESSION}"
+    for api_path, folder in [("proj/minddata/md_fast", "proj/minddata"), ("proj/minddata", "proj"),
+                             ("proj", ""), (f"{session}/ASCEND_PROFILER_OUTPUT/trace_view.json",
+                                            "proj/mindspore2/lenet_pynative")]:
+        assert _lab.suggested_report_dir(tree, api_path) == folder
+        assert _lab.create_report(tree, api_path)[0].rpartition("/")[0] == folder
+    with pytest.raises(_lab.PathError) as err:
+        _lab.suggested_report_dir((tree / "proj" / "minddata" / "md_fast").resolve(), "")
+    assert err.value.status == 409
 
 
 def test_report_names_never_overwrite(tree):
