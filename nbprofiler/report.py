@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 from bokeh.embed import file_html
@@ -24,6 +26,7 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, DataTable, Div, NumberFormatter, TableColumn, TabPanel, Tabs
 from bokeh.resources import INLINE
 
+from .io.discover import MINDDATA_ROLES, classify
 from .views import theme
 
 TIMELINE_BUDGET = 8_000  # bars in the report's timeline: ~2-3 MB of HTML, responsive in a browser
@@ -58,21 +61,29 @@ def report_layout(prof, title: str | None = None, compare_with=None):
             compare_with = load(compare_with)
         # a Cluster on either side: compare the ranks the report details (the smallest ids)
         comparison = compare(main, _primary(compare_with))
-    panels = [TabPanel(child=_section("step_trace", _step_trace(main)), title="Step trace"),
-              TabPanel(child=_section("operators", _operators(main)), title="Operators"),
-              TabPanel(child=_section("minddata", _minddata(main)), title="MindData"),
-              TabPanel(child=_section("timeline", _timeline(main)), title="Timeline")]
+    # Views without data are left out (not shown as empty tabs); the overview says which and why, so the
+    # reader lands on a tab with content and still learns what the profile lacks.
+    panels, missing = [], []
+    for section in SECTIONS:
+        content = section.build(main)
+        if content is None:
+            missing.append((section.title, missing_reason(main, section)))
+        else:
+            panels.append(TabPanel(child=_section(section.key, content), title=section.title))
     if _is_cluster(prof):
         panels.insert(0, TabPanel(child=_section("ranks", _ranks(prof)), title="Ranks"))
     if comparison is not None:
         panels.insert(0, TabPanel(child=_section("compare", _compare(comparison)), title="Compare"))
     header = Div(text=header_html(main, summary, title, prof if _is_cluster(prof) else None),
                  sizing_mode="stretch_width", name="report_header")
-    overview = Div(text=overview_html(summary, comparison), sizing_mode="stretch_width", name="report_overview")
+    overview = Div(text=overview_html(summary, comparison, missing), sizing_mode="stretch_width",
+                   name="report_overview")
     suggestions = Div(text=suggestions_html(summary.get("suggestions") or []), sizing_mode="stretch_width",
                       name="report_suggestions")
-    tabs = Tabs(tabs=panels, sizing_mode="stretch_width", name="report_tabs")
-    return column(header, overview, suggestions, tabs, sizing_mode="stretch_width", name="report")
+    parts = [header, overview, suggestions]
+    if panels:
+        parts.append(Tabs(tabs=panels, active=0, sizing_mode="stretch_width", name="report_tabs"))
+    return column(*parts, sizing_mode="stretch_width", name="report")
 
 
 # -- pieces of HTML (every data value escaped) --------------------------------------------------------
@@ -110,9 +121,10 @@ def header_html(prof, summary: dict, title: str | None, cluster=None) -> str:
             f"<table>{body}</table>{probs}</div>")
 
 
-def overview_html(summary: dict, comparison=None) -> str:
+def overview_html(summary: dict, comparison=None, missing: list[tuple[str, str]] | None = None) -> str:
     """The numbers a performance engineer reads first: step-trace averages, top operator types per
-    kind, MindData queues and bottleneck, timeline size; with a `Comparison`, its verdict first."""
+    kind, MindData queues and bottleneck, timeline size; with a `Comparison`, its verdict first;
+    last, ``missing``: (view title, reason) of the views left out of the tabs for lack of data."""
     parts = []
     if comparison is not None:
         items = "".join(f"<li>{_e(s)}</li>" for s in comparison.verdict)
@@ -155,6 +167,9 @@ def overview_html(summary: dict, comparison=None) -> str:
                      f"{_num((tl['end_us'] - tl['start_us']) / 1000, 3)} ms</p>")
     if not parts:
         parts.append("<p>No step trace, operator, MindData or timeline data was found.</p>")
+    if missing:
+        items = "".join(f"<li><b>{_e(title)}</b>: {_e(reason)}</li>" for title, reason in missing)
+        parts.append(f"<h3>Not in this report (no data)</h3><ul class='nbprofiler-missing'>{items}</ul>")
     return f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Overview</h2>{''.join(parts)}</div>"
 
 
@@ -166,27 +181,23 @@ def suggestions_html(suggestions: list[dict]) -> str:
     return f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Suggestions</h2><ul>{items}</ul></div>"
 
 
-def _note(text: str, name: str) -> Div:
-    return Div(text=f"<p style=\"{theme.MUTED_CSS}\">{_e(text)}</p>", name=name, sizing_mode="stretch_width")
-
-
 def _section(name: str, child):
     return column(child, sizing_mode="stretch_width", name=f"report_{name}")
 
 
-# -- sections: each calls a view module's pure factory ------------------------------------------------
+# -- sections: each calls a view module's pure factory, or returns None when the profile has no data -----
 def _step_trace(prof):
     from .views.step_trace import step_trace_figure
     st = prof.step_trace
     if st.empty or not prof.step_stages:
-        return _note("No step trace in this profile (no step_trace_raw / step_trace_time file).", "step_trace_none")
+        return None
     return step_trace_figure(st, prof.step_stages, prof.step_trace_average, reduce_df=prof.step_trace_reduce)
 
 
 def _operators(prof):
     from .views.operators import operators_layout
     if prof.op_types.empty and prof.ops.empty:
-        return _note("No operator statistics in this profile.", "operators_none")
+        return None
     return operators_layout(prof.op_types, prof.ops)
 
 
@@ -194,7 +205,7 @@ def _minddata(prof):
     from .views.minddata import _FRAMES, minddata_layout
     frames = {k: getattr(prof, k) for k in _FRAMES}
     if all(f is None or len(f) == 0 for f in frames.values()):
-        return _note("No MindData (dataset pipeline) files in this profile.", "minddata_none")
+        return None
     return minddata_layout(frames)
 
 
@@ -202,11 +213,55 @@ def _timeline(prof):
     from .views.timeline import timeline_figure
     tl = prof.timeline
     if tl.empty:
-        return _note("No timeline in this profile.", "timeline_none")
+        return None
     lod, note = timeline_lod(tl, TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
     return column(Div(text=f"<p>{_e(note)}</p>", name="timeline_lod_note", sizing_mode="stretch_width"),
                   timeline_figure(lod, prof.timeline_tracks, width=TIMELINE_WIDTH_PX),
                   sizing_mode="stretch_width")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One tab of the report: ``key`` (its panel child is named ``report_<key>``), ``title``, ``build``
+    (profile -> Bokeh layout, or None when the profile holds no data for it), ``roles`` (the discovery
+    roles of the files it is drawn from) and ``files`` (those files' names, for the reader)."""
+
+    key: str
+    title: str
+    build: Callable
+    roles: frozenset
+    files: str
+
+
+SECTIONS = (
+    Section("step_trace", "Step trace", _step_trace,
+            frozenset({"step_trace", "step_trace_time", "cluster_step_trace_time", "cann_step_trace"}),
+            "step_trace_raw_*_detail_time.csv, step_trace_time.csv or a CANN step_trace file; CPU-only "
+            "and PyNative runs write none"),
+    Section("operators", "Operators", _operators,
+            frozenset({"aicore_type", "aicore_detail", "aicpu", "cpu_op_type", "cpu_op_detail", "gpu_op_type",
+                       "gpu_op_detail", "kernel_details", "op_statistic"}),
+            "aicore/aicpu_intermediate_*, cpu/gpu_op_type_info_*, kernel_details.csv or op_statistic.csv"),
+    Section("minddata", "MindData", _minddata, frozenset(MINDDATA_ROLES),
+            "pipeline_profiling_*, minddata_pipeline_raw_*, device_queue/dataset_iterator profiling or "
+            "minddata_cpu_utilization_*"),
+    Section("timeline", "Timeline", _timeline,
+            frozenset({"trace_view", "timeline", "output_timeline_data", "cann_timeline", "cann_task_time",
+                       "cann_hccl"}),
+            "trace_view.json, *timeline_display_*.json, output_timeline_data_*.txt or CANN msprof timelines"),
+)
+
+
+def missing_reason(prof, section: Section) -> str:
+    """Why ``prof`` has no data for ``section``: its files failed to load (named), were found but
+    hold no records, or were not written at all (which files would have fed it)."""
+    failed = sorted({Path(p.file).name for p in prof.problems
+                     if p.kind == "error" and (classify(Path(p.file).name) or (None,))[0] in section.roles})
+    if failed:
+        return f"{', '.join(failed)} could not be read (see the problems listed above)"
+    if prof.has(*section.roles):
+        return "its files were found but hold no records"
+    return f"none of its files was found ({section.files})"
 
 
 def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple[pd.DataFrame, str]:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -84,8 +86,61 @@ def test_profile_to_html(tmp_path):
     prof = _load(nbprofiler.samples.path("md_bottleneck_map"))
     out = prof.to_html(tmp_path / "md.html")
     text = out.read_text()
-    assert "No step trace in this profile" in text
+    # the only view with data is MindData; the others are named in the overview with the reason
+    assert '"title":"MindData"' in text.replace(": ", ":") and '"title":"Step trace"' not in text.replace(": ", ":")
+    assert "Not in this report (no data)" in text
     assert "pipeline bottleneck" in text
+
+
+def _tab_titles(layout):
+    tabs = layout.select_one({"name": "report_tabs"})
+    return [t.title for t in tabs.tabs], tabs.active
+
+
+def _missing_items(layout) -> dict:
+    """{view title: reason} from the overview's list of views left out for lack of data."""
+    overview = layout.select_one({"name": "report_overview"}).text
+    block = re.search(r"<ul class='nbprofiler-missing'>(.*?)</ul>", overview)
+    return dict(re.findall(r"<li><b>(.*?)</b>: (.*?)</li>", block.group(1))) if block else {}
+
+
+def test_report_opens_on_a_tab_with_data_and_names_the_views_left_out():
+    """A CPU-only PyNative run has no step trace: the report starts on Operators (tab order kept) and
+    the overview says the step trace is missing and which files would have held it."""
+    from nbprofiler.report import report_layout
+    layout = report_layout(_load(nbprofiler.samples.path("lenet_pynative")))
+    assert _tab_titles(layout) == (["Operators", "MindData", "Timeline"], 0)
+    missing = _missing_items(layout)
+    assert list(missing) == ["Step trace"]
+    assert "none of its files was found" in missing["Step trace"]
+    assert "step_trace_raw_*_detail_time.csv" in missing["Step trace"]
+    # a run with every view keeps all four tabs in order and lists nothing as missing
+    full = report_layout(_load(DATA / "legacy" / "run_1_widedeep"))
+    assert _tab_titles(full) == (["Step trace", "Operators", "MindData", "Timeline"], 0)
+    assert _missing_items(full) == {}
+
+
+def test_cluster_report_leaves_out_views_its_files_do_not_have():
+    from nbprofiler.report import report_layout
+    layout = report_layout(_load(DATA / "legacy" / "cluster_4rank_pipeline"))
+    assert _tab_titles(layout) == (["Ranks", "Step trace"], 0)
+    assert list(_missing_items(layout)) == ["Operators", "MindData", "Timeline"]
+
+
+def test_missing_view_reason_names_the_file_that_failed(tmp_path):
+    """A step-trace file that cannot be read: the reason names it instead of saying none was found."""
+    from nbprofiler.report import report_layout
+    run = tmp_path / "run_2_lenet"
+    shutil.copytree(DATA / "legacy" / "run_2_lenet", run)
+    (run / "step_trace_raw_1_detail_time.csv").write_text("step_num,start_point\n1,abc\n")
+    prof = _load(run)
+    layout = report_layout(prof)
+    assert [Path(p.file).name for p in prof.problems] == ["step_trace_raw_1_detail_time.csv"]
+    assert _tab_titles(layout) == (["Operators", "MindData", "Timeline"], 0)
+    assert _missing_items(layout) == {
+        "Step trace": "step_trace_raw_1_detail_time.csv could not be read (see the problems listed above)"}
+    # the undamaged original has the tab
+    assert _tab_titles(report_layout(_load(DATA / "legacy" / "run_2_lenet")))[0][0] == "Step trace"
 
 
 @pytest.mark.parametrize("layout", ["legacy", "mindspore2"])
@@ -136,7 +191,8 @@ def test_report_compare_with_profile_object(tmp_path):
     from nbprofiler.report import report_layout
     layout = report_layout(a, compare_with=b)
     tabs = layout.select_one({"name": "report_tabs"})
-    assert [t.title for t in tabs.tabs] == ["Compare", "Step trace", "Operators", "MindData", "Timeline"]
+    # md_bottleneck_map has MindData files only: the other views are left out of the tabs
+    assert [t.title for t in tabs.tabs] == ["Compare", "MindData"] and tabs.active == 0
     verdict = layout.select_one({"name": "compare_verdict"}).text
     assert "MapOp_1 no longer the bottleneck" in verdict
     md = layout.select_one({"name": "report_compare_minddata_src"}).data
