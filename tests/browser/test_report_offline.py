@@ -1,18 +1,24 @@
-"""Generated HTML reports open in headless Chromium with every network request blocked: each tab renders
-(its canvases appear), the search box filters the operator table, nothing is fetched, no page errors."""
+"""Generated HTML reports open in headless Chromium with every network request blocked. Each report
+opens on its first tab (a tab with data); clicking every tab changes the BokehJS Tabs model's ``active``
+index, shows that tab's own section and figures (BokehJS views of named models become visible, every
+other section's views are hidden), its data sources hold MindInsight's numbers, and its screenshot
+differs from every other tab's. The search box filters the operator table; nothing is fetched; no page
+errors."""
 from __future__ import annotations
 
 import json
 import warnings
 
 import pytest
+from PIL import Image
 
-from helpers import REPO, bokeh_data, count_canvases, open_offline, save_screenshot
+from helpers import REPO, bokeh_data, open_offline, pixel_diff, save_screenshot
 
 import nbprofiler
 from nbprofiler.report import write_html_report
 
 DATA = REPO.parent / "shared" / "data"
+EXPECTED = DATA / "expected"
 CASES = {  # report name -> profile path
     "widedeep": DATA / "legacy" / "run_1_widedeep",
     "lenet_pynative": REPO / "nbprofiler" / "samples" / "lenet_pynative",
@@ -20,24 +26,136 @@ CASES = {  # report name -> profile path
     "compare_md": DATA / "minddata" / "md_bottleneck_map",
 }
 COMPARE_WITH = {"compare_md": DATA / "minddata" / "md_fast"}
-TABS = {"widedeep": ["Step trace", "Operators", "MindData", "Timeline"],
-        "lenet_pynative": ["Step trace", "Operators", "MindData", "Timeline"],
-        "cluster4": ["Ranks", "Step trace", "Operators", "MindData", "Timeline"],
-        # MindData-only runs: no step trace or timeline (those tabs hold a note, no canvas)
-        "compare_md": ["Compare", "MindData"]}
-_VISIBLE_CANVASES_JS = """() => { let n = 0; const walk = r => r.querySelectorAll('*').forEach(e => {
-    if (e.tagName === 'CANVAS') { const b = e.getBoundingClientRect(); if (b.width > 0 && b.height > 0) n++; }
-    if (e.shadowRoot) walk(e.shadowRoot); }); walk(document); return n; }"""
+# report name -> its tabs in order: (title, section key, named models that tab draws). Views without data
+# are left out (lenet_pynative has no step trace; the cluster files hold step traces only).
+TABS = {
+    "widedeep": [("Step trace", "step_trace", ["step_trace_detail", "step_trace_bars", "step_trace_trend"]),
+                 ("Operators", "operators", ["op_pie_ai_core", "op_table_ai_core"]),
+                 ("MindData", "minddata", ["minddata_graph", "minddata_usage_chart"]),
+                 ("Timeline", "timeline", ["timeline_fig", "timeline_lod_note"])],
+    "lenet_pynative": [("Operators", "operators", ["op_pie_cpu", "op_table_cpu"]),
+                       ("MindData", "minddata", ["minddata_graph", "host_queue_fig", "cpu_fig"]),
+                       ("Timeline", "timeline", ["timeline_fig", "timeline_lod_note"])],
+    "cluster4": [("Ranks", "ranks", ["report_ranks_table"]),
+                 ("Step trace", "step_trace", ["step_trace_detail", "step_trace_bars"])],
+    "compare_md": [("Compare", "compare", ["compare_steps", "compare_verdict", "report_compare_minddata"]),
+                   ("MindData", "minddata", ["minddata_graph", "minddata_usage_chart"])],
+}
 SIZES = REPO / "test-output" / "report_sizes.json"
+# Canvases on screen (ipywidgets hides inactive tabs with display:none; Bokeh Tabs with visibility:hidden).
+_VISIBLE_CANVASES_JS = """() => { let n = 0; const walk = r => r.querySelectorAll('*').forEach(e => {
+    if (e.tagName === 'CANVAS') { const b = e.getBoundingClientRect();
+      if (b.width > 0 && b.height > 0 && e.checkVisibility({visibilityProperty: true})) n++; }
+    if (e.shadowRoot) walk(e.shadowRoot); }); walk(document); return n; }"""
+
+# For each named model: is its BokehJS view on screen? (visibility:hidden counts as hidden: Bokeh keeps
+# inactive tab panels laid out but hidden, so bounding boxes alone cannot tell the tabs apart.)
+_VIEWS_SHOWN_JS = """(names) => { const d = Bokeh.documents[0]; const out = {};
+  for (const name of names) { const m = d.get_model_by_name(name); const v = m && Bokeh.index.find_one(m);
+    if (!v || !v.el) { out[name] = null; continue; }
+    const b = v.el.getBoundingClientRect();
+    out[name] = v.el.checkVisibility({visibilityProperty: true}) && b.width > 0 && b.height > 0; }
+  return out; }"""
+_ACTIVE_JS = "() => Bokeh.documents[0].get_model_by_name('report_tabs').active"
+_TITLES_JS = "() => Bokeh.documents[0].get_model_by_name('report_tabs').tabs.map(t => t.title)"
+# Scroll so the tab bar is at the top of the viewport: every tab's screenshot has the same size and frame.
+_SCROLL_TO_TABS_JS = """() => { const m = Bokeh.documents[0].get_model_by_name('report_tabs');
+  Bokeh.index.find_one(m).el.scrollIntoView({block: 'start'}); }"""
+
+
+def _mi(name: str) -> dict:
+    return json.loads((EXPECTED / f"{name}.json").read_text())
+
+
+def _col(page, source: str, column: str) -> list:
+    """The column of the one BokehJS source named ``source`` in the report's document."""
+    cols = bokeh_data(page, source, column)
+    assert len(cols) == 1, (source, column, cols)
+    return cols[0]
+
+
+def _queue_usage(page) -> dict:
+    return dict(zip(_col(page, "minddata_usage_src", "queue"), _col(page, "minddata_usage_src", "usage_pct")))
+
+
+def _check_widedeep(page, title, prof):
+    mi = _mi("legacy__run_1_widedeep__device1")
+    if title == "Step trace":
+        st = mi["step_trace"]["per_step_ms"]
+        fp_bp = _col(page, "step_trace_steps_src", "fp_and_bp_ms")
+        assert len(fp_bp) == st["fp_and_bp"]["len"] == 322
+        assert fp_bp[:8] == pytest.approx(st["fp_and_bp"]["head"], abs=1e-4)
+        assert _col(page, "step_trace_steps_src", "total_ms")[-8:] == pytest.approx(st["total"]["tail"], abs=1e-4)
+    elif title == "Operators":
+        assert _col(page, "op_types_src_ai_core", "op_type")[:5] == mi["operators"]["aicore_type"]["pie_top5"]
+        assert len(_col(page, "op_table_src_ai_core", "op_name")) == mi["operators"]["aicore_detail"]["size"]
+    elif title == "MindData":
+        assert _queue_usage(page) == pytest.approx(
+            {q["queue"]: q["usage_pct"] for q in mi["minddata_pipeline"]["queue_chart"]}, abs=1e-3)
+    elif title == "Timeline":
+        assert sum(_col(page, "timeline_src", "count")) == len(prof.timeline) == 6_359
+
+
+def _check_lenet_pynative(page, title, prof):
+    mi = _mi("mindspore2__lenet_pynative__device0")
+    if title == "Operators":
+        rows = mi["operators"]["cpu_op_type"]["rows"]  # op_type, occurrences, frequency, total us, avg, %
+        drawn = dict(zip(_col(page, "op_types_src_cpu", "op_type"), _col(page, "op_types_src_cpu", "total_time_us")))
+        assert drawn == pytest.approx({r[0]: r[3] for r in rows}, rel=1e-6)
+        assert len(_col(page, "op_table_src_cpu", "op_name")) == mi["operators"]["cpu_op_info"]["size"] == 29
+    elif title == "MindData":
+        assert _queue_usage(page) == pytest.approx(
+            {q["queue"]: q["usage_pct"] for q in mi["minddata_pipeline"]["queue_chart"]}, abs=1e-3)
+        sizes = _col(page, "host_queue_src", "size")
+        queue = mi["queues"]["device_queue"]["info"]["queue"]
+        assert len(sizes) == queue["len"] and sizes[:8] == queue["head"] and sum(sizes) == queue["sum"]
+    elif title == "Timeline":
+        assert sum(_col(page, "timeline_src", "count")) == len(prof.timeline) == 13_801
+
+
+def _check_cluster4(page, title, prof):
+    if title == "Ranks":
+        ranks = _col(page, "report_ranks_table_src", "rank")
+        total = dict(zip(map(str, ranks), _col(page, "report_ranks_table_src", "total_ms")))
+        assert sorted(total) == ["0", "1", "2", "3"]
+        for rank in ("0", "3"):
+            mi = _mi(f"legacy__cluster_4rank_pipeline__device{rank}")["step_trace"]["summary"]
+            assert total[rank] == pytest.approx(mi["total_time"], abs=1e-4), rank
+    elif title == "Step trace":  # the report details rank 0
+        mi = _mi("legacy__cluster_4rank_pipeline__device0")["step_trace"]["per_step_ms"]
+        assert _col(page, "step_trace_steps_src", "total_ms") == pytest.approx(mi["total"], abs=1e-4)
+
+
+def _check_compare_md(page, title, prof):
+    if title == "Compare":
+        assert _col(page, "compare_steps_src", "run") == ["a", "b"]
+        change = dict(zip(_col(page, "report_compare_minddata_src", "op_id"),
+                          _col(page, "report_compare_minddata_src", "change")))
+        assert change[1] == "resolved"  # md_bottleneck_map's slow MapOp is gone in md_fast
+    elif title == "MindData":
+        mi = _mi("minddata__md_bottleneck_map__device0")
+        assert _queue_usage(page) == pytest.approx(
+            {q["queue"]: q["usage_pct"] for q in mi["minddata_pipeline"]["queue_chart"]}, abs=1e-3)
+
+
+CHECKS = {"widedeep": _check_widedeep, "lenet_pynative": _check_lenet_pynative, "cluster4": _check_cluster4,
+          "compare_md": _check_compare_md}
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
+def profiles():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {name: nbprofiler.load(p) for name, p in CASES.items()}
+
+
+@pytest.fixture(scope="module")
+def reports(profiles, tmp_path_factory):
     out = tmp_path_factory.mktemp("reports")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {name: write_html_report(nbprofiler.load(p), out / f"{name}.html", compare_with=COMPARE_WITH.get(name))
-                for name, p in CASES.items()}
+        return {name: write_html_report(prof, out / f"{name}.html", compare_with=COMPARE_WITH.get(name))
+                for name, prof in profiles.items()}
 
 
 @pytest.fixture
@@ -55,27 +173,60 @@ def _tab(page, title):
     return page.locator(".bk-tab", has_text=title).first
 
 
+def _ink(path, top_px: int = 40) -> float:
+    """Fraction of non-white pixels below the tab bar (the first ``top_px`` rows) of a screenshot."""
+    img = Image.open(path).convert("L")
+    body = img.crop((0, top_px, img.width, img.height))
+    return 1 - body.point(lambda v: 255 if v > 245 else 0).histogram()[255] / (body.width * body.height)
+
+
+def _shown_sections(page, name):
+    """{section key: its view is on screen} for every tab of report ``name``."""
+    shown = page.evaluate(_VIEWS_SHOWN_JS, [f"report_{key}" for _, key, _ in TABS[name]])
+    return {k[len("report_"):]: v for k, v in shown.items()}
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_report_renders_offline(reports, offline_page, name):
+def test_every_tab_renders_its_own_content_offline(reports, profiles, offline_page, name):
     page = offline_page
     path = reports[name]
     blocked = open_offline(page, path)
     assert blocked == [], f"the report tried to fetch {blocked}"
     assert page.evaluate("() => window.Bokeh && Bokeh.version") == "3.9.2"
-    record = {"bytes": path.stat().st_size, "canvases": {}, "visible_canvases": {}}
-    for title in TABS[name]:
-        _tab(page, title).click()
-        page.wait_for_timeout(700)  # layout + paint of the newly shown panel
-        record["canvases"][title] = count_canvases(page)
-        record["visible_canvases"][title] = page.evaluate(_VISIBLE_CANVASES_JS)
-        save_screenshot(page, f"report_{name}_{title.replace(' ', '_')}", full_page=True)
-    # hidden tab panels are display:none, so visible canvases belong to the tab just opened
-    plots = {t: n for t, n in record["visible_canvases"].items() if t != "Ranks"}
-    assert all(n >= 1 for n in plots.values()), record
+    tabs = TABS[name]
+    assert page.evaluate(_TITLES_JS) == [t for t, _, _ in tabs]
+    # the report opens on its first tab, which has data: its figures are on screen before any click
+    assert page.evaluate(_ACTIVE_JS) == 0
+    shots = {}
+    for i, (title, key, models) in enumerate(tabs):
+        if i:
+            _tab(page, title).click()
+            page.wait_for_function(f"() => ({_ACTIVE_JS})() === {i}")
+        page.wait_for_function(f"(names) => Object.values(({_VIEWS_SHOWN_JS})(names)).every(v => v === true)",
+                               arg=[f"report_{key}", *models])
+        shown = _shown_sections(page, name)
+        assert shown == {k: k == key for _, k, _ in tabs}, (title, shown)
+        CHECKS[name](page, title, profiles[name])
+        page.evaluate(_SCROLL_TO_TABS_JS)
+        page.wait_for_timeout(300)  # paint after the scroll
+        shots[title] = save_screenshot(page, f"report_{name}_{title.replace(' ', '_')}")
+        assert _ink(shots[title]) > 0.01, f"{title}: the tab's panel looks blank"
+    # each tab looks different from every other; the same tab, shown again, looks the same
+    titles = list(shots)
+    diffs = {(a, b): pixel_diff(shots[a], shots[b]) for i, a in enumerate(titles) for b in titles[i + 1:]}
+    assert all(d > 0.01 for d in diffs.values()), diffs
+    _tab(page, titles[0]).click()
+    page.wait_for_function(f"() => ({_ACTIVE_JS})() === 0")
+    page.evaluate(_SCROLL_TO_TABS_JS)
+    page.mouse.move(0, 999)  # no hover highlight on the tab bar
+    page.wait_for_timeout(300)
+    again = save_screenshot(page, f"report_{name}_{titles[0].replace(' ', '_')}_again")
+    assert pixel_diff(shots[titles[0]], again) < 0.005
     assert not page.page_errors, page.page_errors
     SIZES.parent.mkdir(parents=True, exist_ok=True)
     sizes = json.loads(SIZES.read_text()) if SIZES.exists() else {}
-    sizes[name] = record
+    sizes[name] = {"bytes": path.stat().st_size, "tabs": titles,
+                   "pixel_diff_between_tabs": {f"{a} / {b}": round(d, 4) for (a, b), d in diffs.items()}}
     SIZES.write_text(json.dumps(sizes, indent=1))
 
 
@@ -84,9 +235,10 @@ def test_compare_report_shows_verdict_offline(reports, offline_page):
     assert open_offline(page, reports["compare_md"]) == []
     # the overview's verdict is rendered as text (escaped markup shown as HTML, not as source)
     page.get_by_text("MapOp_1 no longer the bottleneck").first.wait_for()
-    _tab(page, "Compare").click()
-    page.wait_for_timeout(700)
-    assert page.evaluate(_VISIBLE_CANVASES_JS) >= 2  # step bars + op-type deltas
+    # Compare is the first tab: its step bars and op-type deltas are on screen without a click
+    assert page.evaluate(_ACTIVE_JS) == 0
+    page.wait_for_function(f"(names) => Object.values(({_VIEWS_SHOWN_JS})(names)).every(v => v === true)",
+                           arg=["compare_steps", "compare_op_types"])
     assert bokeh_data(page, "compare_steps_src", "run") == [["a", "b"]]
     save_screenshot(page, "report_compare_md_verdict", full_page=True)
     assert not page.page_errors, page.page_errors
