@@ -291,10 +291,18 @@ def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple
 
 
 def _compare(cmp):
-    """The comparison's charts and verdict, then its MindData and queue frames as tables (runs with only
-    dataset-pipeline data have no step or operator bars to show)."""
-    from .views.compare import compare_layout
-    parts = [compare_layout(cmp)]
+    """The comparison's verdict and the charts that have data (step bars when either run has steps,
+    op-type deltas when either has operators), then its MindData and queue frames as tables. Runs with
+    only dataset-pipeline data get no empty chart frames."""
+    from .views.compare import compare_layout, op_type_delta_figure, step_compare_figure, verdict_div
+    has_steps = bool(cmp.steps[["a_ms", "b_ms"]].notna().to_numpy().any())
+    has_ops = len(cmp.op_types) > 0
+    if has_steps and has_ops:
+        parts = [compare_layout(cmp)]
+    else:
+        charts = ([step_compare_figure(cmp.steps, ("a", "b"))] if has_steps else []) + (
+            [op_type_delta_figure(cmp.op_types)] if has_ops else [])
+        parts = [verdict_div(cmp.verdict, ("a: " + cmp.a_label, "b: " + cmp.b_label)), *charts]
     for name, df in (("minddata", cmp.minddata), ("queues", cmp.queues)):
         if len(df):
             parts.append(_table(df, f"report_compare_{name}"))

@@ -178,7 +178,9 @@ def test_report_compare_tab_and_verdict(tmp_path):
                  str(DATA / "minddata" / "md_fast"), "-o", str(out)]) == 0
     text = out.read_text()
     assert '"title":"Compare"' in text.replace(": ", ":")
-    assert "compare_verdict" in text and "compare_op_types" in text and "compare_steps" in text
+    # MindData-only runs: verdict and tables, no empty step / op-type chart frames
+    assert "compare_verdict" in text and "report_compare_minddata" in text
+    assert "compare_op_types" not in text and "compare_steps" not in text
     # file_html stores the document as HTML-escaped JSON: unescape once to see the Div's markup
     overview = re.search(r"Compared with md_fast \(device 0\).*?</ul>", html.unescape(text))
     assert overview, "the overview shows the verdict"
@@ -202,3 +204,18 @@ def test_report_compare_with_profile_object(tmp_path):
     assert list(q["queue"]) == ["host"]
     assert q["a_empty"][0] == q["a_steps"][0] == 62  # empty at every step: "100%"
     assert (q["b_empty"][0], q["b_steps"][0], q["b_empty_rate"][0]) == (1, 200, 0.005)  # md_fast: 1 of 200
+
+
+def test_report_compare_draws_step_and_op_charts_when_runs_have_them():
+    from nbprofiler.report import report_layout
+    a, b = _load(DATA / "legacy" / "run_1_widedeep"), _load(DATA / "legacy" / "run_2_lenet")
+    layout = report_layout(a, compare_with=b)
+    steps = layout.select_one({"name": "compare_steps_src"}).data
+    assert list(steps["run"]) == ["a", "b"]
+    # the stacked stages of each bar add up to MindInsight's average step of that run
+    stacked = [sum(steps[c][i] for c in ("iteration_interval_ms", "fp_and_bp_ms", "tail_ms")) for i in (0, 1)]
+    mi_a = expected("legacy__run_1_widedeep__device1")["step_trace"]["summary"]["total_time"]
+    # run_2_lenet has one step (MindInsight's average row for it is all zeros): that step's total
+    (mi_b,) = expected("legacy__run_2_lenet__device1")["step_trace"]["per_step_ms"]["total"]
+    assert stacked == pytest.approx([mi_a, mi_b], abs=2e-4)
+    assert len(layout.select_one({"name": "compare_op_types_src"}).data["op_type"]) > 0
