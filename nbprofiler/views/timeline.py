@@ -205,7 +205,7 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
     fig = figure(name="timeline_fig", title="Timeline", x_range=x_range, y_range=Range1d(n - 0.5, -0.5),
                  sizing_mode="stretch_width", min_width=MIN_WIDTH_PX, max_width=max(width, MIN_WIDTH_PX),
                  height=60 + ROW_HEIGHT_PX * n, tools="xpan,xwheel_zoom,reset,save",
-                 active_scroll="xwheel_zoom", active_drag="xpan", x_axis_label=theme.axis_label("Time", "us"),
+                 active_scroll="xwheel_zoom", active_drag="xpan", x_axis_label="Time from the start of the trace",
                  output_backend="webgl")
     src = ColumnDataSource(data, name="timeline_src")
     bars = fig.hbar(y="y", left="left", right="right", height=0.75, source=src, fill_color="color",
@@ -229,7 +229,7 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
     fig.yaxis.ticker = FixedTicker(ticks=list(range(len(tracks))))
     fig.yaxis.major_label_overrides = {int(r): str(lbl) for r, lbl in zip(tracks["row"], tracks["label"])}
     fig.ygrid.visible = False
-    fig.xaxis.formatter.use_scientific = False
+    theme.time_us_axis(fig.xaxis)
     details = Div(text="Click an event to see its details.", render_as_text=True, name="timeline_details",
                   sizing_mode="stretch_width", styles={"white-space": "pre-wrap", "font-family": theme.MONO_FONT,
                                        "font-size": "12px", "color": "var(--jp-ui-font-color1, #333)"})
@@ -253,7 +253,7 @@ def minimap_figure(density_df: pd.DataFrame, x_range: Range1d, width: int = MAX_
     fig.add_tools(tool)
     fig.yaxis.visible = False
     fig.ygrid.visible = False
-    fig.xaxis.formatter.use_scientific = False
+    theme.time_us_axis(fig.xaxis)
     return theme.style(fig)
 
 
