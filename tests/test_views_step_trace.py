@@ -155,3 +155,19 @@ def test_cluster_new_format_stages():
     assert "computing_ms" in df.attrs["stages"]
     view = st.StepTraceView(cluster)
     assert view._rank_model is not None
+
+
+def test_reduce_captions_never_run_into_the_next_event_on_their_row():
+    # rank 0 of the pipeline cluster: 97 reduce events, many in tight runs of 8 on one stream
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = nbprofiler.load(DATA / "legacy/cluster_4rank_pipeline")["0"]
+    seg = st.step_segments(p.step_trace, p.step_stages, p.step_trace_average, p.step_trace_reduce, step=0)
+    events = seg[~seg["row"].isin([st.TOTAL_ROW, st.STAGES_ROW])].sort_values(["row", "start_ms"])
+    span = seg["end_ms"].max()
+    width = events["text"].str.len() * st.CAPTION_PX_PER_CHAR / st.NOMINAL_PLOT_PX * span
+    next_start = events.groupby("row")["start_ms"].shift(-1)
+    captioned = events["text"] != ""
+    assert not (captioned & (next_start < events["end_ms"] + width)).any()
+    # every stream keeps the caption of its last event
+    assert set(events.loc[captioned, "row"]) == set(events["row"])

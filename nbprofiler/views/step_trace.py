@@ -28,6 +28,9 @@ from . import theme
 AVERAGE = 0
 TOTAL_ROW = "Total"
 STAGES_ROW = "Stages"
+# Caption width estimate for reduce events: ~6 px per character at 10 px, on a ~1000 px wide plot.
+CAPTION_PX_PER_CHAR = 6.0
+NOMINAL_PLOT_PX = 1000.0
 SEGMENT_COLUMNS = ["sel", "row", "stage", "label", "start_ms", "end_ms", "dur_ms", "percent", "color",
                    "text", "text_x", "text_color"]
 
@@ -140,6 +143,15 @@ def step_segments(steps: pd.DataFrame, stages: list[str], average: dict | None =
     out["text"] = out["label"] + ": " + out["dur_ms"].map("{:,.4f} ms".format)
     # A caption inside a sliver would overprint its neighbour's; hover still gives the numbers.
     out.loc[inside & (out["row"] == STAGES_ROW) & (out["percent"] < 12), "text"] = ""
+    # A reduce caption that would run into the next event on its row is dropped too (busy streams would
+    # smear dozens of captions into one another). Its width is estimated for a nominal plot width; the
+    # last event of a crowded run keeps its caption.
+    span = out.groupby("sel")["end_ms"].transform("max").where(lambda v: v > 0)
+    caption_ms = out["text"].str.len() * CAPTION_PX_PER_CHAR / NOMINAL_PLOT_PX * span
+    events = out[~inside].sort_values(["sel", "row", "start_ms"])
+    next_start = events.groupby(["sel", "row"])["start_ms"].shift(-1)
+    crowded = next_start < events["end_ms"] + caption_ms.loc[events.index]
+    out.loc[crowded[crowded].index, "text"] = ""
     out["text_x"] = np.where(inside, out["start_ms"], out["end_ms"])
     out["text_color"] = np.where(inside, "#ffffff", theme.TEXT)
     return out
