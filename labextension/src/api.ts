@@ -75,10 +75,19 @@ export function listRuns(path: string): Promise<IRunList> {
 }
 
 /**
+ * The folder a report for `path` goes into when no `dir` is chosen (API path, '' for the root).
+ *
+ * Rejects (409) when there is no such place: the Jupyter root itself is profiler output.
+ */
+export async function suggestedReportDir(path: string): Promise<string> {
+  return (await request<{ path: string; dir: string }>('report-dir', { method: 'GET' }, { path })).dir;
+}
+
+/**
  * Create a report notebook for profiler output at `path`.
  *
  * The server places it next to the profiler folder (never inside one) unless
- * `dir` is given, and refuses a `dir` that is itself profiler output.
+ * `dir` is given, and refuses (409, with a message for the user) a `dir` inside profiler output.
  */
 export function createReport(options: {
   path: string;

@@ -1,12 +1,15 @@
 /**
  * nbprofiler JupyterLab extension.
  *
- * - File browser context menu on folders and JSON files: "Open in nbprofiler".
- * - Launcher card and palette: "New profiler report" (path dialog), "Open profiler report..." (file dialog).
+ * - File browser context menu on folders and JSON files: "Open in nbprofiler" (report next to the
+ *   profiler output) and "Open in nbprofiler in…" (the user picks the report's folder).
+ * - Launcher card and palette: "New profiler report" (path and "Save report in" dialog),
+ *   "Open profiler report..." (file dialog).
  * - Left sidebar: profiler runs under the file browser's current folder (server-side discovery).
  *
- * A report is a notebook written by the server extension next to the profiler folder (never inside
- * it); this side opens it and runs all cells.
+ * A report is a notebook written by the server extension next to the profiler folder or in a folder
+ * the user chose, never inside profiler output (the server refuses such a folder with a 409 whose
+ * message is shown as is); this side opens it and runs all cells.
  */
 import {
   ILayoutRestorer,
@@ -25,14 +28,18 @@ import {
   IDefaultFileBrowser,
   IFileBrowserFactory
 } from '@jupyterlab/filebrowser';
+import { PathExt } from '@jupyterlab/coreutils';
 import { ILauncher } from '@jupyterlab/launcher';
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
-import { createReport, IRun } from './api';
+import { ServerConnection } from '@jupyterlab/services';
+import { createReport, IRun, suggestedReportDir } from './api';
 import { profilerIcon } from './icon';
-import { PathBody, RunsPanel } from './sidebar';
+import { IReportChoice, ReportBody } from './reportdialog';
+import { RunsPanel } from './sidebar';
 
 export namespace CommandIDs {
   export const openInNbprofiler = 'nbprofiler:open-in-nbprofiler';
+  export const openInNbprofilerIn = 'nbprofiler:open-in-nbprofiler-in';
   export const newReport = 'nbprofiler:new-report';
   export const openReport = 'nbprofiler:open-report';
   export const openRun = 'nbprofiler:open-run';
@@ -40,6 +47,11 @@ export namespace CommandIDs {
 }
 
 const PALETTE_CATEGORY = 'nbprofiler';
+
+/** The server refused the chosen folder because it is inside profiler output. */
+function isRefusedFolder(reason: unknown): boolean {
+  return reason instanceof ServerConnection.ResponseError && reason.response.status === 409;
+}
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'nbprofiler:plugin',
@@ -68,9 +80,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
       try {
         reportPath = (await createReport({ path, device, dir })).path;
       } catch (reason) {
-        await showErrorMessage('nbprofiler: cannot create the report', reason as Error);
+        await showErrorMessage(
+          isRefusedFolder(reason)
+            ? 'nbprofiler: choose another folder for the report'
+            : 'nbprofiler: cannot create the report',
+          reason as Error
+        );
         return null;
       }
+      return runReport(reportPath);
+    }
+
+    /** Open a report notebook written by the server and run all its cells. */
+    async function runReport(reportPath: string): Promise<NotebookPanel | null> {
       const widget = await commands.execute('docmanager:open', {
         path: reportPath,
         factory: 'Notebook'
@@ -108,6 +130,64 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    /**
+     * Ask for the report's folder (starting at the server's suggestion), then create and run it.
+     * A folder inside profiler output is refused by the server: say why and offer another pick.
+     */
+    async function openReportIn(path: string, device?: string): Promise<NotebookPanel | null> {
+      let start: string;
+      try {
+        start = await suggestedReportDir(path);
+      } catch {
+        start = PathExt.dirname(path); // e.g. the root is profiler output: the user must pick
+      }
+      for (;;) {
+        const picked = await FileDialog.getExistingDirectory({
+          manager: docManager,
+          title: 'Save the nbprofiler report in',
+          label: `Folder for the report notebook of /${path} (not inside profiler output):`,
+          defaultPath: start
+        });
+        if (!picked.button.accept || !picked.value || picked.value.length === 0) {
+          return null;
+        }
+        const dir = picked.value[0].path;
+        let reportPath: string;
+        try {
+          reportPath = (await createReport({ path, device, dir })).path;
+        } catch (reason) {
+          if (!isRefusedFolder(reason)) {
+            await showErrorMessage('nbprofiler: cannot create the report', reason as Error);
+            return null;
+          }
+          const again = await showDialog({
+            title: 'nbprofiler: choose another folder for the report',
+            body: (reason as Error).message,
+            buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Choose another folder' })]
+          });
+          if (!again.button.accept) {
+            return null;
+          }
+          continue;
+        }
+        return runReport(reportPath);
+      }
+    }
+
+    commands.addCommand(CommandIDs.openInNbprofilerIn, {
+      label: 'Open in nbprofiler in…',
+      caption: 'Choose a folder for the report notebook of this profiler output, then open it and run it',
+      icon: profilerIcon,
+      isVisible: () => {
+        const target = contextTarget();
+        return target.isDir || target.path.toLowerCase().endsWith('.json');
+      },
+      execute: async args => {
+        const path = (args.path as string | undefined) ?? contextTarget().path;
+        return openReportIn(path, args.device as string | undefined);
+      }
+    });
+
     commands.addCommand(CommandIDs.newReport, {
       label: 'New profiler report',
       caption: 'Create a report notebook for a profiler output folder or trace JSON file',
@@ -115,16 +195,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: async args => {
         // The launcher passes its own folder as `cwd`; elsewhere use the file browser's folder.
         const start = (args.cwd as string | undefined) ?? defaultBrowser.model.path;
-        const result = await showDialog({
+        const result = await showDialog<IReportChoice>({
           title: 'New profiler report',
-          body: new PathBody(start),
+          body: new ReportBody(start),
           buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Create report' })],
           focusNodeSelector: 'input'
         });
         if (!result.button.accept || result.value === null) {
           return null;
         }
-        return openReport(result.value.trim().replace(/^\/+/, ''));
+        return openReport(result.value.path, undefined, result.value.dir);
       }
     });
 
@@ -187,6 +267,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
       selector: '.jp-DirListing-item[data-file-type="json"]',
       rank: 3
     });
+    for (const selector of [
+      '.jp-DirListing-item[data-isdir="true"]',
+      '.jp-DirListing-item[data-file-type="json"]'
+    ]) {
+      app.contextMenu.addItem({ command: CommandIDs.openInNbprofilerIn, selector, rank: 3.1 });
+    }
 
     for (const command of [CommandIDs.newReport, CommandIDs.openReport, CommandIDs.showRuns]) {
       palette?.addItem({ command, category: PALETTE_CATEGORY });

@@ -6,7 +6,6 @@
  * Everything user-provided (folder and file names) is set with textContent, never as HTML.
  */
 import type { FileBrowser } from '@jupyterlab/filebrowser';
-import type { Dialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 import { IRun, listRuns } from './api';
 import { profilerIcon } from './icon';
@@ -147,27 +146,4 @@ export namespace RunsPanel {
     /** Open (create and run) a report for a run. */
     openRun: (run: IRun) => Promise<void>;
   }
-}
-
-/** Dialog body: a wide text field for a profiler path (relative to the Jupyter root). */
-export class PathBody extends Widget implements Dialog.IBodyWidget<string> {
-  constructor(initial: string) {
-    super();
-    this.addClass('jp-nbprofiler-PathDialog');
-    const label = document.createElement('label');
-    label.textContent = 'Profiler output folder or trace JSON file (relative to the Jupyter root):';
-    this._input = document.createElement('input');
-    this._input.className = 'jp-mod-styled';
-    this._input.type = 'text';
-    this._input.value = initial;
-    this._input.placeholder = 'e.g. runs/lenet/rank_0_ascend_ms';
-    label.append(this._input);
-    this.node.append(label);
-  }
-
-  getValue(): string {
-    return this._input.value;
-  }
-
-  private _input: HTMLInputElement;
 }

@@ -284,6 +284,60 @@ def test_context_menu_creates_runs_and_renders_the_report(lab, lab_tree, page):
     assert not page.page_errors, page.page_errors
 
 
+def test_context_menu_in_a_chosen_folder_and_the_refusal(lab, lab_tree, page):
+    """"Open in nbprofiler in…": the folder picker starts at the suggested folder; a profiler folder is
+    refused with the server's message and another pick is offered; the report then runs in the chosen one."""
+    chosen = lab.root / "my reports"
+    chosen.mkdir(exist_ok=True)
+    profiler_folders = [lab_tree / "minddata" / "md_fast", lab_tree / "minddata" / "md_bottleneck_map"]
+    before = [snapshot(f) for f in profiler_folders]
+    wait_for_extension(page, lab)
+    go_to_folder(page, "runs/minddata")
+    page.locator('.jp-DirListing-item[data-isdir="true"]:has-text("md_fast")').click(button="right")
+    menu = page.locator(".lm-Menu-content").last
+    entry = menu.locator('.lm-Menu-item[data-command="nbprofiler:open-in-nbprofiler-in"]')
+    entry.wait_for(state="visible")
+    labels = menu.locator(".lm-Menu-itemLabel").all_inner_texts()
+    assert labels.index("Open in nbprofiler in…") == labels.index("Open in nbprofiler") + 1
+    save_screenshot(page, "labext_context_menu_in")
+    entry.click()
+
+    picker = page.locator(".jp-Dialog")
+    # starts in the suggested folder (the parent of md_fast), listing folders only
+    picker.locator('.jp-DirListing-item:has-text("md_bottleneck_map")').wait_for()
+    assert "Folder for the report notebook of /runs/minddata/md_fast" in picker.locator(
+        ".jp-Dialog-body").inner_text()
+    assert sorted(picker.locator(".jp-DirListing-itemText").all_inner_texts()) == ["md_bottleneck_map",
+                                                                                   "md_fast"]
+    picker.locator('.jp-DirListing-item:has-text("md_bottleneck_map")').click()
+    save_screenshot(page, "labext_choose_folder_dialog")
+    picker.locator(".jp-mod-accept").click()
+
+    refusal = page.locator(".jp-Dialog", has_text="choose another folder for the report")
+    refusal.wait_for()
+    assert refusal.locator(".jp-Dialog-body").inner_text() == (
+        "'runs/minddata/md_bottleneck_map' is profiler output; nbprofiler never writes into profiler "
+        "directories. Choose a folder outside it.")
+    save_screenshot(page, "labext_choose_folder_refused")
+    refusal.locator(".jp-mod-accept", has_text="Choose another folder").click()
+
+    picker = page.locator(".jp-Dialog")
+    picker.locator('.jp-DirListing-item:has-text("md_fast")').wait_for()
+    picker.locator(".jp-BreadCrumbs-home").click()
+    picker.locator('.jp-DirListing-item:has-text("my reports")').click()
+    picker.locator(".jp-mod-accept").click()
+    cells = wait_report_ran(page, "md_fast-nbprofiler.ipynb")
+    assert (chosen / "md_fast-nbprofiler.ipynb").exists()
+    model = lab.api("GET", "/api/contents/my%20reports/md_fast-nbprofiler.ipynb?content=1")["content"]
+    assert "nbprofiler.load('../runs/minddata/md_fast')" in model["cells"][1]["source"]
+    assert "minddata" in cells.nth(1).locator(".jp-OutputArea").inner_text()
+    assert not cell_errors(page)
+    assert [snapshot(f) for f in profiler_folders] == before  # nothing written into profiler output
+    show_tab(cells.nth(2), tab="MindData")
+    save_screenshot(page, "labext_report_in_chosen_folder")
+    assert not page.page_errors, page.page_errors
+
+
 def test_sidebar_lists_runs_and_opens_one(lab, lab_tree, page):
     wait_for_extension(page, lab)
     go_to_folder(page, "runs")
@@ -317,13 +371,38 @@ def test_launcher_card_and_palette(lab, lab_tree, page):
     save_screenshot(page, "labext_launcher")
     card.click()
     dialog = page.locator(".jp-Dialog")
-    field = dialog.locator("input")
+    body = dialog.locator(".jp-nbprofiler-PathDialog")
+    field, save_in = body.locator("input.jp-nbprofiler-PathDialog-path"), body.locator(
+        "input.jp-nbprofiler-PathDialog-dir")
     assert field.input_value() == "runs/minddata"  # defaults to the file browser's folder
+    page.wait_for_function("() => document.querySelector('.jp-nbprofiler-PathDialog')"
+                           ".dataset.suggestedFor === 'runs/minddata'")
+    assert save_in.input_value() == "runs"  # beside the folder typed above
     field.fill("runs/minddata/md_bottleneck_map")
+    # "Save report in" follows the path: beside the profiler folder, never inside it
+    page.wait_for_function("() => document.querySelector('.jp-nbprofiler-PathDialog')"
+                           ".dataset.suggestedFor === 'runs/minddata/md_bottleneck_map'")
+    assert save_in.input_value() == "runs/minddata"
     save_screenshot(page, "labext_new_report_dialog")
+    # a chosen folder inside profiler output: the server's refusal is shown, nothing is written
+    before = snapshot(lab_tree / "minddata" / "md_fast")
+    save_in.fill("runs/minddata/md_fast")
+    dialog.locator(".jp-mod-accept").click()
+    refusal = page.locator(".jp-Dialog", has_text="choose another folder for the report")
+    refusal.wait_for()
+    assert "'runs/minddata/md_fast' is profiler output" in refusal.locator(".jp-Dialog-body").inner_text()
+    refusal.locator(".jp-mod-reject").click()
+    assert snapshot(lab_tree / "minddata" / "md_fast") == before
+    # the same dialog with a folder of the user's own
+    # not awaited: the command resolves only once the report has run
+    page.evaluate("() => { window.jupyterapp.commands.execute('nbprofiler:new-report', {cwd: 'runs/minddata'}); }")
+    dialog = page.locator(".jp-Dialog")
+    dialog.locator("input.jp-nbprofiler-PathDialog-path").fill("/runs/minddata/md_bottleneck_map")
+    dialog.locator("input.jp-nbprofiler-PathDialog-dir").fill("/launcher reports/")
+    (lab.root / "launcher reports").mkdir(exist_ok=True)
     dialog.locator(".jp-mod-accept").click()
     wait_report_ran(page, "md_bottleneck_map-nbprofiler.ipynb")
-    assert (lab_tree / "minddata" / "md_bottleneck_map-nbprofiler.ipynb").exists()
+    assert (lab.root / "launcher reports" / "md_bottleneck_map-nbprofiler.ipynb").exists()
 
     page.keyboard.press("Control+Shift+C")
     page.locator(".lm-CommandPalette-input").fill("profiler report")
