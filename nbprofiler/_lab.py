@@ -119,34 +119,46 @@ def report_dir(root: Path, target: Path) -> Path:
     return inside.parent
 
 
+def report_template_path() -> Path:
+    """``report_template.ipynb``: inside the installed package (a wheel carries it), else the source tree's
+    ``notebooks/`` (an editable install)."""
+    packaged = Path(__file__).with_name("report_template.ipynb")
+    return packaged if packaged.is_file() else Path(__file__).resolve().parents[1] / "notebooks" / packaged.name
+
+
 def report_notebook(profile_path: str, device: str | None = None, kernel_name: str = "python3",
                     kernel_display_name: str = "Python 3") -> dict:
-    """The report notebook (nbformat 4 JSON) for profiler output at ``profile_path``.
+    """The report notebook (nbformat 4 JSON) for profiler output at ``profile_path``: the report template
+    with its parameters set the way papermill does (a cell tagged ``injected-parameters`` after the cell
+    tagged ``parameters``), then the interactive dashboard.
 
     ``profile_path`` is relative to the notebook's folder (the kernel's working directory), so the
     notebook keeps working when the two are moved together. The path goes into code as a Python string
     literal (``repr``), never into markdown, so no file name can inject code or HTML.
     """
-    load_args = repr(profile_path) + (f", device={device!r}" if device is not None else "")
-
-    def code(source: str) -> dict:
-        return {"cell_type": "code", "execution_count": None, "id": f"nbprofiler-{len(cells)}",
-                "metadata": {}, "outputs": [], "source": source}
-
-    cells: list[dict] = []
-    cells.append({"cell_type": "markdown", "id": "nbprofiler-0", "metadata": {}, "source": (
-        "# nbprofiler report\n\n"
-        "`prof` below is the loaded profile: its DataFrames (`prof.step_trace`, `prof.op_types`, "
-        "`prof.ops`, ...) can be explored in new cells; `prof.problems` lists files that could not be read.")})
-    cells.append(code(f"import nbprofiler\n\nprof = nbprofiler.load({load_args})\nprof"))
-    cells.append(code("prof.show()"))
-    return {
-        "nbformat": 4, "nbformat_minor": 5, "cells": cells,
-        "metadata": {"kernelspec": {"name": kernel_name, "display_name": kernel_display_name,
-                                    "language": "python"},
-                     "language_info": {"name": "python"},
-                     "nbprofiler": {"generated": _dt.datetime.now().isoformat(timespec="seconds")}},
-    }
+    nb = json.loads(report_template_path().read_text(encoding="utf-8"))
+    cells = nb["cells"]
+    for i, cell in enumerate(cells):
+        cell["id"] = f"nbprofiler-{i}"
+        if isinstance(cell["source"], list):  # nbformat on disk may split a source into lines
+            cell["source"] = "".join(cell["source"])
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    at = next(i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", []))
+    cells.insert(at + 1, {"cell_type": "code", "execution_count": None, "id": "nbprofiler-parameters",
+                          "metadata": {"tags": ["injected-parameters"]}, "outputs": [],
+                          "source": f"path = {profile_path!r}\ndevice = {device!r}\ntitle = None"})
+    cells.append({"cell_type": "markdown", "id": "nbprofiler-dashboard-title", "metadata": {}, "source": (
+        "## Interactive dashboard\n\nThe same views with a live kernel: choose a step, click an operator type, "
+        "zoom the timeline. `prof` holds the loaded profile's DataFrames for your own cells.")})
+    cells.append({"cell_type": "code", "execution_count": None, "id": "nbprofiler-dashboard", "metadata": {},
+                  "outputs": [], "source": "prof.show()"})
+    nb["metadata"] = {"kernelspec": {"name": kernel_name, "display_name": kernel_display_name,
+                                     "language": "python"},
+                      "language_info": {"name": "python"},
+                      "nbprofiler": {"generated": _dt.datetime.now().isoformat(timespec="seconds")}}
+    nb["nbformat"], nb["nbformat_minor"] = 4, 5
+    return nb
 
 
 def unique_name(folder: Path, stem: str, suffix: str = ".ipynb") -> str:

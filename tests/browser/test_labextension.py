@@ -146,6 +146,29 @@ def test_report_names_never_overwrite(tree):
     assert _lab.create_report(tree, "proj/mindspore2")[0] == "proj/mindspore2-nbprofiler-3.ipynb"
 
 
+def _injected(nb) -> str:
+    """Source of the papermill-style parameters cell that the report notebook adds to the template."""
+    return next(c["source"] for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
+
+
+def _run_load_cells(nb, namespace: dict) -> None:
+    """Execute the injected parameters and the template's loading cell, as the kernel would."""
+    exec(compile(_injected(nb), "parameters", "exec"), namespace)
+    load = next(c["source"] for c in nb["cells"] if c["cell_type"] == "code" and "nbprofiler.load(" in c["source"])
+    exec(compile(load, "load", "exec"), namespace)
+
+
+def test_report_notebook_is_the_template_with_its_parameters_set():
+    template = nbformat.read(_lab.report_template_path(), as_version=4)
+    nb = nbformat.from_dict(_lab.report_notebook("../runs/md_fast", device="0"))
+    nbformat.validate(nb)
+    template_sources = [c.source for c in template.cells]
+    assert [c.source for c in nb.cells if c.id not in ("nbprofiler-parameters", "nbprofiler-dashboard-title",
+                                                        "nbprofiler-dashboard")] == template_sources
+    assert _injected(nb) == "path = '../runs/md_fast'\ndevice = '0'\ntitle = None"
+    assert nb.cells[-1].source == "prof.show()"  # the interactive dashboard after the static report
+
+
 def test_report_notebook_loads_the_profile_even_with_hostile_names(tmp_path, monkeypatch):
     """The path goes into code as a literal: quotes, HTML and newlines in a folder name stay data."""
     root = tmp_path.resolve()
@@ -155,12 +178,10 @@ def test_report_notebook_loads_the_profile_even_with_hostile_names(tmp_path, mon
     assert nb_path == f"{odd}-nbprofiler.ipynb" and rel == odd
     node = nbformat.from_dict(nb)
     nbformat.validate(node)
-    assert [c.cell_type for c in node.cells] == ["markdown", "code", "code"]
-    assert odd not in node.cells[0].source  # no user string in markdown (rendered as HTML)
-    assert node.cells[2].source == "prof.show()"
+    assert all(odd not in c.source for c in node.cells if c.cell_type == "markdown")  # markdown renders as HTML
     monkeypatch.chdir(root)  # the kernel's working directory is the notebook's folder
     namespace: dict = {}
-    exec(compile(node.cells[1].source, "cell-1", "exec"), namespace)
+    _run_load_cells(nb, namespace)
     prof = namespace["prof"]
     assert isinstance(prof, Profile) and prof.generation == "minddata"
     assert Path(prof.root).resolve() == (root / odd).resolve()
@@ -169,10 +190,10 @@ def test_report_notebook_loads_the_profile_even_with_hostile_names(tmp_path, mon
 def test_report_notebook_picks_the_device_of_a_shared_folder(monkeypatch):
     root = DATA.resolve()
     _, nb, rel = _lab.create_report(root, "legacy/fixtures_mixed_ids", device="10")
-    assert "device='10'" in nb["cells"][1]["source"]
+    assert "device = '10'" in _injected(nb)
     monkeypatch.chdir(root / "legacy")
     namespace: dict = {}
-    exec(nb["cells"][1]["source"], namespace)
+    _run_load_cells(nb, namespace)
     assert namespace["prof"].device == "10"
 
 
@@ -221,7 +242,11 @@ def go_to_folder(page, folder: str) -> None:
     page.locator(".jp-FileBrowser .jp-BreadCrumbs").get_by_text(folder.split("/")[-1]).first.wait_for()
 
 
-def wait_report_ran(page, nb_name: str, n_code_cells: int = 2, timeout_ms: float = 180_000):
+# code cells of a report notebook: the template's, the injected parameters and the dashboard
+REPORT_CODE_CELLS = sum(c["cell_type"] == "code" for c in _lab.report_notebook(".")["cells"])
+
+
+def wait_report_ran(page, nb_name: str, n_code_cells: int = REPORT_CODE_CELLS, timeout_ms: float = 180_000):
     """The report notebook is the current tab and all its code cells have run."""
     page.locator(f'.lm-TabBar-tab[data-type="document-title"]:has-text("{nb_name}")').first.wait_for()
     page.wait_for_function("""(n) => { const p = Array.from(document.querySelectorAll(
@@ -229,6 +254,11 @@ def wait_report_ran(page, nb_name: str, n_code_cells: int = 2, timeout_ms: float
       return p.length === n && p.every(e => /^\\[\\d+\\]:$/.test(e.textContent.trim())); }""",
                            arg=n_code_cells, timeout=timeout_ms)
     return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+
+
+def load_cell(cells):
+    """The report notebook's cell that loads the profile (its output is the profile's summary)."""
+    return cells.filter(has_text="nbprofiler.load(").first
 
 
 def show_tab(cell, tab: str = "Step trace") -> None:
@@ -274,11 +304,11 @@ def test_context_menu_creates_runs_and_renders_the_report(lab, lab_tree, page):
     assert nb_file.exists(), "the report notebook must sit next to the run folder"
     assert snapshot(run_folder) == before  # nothing written inside the profiler folder
     model = lab.api("GET", f"/api/contents/runs/mindspore2/lenet_pynative/{nb_name}?content=1")["content"]
-    assert f"nbprofiler.load({MS2_SESSION!r})" in model["cells"][1]["source"]
+    assert f"path = {MS2_SESSION!r}" in _injected(model)
     assert not cell_errors(page)
-    # the first cell shows the loaded profile; the second the dashboard with its Bokeh canvases
-    assert "mindspore2" in cells.nth(1).locator(".jp-OutputArea").inner_text()
-    show_tab(cells.nth(2), tab="Operators")  # a CPU run: no step trace, CPU operators
+    # the loading cell shows the profile; the last cell the dashboard with its Bokeh canvases
+    assert "mindspore2" in load_cell(cells).locator(".jp-OutputArea").inner_text()
+    show_tab(cells.last, tab="Operators")  # a CPU run: no step trace, CPU operators
     assert count_canvases(page) > 0
     save_screenshot(page, "labext_report_from_context_menu")
     assert not page.page_errors, page.page_errors
@@ -329,11 +359,11 @@ def test_context_menu_in_a_chosen_folder_and_the_refusal(lab, lab_tree, page):
     cells = wait_report_ran(page, "md_fast-nbprofiler.ipynb")
     assert (chosen / "md_fast-nbprofiler.ipynb").exists()
     model = lab.api("GET", "/api/contents/my%20reports/md_fast-nbprofiler.ipynb?content=1")["content"]
-    assert "nbprofiler.load('../runs/minddata/md_fast')" in model["cells"][1]["source"]
-    assert "minddata" in cells.nth(1).locator(".jp-OutputArea").inner_text()
+    assert "path = '../runs/minddata/md_fast'" in _injected(model)
+    assert "minddata" in load_cell(cells).locator(".jp-OutputArea").inner_text()
     assert not cell_errors(page)
     assert [snapshot(f) for f in profiler_folders] == before  # nothing written into profiler output
-    show_tab(cells.nth(2), tab="MindData")
+    show_tab(cells.last, tab="MindData")
     save_screenshot(page, "labext_report_in_chosen_folder")
     assert not page.page_errors, page.page_errors
 
@@ -355,9 +385,9 @@ def test_sidebar_lists_runs_and_opens_one(lab, lab_tree, page):
     panel.locator('.jp-nbprofiler-Run-open[data-path="runs/minddata/md_fast"]').click()
     cells = wait_report_ran(page, "md_fast-nbprofiler.ipynb")
     assert (lab_tree / "minddata" / "md_fast-nbprofiler.ipynb").exists()
-    assert "minddata" in cells.nth(1).locator(".jp-OutputArea").inner_text()
+    assert "minddata" in load_cell(cells).locator(".jp-OutputArea").inner_text()
     assert not cell_errors(page)
-    show_tab(cells.nth(2), tab="MindData")
+    show_tab(cells.last, tab="MindData")
     save_screenshot(page, "labext_report_from_sidebar")
     assert not page.page_errors, page.page_errors
 
