@@ -152,10 +152,18 @@ def _injected(nb) -> str:
 
 
 def _run_load_cells(nb, namespace: dict) -> None:
-    """Execute the injected parameters and the template's loading cell, as the kernel would."""
+    """Execute the injected parameters and the template's loading cell, as the kernel would. The cell's
+    ``output_notebook()`` publishes display data, which creates an IPython shell singleton outside a kernel;
+    it is cleared again so later tests can create the shell they need."""
+    from IPython.core.interactiveshell import InteractiveShell
+    had_shell = InteractiveShell.initialized()
     exec(compile(_injected(nb), "parameters", "exec"), namespace)
     load = next(c["source"] for c in nb["cells"] if c["cell_type"] == "code" and "nbprofiler.load(" in c["source"])
-    exec(compile(load, "load", "exec"), namespace)
+    try:
+        exec(compile(load, "load", "exec"), namespace)
+    finally:
+        if not had_shell and InteractiveShell.initialized():
+            InteractiveShell.clear_instance()
 
 
 def test_report_notebook_is_the_template_with_its_parameters_set():
