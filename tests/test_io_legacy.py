@@ -279,3 +279,24 @@ def test_truncated_flops_summary_is_typed(tmp_path):
     assert "TruncatedFileError" in prof.problems[0].error
     with pytest.raises(TruncatedFileError):
         legacy.flops_summary(prof.run, prof)
+
+
+def test_repeated_and_shuffled_steps_are_reported_not_counted_twice(tmp_path):
+    src = DATA / "legacy/fixtures_mixed_ids/step_trace_raw_0_detail_time.csv"
+    lines = src.read_text().splitlines()
+    header, steps, average = lines[0], lines[1:-1], lines[-1]
+    assert len(steps) == 20
+    damaged = [header, *steps[:5], steps[2], *reversed(steps[5:]), average]  # step 3 twice, 6..20 reversed
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / src.name).write_text("\n".join(damaged) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof = nbprofiler.load(d)
+        steps_df = prof.step_trace
+    assert steps_df["step"].tolist() == list(range(1, 21))
+    good = nbprofiler.load(DATA / "legacy/fixtures_mixed_ids", device="0").step_trace
+    assert steps_df["total_ms"].tolist() == good["total_ms"].tolist()
+    errors = [p.error for p in prof.problems]
+    assert any("step 3 written more than once: 1 repeated row(s) dropped, the first at line 7" in e for e in errors)
+    assert any("out of order" in e for e in errors)

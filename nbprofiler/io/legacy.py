@@ -131,6 +131,20 @@ def step_trace(run: RunFiles, prof) -> pd.DataFrame:
     for col, name in STEP_POINTS.items():
         if col in df.columns:
             out[name] = ticks_to_ms(numeric(df, col, path))
+    # A step written twice (a re-run writer, files merged by hand) would count twice in every mean and
+    # make the per-step views ambiguous: keep its first row and say which lines were dropped.
+    repeated = out["step"].duplicated(keep="first")
+    if repeated.any():
+        first_line = int(out.index[repeated][0]) + 2
+        warn_partial(MalformedFileError(
+            path, f"step {int(out.loc[repeated, 'step'].iloc[0])} written more than once: {int(repeated.sum())} "
+                  f"repeated row(s) dropped, the first at line {first_line}", line=first_line, field="step_num"))
+        out = out[~repeated]
+    if not out["step"].is_monotonic_increasing:
+        first_line = int(out.index[np.flatnonzero(np.diff(out["step"].to_numpy()) < 0)[0] + 1]) + 2
+        warn_partial(MalformedFileError(path, "steps are out of order; sorted by step", line=first_line,
+                                        field="step_num"))
+        out = out.sort_values("step", kind="stable")
     out = out.reset_index(drop=True)
     if average is not None:
         avg = {}
