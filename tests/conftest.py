@@ -13,6 +13,17 @@ DATA = SHARED / "data"
 EXPECTED = DATA / "expected"
 
 
+def load_quietly(path, **kwargs):
+    """`nbprofiler.load` with its ProfilerDataWarnings silenced (tests read ``prof.problems`` instead).
+    ``path``: a Path, or a dataset name relative to ../shared/data such as ``"legacy/run_2_lenet"``."""
+    import warnings
+
+    import nbprofiler
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nbprofiler.load(DATA / path if isinstance(path, str) else path, **kwargs)
+
+
 def expected(name: str) -> dict:
     """MindInsight 2.3.1's numbers for a dataset, e.g. expected("legacy__run_2_lenet__device1")."""
     return json.loads((EXPECTED / f"{name}.json").read_text())

@@ -17,24 +17,18 @@ from nbprofiler.parallel import (MIN_RANKS_FOR_PROCESSES, choose_engine, chunked
 from nbprofiler.synthetic_cluster import write_legacy_cluster
 from nbprofiler.views.cluster import ClusterView, cluster_layout
 
-from .conftest import DATA, expected
-
-
-def _load(path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return nbprofiler.load(path)
+from .conftest import DATA, expected, load_quietly
 
 
 @pytest.fixture(scope="module")
 def pipeline4():
-    cl = _load(DATA / "legacy/cluster_4rank_pipeline")
+    cl = load_quietly(DATA / "legacy/cluster_4rank_pipeline")
     return cl, C.rank_summary(cl, engine="serial")
 
 
 @pytest.fixture(scope="module")
 def npu8():
-    cl = _load(DATA / "npu/cluster_8rank")
+    cl = load_quietly(DATA / "npu/cluster_8rank")
     return cl, C.rank_summary(cl, engine="serial")
 
 
@@ -120,7 +114,7 @@ def test_npu8_cluster(npu8):
 
 def test_engines_agree(tmp_path):
     root = write_legacy_cluster(tmp_path / "c", DATA, ranks=6, steps=12)
-    cl = _load(root)
+    cl = load_quietly(root)
     runs = [p.run for p in cl]
     serial = gather_rank_summaries(runs, engine="serial")
     procs = gather_rank_summaries(runs, engine="processes", max_workers=2)
@@ -168,13 +162,13 @@ def test_wide_step_trace_reads_only_step_columns_and_still_detects_a_cut_row(tmp
     src = DATA / "legacy/cluster_4rank_pipeline/step_trace_raw_2_detail_time.csv"
     full = read_csv(src)
     assert len(full.columns) == 1056
-    steps = _load(DATA / "legacy/cluster_4rank_pipeline")["2"].step_trace
+    steps = load_quietly(DATA / "legacy/cluster_4rank_pipeline")["2"].step_trace
     assert steps["total_ms"].tolist() == legacy.ticks_to_ms(numeric(full, "total", src).iloc[:-1]).tolist()
     lines = src.read_bytes().splitlines(True)
     # the average row cut inside its stream_* columns: every step is kept, the average is reported lost
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / src.name).write_bytes(b"".join(lines[:-1]) + lines[-1][:200])
-    prof = _load(tmp_path / "a")
+    prof = load_quietly(tmp_path / "a")
     with pytest.warns(ProfilerDataWarning, match="average row was cut off"):
         assert len(prof.step_trace) == 5
     # step 5 cut inside its tail value (all nine step columns present, one of them partial)
@@ -182,7 +176,7 @@ def test_wide_step_trace_reads_only_step_columns_and_still_detects_a_cut_row(tmp
     row5 = lines[5].decode()
     cut = len(",".join(row5.split(",")[:9])) - 2
     (tmp_path / "b" / src.name).write_bytes(b"".join(lines[:5]) + lines[5][:cut])
-    prof = _load(tmp_path / "b")
+    prof = load_quietly(tmp_path / "b")
     with pytest.warns(ProfilerDataWarning, match="1 step dropped"):
         assert prof.step_trace["step"].tolist() == [1, 2, 3, 4]
 
@@ -191,13 +185,13 @@ def test_npu_op_types_from_two_columns_equal_the_kernels_frame(tmp_path):
     # kernel_details_591 ends with a newline: two columns are read; kernel_details_newest does not (its
     # last row may be cut anywhere), so the whole kernels frame is built for it
     for rel, lean_read in (("npu/kernel_details_591", True), ("npu/kernel_details_newest", False)):
-        lean = _load(DATA / rel)
+        lean = load_quietly(DATA / rel)
         lean_types = lean.op_types
         assert ("kernels" not in lean._cache) == lean_read
-        full = _load(DATA / rel)
+        full = load_quietly(DATA / rel)
         full.kernels  # noqa: B018
         pd.testing.assert_frame_equal(lean_types, full.op_types)
-    types = _load(DATA / "npu/kernel_details_591").op_types.set_index("op_type")
+    types = load_quietly(DATA / "npu/kernel_details_591").op_types.set_index("op_type")
     # the two hcom_broadcast_ tasks of the real file: 308926.68 + 62.94 us
     assert types.at["hcom_broadcast_", "count"] == 2
     assert types.at["hcom_broadcast_", "total_time_us"] == pytest.approx(308989.62)
@@ -205,7 +199,7 @@ def test_npu_op_types_from_two_columns_equal_the_kernels_frame(tmp_path):
     # cut inside the last row: the full kernels frame is built and reports the dropped row
     text = (DATA / "npu/kernel_details_591/kernel_details.csv").read_bytes()
     (tmp_path / "kernel_details.csv").write_bytes(text.rstrip(b"\n")[:-30])
-    cut = _load(tmp_path)
+    cut = load_quietly(tmp_path)
     with pytest.warns(ProfilerDataWarning):
         assert cut.op_types["count"].sum() == 590
     assert "kernels" in cut._cache
@@ -215,7 +209,7 @@ def test_npu_op_types_from_two_columns_equal_the_kernels_frame(tmp_path):
 def test_dask_engine(tmp_path):
     pytest.importorskip("dask")
     root = write_legacy_cluster(tmp_path / "c", DATA, ranks=3, steps=6)
-    cl = _load(root)
+    cl = load_quietly(root)
     out = C.rank_summary(cl, engine="dask")  # no client in scope: dask's local processes
     assert C.rank_steps(out).index.tolist() == ["0", "1", "2"]
     serial = gather_rank_summaries([p.run for p in cl], engine="serial")
@@ -226,7 +220,7 @@ def test_dask_engine(tmp_path):
 def test_dask_engine_uses_the_client_in_scope(tmp_path):
     distributed = pytest.importorskip("distributed")
     root = write_legacy_cluster(tmp_path / "c", DATA, ranks=5, steps=6)
-    cl = _load(root)
+    cl = load_quietly(root)
     runs = [p.run for p in cl]
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
         with distributed.get_task_stream(client) as stream:

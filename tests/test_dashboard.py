@@ -2,24 +2,16 @@
 from __future__ import annotations
 
 import shutil
-import warnings
 
 import pytest
 
-import nbprofiler
 from nbprofiler.views import dashboard as D
 from nbprofiler.views.repr import cluster_html, profile_html
-from .conftest import DATA
-
-
-def _load(path, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return nbprofiler.load(path, **kw)
+from .conftest import DATA, load_quietly
 
 
 def test_overview_shows_summary_and_suggestions():
-    prof = _load(DATA / "legacy/run_1_widedeep")
+    prof = load_quietly(DATA / "legacy/run_1_widedeep")
     db = D.Dashboard(prof)
     text = db._panels["Overview"].children[0].value
     assert "322 steps" in text and "205.3809 ms" in text          # MindInsight's average step
@@ -29,7 +21,7 @@ def test_overview_shows_summary_and_suggestions():
 
 
 def test_empty_tabs_say_which_files_were_looked_for():
-    prof = _load(DATA / "npu/kernel_details_591")
+    prof = load_quietly(DATA / "npu/kernel_details_591")
     db = D.Dashboard(prof)
     assert db.views["Step trace"] is None
     assert db.select("MindData") is None
@@ -38,7 +30,7 @@ def test_empty_tabs_say_which_files_were_looked_for():
 
 
 def test_step_links_operator_table_where_kernels_have_steps():
-    prof = _load(DATA / "npu/kernel_details_591")
+    prof = load_quietly(DATA / "npu/kernel_details_591")
     steps = sorted(int(s) for s in prof.kernels["step"].dropna().unique())
     s = steps[0]
     assert D.step_window_us(prof, s) == pytest.approx(
@@ -47,7 +39,7 @@ def test_step_links_operator_table_where_kernels_have_steps():
 
 
 def test_legacy_step_selection_narrows_the_timeline_and_explains_the_operator_table():
-    prof = _load(DATA / "legacy/run_1_widedeep")
+    prof = load_quietly(DATA / "legacy/run_1_widedeep")
     db = D.Dashboard(prof)
     ops = db.select("Operators")
     tl = db.select("Timeline")
@@ -68,7 +60,7 @@ def test_legacy_step_selection_narrows_the_timeline_and_explains_the_operator_ta
 
 def test_step_selection_without_shared_clock_is_explained():
     # device 0 of the mixed-ids folder: a step trace and a timeline excerpt, nothing to align them with
-    prof = _load(DATA / "legacy/fixtures_mixed_ids", device="0")
+    prof = load_quietly(DATA / "legacy/fixtures_mixed_ids", device="0")
     db = D.Dashboard(prof)
     db.select("Timeline")
     db.views["Step trace"].step = 5
@@ -79,7 +71,7 @@ def test_step_selection_without_shared_clock_is_explained():
 def test_repr_escapes_file_system_strings(tmp_path):
     evil = tmp_path / "<script>alert(1)</script>"
     shutil.copytree(DATA / "minddata/md_fast", evil)
-    prof = _load(evil)
+    prof = load_quietly(evil)
     html = profile_html(prof)
     assert "<script>" not in html and "&lt;script&gt;" in html
     db = D.Dashboard(prof)
@@ -87,8 +79,8 @@ def test_repr_escapes_file_system_strings(tmp_path):
 
 
 def test_repr_profile_and_cluster():
-    html = profile_html(_load(DATA / "legacy/run_1_widedeep"))
+    html = profile_html(load_quietly(DATA / "legacy/run_1_widedeep"))
     assert "322 steps" in html and "AI Core" in html
-    cl = _load(DATA / "legacy/cluster_4rank_pipeline")
+    cl = load_quietly(DATA / "legacy/cluster_4rank_pipeline")
     html = cluster_html(cl)
     assert "4 ranks" in html and html.count("<tr>") == 5

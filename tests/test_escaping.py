@@ -14,7 +14,6 @@ import csv
 import json
 import re
 import shutil
-import warnings
 from pathlib import Path
 
 import ipywidgets as W
@@ -24,7 +23,7 @@ from bokeh.models import Div, HoverTool, HTMLTemplateFormatter, Model
 import nbprofiler
 from nbprofiler.report import write_html_report
 
-from tests.conftest import DATA
+from tests.conftest import DATA, load_quietly
 
 PAYLOADS = ["<script>alert(1)</script>", "<img src=x onerror=alert(2)>", "\"><svg onload=alert(3)>"]
 # what a payload looks like when it survived as markup
@@ -92,21 +91,15 @@ def hostile_cluster(tmp_path_factory):
         text = p.read_text()
         assert "AllReduce" in text
         p.write_text(text.replace("AllReduce", "AllReduce" + PAYLOADS[1]))
-    cluster = _load(root)
+    cluster = load_quietly(root)
     assert cluster.ranks == ["0", "1", "2", "3"]
     return cluster
 
 
-def _load(path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return nbprofiler.load(path)
-
-
 @pytest.fixture(scope="module")
 def profiles(hostile):
-    profs = {"md": _load(hostile / "md_bottleneck_map"), "pynative": _load(hostile / "lenet_pynative"),
-             "legacy": _load(hostile / "run_2_lenet")}
+    profs = {"md": load_quietly(hostile / "md_bottleneck_map"), "pynative": load_quietly(hostile / "lenet_pynative"),
+             "legacy": load_quietly(hostile / "run_2_lenet")}
     # the payloads reached the frames the views draw (else this test would prove nothing)
     assert any(PAYLOADS[0] in t for t in profs["md"].minddata_pipeline["op_type"])
     assert any(PAYLOADS[1] in t for t in profs["pynative"].op_types["op_type"])
@@ -160,7 +153,7 @@ def test_reprs(profiles, hostile, hostile_cluster):
     for prof in profiles.values():
         _assert_clean([("repr", prof._repr_html_())])
     _assert_clean([("4-rank cluster repr", hostile_cluster._repr_html_())])
-    cluster = _load(hostile)
+    cluster = load_quietly(hostile)
     assert isinstance(cluster, nbprofiler.Cluster) and len(cluster) >= 2
     html = cluster._repr_html_()
     assert "&lt;svg onload=alert(4)&gt;" in html  # the folder name is shown, as text
@@ -193,10 +186,10 @@ def test_dashboard_and_every_view(profiles, name):
 def test_compare_and_cluster_views(profiles, hostile_cluster):
     from nbprofiler.views.cluster import ClusterView
     from nbprofiler.views.compare import CompareView
-    cmp = nbprofiler.compare(profiles["md"], _load(DATA / "minddata" / "md_fast"))
+    cmp = nbprofiler.compare(profiles["md"], load_quietly(DATA / "minddata" / "md_fast"))
     assert any(PAYLOADS[0] in s for s in cmp.verdict)  # "MapOp<script>…_1 no longer the bottleneck"
     _assert_clean([("comparison repr", cmp._repr_html_())] + _bokeh_html(CompareView(cmp).layout))
-    cmp2 = nbprofiler.compare(profiles["legacy"], _load(DATA / "legacy" / "run_1_widedeep"))
+    cmp2 = nbprofiler.compare(profiles["legacy"], load_quietly(DATA / "legacy" / "run_1_widedeep"))
     _assert_clean(_bokeh_html(CompareView(cmp2).layout))
     view = ClusterView(hostile_cluster)
     _assert_clean(_widget_html(view.widget, "cluster") + _bokeh_html(view.layout))

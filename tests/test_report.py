@@ -4,7 +4,6 @@ from __future__ import annotations
 import html
 import re
 import shutil
-import warnings
 from pathlib import Path
 
 import pytest
@@ -14,20 +13,14 @@ import nbprofiler.samples
 from nbprofiler.report import timeline_lod, write_html_report
 from nbprofiler.synthetic_profile import write_profile
 
-from tests.conftest import DATA, expected
+from tests.conftest import DATA, expected, load_quietly
 
 PAYLOADS = ["<script>alert(1)</script>", "<img src=x onerror=alert(2)>", "\"><svg onload=alert(3)>"]
 
 
-def _load(path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return nbprofiler.load(path)
-
-
 @pytest.fixture(scope="module")
 def widedeep_report(tmp_path_factory):
-    prof = _load(DATA / "legacy" / "run_1_widedeep")
+    prof = load_quietly(DATA / "legacy" / "run_1_widedeep")
     return write_html_report(prof, tmp_path_factory.mktemp("r") / "widedeep.html").read_text()
 
 
@@ -51,7 +44,7 @@ def test_report_is_one_offline_file_with_mindinsight_numbers(widedeep_report):
 
 
 def test_timeline_lod_note_counts_merged_events():
-    prof = _load(DATA / "legacy" / "run_1_widedeep")
+    prof = load_quietly(DATA / "legacy" / "run_1_widedeep")
     bars, note = timeline_lod(prof.timeline, 8000, 1600)
     assert len(bars) < len(prof.timeline) <= bars["count"].sum()
     merged = int(bars.loc[bars["count"] > 1, "count"].sum())
@@ -62,7 +55,7 @@ def test_timeline_lod_note_counts_merged_events():
 
 def test_hostile_operator_names_never_become_markup(tmp_path):
     root = write_profile(tmp_path / "evil", layout="legacy", steps=4, op_names=PAYLOADS)
-    prof = _load(root)
+    prof = load_quietly(root)
     assert any("<script>" in n for n in prof.ops["op_name"])  # the payload really is in the data
     out = write_html_report(prof, tmp_path / "evil.html", title="<script>alert('title')</script>")
     text = out.read_text()
@@ -75,7 +68,7 @@ def test_hostile_operator_names_never_become_markup(tmp_path):
 
 
 def test_cluster_report_has_rank_table(tmp_path):
-    cluster = _load(DATA / "legacy" / "cluster_4rank_pipeline")
+    cluster = load_quietly(DATA / "legacy" / "cluster_4rank_pipeline")
     assert isinstance(cluster, nbprofiler.Cluster) and cluster.ranks == ["0", "1", "2", "3"]
     text = write_html_report(cluster, tmp_path / "cluster.html").read_text()
     assert "4 ranks; this report details rank 0" in text
@@ -83,7 +76,7 @@ def test_cluster_report_has_rank_table(tmp_path):
 
 
 def test_profile_to_html(tmp_path):
-    prof = _load(nbprofiler.samples.path("md_bottleneck_map"))
+    prof = load_quietly(nbprofiler.samples.path("md_bottleneck_map"))
     out = prof.to_html(tmp_path / "md.html")
     text = out.read_text()
     # the only view with data is MindData; the others are named in the overview with the reason
@@ -108,21 +101,21 @@ def test_report_opens_on_a_tab_with_data_and_names_the_views_left_out():
     """A CPU-only PyNative run has no step trace: the report starts on Operators (tab order kept) and
     the overview says the step trace is missing and which files would have held it."""
     from nbprofiler.report import report_layout
-    layout = report_layout(_load(nbprofiler.samples.path("lenet_pynative")))
+    layout = report_layout(load_quietly(nbprofiler.samples.path("lenet_pynative")))
     assert _tab_titles(layout) == (["Operators", "MindData", "Timeline"], 0)
     missing = _missing_items(layout)
     assert list(missing) == ["Step trace"]
     assert "none of its files was found" in missing["Step trace"]
     assert "step_trace_raw_*_detail_time.csv" in missing["Step trace"]
     # a run with every view keeps all four tabs in order and lists nothing as missing
-    full = report_layout(_load(DATA / "legacy" / "run_1_widedeep"))
+    full = report_layout(load_quietly(DATA / "legacy" / "run_1_widedeep"))
     assert _tab_titles(full) == (["Step trace", "Operators", "MindData", "Timeline"], 0)
     assert _missing_items(full) == {}
 
 
 def test_cluster_report_leaves_out_views_its_files_do_not_have():
     from nbprofiler.report import report_layout
-    layout = report_layout(_load(DATA / "legacy" / "cluster_4rank_pipeline"))
+    layout = report_layout(load_quietly(DATA / "legacy" / "cluster_4rank_pipeline"))
     assert _tab_titles(layout) == (["Ranks", "Step trace"], 0)
     assert list(_missing_items(layout)) == ["Operators", "MindData", "Timeline"]
 
@@ -133,20 +126,20 @@ def test_missing_view_reason_names_the_file_that_failed(tmp_path):
     run = tmp_path / "run_2_lenet"
     shutil.copytree(DATA / "legacy" / "run_2_lenet", run)
     (run / "step_trace_raw_1_detail_time.csv").write_text("step_num,start_point\n1,abc\n")
-    prof = _load(run)
+    prof = load_quietly(run)
     layout = report_layout(prof)
     assert [Path(p.file).name for p in prof.problems] == ["step_trace_raw_1_detail_time.csv"]
     assert _tab_titles(layout) == (["Operators", "MindData", "Timeline"], 0)
     assert _missing_items(layout) == {
         "Step trace": "step_trace_raw_1_detail_time.csv could not be read (see the problems listed above)"}
     # the undamaged original has the tab
-    assert _tab_titles(report_layout(_load(DATA / "legacy" / "run_2_lenet")))[0][0] == "Step trace"
+    assert _tab_titles(report_layout(load_quietly(DATA / "legacy" / "run_2_lenet")))[0][0] == "Step trace"
 
 
 @pytest.mark.parametrize("layout", ["legacy", "mindspore2"])
 @pytest.mark.parametrize("bottleneck,dominant", [("data", 0), ("compute", 1), ("communication", -1)])
 def test_synthetic_profiles_load_cleanly_and_show_their_bottleneck(tmp_path, layout, bottleneck, dominant):
-    prof = _load(write_profile(tmp_path, layout=layout, bottleneck=bottleneck, steps=12, seed=3))
+    prof = load_quietly(write_profile(tmp_path, layout=layout, bottleneck=bottleneck, steps=12, seed=3))
     assert prof.problems == []
     st = prof.step_trace
     assert len(st) == 12 and len(prof.minddata_pipeline) == 3 and len(prof.host_queue) == 12
@@ -189,7 +182,7 @@ def test_report_compare_tab_and_verdict(tmp_path):
 
 
 def test_report_compare_with_profile_object(tmp_path):
-    a, b = _load(DATA / "minddata" / "md_bottleneck_map"), _load(DATA / "minddata" / "md_fast")
+    a, b = load_quietly(DATA / "minddata" / "md_bottleneck_map"), load_quietly(DATA / "minddata" / "md_fast")
     from nbprofiler.report import report_layout
     layout = report_layout(a, compare_with=b)
     tabs = layout.select_one({"name": "report_tabs"})
@@ -208,7 +201,7 @@ def test_report_compare_with_profile_object(tmp_path):
 
 def test_report_compare_draws_step_and_op_charts_when_runs_have_them():
     from nbprofiler.report import report_layout
-    a, b = _load(DATA / "legacy" / "run_1_widedeep"), _load(DATA / "legacy" / "run_2_lenet")
+    a, b = load_quietly(DATA / "legacy" / "run_1_widedeep"), load_quietly(DATA / "legacy" / "run_2_lenet")
     layout = report_layout(a, compare_with=b)
     steps = layout.select_one({"name": "compare_steps_src"}).data
     assert list(steps["run"]) == ["a", "b"]

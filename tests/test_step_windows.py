@@ -1,21 +1,19 @@
 """Steps placed on the timeline's clock (prof.step_windows), checked against the timelines themselves."""
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pytest
 
 import nbprofiler
 
-from .conftest import DATA
+from .conftest import load_quietly
 
 
 def _load(rel):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        obj = nbprofiler.load(DATA / rel)
-        return obj if isinstance(obj, nbprofiler.Profile) else obj[obj.ranks[0]]
+    """The profile of a dataset, or its first rank's when it holds several."""
+    obj = load_quietly(rel)
+    return obj if isinstance(obj, nbprofiler.Profile) else obj[obj.ranks[0]]
 
 
 def test_legacy_steps_align_with_the_timeline_reduce_events():

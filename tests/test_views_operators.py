@@ -1,32 +1,24 @@
 """Operators view data preparation, figures and widget linking on real profiles."""
 from __future__ import annotations
 
-import warnings
 
 import pytest
 from bokeh.embed import file_html
 from bokeh.resources import INLINE
 
-import nbprofiler
 from nbprofiler.views import operators as O
 from nbprofiler.views import theme
-from .conftest import DATA, expected
-
-
-def _load(rel):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return nbprofiler.load(DATA / rel)
+from .conftest import expected, load_quietly
 
 
 @pytest.fixture(scope="module")
 def lenet_cpu():
-    return _load("mindspore2/lenet_pynative")
+    return load_quietly("mindspore2/lenet_pynative")
 
 
 @pytest.fixture(scope="module")
 def widedeep():
-    return _load("legacy/run_1_widedeep")
+    return load_quietly("legacy/run_1_widedeep")
 
 
 def test_top_types_fold_rest_and_match_mindinsight(widedeep):
@@ -101,7 +93,7 @@ def test_panel_builds_standalone_html(lenet_cpu):
 
 
 def test_one_tab_per_kind(_=None):
-    prof = _load("legacy/run_2_lenet")
+    prof = load_quietly("legacy/run_2_lenet")
     lay = O.operators_layout(prof.op_types, prof.ops)
     assert [t.title for t in lay.tabs] == ["AI Core", "AI CPU"]
 
@@ -124,7 +116,7 @@ def test_widget_type_filter_and_top_n(lenet_cpu):
 
 
 def test_set_step_uses_kernel_steps_where_present():
-    prof = _load("npu/kernel_details_591")
+    prof = load_quietly("npu/kernel_details_591")
     view = O.OperatorsView(prof)
     steps = prof.kernels["step"].dropna().unique()
     assert len(steps) >= 1

@@ -1,27 +1,18 @@
 """Step-trace view data preparation and figures on real profiles, checked against MindInsight's graphs."""
 from __future__ import annotations
 
-import warnings
-
 import pytest
 from bokeh.embed import file_html
 from bokeh.models import ColumnDataSource
 from bokeh.resources import INLINE
 
-import nbprofiler
 from nbprofiler.views import step_trace as st
-from .conftest import DATA, expected
-
-
-def _load(rel):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return nbprofiler.load(DATA / rel)
+from .conftest import expected, load_quietly
 
 
 @pytest.fixture(scope="module")
 def widedeep():
-    return _load("legacy/run_1_widedeep")
+    return load_quietly("legacy/run_1_widedeep")
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +81,7 @@ def test_averages_as_written_and_recomputed(widedeep, widedeep_expected):
 
 def test_zero_total_average_gives_zero_percent_not_nan():
     """run_2_lenet's average row is 0,…,1243211,0,0: MindInsight shows interval 12.4321 ms, total 0."""
-    prof = _load("legacy/run_2_lenet")
+    prof = load_quietly("legacy/run_2_lenet")
     seg = st.step_segments(prof.step_trace, prof.step_stages, prof.step_trace_average, None, step=0)
     stages = seg[seg["row"] == "Stages"].set_index("stage")
     assert stages.loc["iteration_interval_ms", "dur_ms"] == pytest.approx(12.4321)
@@ -132,7 +123,7 @@ def test_widget_step_traitlet_refills_sources(widedeep):
 
 
 def test_cluster_ranks_and_slowest_legacy():
-    cluster = _load("legacy/cluster_4rank_pipeline")
+    cluster = load_quietly("legacy/cluster_4rank_pipeline")
     df = st.rank_frame(cluster, 0)
     assert df["rank"].tolist() == ["0", "1", "2", "3"]
     # Each rank's average is its file's average row as written: rank 2's interval is the 2.4318 ms
@@ -148,7 +139,7 @@ def test_cluster_ranks_and_slowest_legacy():
 
 
 def test_cluster_new_format_stages():
-    cluster = _load("npu/cluster_8rank")
+    cluster = load_quietly("npu/cluster_8rank")
     df = st.rank_frame(cluster, 0)
     assert len(df) == 8
     assert df.attrs["stages"] == cluster[cluster.ranks[0]].step_stages
@@ -159,9 +150,7 @@ def test_cluster_new_format_stages():
 
 def test_reduce_captions_never_run_into_the_next_event_on_their_row():
     # rank 0 of the pipeline cluster: 97 reduce events, many in tight runs of 8 on one stream
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        p = nbprofiler.load(DATA / "legacy/cluster_4rank_pipeline")["0"]
+    p = load_quietly("legacy/cluster_4rank_pipeline")["0"]
     seg = st.step_segments(p.step_trace, p.step_stages, p.step_trace_average, p.step_trace_reduce, step=0)
     events = seg[~seg["row"].isin([st.TOTAL_ROW, st.STAGES_ROW])].sort_values(["row", "start_ms"])
     span = seg["end_ms"].max()
