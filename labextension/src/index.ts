@@ -116,14 +116,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       return { path: browser.model.path, isDir: true };
     }
 
+    /** Folders and trace JSON files are what nbprofiler can open. */
+    function isProfilerTarget(): boolean {
+      const target = contextTarget();
+      return target.isDir || target.path.toLowerCase().endsWith('.json');
+    }
+
     commands.addCommand(CommandIDs.openInNbprofiler, {
       label: 'Open in nbprofiler',
       caption: 'Create a report notebook for this profiler output (next to it), open it and run it',
       icon: profilerIcon,
-      isVisible: () => {
-        const target = contextTarget();
-        return target.isDir || target.path.toLowerCase().endsWith('.json');
-      },
+      isVisible: isProfilerTarget,
       execute: async args => {
         const path = (args.path as string | undefined) ?? contextTarget().path;
         return openReport(path, args.device as string | undefined);
@@ -178,10 +181,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'Open in nbprofiler in…',
       caption: 'Choose a folder for the report notebook of this profiler output, then open it and run it',
       icon: profilerIcon,
-      isVisible: () => {
-        const target = contextTarget();
-        return target.isDir || target.path.toLowerCase().endsWith('.json');
-      },
+      isVisible: isProfilerTarget,
       execute: async args => {
         const path = (args.path as string | undefined) ?? contextTarget().path;
         return openReportIn(path, args.device as string | undefined);
