@@ -12,7 +12,6 @@ profile's ``origin_us`` (absolute microseconds, Unix epoch where the source cloc
 """
 from __future__ import annotations
 
-import functools
 import warnings
 from pathlib import Path
 from typing import Callable

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import warnings
 from pathlib import Path
@@ -215,10 +214,5 @@ def snake(name: str) -> str:
     return f"{base}_{unit}" if unit else base
 
 
-def id_of(path: Path) -> str | None:
-    m = re.search(r"_(\d+)(?:_[a-z]+)?\.[a-z]+$", path.name)
-    return m.group(1) if m else None
-
-
 __all__ = ["read_text", "read_json", "read_csv", "read_bytes", "decode", "numeric", "require_keys", "snake",
-           "warn_partial", "check_size", "available_memory_bytes", "os"]
+           "warn_partial", "check_size", "available_memory_bytes"]

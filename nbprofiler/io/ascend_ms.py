@@ -7,7 +7,6 @@ the writers (MindSpore, torch_npu, CANN versions, profiler levels) disagree on t
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from bokeh.layouts import column, row
 from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, DataTable, Div, HoverTool, LinearColorMapper,
-                          Range1d, Span, TableColumn, TapTool)
+                          Range1d, TableColumn, TapTool)
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 

@@ -11,7 +11,6 @@ Times are microseconds (``_us``) as in the frames; ``percent`` is 0..100 of the 
 """
 from __future__ import annotations
 
-import html
 import math
 
 import ipywidgets as W

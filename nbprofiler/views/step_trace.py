@@ -17,7 +17,7 @@ import ipywidgets as W
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.layouts import column, row
+from bokeh.layouts import column
 from bokeh.models import (ColumnDataSource, CustomJS, Div, FactorRange, HoverTool, Legend, LegendItem,
                           Select, Span)
 from bokeh.core.properties import value
