@@ -1,5 +1,5 @@
-"""The ``nbprofiler`` command: ``summary``, ``report`` and ``info`` over a profiler directory; ``export`` of an
-executed notebook to offline HTML."""
+"""The ``nbprofiler`` command: ``summary``, ``report``, ``check`` and ``info`` over a profiler directory;
+``export`` of an executed notebook to offline HTML."""
 from __future__ import annotations
 
 import argparse
@@ -85,6 +85,52 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _pair(text: str) -> tuple[str, float]:
+    """``PATH=VALUE`` of --max/--min/--max-regression-pct."""
+    path, sep, value = text.rpartition("=")
+    if not sep or not path:
+        raise argparse.ArgumentTypeError(f"expected PATH=VALUE, got {text!r}")
+    try:
+        return path, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number (in {text!r})") from None
+
+
+def _regression(text: str) -> tuple[str, float]:
+    """``PCT`` (the average step time) or ``PATH=PCT``."""
+    try:
+        return "step_ms", float(text)
+    except ValueError:
+        return _pair(text)
+
+
+def cmd_check(args) -> int:
+    from .testing import CheckSpecError, build_checks, check, write_junit_xml
+    try:
+        checks = build_checks(
+            max=dict(args.max), min=dict(args.min), max_step_ms=args.max_step_ms,
+            max_host_queue_empty_pct=args.max_host_queue_empty_pct,
+            max_device_queue_empty_pct=args.max_device_queue_empty_pct)
+        regressions = dict(args.max_regression_pct)
+        if regressions and not args.baseline:
+            raise CheckSpecError("--max-regression-pct needs --baseline DIR_B")
+        if not checks and not regressions:
+            raise CheckSpecError("no checks given (see nbprofiler check --help)")
+        report = check(args.dir, baseline=args.baseline, device=args.device, raise_on_failure=False,
+                       max={c.metric: c.limit for c in checks if c.kind == "max"},
+                       min={c.metric: c.limit for c in checks if c.kind == "min"},
+                       max_regression_pct=regressions or None)
+    except CheckSpecError as err:
+        print(f"nbprofiler check: {err}", file=sys.stderr)
+        return 2
+    for line in report.lines():
+        print(line)
+    print(f"{len(report.results) - len(report.failures)} passed, {len(report.failures)} failed")
+    if args.junit_xml:
+        write_junit_xml(report, args.junit_xml)
+    return 0 if report.ok else 1
+
+
 def cmd_info(args) -> int:
     from .io.discover import discover
     runs = discover(args.dir)
@@ -114,6 +160,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--title", default=None)
     p.add_argument("--compare", default=None, metavar="DIR_B", help="compare with a second profile")
     p.set_defaults(fn=cmd_report)
+    p = sub.add_parser(
+        "check", help="fail (exit 1) when a performance number passes its threshold",
+        description="Check numbers of the summary against thresholds and, with --baseline, against another "
+                    "profile. Any number of the summary JSON can be named by its path, e.g. "
+                    "step_trace.average.total_ms, minddata.host_queue.avg_get_ms, "
+                    "op_types.ai_core[op_type=MatMul].total_time_us; short names: step_ms, "
+                    "host_queue_empty_pct, host_queue_full_pct, device_queue_empty_pct, timeline_span_ms. "
+                    "A number the profile does not hold fails its check. Exit status: 0 all passed, 1 a "
+                    "check failed, 2 bad arguments or unreadable profile.")
+    p.add_argument("dir")
+    p.add_argument("--device", default=None)
+    p.add_argument("--baseline", default=None, metavar="DIR_B", help="the profile to compare against")
+    p.add_argument("--max-step-ms", type=float, default=None, help="max average step time (ms)")
+    p.add_argument("--max-host-queue-empty-pct", type=float, default=None,
+                   help="max share of steps whose host queue was empty (%%)")
+    p.add_argument("--max-device-queue-empty-pct", type=float, default=None,
+                   help="max share of steps whose device queue was empty (%%)")
+    p.add_argument("--max", type=_pair, action="append", default=[], metavar="PATH=VALUE",
+                   help="the number at PATH must be <= VALUE (repeatable)")
+    p.add_argument("--min", type=_pair, action="append", default=[], metavar="PATH=VALUE",
+                   help="the number at PATH must be >= VALUE (repeatable)")
+    p.add_argument("--max-regression-pct", type=_regression, action="append", default=[],
+                   metavar="[PATH=]PCT", help="the number (default: the average step time) may grow by at "
+                   "most PCT %% over the baseline (repeatable)")
+    p.add_argument("--junit-xml", default=None, metavar="FILE", help="also write the results as JUnit XML")
+    p.set_defaults(fn=cmd_check)
     p = sub.add_parser("export", help="executed notebook -> one HTML file whose widgets and plots render offline")
     p.add_argument("notebook")
     p.add_argument("-o", "--output", required=True)
