@@ -22,10 +22,20 @@ def show(prof, **kwargs):
     return prof.show(**kwargs)
 
 
-def compare(a, b, **kwargs):
-    """Differences between two profiles (paths or loaded objects): see `nbprofiler.analysis.compare`."""
+def compare(a, b, *more, **kwargs):
+    """Differences between two profiles (paths or loaded objects): a `Comparison`, see
+    `nbprofiler.analysis.compare`. With three or more runs, `compare_many` (a `RunSet`)."""
+    if more:
+        return compare_many([a, b, *more], **kwargs)
     from .analysis.compare import compare as _compare
     return _compare(a, b, **kwargs)
+
+
+def compare_many(runs, baseline=0, labels=None):
+    """Many runs side by side (a parameter sweep, nightly runs): headline numbers per run, their change
+    against the baseline run, and each run's verdict against it. See `nbprofiler.analysis.runs`."""
+    from .analysis.runs import compare_many as _compare_many
+    return _compare_many(runs, baseline=baseline, labels=labels)
 
 
 def load_ipython_extension(ipython):
@@ -37,6 +47,6 @@ def _jupyter_labextension_paths():
     return [{"src": "labextension", "dest": "nbprofiler"}]
 
 
-__all__ = ["load", "show", "compare", "Profile", "Cluster", "ProfilerDataError", "EmptyFileError",
+__all__ = ["load", "show", "compare", "compare_many", "Profile", "Cluster", "ProfilerDataError", "EmptyFileError",
            "TruncatedFileError", "MalformedFileError", "MissingColumnError", "FileTooLargeError",
            "NoProfilerDataError", "ProfilerDataWarning", "Problem", "__version__"]

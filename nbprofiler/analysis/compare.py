@@ -33,7 +33,8 @@ class Comparison:
       ``a_time_us``, ``b_time_us``, ``delta_us``, ``a_rank``, ``b_rank`` (1 = longest; NaN if absent).
     - ``minddata``: per pipeline op (joined on ``op_id`` and ``op_type``): ``a_usage_rate``,
       ``b_usage_rate`` (0..1), ``delta_usage``, ``a_bottleneck``, ``b_bottleneck`` (bool), ``change``
-      ("resolved", "new", "still", "").
+      ("resolved", "new", "still", "" — or "only_a" / "only_b": a bottleneck whose op the other run's
+      pipeline does not have, so nothing can be said about it).
     - ``queues``: ``queue`` ("host", "device"), ``a_steps``, ``a_empty``, ``a_empty_rate``, ``b_steps``,
       ``b_empty``, ``b_empty_rate``.
     ``stage_set`` says which stages were compared: the runs' own when they match, else both mapped to
@@ -223,8 +224,13 @@ def _minddata(a, b) -> tuple[pd.DataFrame, pd.DataFrame]:
         # an op id flags a bottleneck only on the side where this op (same id and type) exists
         md["a_bottleneck"] = md["op_id"].isin(ba) & m["_merge"].isin(["both", "left_only"]).to_numpy()
         md["b_bottleneck"] = md["op_id"].isin(bb) & m["_merge"].isin(["both", "right_only"]).to_numpy()
-        md["change"] = np.select([md["a_bottleneck"] & ~md["b_bottleneck"], ~md["a_bottleneck"] & md["b_bottleneck"],
-                                  md["a_bottleneck"] & md["b_bottleneck"]], ["resolved", "new", "still"], "")
+        # "resolved"/"new" need the op in both pipelines; a bottleneck whose op the other run does not have
+        # is not comparable (a run without that op, or without MindData files, resolved nothing)
+        both = (m["_merge"] == "both").to_numpy()
+        md["change"] = np.select(
+            [md["a_bottleneck"] & ~md["b_bottleneck"] & both, ~md["a_bottleneck"] & md["b_bottleneck"] & both,
+             md["a_bottleneck"] & md["b_bottleneck"], md["a_bottleneck"] & ~both, md["b_bottleneck"] & ~both],
+            ["resolved", "new", "still", "only_a", "only_b"], "")
         md = md[cols].sort_values("op_id", ignore_index=True)
     else:
         md = pd.DataFrame(columns=cols)
@@ -294,6 +300,10 @@ def _verdict(steps: pd.DataFrame, op_types: pd.DataFrame, md: pd.DataFrame, queu
             out.append(f"{name} no longer the bottleneck")
         elif r["change"] == "new":
             out.append(f"{name} became the bottleneck")
+        elif r["change"] == "only_a":
+            out.append(f"{name} was the bottleneck; b's pipeline has no such op (not comparable)")
+        elif r["change"] == "only_b":
+            out.append(f"{name} is the bottleneck; a's pipeline has no such op (not comparable)")
     for _, q in queues.iterrows():
         if not (pd.isna(q["a_empty_rate"]) or pd.isna(q["b_empty_rate"])) and q["a_empty_rate"] != q["b_empty_rate"]:
             out.append(f"{q['queue']} queue empty at {q['a_empty_rate']:.0%} -> {q['b_empty_rate']:.0%} of steps")
