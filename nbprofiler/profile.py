@@ -219,6 +219,15 @@ class Profile:
             return None
 
     # -- digest and display -------------------------------------------------------------------------
+    def sql(self, query: str, **tables) -> "pd.DataFrame":
+        """Run a SQL query (DuckDB) over this profile's frames, each a table named like its property
+        (``timeline``, ``ops``, ``op_types``, ``step_trace``, ...); only the frames the query names are
+        built. Extra DataFrames can be passed by name: ``prof.sql("... FROM timeline JOIN mine ...",
+        mine=df)``. No file access from SQL. See `nbprofiler.sql`."""
+        from .sql import run_sql
+        frames = {n: (lambda n=n: getattr(self, n)) for n in sorted(FRAME_NAMES)}
+        return run_sql(query, frames, tables)
+
     def summary(self) -> dict:
         """The JSON-ready digest described in SUMMARY_SCHEMA (what ``nbprofiler summary --json`` prints)."""
         from .analysis.summary import summarize
