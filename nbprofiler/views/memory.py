@@ -1,0 +1,236 @@
+"""Memory view: the headline figures (peak allocated and reserved memory, what stayed allocated, the
+allocations never released), the allocator's usage curves on the timeline's clock with each curve's peak
+marked, and the operator allocation table (size, allocated at, released at, lifetime; sortable,
+searchable). Selecting a time range on the curve (box select) narrows the table to the allocations alive
+in it and sets ``MemoryView.window``, which the dashboard uses to move the timeline there.
+
+Figure factories take the ``memory`` and ``operator_memory`` frames (or a user's filtered copies) and
+work in a standalone HTML file: filtering is CustomJS on named sources.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+import traitlets
+from bokeh.events import SelectionGeometry
+from bokeh.layouts import column, row
+from bokeh.models import (BoxSelectTool, ColumnDataSource, CustomJS, DataTable, Div, HoverTool, LabelSet,
+                          NumberFormatter, TableColumn, TextInput)
+from bokeh.plotting import figure
+
+from ..analysis import memory as M
+from . import theme
+
+CURVE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8E44AD", "#7F3B08"]
+
+
+def _time(us: float) -> str:
+    """A time from the start of the run in the unit a person reads at that size."""
+    if abs(us) >= 1e6:
+        return f"{us / 1e6:,.3f} s"
+    return f"{us / 1e3:,.3f} ms" if abs(us) >= 1e3 else f"{us:,.1f} us"
+
+
+def _mb(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x / 1024:,.2f} GB" if x >= 1024 else f"{x:,.2f} MB"
+
+
+def figures_div(peaks: pd.DataFrame, stats: dict) -> Div:
+    """The numbers a reader looks for first, each with where it comes from; every value escaped."""
+    cells = []
+    if len(peaks) and peaks["peak_allocated_mb"].notna().any():
+        top = peaks.iloc[0]
+        cells.append(("Peak allocated", _mb(top["peak_allocated_mb"]),
+                      f"{top['component']} on {top['device']}, at {_time(top['peak_allocated_at_us'])}"))
+        cells.append(("Allocated at the end", _mb(top["final_allocated_mb"]), f"{top['component']}, last sample"))
+    if len(peaks) and peaks["peak_reserved_mb"].notna().any():
+        r = peaks.loc[peaks["peak_reserved_mb"].idxmax()]
+        cells.append(("Peak reserved", _mb(r["peak_reserved_mb"]), f"{r['component']} on {r['device']}"))
+    if stats:
+        cells.append(("Operator allocations", f"{stats['allocations']:,}", f"{_mb(stats['total_mb'])} in total"))
+        cells.append(("Never released", _mb(stats["never_released_mb"]),
+                      f"{stats['never_released']:,} allocations held to the end (static memory)"))
+        cells.append(("Largest allocation", _mb(stats["largest_mb"]), stats["largest_name"]))
+    body = "".join(
+        f'<div style="display:inline-block;min-width:170px;margin:0 18px 6px 0;vertical-align:top">'
+        f'<div style="{theme.MUTED_CSS}font-size:11px">{html.escape(k)}</div>'
+        f'<div style="font-size:18px;font-weight:600">{html.escape(v)}</div>'
+        f'<div style="{theme.MUTED_CSS}font-size:11px;max-width:260px;overflow-wrap:anywhere">{html.escape(n)}</div></div>'
+        for k, v, n in cells)
+    return Div(text=f'<div style="{theme.PANEL_CSS}">{body}</div>', name="memory_figures",
+               sizing_mode="stretch_width")
+
+
+def curve_figure(memory: pd.DataFrame, peaks: pd.DataFrame):
+    """Allocated memory over time, one line per (device, component), reserved memory dashed beside it,
+    each curve's allocated peak marked and labelled. Named ``memory_curve``; the x axis is µs on the
+    timeline's clock, labelled in s/ms/us. Reserved curves far above every allocated peak (a 1 GB pool
+    holding 5 MB) start hidden, so the allocated curves keep a readable scale; the legend shows them."""
+    fig = figure(height=320, sizing_mode="stretch_width", title="Memory over time", name="memory_curve",
+                 tools="xpan,xwheel_zoom,reset,save", active_scroll="xwheel_zoom",
+                 y_axis_label=theme.axis_label("Memory", "MB"), x_axis_label="time from the start of the run")
+    fig.add_tools(BoxSelectTool(dimensions="width", name="memory_range_select"))
+    theme.time_us_axis(fig.xaxis[0])
+    peak_rows = []
+    alloc_peak = float(memory["allocated_mb"].max()) if len(memory) and memory["allocated_mb"].notna().any() else 0.0
+    groups = memory.sort_values("time_us", kind="stable").groupby(["device", "component"], sort=False) \
+        if len(memory) else []
+    for i, ((device, comp), g) in enumerate(groups):
+        color = CURVE_COLORS[i % len(CURVE_COLORS)]
+        label = f"{comp} ({device})" if memory["device"].nunique() > 1 else str(comp)
+        t = g["time_us"].to_numpy(float)
+        for metric, dash, alpha in (("allocated_mb", "solid", 1.0), ("reserved_mb", "dashed", 0.6)):
+            ts, ys = M.downsample(t, g[metric].to_numpy(float))
+            if not len(ts):
+                continue
+            src = ColumnDataSource({"t": ts, "mb": ys, "curve": [f"{label} {metric[:-3]}"] * len(ts)},
+                                   name=f"memory_{metric}_src_{i}")
+            r = fig.step("t", "mb", source=src, mode="after", color=color, line_dash=dash, line_alpha=alpha,
+                         line_width=2 if dash == "solid" else 1.5, legend_label=f"{label}: {metric[:-3]}")
+            if metric == "reserved_mb" and alloc_peak > 0 and float(ys.max()) > 4 * alloc_peak:
+                r.visible = False
+        p = peaks[(peaks["device"] == device) & (peaks["component"] == comp)]
+        if len(p) and pd.notna(p["peak_allocated_mb"].iloc[0]):
+            peak_rows.append({"t": float(p["peak_allocated_at_us"].iloc[0]), "mb": float(p["peak_allocated_mb"].iloc[0]),
+                              "label": f"peak {_mb(float(p['peak_allocated_mb'].iloc[0]))}", "color": color,
+                              "curve": label})
+    if peak_rows:
+        psrc = ColumnDataSource({k: [r[k] for r in peak_rows] for k in peak_rows[0]}, name="memory_peaks_src")
+        fig.scatter("t", "mb", source=psrc, size=9, color="color", marker="triangle")
+        fig.add_layout(LabelSet(x="t", y="mb", text="label", source=psrc, y_offset=8, x_offset=-20,
+                                text_font_size="11px", text_color="color"))
+    fig.add_tools(HoverTool(tooltips=[("curve", "@curve"), ("time", "@t{0,0.0} us"), ("memory", "@mb{0,0.000} MB")]))
+    fig.y_range.start = 0
+    fig.y_range.range_padding = 0.12  # room for the peak labels
+    fig.y_range.only_visible = True  # hiding a curve (legend click) rescales to the ones shown
+    theme.style(fig)
+    if fig.legend:
+        fig.legend[0].click_policy = "hide"
+        fig.add_layout(fig.legend[0], "right")
+    return fig
+
+
+def _table_data(allocs: pd.DataFrame) -> dict:
+    return {"name": allocs["name"].astype(str).tolist(),
+            "size_mb": allocs["size_mb"].astype(float).tolist(),
+            "alloc_ms": (allocs["alloc_us"] / 1e3).astype(float).tolist(),
+            "release_ms": (allocs["release_us"] / 1e3).astype(float).tolist(),
+            "lifetime_ms": (allocs["lifetime_us"] / 1e3).astype(float).tolist(),
+            "released": ["yes" if r else "no (held to the end)" for r in allocs["released"]]}
+
+
+def allocation_table(allocs: pd.DataFrame, height: int = 300) -> DataTable:
+    """Sortable allocation table on ``memory_alloc_src``: operator, size (MB), allocated and released at
+    (ms from the start), lifetime (ms), released; largest first."""
+    src = ColumnDataSource(_table_data(allocs), name="memory_alloc_src")
+    ms = NumberFormatter(format="0,0.000")
+    cols = [TableColumn(field="name", title="Operator", width=360),
+            TableColumn(field="size_mb", title="Size (MB)", formatter=NumberFormatter(format="0,0.000"), width=90),
+            TableColumn(field="alloc_ms", title="Allocated at (ms)", formatter=ms, width=110),
+            TableColumn(field="release_ms", title="Released at (ms)", formatter=ms, width=110),
+            TableColumn(field="lifetime_ms", title="Lifetime (ms)", formatter=ms, width=100),
+            TableColumn(field="released", title="Released", width=130)]
+    return DataTable(source=src, columns=cols, sortable=True, index_position=None, height=height,
+                     sizing_mode="stretch_width", name="memory_alloc_table")
+
+
+# Filters the allocation table by the search box and the selected window (both optional).
+_FILTER_JS = """
+const q = search.value_input != null ? search.value_input : search.value;
+const needle = (q || '').toLowerCase();
+const w = win.data, has = w.t0.length > 0, t0 = has ? w.t0[0] / 1e3 : 0, t1 = has ? w.t1[0] / 1e3 : 0;
+const d = all.data, n = d.name.length, out = {};
+for (const k of Object.keys(d)) out[k] = [];
+for (let i = 0; i < n; i++) {
+  const textOk = needle === '' || String(d.name[i]).toLowerCase().includes(needle);
+  const rel = d.release_ms[i];
+  const timeOk = !has || (d.alloc_ms[i] <= t1 && (rel == null || Number.isNaN(rel) || rel >= t0));
+  if (textOk && timeOk) for (const k of Object.keys(d)) out[k].push(d[k][i]);
+}
+table_src.data = out;
+const span = has ? ' alive in ' + t0.toLocaleString('en-US', {maximumFractionDigits: 3}) + ' - ' +
+  t1.toLocaleString('en-US', {maximumFractionDigits: 3}) + ' ms' : '';
+count.text = out.name.length + ' of ' + n + ' allocations' + span;
+"""
+
+_SELECT_JS = """
+const g = cb_obj.geometry;
+if (g.type === 'rect' && cb_obj.final) {
+  win.data = {t0: [Math.min(g.x0, g.x1)], t1: [Math.max(g.x0, g.x1)]};
+  refilter.execute(cb_obj);
+}
+"""
+
+
+def memory_layout(memory: pd.DataFrame, operator_memory: pd.DataFrame):
+    """Figures, curve and allocation table as one Bokeh layout, linked by CustomJS."""
+    peaks, allocs = M.memory_peaks(memory), M.allocations(operator_memory)
+    parts = [figures_div(peaks, M.allocation_stats(operator_memory))]
+    fig = curve_figure(memory, peaks) if len(memory) else None
+    if fig is not None:
+        parts.append(fig)
+    if len(allocs):
+        table = allocation_table(allocs)
+        all_src = ColumnDataSource(dict(table.source.data), name="memory_alloc_all_src")
+        win = ColumnDataSource({"t0": [], "t1": []}, name="memory_window_src")
+        search = TextInput(placeholder="search operator (case-insensitive)", width=320, name="memory_search")
+        count = Div(text=f"{len(allocs)} of {len(allocs)} allocations", name="memory_alloc_count",
+                    render_as_text=True)
+        refilter = CustomJS(args=dict(search=search, win=win, all=all_src, table_src=table.source, count=count),
+                            code=_FILTER_JS)
+        search.js_on_change("value_input", refilter)
+        search.js_on_change("value", refilter)
+        if fig is not None:
+            fig.js_on_event(SelectionGeometry, CustomJS(args=dict(win=win, refilter=refilter), code=_SELECT_JS))
+            clear = CustomJS(args=dict(win=win, refilter=refilter),
+                             code="win.data = {t0: [], t1: []}; refilter.execute(cb_obj);")
+            fig.js_on_event("reset", clear)
+        parts += [row(search, count, sizing_mode="stretch_width"), table]
+    return theme.themed(column(*parts, sizing_mode="stretch_width", name="memory_layout"))
+
+
+class MemoryView(traitlets.HasTraits):
+    """``MemoryView(prof)`` or ``MemoryView((memory_df, operator_memory_df))``: ``.widget``, ``.display()``.
+    ``window`` is the (t0_us, t1_us) range last box-selected on the curve (empty: none), on the
+    timeline's clock."""
+
+    window = traitlets.Tuple(default_value=())
+
+    def __init__(self, prof_or_frames):
+        super().__init__()
+        if isinstance(prof_or_frames, tuple):
+            self.memory, self.operator_memory = prof_or_frames
+        else:
+            self.memory, self.operator_memory = prof_or_frames.memory, prof_or_frames.operator_memory
+        self.layout = memory_layout(self.memory, self.operator_memory)
+        self._widget = None
+        curve = self.layout.select_one({"name": "memory_curve"})
+        if curve is not None:
+            curve.on_event(SelectionGeometry, self._on_select)
+
+    def _on_select(self, event):
+        g = event.geometry
+        if g.get("type") == "rect" and event.final:
+            self.window = (float(min(g["x0"], g["x1"])), float(max(g["x0"], g["x1"])))
+
+    @property
+    def widget(self):
+        if self._widget is None:
+            from jupyter_bokeh import BokehModel
+            self._widget = BokehModel(self.layout)
+        return self._widget
+
+    def display(self):
+        from IPython.display import display
+        display(self.widget)
+        return self
+
+    def _ipython_display_(self):
+        self.display()
+
+
+__all__ = ["figures_div", "curve_figure", "allocation_table", "memory_layout", "MemoryView"]
