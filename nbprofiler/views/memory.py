@@ -22,6 +22,7 @@ from bokeh.plotting import figure
 
 from ..analysis import memory as M
 from . import theme
+from ._layout_view import LayoutView
 
 CURVE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8E44AD", "#7F3B08"]
 
@@ -193,7 +194,7 @@ def memory_layout(memory: pd.DataFrame, operator_memory: pd.DataFrame):
     return theme.themed(column(*parts, sizing_mode="stretch_width", name="memory_layout"))
 
 
-class MemoryView(traitlets.HasTraits):
+class MemoryView(traitlets.HasTraits, LayoutView):
     """``MemoryView(prof)`` or ``MemoryView((memory_df, operator_memory_df))``: ``.widget``, ``.display()``.
     ``window`` is the (t0_us, t1_us) range last box-selected on the curve (empty: none), on the
     timeline's clock."""
@@ -207,7 +208,6 @@ class MemoryView(traitlets.HasTraits):
         else:
             self.memory, self.operator_memory = prof_or_frames.memory, prof_or_frames.operator_memory
         self.layout = memory_layout(self.memory, self.operator_memory)
-        self._widget = None
         curve = self.layout.select_one({"name": "memory_curve"})
         if curve is not None:
             curve.on_event(SelectionGeometry, self._on_select)
@@ -216,21 +216,6 @@ class MemoryView(traitlets.HasTraits):
         g = event.geometry
         if g.get("type") == "rect" and event.final:
             self.window = (float(min(g["x0"], g["x1"])), float(max(g["x0"], g["x1"])))
-
-    @property
-    def widget(self):
-        if self._widget is None:
-            from jupyter_bokeh import BokehModel
-            self._widget = BokehModel(self.layout)
-        return self._widget
-
-    def display(self):
-        from IPython.display import display
-        display(self.widget)
-        return self
-
-    def _ipython_display_(self):
-        self.display()
 
 
 __all__ = ["figures_div", "curve_figure", "allocation_table", "memory_layout", "MemoryView"]
