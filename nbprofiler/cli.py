@@ -105,21 +105,15 @@ def _regression(text: str) -> tuple[str, float]:
 
 
 def cmd_check(args) -> int:
-    from .testing import CheckSpecError, build_checks, check, write_junit_xml
+    from .testing import CheckSpecError, check, write_junit_xml
     try:
-        checks = build_checks(
-            max=dict(args.max), min=dict(args.min), max_step_ms=args.max_step_ms,
-            max_host_queue_empty_pct=args.max_host_queue_empty_pct,
-            max_device_queue_empty_pct=args.max_device_queue_empty_pct)
         regressions = dict(args.max_regression_pct)
         if regressions and not args.baseline:
             raise CheckSpecError("--max-regression-pct needs --baseline DIR_B")
-        if not checks and not regressions:
-            raise CheckSpecError("no checks given (see nbprofiler check --help)")
         report = check(args.dir, baseline=args.baseline, device=args.device, raise_on_failure=False,
-                       max={c.metric: c.limit for c in checks if c.kind == "max"},
-                       min={c.metric: c.limit for c in checks if c.kind == "min"},
-                       max_regression_pct=regressions or None)
+                       max=dict(args.max), min=dict(args.min), max_regression_pct=regressions or None,
+                       max_step_ms=args.max_step_ms, max_host_queue_empty_pct=args.max_host_queue_empty_pct,
+                       max_device_queue_empty_pct=args.max_device_queue_empty_pct)
     except CheckSpecError as err:
         print(f"nbprofiler check: {err}", file=sys.stderr)
         return 2
