@@ -57,14 +57,21 @@ def test_cpu_op_executions_absent_file_is_none():
     assert framework.cpu_op_executions(prof.run, prof) is None
 
 
-def test_cpu_op_executions_bad_record_names_line(tmp_path):
+def test_cpu_op_executions_bad_record_costs_that_record_and_names_line(tmp_path):
     lines = (FRAMEWORK_DIR / "cpu_op_execute_timestamp_0.txt").read_text().splitlines(True)
     lines[2] = lines[2].replace(",0 ", ",x ", 1)
     (tmp_path / "cpu_op_execute_timestamp_0.txt").write_text("".join(lines))
     prof = nbprofiler.load(tmp_path)
-    with pytest.raises(MalformedFileError) as err:
+    with pytest.warns(ProfilerDataWarning) as w:
+        ex = framework.cpu_op_executions(prof.run, prof)
+    (err,) = [x.message.error for x in w]
+    assert err.line == 3 and lines[2].split(";")[0] in err.reason and "skipped" in err.reason
+    assert len(ex) == 13800 - 1
+    # a file of nothing but bad records is rejected whole, naming the first
+    (tmp_path / "cpu_op_execute_timestamp_0.txt").write_text("".join(l.replace(",0 ", ",x ") for l in lines))
+    with pytest.raises(MalformedFileError) as e:
         framework.cpu_op_executions(prof.run, prof)
-    assert err.value.line == 3 and err.value.field == lines[2].split(";")[0]
+    assert e.value.line is not None
 
 
 def test_cpu_op_executions_cut_last_record_warns(tmp_path):
@@ -77,14 +84,15 @@ def test_cpu_op_executions_cut_last_record_warns(tmp_path):
     assert len(ex) == 13799
 
 
-def test_memory_record_bad_cell_is_typed(tmp_path):
+def test_memory_record_bad_cell_costs_that_value(tmp_path):
     shutil.copy(FRAMEWORK_DIR / "cpu_ms_memory_record_0.txt", tmp_path)
     path = tmp_path / "cpu_ms_memory_record_0.txt"
     lines = path.read_text().splitlines(True)
     lines[5] = lines[5].replace(",1073741824,", ",10737x1824,")
     path.write_text("".join(lines))
     prof = nbprofiler.load(tmp_path)
+    n = len(lines) - 1
     with pytest.warns(ProfilerDataWarning):
-        assert prof.memory.empty
+        assert len(prof.memory) == n and prof.memory["reserved_mb"].isna().sum() == 1
     (problem,) = prof.problems
-    assert (problem.line, problem.field) == (6, "Total Reserved(Byte)")
+    assert (problem.kind, problem.line, problem.field) == ("warning", 6, "Total Reserved(Byte)")

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbprofiler.errors import (EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError,
-                               TruncatedFileError)
+                               ProfilerDataWarning, TruncatedFileError)
 from nbprofiler.io import _util
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -58,14 +58,34 @@ def test_truncated_json_is_reported_as_truncated_with_a_line(tmp_path, doc, cut)
 @SETTINGS
 @given(rows=st.lists(st.lists(st.integers(-10**6, 10**6), min_size=3, max_size=3), min_size=1, max_size=30),
        bad_row=st.integers(min_value=0, max_value=29))
-def test_extra_fields_name_the_line(tmp_path, rows, bad_row):
+def test_extra_fields_cost_the_row_and_name_the_line(tmp_path, rows, bad_row):
     bad_row %= len(rows)
     lines = ["a,b,c"] + [",".join(map(str, r)) + (",9" if i == bad_row else "") for i, r in enumerate(rows)]
     f = tmp_path / "x.csv"
     f.write_text("\n".join(lines) + "\n")
-    with pytest.raises(MalformedFileError) as e:
-        _util.read_csv(f)
-    assert e.value.line == bad_row + 2  # 1-based, after the header
+    with pytest.warns(ProfilerDataWarning) as w:
+        df = _util.read_csv(f)
+    (err,) = [x.message.error for x in w]
+    assert err.line == bad_row + 2 and err.path == f  # 1-based, after the header
+    assert df.values.tolist() == [[str(v) for v in r] for i, r in enumerate(rows) if i != bad_row]
+    assert [_util.line_of(df, i) for i in range(len(df))] == [i + 2 for i in range(len(rows)) if i != bad_row]
+
+
+@SETTINGS
+@given(rows=st.lists(st.lists(st.integers(-10**6, 10**6), min_size=3, max_size=3), min_size=2, max_size=30),
+       data=st.data())
+def test_a_mostly_malformed_csv_is_rejected_whole(tmp_path, rows, data):
+    bad = data.draw(st.sets(st.integers(0, len(rows) - 1), min_size=2))
+    lines = ["a,b,c"] + [",".join(map(str, r[:2] if i in bad else r)) for i, r in enumerate(rows)]
+    f = tmp_path / "x.csv"
+    f.write_text("\n".join(lines) + "\n")
+    if len(bad) > _util.BAD_ROW_LIMIT * len(rows):
+        with pytest.raises(MalformedFileError) as e:
+            _util.read_csv(f)
+        assert e.value.line == min(bad) + 2 and f"{len(bad)} of {len(rows)} rows" in e.value.reason
+    else:
+        with pytest.warns(ProfilerDataWarning):
+            assert len(_util.read_csv(f)) == len(rows) - len(bad)
 
 
 @SETTINGS
@@ -76,9 +96,15 @@ def test_numeric_names_line_and_field_of_a_non_number(tmp_path, values, junk, wh
     cells = [repr(float(v)) for v in values]
     cells[where] = junk
     df = pd.DataFrame({"dur": cells})
-    with pytest.raises(MalformedFileError) as e:
-        _util.numeric(df, "dur", tmp_path / "f.csv")
-    assert (e.value.line, e.value.field) == (where + 2, "dur")
+    with pytest.warns(ProfilerDataWarning) as w:
+        out = _util.numeric(df, "dur", tmp_path / "f.csv")
+    (err,) = [x.message.error for x in w]
+    assert (err.line, err.field) == (where + 2, "dur")
+    assert out.isna().tolist() == [i == where for i in range(len(values))]
+    if len(values) >= 3:  # the same junk in most rows: the column is garbage, rejected whole
+        with pytest.raises(MalformedFileError) as e:
+            _util.numeric(pd.DataFrame({"dur": [junk] * len(values)}), "dur", tmp_path / "f.csv")
+        assert (e.value.line, e.value.field) == (2, "dur")
 
 
 def test_missing_column_and_empty_file(tmp_path):

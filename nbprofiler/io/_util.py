@@ -98,40 +98,110 @@ def read_json(path: Path, expansion: float = 12.0):
         raise MalformedFileError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
 
 
-_BAD_LINE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+# Row-level recovery: a row whose field count differs from the header's, or a cell that is not the
+# number its column holds, costs that row (or cell) with a warning naming the line; the rest loads. A
+# file where more than this fraction of the data rows is bad (and more than one row) is garbage, not a
+# file with a damaged row: it is rejected whole with `MalformedFileError` naming the first bad line.
+BAD_ROW_LIMIT = 0.10
+
+
+def too_many_bad(n_bad: int, n_rows: int) -> bool:
+    """True when ``n_bad`` of ``n_rows`` bad rows is past `BAD_ROW_LIMIT` (one bad row is always tolerated)."""
+    return n_bad > 1 and n_bad > BAD_ROW_LIMIT * max(n_rows, 1)
+
+
+def skipped_rows(path: Path, bad: list[tuple[int, str]], n_rows: int, what: str = "row") -> None:
+    """Warn about skipped rows ``bad`` = [(line, reason)] of ``n_rows``, or raise when they are too many."""
+    if not bad:
+        return
+    line, reason = bad[0]
+    if too_many_bad(len(bad), n_rows):
+        raise MalformedFileError(path, f"{len(bad)} of {n_rows} {what}s are malformed (more than "
+                                       f"{BAD_ROW_LIMIT:.0%}: not a file with a damaged {what}); first: {reason}",
+                                 line=line)
+    more = f"; {len(bad) - 1} more {what}(s) skipped too, lines {', '.join(str(b[0]) for b in bad[1:6])}" \
+        f"{'...' if len(bad) > 6 else ''}" if len(bad) > 1 else ""
+    warn_partial(MalformedFileError(path, f"{reason}; {what} skipped, the other {n_rows - len(bad)} loaded{more}",
+                                    line=line))
+
+
+def line_of(df: pd.DataFrame, i: int, first_data_line: int = 2) -> int | None:
+    """The 1-based file line of the ``i``-th row of a frame from `read_csv` (its index is the row's
+    position among the file's rows; ``attrs["lines"]`` maps positions to lines when they differ)."""
+    idx = df.index[i]
+    if not isinstance(idx, (int, np.integer)):
+        return None
+    lines = df.attrs.get("lines")
+    if lines is not None and 0 <= idx < len(lines):
+        return int(lines[idx])
+    return int(idx) + first_data_line
+
+
+def _record_widths(data: bytes, sep: str) -> np.ndarray | None:
+    """Fields per non-blank record of a CSV, found without parsing it: separators and line ends outside
+    double quotes (a quote toggles; a doubled quote toggles twice), vectorised. None when the text has
+    a quote inside an unquoted field or a lone ``\\r`` line end, which only a real parser reads right."""
+    if len(sep) != 1 or b"\r" in data.replace(b"\r\n", b""):
+        return None
+    buf = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(buf == 34)
+    seps = np.flatnonzero(buf == ord(sep))
+    ends = np.flatnonzero(buf == 10)
+    if len(quotes):
+        # a quote must open a field (after a separator/line start) or close one (before sep/line end/quote)
+        prev = np.where(quotes > 0, buf[np.maximum(quotes - 1, 0)], 10)
+        nxt = np.where(quotes + 1 < len(buf), buf[np.minimum(quotes + 1, len(buf) - 1)], 10)
+        ok = np.isin(prev, (34, ord(sep), 10)) | np.isin(nxt, (34, ord(sep), 10, 13))
+        if not ok.all():
+            return None
+        seps = seps[np.searchsorted(quotes, seps) % 2 == 0]
+        ends = ends[np.searchsorted(quotes, ends) % 2 == 0]
+    if not len(ends) or ends[-1] != len(buf) - 1:
+        ends = np.append(ends, len(buf))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    length = ends - starts
+    per = np.diff(np.concatenate(([0], np.searchsorted(seps, ends))))
+    blank = (per == 0) & ((length == 0) | ((length == 1) & (buf[np.minimum(starts, len(buf) - 1)] == 13)))
+    return per[~blank] + 1
 
 
 def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict | None = None,
-             skipinitialspace: bool = False, **kwargs) -> pd.DataFrame:
+             skipinitialspace: bool = False, usecols=None, sep: str = ",", **kwargs) -> pd.DataFrame:
     """Read a CSV with a single header row, every column as str (convert with `numeric`).
 
     ``required``: column names (after ``header_map`` renaming and stripping) that must exist.
-    A row with too many fields raises `MalformedFileError` naming its line; a file that stops in the
-    middle of its last row is loaded without that row and warns (`TruncatedFileError`).
+    A row with more or fewer fields than the header is dropped with a warning naming its line (the
+    frame's index keeps each row's position among the file's rows, ``attrs["lines"]`` its line when they
+    differ); more than `BAD_ROW_LIMIT` of the rows bad rejects the file (`MalformedFileError`). A file
+    that stops in the middle of its last row loads without that row and warns (`TruncatedFileError`).
+    ``usecols`` (list or callable on the stripped-or-not header name) selects columns as in pandas.
     """
     data = read_bytes(path, expansion=8.0)
     if not data.strip():
         raise EmptyFileError(path, "file is empty")
     text = decode(path, data)
-    try:
-        # index_col=False: otherwise pandas silently turns a first row with one extra field into an index.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", pd.errors.ParserWarning)
-            # bytes, not StringIO: StringIO holds 4 bytes per character and pandas re-encodes it to UTF-8,
-            # which doubles the parse time of a large CSV (the text is already checked by `decode`)
-            df = pd.read_csv(io.BytesIO(text.encode("utf-8")), encoding="utf-8", dtype=str, keep_default_na=False,
-                             na_values=[],
-                             skipinitialspace=skipinitialspace, index_col=False, **kwargs)
-        if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
-            _raise_long_row(path, text, kwargs.get("sep", ","))
-    except pd.errors.EmptyDataError:
-        raise EmptyFileError(path, "file is empty") from None
-    except pd.errors.ParserError as e:
-        m = _BAD_LINE.search(str(e))
-        if m:
-            raise MalformedFileError(path, f"row has {m.group(3)} fields, the header has {m.group(1)}",
-                                     line=int(m.group(2))) from None
-        raise MalformedFileError(path, f"not a readable CSV: {str(e).strip()}") from None
+    raw = text.encode("utf-8")
+    df = None
+    widths = _record_widths(raw, sep)
+    if widths is not None and len(widths) and (widths == widths[0]).all():
+        try:
+            # index_col=False: otherwise pandas silently turns a first row with one extra field into an index.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", pd.errors.ParserWarning)
+                # bytes, not StringIO: StringIO holds 4 bytes per character and pandas re-encodes it to UTF-8,
+                # which doubles the parse time of a large CSV (the text is already checked by `decode`)
+                df = pd.read_csv(io.BytesIO(raw), encoding="utf-8", dtype=str, keep_default_na=False,
+                                 na_values=[], skipinitialspace=skipinitialspace, index_col=False,
+                                 usecols=usecols, sep=sep, **kwargs)
+            if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught) or \
+                    len(df) != len(widths) - 1:
+                df = None  # the fast count and pandas disagree: let the careful reader decide
+        except pd.errors.EmptyDataError:
+            raise EmptyFileError(path, "file is empty") from None
+        except pd.errors.ParserError:
+            df = None
+    if df is None:
+        df = _read_rows(path, text, sep, skipinitialspace, usecols)
     df.columns = [str(c).strip() for c in df.columns]
     if header_map:
         df = df.rename(columns={k: v for k, v in header_map.items() if k in df.columns})
@@ -139,50 +209,99 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
     if missing:
         raise MissingColumnError(path, f"missing column(s) {missing}; header is {list(df.columns)}",
                                  line=1, field=missing[0])
-    # A truncated last row: the file does not end with a newline and its last row is short.
-    if len(df) and not text.endswith(("\n", "\r")):
-        last = df.iloc[-1]
-        n_fields = text.rstrip("\r\n").rsplit("\n", 1)[-1].count(",") + 1
-        if n_fields < len(df.columns) and any(last[c] == "" for c in df.columns[n_fields:]):
-            warn_partial(TruncatedFileError(path, f"last row has {n_fields} of {len(df.columns)} fields; "
-                                                  "dropped", line=len(df) + 1))
-            df = df.iloc[:-1]
     df.attrs["path"] = str(path)
     return df
 
 
-def _raise_long_row(path: Path, text: str, sep: str) -> None:
+def _read_rows(path: Path, text: str, sep: str, skipinitialspace: bool, usecols) -> pd.DataFrame:
+    """The careful reader (Python's csv module, line by line): rows of the wrong width are dropped with
+    a warning naming their line; a short last row of a file without a final newline is a cut-off row."""
     import csv
-    rows = csv.reader(io.StringIO(text), delimiter=sep)
-    width = None
-    for n, row in enumerate(rows, start=1):
-        if width is None:
-            width = len(row)
-        elif len(row) > width:
-            raise MalformedFileError(path, f"row has {len(row)} fields, the header has {width}", line=n)
-    raise MalformedFileError(path, "rows and header have different numbers of fields")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, skipinitialspace=skipinitialspace)
+    header, rows, lines, bad, widths = None, [], [], [], []
+    cut = None
+    start = 1
+    try:
+        for row in reader:
+            line, start = start, reader.line_num + 1
+            if not row or row == [""]:
+                continue
+            if header is None:
+                header = row
+                continue
+            if len(row) == len(header):
+                rows.append(row)
+                lines.append(line)
+            else:
+                bad.append((line, f"row has {len(row)} fields, the header has {len(header)}"))
+                widths.append(len(row))
+    except csv.Error as e:
+        raise MalformedFileError(path, f"not a readable CSV: {e}", line=start) from None
+    if header is None:
+        raise EmptyFileError(path, "file is empty")
+    if bad and bad[-1][0] == line and widths[-1] < len(header) and not text.endswith(("\n", "\r")):
+        cut = bad.pop()
+        warn_partial(TruncatedFileError(path, f"last row has {widths[-1]} of {len(header)} fields; dropped",
+                                        line=cut[0]))
+    skipped_rows(path, bad, len(rows) + len(bad))
+    names = _dedupe(header)
+    df = pd.DataFrame(rows, columns=names, dtype=str) if rows else \
+        pd.DataFrame({c: pd.Series(dtype=str) for c in names})
+    if usecols is not None:
+        keep = [c for c in names if (usecols(c) if callable(usecols) else c in set(usecols))]
+        df = df[keep]
+    # the index is each row's position among the file's rows (bad ones included) so positions map to lines
+    positions = sorted([(ln, True) for ln in lines] + [(b[0], False) for b in bad] +
+                       ([(cut[0], False)] if cut else []))
+    good_pos = [i for i, (_, ok) in enumerate(positions) if ok]
+    df.index = pd.Index(good_pos, dtype="int64")
+    df.attrs["lines"] = np.array([ln for ln, _ in positions], dtype="int64")
+    return df
+
+
+def _dedupe(names: list[str]) -> list[str]:
+    """pandas' rule for repeated header names: the second ``x`` becomes ``x.1``."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        if n in seen:
+            seen[n] += 1
+            out.append(f"{n}.{seen[n]}")
+        else:
+            seen[n] = 0
+            out.append(n)
+    return out
 
 
 def numeric(df: pd.DataFrame, col: str, path: Path, *, dtype=float, allow_missing: bool = True,
             missing=("", "N/A", "NA", "nan", "-", "None"), first_data_line: int = 2) -> pd.Series:
-    """Column ``col`` as numbers. Blank/N/A cells become NaN (or raise if not ``allow_missing``);
-    anything else that is not a number raises `MalformedFileError` naming the line and field.
-    Strips whitespace, tabs and surrounding quotes (CANN writes ``"123.4\\t"``)."""
+    """Column ``col`` as numbers. Blank/N/A cells become NaN (or raise if not ``allow_missing``).
+    A cell that is not a (finite) number costs that value: NaN, with a warning naming its line and
+    field; past `BAD_ROW_LIMIT` of the rows the column is garbage and `MalformedFileError` names the
+    first bad line. Strips whitespace, tabs and surrounding quotes (CANN writes ``"123.4\\t"``)."""
     raw = df[col].astype(str).str.strip().str.strip('"').str.strip()
     is_missing = raw.isin(missing)
     vals = pd.to_numeric(raw.where(~is_missing, None), errors="coerce")
-    bad = vals.isna() & ~is_missing
+    bad = np.array((vals.isna() & ~is_missing).to_numpy(), dtype=bool)
+    bad |= np.isinf(vals.to_numpy(dtype="float64", na_value=np.nan))
     if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise MalformedFileError(path, f"not a number: {raw.iloc[i]!r}", line=int(df.index[i]) + first_data_line
-                                 if isinstance(df.index[i], (int, np.integer)) else None, field=col)
-    infinite = np.isinf(vals.to_numpy(dtype="float64", na_value=np.nan))
-    if infinite.any():
-        i = int(np.flatnonzero(infinite)[0])
-        raise MalformedFileError(path, f"not a finite number: {raw.iloc[i]!r}", line=i + first_data_line, field=col)
+        where = np.flatnonzero(bad)
+        i = int(where[0])
+        what = "not a finite number" if pd.notna(vals.iloc[i]) else "not a number"
+        if not allow_missing or too_many_bad(len(where), len(df)):
+            raise MalformedFileError(path, f"{what}: {raw.iloc[i]!r}"
+                                     + (f" ({len(where)} of {len(df)} values)" if len(where) > 1 else ""),
+                                     line=line_of(df, i, first_data_line), field=col)
+        more = f"; {len(where) - 1} more bad value(s), lines " \
+               f"{', '.join(str(line_of(df, int(j), first_data_line)) for j in where[1:6])}" if len(where) > 1 else ""
+        warn_partial(MalformedFileError(path, f"{what}: {raw.iloc[i]!r}; value left empty (NaN), the rest of "
+                                              f"the row loaded{more}", line=line_of(df, i, first_data_line),
+                                        field=col))
+        vals = vals.where(~bad, np.nan)
+        is_missing = is_missing | bad
     if not allow_missing and is_missing.any():
         i = int(np.flatnonzero(is_missing.to_numpy())[0])
-        raise MalformedFileError(path, "empty value", line=i + first_data_line, field=col)
+        raise MalformedFileError(path, "empty value", line=line_of(df, i, first_data_line), field=col)
     if dtype is int:
         return vals.astype("Int64") if is_missing.any() else vals.astype("int64")
     return vals.astype("float64")
@@ -214,5 +333,5 @@ def snake(name: str) -> str:
     return f"{base}_{unit}" if unit else base
 
 
-__all__ = ["read_text", "read_json", "read_csv", "read_bytes", "decode", "numeric", "require_keys", "snake",
+__all__ = ["read_text", "read_json", "read_csv", "skipped_rows", "too_many_bad", "line_of", "BAD_ROW_LIMIT", "read_bytes", "decode", "numeric", "require_keys", "snake",
            "warn_partial", "check_size", "available_memory_bytes"]

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MalformedFileError, MissingColumnError, ProfilerDataError
-from ._util import numeric, read_csv, read_json, snake, warn_partial
+from ._util import line_of, numeric, read_csv, read_json, skipped_rows, snake, warn_partial
 from .discover import RunFiles
 
 # -- run metadata ---------------------------------------------------------------------------------
@@ -120,6 +120,7 @@ def kernels(run: RunFiles, prof=None) -> pd.DataFrame:
             raw = [k for k, v in KERNEL_COLUMNS.items() if v == col]
             raise MissingColumnError(path, f"missing column {raw[0]!r} (or a synonym {raw[1:]})", line=1,
                                      field=raw[0])
+    df = _drop_bad_timestamps(df, path)
     out = pd.DataFrame(index=df.index)
     for col in KERNEL_INT_COLUMNS:
         if col in df.columns:
@@ -151,6 +152,18 @@ def kernels(run: RunFiles, prof=None) -> pd.DataFrame:
     out.attrs["origin_used_us"] = float(o_int) + o_frac
     out.attrs["path"] = str(path)
     return out.reset_index(drop=True)
+
+
+def _drop_bad_timestamps(df: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Rows whose Start Time is not a timestamp are dropped with a warning naming their line (a row
+    cannot be placed in time without it); too many and the file is rejected (`skipped_rows`)."""
+    raw = df["start_us"].astype(str).str.strip().str.strip('"').str.strip()
+    bad = ~raw.str.fullmatch(r"-?\d+(\.\d*)?").fillna(False).to_numpy(dtype=bool)
+    if not bad.any():
+        return df
+    skipped_rows(path, [(line_of(df, int(i)), f"Start Time(us) {raw.iloc[int(i)]!r} is not a timestamp")
+                        for i in np.flatnonzero(bad)], len(df))
+    return df[~bad]
 
 
 def _split_timestamps(col: pd.Series, path: Path) -> tuple[pd.Series, pd.Series]:

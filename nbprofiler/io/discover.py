@@ -102,7 +102,7 @@ LEGACY_ROLES = {r for r, _ in ID_ROLES} - MINDDATA_ROLES - {"profiler_info"}
 
 SKIP_DIRS = {"logs", ".git", "node_modules", "__pycache__", ".ipynb_checkpoints", ".venv", "venv"}
 CANN_TIMELINE = re.compile(r"(?P<kind>msprof|hccl|step_trace|task_time)_(?P<rest>[\d_]+)\.json")
-ASCEND_MS = re.compile(r".+_ascend_ms$")
+ASCEND_MS = re.compile(r".+_ascend_(?:ms|pt)$")  # MindSpore (ms) and the Ascend PyTorch profiler (pt)
 PROF_DIR = re.compile(r"PROF_\d+_\d+_[A-Za-z0-9]+$")
 
 # Bounds that keep discovery responsive on a huge, unrelated tree (a home directory, a dataset folder).

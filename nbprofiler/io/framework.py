@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError
-from ._util import numeric, read_csv, read_text, warn_partial
+from ._util import numeric, read_csv, read_text, skipped_rows, warn_partial
 from .discover import RunFiles
 
 US_PER_MS = 1000.0
@@ -121,13 +121,14 @@ def cpu_op_executions(run: RunFiles, prof) -> pd.DataFrame | None:
     names, starts, durs, tids = [], [], [], []
     lines = text.splitlines()
     truncated = not text.endswith(("\n", "\r"))
+    bad: list[tuple[int, str]] = []  # a malformed line or record costs itself only (see `skipped_rows`)
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         parts = line.split(";", 2)
         if len(parts) < 3 or not parts[0].strip():
-            raise MalformedFileError(path, "expected '<op name>;<category>;<start_ns>,<dur_ms>,<n> ...'",
-                                     line=lineno)
+            bad.append((lineno, f"{line[:40]!r} is not '<op name>;<category>;<start_ns>,<dur_ms>,<n> ...'"))
+            continue
         name = parts[0].strip()
         triples = parts[2].split()
         for i, triple in enumerate(triples):
@@ -141,12 +142,14 @@ def cpu_op_executions(run: RunFiles, prof) -> pd.DataFrame | None:
                     warn_partial(MalformedFileError(path, f"last execution record {triple!r} is cut off; "
                                                           "dropped", line=lineno))
                     break
-                raise MalformedFileError(path, f"bad execution record {triple!r} (expected "
-                                               "<start_ns>,<dur_ms>,<n>)", line=lineno, field=name) from None
+                bad.append((lineno, f"bad execution record {triple!r} of {name!r} (expected "
+                                    "<start_ns>,<dur_ms>,<n>)"))
+                continue
             names.append(name)
             starts.append(start_ns)
             durs.append(dur_ms)
             tids.append(tid)
+    skipped_rows(path, bad, len(names) + len(bad), what="execution record")
     if not names:
         raise EmptyFileError(path, "no execution records")
     types = {}

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError
-from ._util import numeric, read_csv, read_json, read_text, warn_partial
+from ._util import BAD_ROW_LIMIT, numeric, read_csv, read_json, read_text, too_many_bad, warn_partial
 from .discover import RunFiles
 
 PIPELINE_CSV_COLUMNS = ["op_id", "op_type", "num_workers", "output_queue_size", "output_queue_average_size",
@@ -323,6 +323,9 @@ def read_queue_records(path: Path) -> pd.DataFrame:
             raise MalformedFileError(path, f"no valid record; expected 4 or 5 integers per line, found "
                                            f"{bad[0][1][:60]!r}", line=bad[0][0])
         raise EmptyFileError(path, "file holds no records")
+    if too_many_bad(len(bad), len(rows) + len(bad)):
+        raise MalformedFileError(path, f"{len(bad)} of {len(rows) + len(bad)} records are malformed (past the "
+                                       f"{BAD_ROW_LIMIT:.0%} limit); first: {bad[0][1][:60]!r}", line=bad[0][0])
     if bad:
         more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
         warn_partial(MalformedFileError(path, f"skipped a malformed record {bad[0][1][:60]!r}{more} "
@@ -388,8 +391,9 @@ def read_getnext(path: Path, nanoseconds: bool) -> pd.DataFrame:
             continue
         rows.append((fields[0], start, end, size))
     if bad:
-        if not rows:
-            raise MalformedFileError(path, f"no valid GetNext record; found {bad[0][1][:60]!r}", line=bad[0][0])
+        if not rows or too_many_bad(len(bad), len(rows) + len(bad)):
+            raise MalformedFileError(path, f"{len(bad)} of {len(rows) + len(bad)} GetNext records are malformed; "
+                                           f"first: {bad[0][1][:60]!r}", line=bad[0][0])
         more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
         warn_partial(MalformedFileError(path, f"skipped a malformed GetNext record {bad[0][1][:60]!r}{more} "
                                               "(expected: name start end [queue_size])", line=bad[0][0]))
