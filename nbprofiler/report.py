@@ -3,7 +3,7 @@
 `write_html_report(prof, path, title=None, compare_with=None)` writes a single HTML file with BokehJS
 inline (no network needed to open it): a header, the overview numbers of ``prof.summary()``, the
 advisor's suggestions, and tabs built from the view modules' figure factories: Step trace, Operators
-(charts + searchable table, CustomJS), MindData, and a Timeline reduced by level of detail to at most
+(charts + searchable table, CustomJS), MindData, Operators per step, Memory, FLOPs, and a Timeline reduced by level of detail to at most
 `TIMELINE_BUDGET` bars, with a note saying how many events were merged or left out. For a `Cluster` it
 reports the first rank and adds a "Ranks" tab with one row per rank. With ``compare_with`` (a second
 run) it adds a "Compare" tab (`nbprofiler.analysis.compare.compare` drawn by
@@ -209,6 +209,28 @@ def _minddata(prof):
     return minddata_layout(frames)
 
 
+def _memory(prof):
+    from .views.memory import memory_layout
+    if prof.memory.empty and prof.operator_memory.empty:
+        return None
+    return memory_layout(prof.memory, prof.operator_memory)
+
+
+def _flops(prof):
+    from .views.flops import flops_layout
+    if prof.flops.empty:
+        return None
+    return flops_layout(prof.flops, prof.flops_summary)
+
+
+def _op_steps(prof):
+    from .views.op_steps import has_op_steps, op_steps_layout
+    if not has_op_steps(prof):
+        return None
+    return op_steps_layout({"step_windows": prof.step_windows, "kernels": prof.kernels,
+                            "timeline": prof.timeline, "timeline_tracks": prof.timeline_tracks})
+
+
 def _timeline(prof):
     from .views.timeline import timeline_figure
     tl = prof.timeline
@@ -242,9 +264,15 @@ SECTIONS = (
             frozenset({"aicore_type", "aicore_detail", "aicpu", "cpu_op_type", "cpu_op_detail", "gpu_op_type",
                        "gpu_op_detail", "kernel_details", "op_statistic"}),
             "aicore/aicpu_intermediate_*, cpu/gpu_op_type_info_*, kernel_details.csv or op_statistic.csv"),
+    Section("op_steps", "Operators per step", _op_steps,
+            frozenset({"kernel_details", "step_trace", "step_trace_time", "cann_step_trace"}),
+            "kernel_details.csv with step ids, or a step trace whose steps the timeline covers"),
     Section("minddata", "MindData", _minddata, frozenset(MINDDATA_ROLES),
             "pipeline_profiling_*, minddata_pipeline_raw_*, device_queue/dataset_iterator profiling or "
             "minddata_cpu_utilization_*"),
+    Section("memory", "Memory", _memory, frozenset({"memory_record", "operator_memory", "cpu_memory_record"}),
+            "memory_record.csv, operator_memory.csv or FRAMEWORK/cpu_ms_memory_record_*.txt"),
+    Section("flops", "FLOPs", _flops, frozenset({"flops", "flops_summary"}), "flops_*.txt and flops_summary_*.json"),
     Section("timeline", "Timeline", _timeline,
             frozenset({"trace_view", "timeline", "output_timeline_data", "cann_timeline", "cann_task_time",
                        "cann_hccl"}),

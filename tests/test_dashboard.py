@@ -84,3 +84,34 @@ def test_repr_profile_and_cluster():
     cl = load_quietly(DATA / "legacy/cluster_4rank_pipeline")
     html = cluster_html(cl)
     assert "4 ranks" in html and html.count("<tr>") == 5
+
+
+def test_memory_and_flops_tabs_show_their_views_and_a_memory_range_moves_the_timeline():
+    from nbprofiler.views.flops import FlopsView
+    from nbprofiler.views.memory import MemoryView
+    prof = load_quietly(DATA / "mindspore2/lenet_pynative")
+    db = D.Dashboard(prof)
+    mem = db.select("Memory")
+    assert isinstance(mem, MemoryView) and mem.widget in db._panels["Memory"].children
+    assert db.select("FLOPs") is None and "flops_*.txt" in db._panels["FLOPs"].children[0].value
+    tl = db.select("Timeline")
+    queries = tl.queries
+    mem.window = (1_000_000.0, 2_000_000.0)  # what a box selection on the memory curve sets
+    assert tl.queries > queries
+    widedeep = D.Dashboard(load_quietly(DATA / "legacy/run_1_widedeep"))
+    assert isinstance(widedeep.select("FLOPs"), FlopsView)
+
+
+def test_operators_per_step_fold_builds_on_open_and_a_clicked_step_selects_it_everywhere():
+    prof = load_quietly(DATA / "legacy/run_1_widedeep")
+    db = D.Dashboard(prof)
+    db.select("Operators")
+    fold = db._panels["Operators"].children[-1]
+    assert fold.titles == ("Operators per step and by input shape",) and "Operators per step" not in db.views
+    fold.selected_index = 0
+    per_step = db.views["Operators per step"]
+    points = per_step.layout.select_one({"name": "op_steps_points"})
+    i = list(points.data["step"]).index(4)
+    points.selected.indices = [i]  # a click on step 4's point
+    assert per_step.step == 4 and db.views["Step trace"].step == 4
+    assert db.link_note.value.count("Step 4:") == 1 and db.views["Operators"].step == 4

@@ -29,11 +29,12 @@ def kernels591():
 def test_timeline_ops_placed_in_step_windows_equal_a_brute_force_count(widedeep):
     by_step = S.op_time_by_step(**frames(widedeep))
     assert "aligned on the first AI Core op" in by_step.attrs["source"]
-    assert by_step["step"].nunique() == 15  # the trace covers the first 15 of 322 steps
+    # the trace's device ops cover the first 14 of 322 steps whole and stop early in step 15
+    assert sorted(by_step["step"].unique()) == list(range(1, 15))
     tracks = widedeep.timeline_tracks
     device = tracks.loc[tracks["process"].str.startswith("Ascend Device"), "track"]
     tl = widedeep.timeline
-    for step in (1, 3, 15):
+    for step in (1, 3, 14):
         w = widedeep.step_windows.set_index("step").loc[step]
         ev = tl[tl["track"].isin(device) & (tl["start_us"] >= w.start_us) & (tl["start_us"] < w.end_us)]
         want = ev.groupby("op_type", observed=True)["dur_us"].agg(["sum", "size"])
@@ -56,7 +57,19 @@ def test_step_operators_are_one_steps_longest_executions(widedeep):
     by_step = S.op_time_by_step(**frames(widedeep))
     assert ops["dur_us"].sum() == pytest.approx(by_step[by_step["step"] == 3]["total_time_us"].sum())
     capped = S.step_operators(**frames(widedeep), per_step=5)
-    assert capped.groupby("step").size().max() == 5 and capped["step"].nunique() == 15
+    assert capped.groupby("step").size().max() == 5 and capped["step"].nunique() == 14
+
+
+def test_cann_step_trace_places_every_step_including_the_first_and_last():
+    prof = nbprofiler.load(DATA / "npu/cann_prof_2dev")
+    prof = prof[prof.ranks[0]]
+    by_step = S.op_time_by_step(**frames(prof))
+    assert by_step.attrs["source"].startswith("timeline device operators placed in their step")
+    assert sorted(by_step["step"].unique()) == list(range(1, 11)) == sorted(prof.step_windows["step"])
+    tracks = prof.timeline_tracks
+    ops = tracks[(tracks["process"] == "Ascend Hardware") & ~tracks["thread"].str.startswith("Step Trace")]
+    tl = prof.timeline[prof.timeline["track"].isin(ops["track"])]
+    assert by_step["total_time_us"].sum() == pytest.approx(tl["dur_us"].sum())  # every op is in a step
 
 
 def test_kernel_step_ids_win_over_the_timeline_and_shapes_come_along(kernels591):

@@ -102,22 +102,24 @@ def test_report_opens_on_a_tab_with_data_and_names_the_views_left_out():
     the overview says the step trace is missing and which files would have held it."""
     from nbprofiler.report import report_layout
     layout = report_layout(load_quietly(nbprofiler.samples.path("lenet_pynative")))
-    assert _tab_titles(layout) == (["Operators", "MindData", "Timeline"], 0)
+    assert _tab_titles(layout) == (["Operators", "MindData", "Memory", "Timeline"], 0)
     missing = _missing_items(layout)
-    assert list(missing) == ["Step trace"]
+    assert list(missing) == ["Step trace", "Operators per step", "FLOPs"]
     assert "none of its files was found" in missing["Step trace"]
     assert "step_trace_raw_*_detail_time.csv" in missing["Step trace"]
-    # a run with every view keeps all four tabs in order and lists nothing as missing
+    # the tab order is kept; a run without memory records says so
     full = report_layout(load_quietly(DATA / "legacy" / "run_1_widedeep"))
-    assert _tab_titles(full) == (["Step trace", "Operators", "MindData", "Timeline"], 0)
-    assert _missing_items(full) == {}
+    assert _tab_titles(full) == (["Step trace", "Operators", "Operators per step", "MindData", "FLOPs",
+                                  "Timeline"], 0)
+    assert list(_missing_items(full)) == ["Memory"]
 
 
 def test_cluster_report_leaves_out_views_its_files_do_not_have():
     from nbprofiler.report import report_layout
     layout = report_layout(load_quietly(DATA / "legacy" / "cluster_4rank_pipeline"))
     assert _tab_titles(layout) == (["Ranks", "Step trace"], 0)
-    assert list(_missing_items(layout)) == ["Operators", "MindData", "Timeline"]
+    assert list(_missing_items(layout)) == ["Operators", "Operators per step", "MindData", "Memory", "FLOPs",
+                                            "Timeline"]
 
 
 def test_missing_view_reason_names_the_file_that_failed(tmp_path):
@@ -130,8 +132,10 @@ def test_missing_view_reason_names_the_file_that_failed(tmp_path):
     layout = report_layout(prof)
     assert [Path(p.file).name for p in prof.problems] == ["step_trace_raw_1_detail_time.csv"]
     assert _tab_titles(layout) == (["Operators", "MindData", "Timeline"], 0)
-    assert _missing_items(layout) == {
-        "Step trace": "step_trace_raw_1_detail_time.csv could not be read (see the problems listed above)"}
+    missing = _missing_items(layout)
+    assert missing["Step trace"] == ("step_trace_raw_1_detail_time.csv could not be read (see the problems "
+                                     "listed above)")
+    assert missing["Operators per step"] == missing["Step trace"]  # its steps come from that file
     # the undamaged original has the tab
     assert _tab_titles(report_layout(load_quietly(DATA / "legacy" / "run_2_lenet")))[0][0] == "Step trace"
 

@@ -22,6 +22,8 @@ import pandas as pd
 # them; host API, communication, overlap-analysis and step-marker tracks are not operators.
 DEVICE_OP_PROCESS = re.compile(r"^(Ascend Hardware|Ascend Device|GPU|CPU OP)\b")
 NOT_OP_THREAD = re.compile(r"^Step Trace")
+# A step counts as traced when the device operators span at least this share of its window.
+COVERED_FRACTION = 0.9
 
 BY_STEP_COLUMNS = {"step": "int64", "op_type": "string", "total_time_us": "float64", "count": "Int64"}
 SHAPE_COLUMNS = {"op_type": "string", "input_shapes": "string", "count": "Int64", "total_time_us": "float64",
@@ -78,6 +80,14 @@ def _step_rows(kernels, timeline, tracks, step_windows) -> tuple[pd.DataFrame | 
     events = _device_op_events(timeline, tracks)
     if events is None or step_windows is None or step_windows.empty:
         return None, None
+    # Only steps the device operators cover: a trace that stops mid-step would show that step's operators
+    # as a sudden drop in time that never happened. A step starts a little before its first operator and
+    # ends a little after its last, hence the slack.
+    first, last = float(events["start_us"].min()), float((events["start_us"] + events["dur_us"]).max())
+    slack = (1 - COVERED_FRACTION) * (step_windows["end_us"] - step_windows["start_us"])
+    step_windows = step_windows[(step_windows["start_us"] + slack >= first) & (step_windows["end_us"] - slack <= last)]
+    if step_windows.empty:
+        return None, None
     steps = _place_in_steps(events["start_us"].to_numpy(float), step_windows)
     keep = steps >= 0
     events = events[keep]
@@ -86,7 +96,7 @@ def _step_rows(kernels, timeline, tracks, step_windows) -> tuple[pd.DataFrame | 
                          "start_us": events["start_us"].to_numpy(float), "dur_us": events["dur_us"].to_numpy(float),
                          "args": events["args"].to_numpy() if "args" in events else None})
     how = str(step_windows["source"].iloc[0]) if "source" in step_windows else "step windows"
-    return rows, f"timeline device operators placed in their step by start time ({how})"
+    return rows, f"timeline device operators placed in their step by start time ({how}; steps the trace covers)"
 
 
 def op_time_by_step(step_windows: pd.DataFrame | None = None, *, kernels: pd.DataFrame | None = None,

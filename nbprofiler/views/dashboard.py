@@ -1,5 +1,6 @@
 """The dashboard (`nbprofiler.show(prof)` / `prof.show()`): an overview of `prof.summary()` with the
-advisor's suggestions, and one tab each for step trace, operators, MindData and timeline.
+advisor's suggestions, and one tab each for step trace, operators (with operators per step and by input
+shape folded below), MindData, memory, FLOPs and timeline.
 
 Views are built when their tab is first opened (a large timeline costs nothing until looked at). A tab
 whose frames are empty shows which files were looked for and what failed. Linking: choosing a step in
@@ -16,7 +17,7 @@ import ipywidgets as W
 
 from . import theme
 
-TABS = ["Overview", "Step trace", "Operators", "MindData", "Timeline"]
+TABS = ["Overview", "Step trace", "Operators", "MindData", "Memory", "FLOPs", "Timeline"]
 
 # What each tab reads, for the "no data" panel (file patterns as written by the profilers).
 LOOKED_FOR = {
@@ -27,6 +28,9 @@ LOOKED_FOR = {
                   "ASCEND_PROFILER_OUTPUT/kernel_details.csv", "op_statistic.csv"],
     "MindData": ["minddata_pipeline_raw_*.csv", "pipeline_profiling_*.json", "device_queue_profiling_*.txt",
                  "dataset_iterator_profiling_*.txt", "minddata_aicpu_*.txt", "minddata_cpu_utilization_*.json"],
+    "Memory": ["ASCEND_PROFILER_OUTPUT/memory_record.csv", "ASCEND_PROFILER_OUTPUT/operator_memory.csv",
+               "FRAMEWORK/cpu_ms_memory_record_*.txt"],
+    "FLOPs": ["flops_*.txt", "flops_summary_*.json"],
     "Timeline": ["ASCEND_PROFILER_OUTPUT/trace_view.json", "ascend_timeline_display_*.json",
                  "timeline_display_*.json", "gpu_timeline_display_*.json", "PROF_*/device_*/timeline/*.json"],
 }
@@ -108,7 +112,9 @@ def overview_html(prof, summary: dict) -> str:
 
 
 class Dashboard:
-    """Tabs: overview, step trace, operators, MindData, timeline, linked by the selected step.
+    """Tabs: overview, step trace, operators, MindData, memory, FLOPs, timeline, linked by the selected
+    step (a step clicked in the per-step operator chart selects it too); a range box-selected on the
+    memory curve moves the timeline there.
 
     ``.widget`` is the ipywidgets ``Tab``; ``.views`` holds the views built so far by tab name;
     ``.select(tab_name)`` opens a tab (building its view)."""
@@ -117,6 +123,7 @@ class Dashboard:
         self.prof = prof
         self.top_n = top_n
         self.views: dict[str, object] = {}
+        self._extras: dict[str, list] = {}  # widgets a tab shows under its view
         self.link_note = W.HTML("")
         self.summary = prof.summary()
         self._panels = {name: W.VBox([], layout=W.Layout(width="100%")) for name in TABS}
@@ -149,7 +156,7 @@ class Dashboard:
             # The operators view says itself what a step does to its table (`OperatorsView.step_note`);
             # the dashboard's note is about the timeline only, so each tab shows one note.
             extra = [self.link_note] if tab == "Timeline" else []
-            self._panels[tab].children = [*extra, view.widget]
+            self._panels[tab].children = [*extra, view.widget, *self._extras.get(tab, [])]
         return view
 
     def _make(self, tab: str):
@@ -169,6 +176,7 @@ class Dashboard:
             step = self._current_step()
             if step:
                 view.set_step(step)
+            self._add_op_steps()
             return view
         if tab == "MindData":
             if all(getattr(prof, f).empty for f in ("minddata_pipeline", "host_queue", "device_queue",
@@ -176,6 +184,18 @@ class Dashboard:
                 return None
             from .minddata import MindDataView
             return MindDataView(prof)
+        if tab == "Memory":
+            if prof.memory.empty and prof.operator_memory.empty:
+                return None
+            from .memory import MemoryView
+            view = MemoryView(prof)
+            view.observe(self._on_memory_window, names="window")
+            return view
+        if tab == "FLOPs":
+            if prof.flops.empty:
+                return None
+            from .flops import FlopsView
+            return FlopsView(prof)
         if tab == "Timeline":
             if prof.timeline.empty:
                 return None
@@ -186,6 +206,39 @@ class Dashboard:
                 view.set_window(*window)
             return view
         raise ValueError(f"unknown tab {tab!r}; tabs are {TABS}")
+
+    def _add_op_steps(self) -> None:
+        """Operators per step and by input shape, folded under the Operators tab (built on first open:
+        placing a trace's operators in steps reads the whole timeline)."""
+        from .op_steps import OpStepsView, has_op_steps
+        if not has_op_steps(self.prof):
+            return
+        holder = W.VBox([])
+        fold = W.Accordion(children=[holder], titles=("Operators per step and by input shape",),
+                           selected_index=None, layout=W.Layout(width="100%"))
+
+        def build(change):
+            if change["new"] == 0 and not holder.children:
+                view = OpStepsView(self.prof)
+                view.observe(lambda ch: self._set_step(ch["new"]), names="step")
+                self.views["Operators per step"] = view
+                holder.children = [view.widget]
+        fold.observe(build, names="selected_index")
+        self._extras["Operators"] = [fold]
+
+    def _set_step(self, step: int) -> None:
+        """Choose a step everywhere (the step-trace view's selector drives the links)."""
+        view = self.views.get("Step trace") or self._build("Step trace")
+        if view is not None and step:
+            view.step = int(step)
+        else:
+            self._on_step({"new": step})
+
+    def _on_memory_window(self, change):
+        window = change["new"]
+        tl = self.views.get("Timeline")
+        if window and tl is not None:
+            tl.set_window(*window)
 
     def _current_step(self) -> int:
         v = self.views.get("Step trace")

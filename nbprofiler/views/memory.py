@@ -102,8 +102,9 @@ def curve_figure(memory: pd.DataFrame, peaks: pd.DataFrame):
     if peak_rows:
         psrc = ColumnDataSource({k: [r[k] for r in peak_rows] for k in peak_rows[0]}, name="memory_peaks_src")
         fig.scatter("t", "mb", source=psrc, size=9, color="color", marker="triangle")
-        fig.add_layout(LabelSet(x="t", y="mb", text="label", source=psrc, y_offset=8, x_offset=-20,
-                                text_font_size="11px", text_color="color"))
+        # left of the marker: a peak near the top or the right end of the run stays inside the frame
+        fig.add_layout(LabelSet(x="t", y="mb", text="label", source=psrc, x_offset=-9, text_align="right",
+                                text_baseline="middle", text_font_size="11px", text_color="color"))
     fig.add_tools(HoverTool(tooltips=[("curve", "@curve"), ("time", "@t{0,0.0} us"), ("memory", "@mb{0,0.000} MB")]))
     fig.y_range.start = 0
     fig.y_range.range_padding = 0.12  # room for the peak labels

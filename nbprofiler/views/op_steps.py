@@ -66,8 +66,8 @@ def steps_figure(by_step: pd.DataFrame, types: list[str]):
     if len(steps) <= 20:
         fig.xaxis.ticker = steps.tolist()
     theme.style(fig)
-    fig.legend.location = "top_left"
     fig.legend.click_policy = "hide"
+    fig.add_layout(fig.legend[0], "right")  # beside the lines, never over them
     return fig, src
 
 

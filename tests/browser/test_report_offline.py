@@ -31,10 +31,13 @@ COMPARE_WITH = {"compare_md": DATA / "minddata" / "md_fast"}
 TABS = {
     "widedeep": [("Step trace", "step_trace", ["step_trace_detail", "step_trace_bars", "step_trace_trend"]),
                  ("Operators", "operators", ["op_pie_ai_core", "op_table_ai_core"]),
+                 ("Operators per step", "op_steps", ["op_steps_chart", "op_steps_table", "op_steps_source"]),
                  ("MindData", "minddata", ["minddata_graph", "minddata_usage_chart"]),
+                 ("FLOPs", "flops", ["flops_figures", "flops_icicle", "flops_ops_table"]),
                  ("Timeline", "timeline", ["timeline_fig", "timeline_lod_note"])],
     "lenet_pynative": [("Operators", "operators", ["op_pie_cpu", "op_table_cpu"]),
                        ("MindData", "minddata", ["minddata_graph", "host_queue_fig", "cpu_fig"]),
+                       ("Memory", "memory", ["memory_figures", "memory_curve"]),
                        ("Timeline", "timeline", ["timeline_fig", "timeline_lod_note"])],
     "cluster4": [("Ranks", "ranks", ["report_ranks_table"]),
                  ("Step trace", "step_trace", ["step_trace_detail", "step_trace_bars"])],
@@ -92,8 +95,42 @@ def _check_widedeep(page, title, prof):
     elif title == "MindData":
         assert _queue_usage(page) == pytest.approx(
             {q["queue"]: q["usage_pct"] for q in mi["minddata_pipeline"]["queue_chart"]}, abs=1e-3)
+    elif title == "Operators per step":
+        from nbprofiler.analysis.op_steps import op_time_by_step
+        by_step = op_time_by_step(prof.step_windows, kernels=prof.kernels, timeline=prof.timeline,
+                                  tracks=prof.timeline_tracks).set_index(["step", "op_type"])
+        drawn = zip(_col(page, "op_steps_points", "step"), _col(page, "op_steps_points", "op_type"),
+                    _col(page, "op_steps_points", "time_ms"))
+        for step, op_type, ms in drawn:
+            want = by_step["total_time_us"].get((step, op_type), 0.0) / 1000
+            assert ms == pytest.approx(want), (step, op_type)
+        _click_op_step_point(page, step=3, op_type="UnsortedSegmentSum")
+        page.get_by_text("Step 3: its longest operator executions").first.wait_for()
+    elif title == "FLOPs":
+        names = _col(page, "flops_ops_src", "op")
+        assert len(names) == prof.flops["op_name"].nunique()
+        assert max(_col(page, "flops_ops_src", "mflops")) == pytest.approx(prof.flops["mflops"].max())
     elif title == "Timeline":
         assert sum(_col(page, "timeline_src", "count")) == len(prof.timeline) == 6_359
+
+
+# Where a point of the per-step chart is on screen: BokehJS's own scales map data to the canvas.
+_POINT_XY_JS = """([step, opType]) => { const d = Bokeh.documents[0];
+  const src = d.get_model_by_name('op_steps_points'); const fig = d.get_model_by_name('op_steps_chart');
+  const col = (k) => (src.data.get ? src.data.get(k) : src.data[k]);
+  const steps = col('step'), types = col('op_type'), ms = col('time_ms');
+  let i = -1; for (let k = 0; k < steps.length; k++) if (steps[k] === step && types[k] === opType) i = k;
+  const v = Bokeh.index.find_one(fig); const f = v.frame;
+  const canvas = v.canvas_view.el.getBoundingClientRect();
+  return [canvas.left + f.x_scale.compute(steps[i]), canvas.top + f.y_scale.compute(ms[i])]; }"""
+
+
+def _click_op_step_point(page, step: int, op_type: str) -> None:
+    """Scroll the chart into view and click the point of (step, type) with the tap tool."""
+    page.evaluate("() => Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name('op_steps_chart'))"
+                  ".el.scrollIntoView({block: 'center'})")
+    x, y = page.evaluate(_POINT_XY_JS, [step, op_type])
+    page.mouse.click(x, y)
 
 
 def _check_lenet_pynative(page, title, prof):
@@ -109,6 +146,12 @@ def _check_lenet_pynative(page, title, prof):
         sizes = _col(page, "host_queue_src", "size")
         queue = mi["queues"]["device_queue"]["info"]["queue"]
         assert len(sizes) == queue["len"] and sizes[:8] == queue["head"] and sum(sizes) == queue["sum"]
+    elif title == "Memory":
+        from nbprofiler.analysis.memory import memory_peaks
+        peak = memory_peaks(prof.memory)["peak_allocated_mb"].iloc[0]
+        text = page.evaluate("() => Bokeh.documents[0].get_model_by_name('memory_figures').text")
+        assert "Peak allocated" in text
+        assert max(_col(page, "memory_peaks_src", "mb")) == pytest.approx(peak)
     elif title == "Timeline":
         assert sum(_col(page, "timeline_src", "count")) == len(prof.timeline) == 13_801
 
@@ -294,7 +337,8 @@ def test_exported_dashboard_notebook_renders_offline(exported_dashboard, offline
     assert blocked == [], f"the exported notebook tried to fetch {blocked}"
     assert page.evaluate("() => window.Bokeh && Bokeh.version") == "3.9.2"
     tabs = page.locator(".widget-tab .lm-TabBar-tab")
-    assert tabs.all_inner_texts() == ["Overview", "Step trace", "Operators", "MindData", "Timeline"]
+    assert tabs.all_inner_texts() == ["Overview", "Step trace", "Operators", "MindData", "Memory", "FLOPs",
+                                      "Timeline"]
     visible = {}
     for title in ("Step trace", "Operators", "MindData", "Timeline"):
         page.locator(".widget-tab .lm-TabBar-tab", has_text=title).first.click()
