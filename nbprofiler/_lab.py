@@ -33,7 +33,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from .errors import NoProfilerDataError
-from .io.discover import ASCEND_MS, CANN_TIMELINE, PROF_DIR, RunFiles, classify, discover
+from .io.discover import ASCEND_MS, CANN_TIMELINE, PROF_DIR, RunFiles, classify, discover, run_keys
 
 # Folder names that only occur inside profiler output (a run's sub-folders).
 PROFILER_SUBDIRS = {"ASCEND_PROFILER_OUTPUT", "FRAMEWORK", "mindstudio_profiler_output", "timeline",
@@ -181,12 +181,13 @@ def _newest_mtime(run: RunFiles) -> float | None:
     return max(times) if times else None
 
 
-def run_entry(root: Path, searched: Path, run: RunFiles, devices_in_folder: list[str]) -> dict:
+def run_entry(root: Path, searched: Path, run: RunFiles, devices_in_folder: list[str], key: str | None = None) -> dict:
     """One run for the sidebar: where it is, what it is and when it was written.
 
     ``path``: api path of the run's folder (or of the trace file for a single-file run); ``name``:
     that path relative to the searched folder ("." when it is the folder itself); ``generation``,
-    ``device``, ``session`` from discovery; ``devices_in_folder``: the devices sharing the folder;
+    ``device``, ``session`` from discovery; ``key``: how ``load(searched, device=...)`` names the run
+    (``"<rank>@<session>"`` for a later session of a rank); ``devices_in_folder``: the devices sharing the folder;
     ``date``: local ISO time of the newest file; ``files``: how many files the run has.
     """
     location = run.root
@@ -201,6 +202,7 @@ def run_entry(root: Path, searched: Path, run: RunFiles, devices_in_folder: list
         "device": run.info.get("rank_id", run.device),
         "devices_in_folder": devices_in_folder,
         "session": run.session,
+        "key": key or str(run.info.get("rank_id", run.device)),
         "date": (_dt.datetime.fromtimestamp(mtime).isoformat(timespec="seconds") if mtime is not None else None),
         "files": sum(len(v) for v in run.files.values()),
     }
@@ -215,7 +217,7 @@ def list_runs(root: Path, folder: Path) -> list[dict]:
     by_folder: dict[Path, list[str]] = {}
     for run in runs:
         by_folder.setdefault(run.root, []).append(run.info.get("rank_id", run.device))
-    entries = [run_entry(root, folder, run, by_folder[run.root]) for run in runs]
+    entries = [run_entry(root, folder, run, by_folder[run.root], key) for run, key in zip(runs, run_keys(runs))]
     return sorted(entries, key=lambda e: (e["name"], _device_key(e["device"])))
 
 

@@ -37,6 +37,10 @@ def cmd_summary(args) -> int:
 
 def _print_summary(s: dict) -> None:
     print(f"{s['source']}  generation={s['generation']}  device={s['device']}  devices={s['devices_found']}")
+    ses = s.get("session")
+    if ses:
+        print(f"session {ses['key']} ({ses['folder']})" + (f"; other sessions of this rank: "
+              f"{', '.join(ses['other_sessions'])} (pick one with --device KEY)" if ses["other_sessions"] else ""))
     st = s.get("step_trace")
     if st:
         a = st["average"]
@@ -126,11 +130,13 @@ def cmd_check(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from .io.discover import discover
+    from .io.discover import discover, run_keys
     runs = discover(args.dir)
-    for r in runs:
+    for r, key in zip(runs, run_keys(runs)):
         n = sum(len(v) for v in r.files.values())
-        print(f"{r.generation:16} device={r.device:4} files={n:3} {r.root}" + (f" [{r.session}]" if r.session else ""))
+        print(f"{r.generation:16} device={key:4} files={n:3} {r.root}" + (f" [{r.session}]" if r.session else ""))
+        if r.info.get("unparsed"):
+            print(f"    {r.info['unparsed']}")
         if args.verbose:
             for role, paths in sorted(r.files.items()):
                 for p in paths:
@@ -143,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("summary", help="numbers a performance engineer reads first")
     p.add_argument("dir")
-    p.add_argument("--device", default=None, help="device/rank id (default: the smallest found)")
+    p.add_argument("--device", default=None, help="device/rank id, or a key <rank>@<session> from devices_found "
+                                                 "(default: the smallest rank, its first session)")
     p.add_argument("--json", action="store_true", help="print the JSON summary")
     p.add_argument("--indent", action="store_true", help="indent the JSON")
     p.set_defaults(fn=cmd_summary)

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from .errors import NoProfilerDataError
-from .io.discover import RunFiles, discover
+from .io.discover import RunFiles, discover, rank_of, run_keys, session_order
 from .profile import Cluster, Profile
 
 
@@ -26,13 +26,19 @@ def load(path: str | os.PathLike, device: str | int | None = None, engine: str |
         from .parallel import choose_engine
         choose_engine(0, engine)  # a misspelt engine fails here, not at the first cluster-wide analysis
     runs = _expand(discover(path))
-    devices = sorted({r.info.get("rank_id", r.device) for r in runs}, key=_id_key)
+    keys = run_keys(runs)
+    order = sorted(range(len(runs)), key=lambda i: (_id_key(rank_of(runs[i])), session_order(runs[i])))
+    runs, keys = [runs[i] for i in order], [keys[i] for i in order]
+    devices = list(keys)
     if device is not None:
-        chosen = [r for r in runs if r.info.get("rank_id", r.device) == str(device) or r.device == str(device)]
+        # the exact key ("1", "1@<session>") first; a bare rank or device id picks its first session
+        want = str(device)
+        chosen = [i for i, k in enumerate(keys) if k == want] or \
+                 [i for i, r in enumerate(runs) if rank_of(r) == want or r.device == want]
         if not chosen:
             raise NoProfilerDataError(Path(path), f"no device/rank {device!r} here; found {devices}")
-        runs = chosen[:1]
-    profiles = [Profile(r, source=path, devices_found=devices) for r in runs]
+        runs, keys = [runs[chosen[0]]], [keys[chosen[0]]]
+    profiles = [Profile(r, source=path, devices_found=devices, key=k) for r, k in zip(runs, keys)]
     if len(profiles) == 1:
         return profiles[0]
     cluster = Cluster(profiles, source=path)

@@ -41,12 +41,15 @@ class Profile:
 
     Metadata: ``generation`` ("legacy", "mindspore2", "minddata", "cann", "cluster_analysis", "trace"),
     ``device`` (the id as in the file names), ``rank`` (the rank id where known, else the device id),
-    ``root`` (the folder), ``session`` (the ``*_ascend_ms`` folder name or ""), ``origin_us`` (absolute
+    ``root`` (the folder), ``session`` (the ``*_ascend_ms`` folder name or ""), ``key`` (how
+    ``devices_found``, ``load(device=...)`` and ``--device`` name it: the rank, or ``"<rank>@<session>"``
+    for a later session of the same rank), ``other_sessions`` (keys of the rank's other sessions), ``origin_us`` (absolute
     time that relative ``start_*`` columns count from), ``files`` (what was found), ``problems`` (what
     failed). Frames: see each property's docstring and the README's "Data model" table.
     """
 
-    def __init__(self, run: RunFiles, source: str | Path | None = None, devices_found: list[str] | None = None):
+    def __init__(self, run: RunFiles, source: str | Path | None = None, devices_found: list[str] | None = None,
+                 key: str | None = None):
         self.run = run
         self.source = str(source if source is not None else run.root)
         self.generation = run.generation
@@ -54,9 +57,18 @@ class Profile:
         self.rank = run.info.get("rank_id", run.device)
         self.root = run.root
         self.session = run.session
-        self.devices_found = devices_found or [run.device]
+        self.key = key or str(self.rank)
+        self.devices_found = devices_found or [self.key]
         self._cache: dict[str, object] = {}
         self._problems: list[Problem] = []
+        if run.info.get("unparsed"):
+            self._problems.append(Problem(file=str(run.root), error=f"NoProfilerDataError: {run.info['unparsed']}"))
+
+    @property
+    def other_sessions(self) -> list[str]:
+        """Keys in ``devices_found`` of this rank's other sessions (schedule windows, repeated runs)."""
+        mine = str(self.rank)
+        return [k for k in self.devices_found if k != self.key and k.split("@", 1)[0] == mine]
 
     # -- plumbing -----------------------------------------------------------------------------------
     def _build(self, builder, columns):
@@ -262,14 +274,15 @@ class Cluster:
 
     ``cluster["0"]`` (or ``cluster[0]``) is that rank's `Profile`; ``cluster.ranks`` lists the ids in
     numeric order; iterating yields the profiles. When several sessions exist for one rank, the key of
-    the later ones is ``"<rank>@<session>"`` and ``cluster[rank]`` is the earliest session.
+    the later ones is ``"<rank>@<session>"`` and ``cluster[rank]`` is the earliest session (each
+    profile's ``key``, as `nbprofiler.io.discover.run_keys` gives it).
     """
 
     def __init__(self, profiles: list[Profile], source: str | Path):
         self.source = str(source)
         self.profiles: dict[str, Profile] = {}
-        for p in sorted(profiles, key=lambda p: (_id_key(p.device), p.session)):
-            key = p.device if p.device not in self.profiles else f"{p.device}@{p.session or p.root}"
+        for p in profiles:
+            key = p.key if p.key not in self.profiles else f"{p.key}@{p.session or p.root}"
             self.profiles[key] = p
         self._cache: dict[str, object] = {}
 

@@ -106,6 +106,9 @@ def _default_title(prof) -> str:
 def header_html(prof, summary: dict, title: str | None, cluster=None) -> str:
     rows = [("Source", prof.source), ("Generation", prof.generation), ("Device / rank", prof.device),
             ("Devices found", ", ".join(map(str, summary.get("devices_found") or []))),
+            *((("Session", f"{ses['key']} ({ses['folder'] or ''}); other sessions: "
+                           f"{', '.join(ses['other_sessions']) or 'none'} (pick with --device KEY)"),)
+              if (ses := summary.get("session")) else ()),
             ("nbprofiler", summary.get("nbprofiler_version", ""))]
     if cluster is not None:
         rows.insert(3, ("Cluster", f"{len(cluster)} ranks; this report details rank {prof.device}, "

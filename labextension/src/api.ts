@@ -13,7 +13,7 @@ export interface IRun {
   path: string;
   /** Path shown to the user: relative to the folder that was searched. */
   name: string;
-  /** "legacy", "mindspore2", "minddata", "cann", "cluster_analysis" or "trace". */
+  /** "legacy", "mindspore2", "database", "minddata", "cann", "cluster_analysis", "trace" or "metadata". */
   generation: string;
   /** Device or rank id as written in the file names ("*" for a cluster_analysis_output folder). */
   device: string;
@@ -21,6 +21,8 @@ export interface IRun {
   devices_in_folder: string[];
   /** Session (e.g. the *_ascend_ms folder name), may be empty. */
   session: string;
+  /** How the searched folder names this run: the rank, or "<rank>@<session>" for a later session. */
+  key?: string;
   /** ISO-8601 local time of the newest file of the run, or null when none could be read. */
   date: string | null;
   /** Number of profiler files that belong to the run. */

@@ -109,7 +109,7 @@ export class RunsPanel extends Widget {
       name.textContent = run.name;
       const meta = document.createElement('span');
       meta.className = 'jp-nbprofiler-Run-meta';
-      const parts = [run.generation, `device ${run.device}`];
+      const parts = [run.generation, `device ${run.key ?? run.device}`];
       if (run.date) {
         parts.push(run.date.replace('T', ' ').slice(0, 16));
       }

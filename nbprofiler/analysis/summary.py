@@ -19,6 +19,7 @@ def summarize(prof) -> dict:
         "generation": prof.generation,
         "device": str(prof.device),
         "devices_found": [str(d) for d in prof.devices_found],
+        "session": session_info(prof),
         "problems": [],
         "step_trace": _step_trace(prof),
         "op_types": _op_types(prof),
@@ -30,6 +31,18 @@ def summarize(prof) -> dict:
     out["suggestions"] = suggestions(prof)
     out["problems"] = [p.as_dict() for p in prof.problems]
     return _plain(out)
+
+
+def session_info(prof) -> dict | None:
+    """Which session this summary shows, the rank's other sessions and how to pick one; None for a run
+    that is not one of several sessions (no session folder and no other session of its rank)."""
+    others = list(getattr(prof, "other_sessions", []) or [])
+    if not prof.session and not others:
+        return None
+    key = getattr(prof, "key", str(prof.device))
+    return {"key": key, "folder": prof.session or None, "other_sessions": others,
+            "how_to_pick": (f"another session: nbprofiler.load(source, device=KEY) or --device KEY with KEY one "
+                            f"of {others}") if others else None}
 
 
 def legacy_stage_view(steps: pd.DataFrame) -> pd.DataFrame:

@@ -67,6 +67,11 @@ ID_ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(rx)) for role, rx in
     ("minddata_pipeline_raw", r"minddata_pipeline_raw_(?P<id>\d+)\.csv"),
     ("minddata_pipeline_summary_json", r"minddata_pipeline_summary_(?P<id>\d+)\.json"),
     ("minddata_pipeline_summary_csv", r"minddata_pipeline_summary_(?P<id>\d+)\.csv"),
+    # database exports (SQLite): MindSpore / torch_npu per rank; CANN msprof (the number is no rank)
+    ("profiler_db", r"ascend_(?:mindspore|pytorch)_profiler_(?P<id>\d+)\.db"),
+]]
+NOID_ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(rx)) for role, rx in [
+    ("msprof_db", r"msprof_[\d_]+\.db"),
 ]]
 
 # Files without an id: new-format deliverables (ASCEND_PROFILER_OUTPUT) and a few legacy ones.
@@ -85,6 +90,12 @@ PLAIN_ROLES: dict[str, str] = {
     "communication_matrix.json": "communication_matrix",
     "dataset.csv": "dataset",
     "api_statistic.csv": "api_statistic",
+    "operator_details.csv": "operator_details",
+    "l2_cache.csv": "l2_cache",
+    "static_op_mem.csv": "static_op_mem",
+    "data_preprocess.csv": "data_preprocess",
+    "communication_group.json": "communication_group",
+    "analysis.db": "analysis_db",
     "cluster_step_trace_time.csv": "cluster_step_trace_time",
     "cluster_communication.json": "cluster_communication",
     "cluster_communication_matrix.json": "cluster_communication_matrix",
@@ -95,10 +106,14 @@ MINDDATA_ROLES = {"pipeline_profiling", "minddata_cpu_utilization", "device_queu
                   "minddata_pipeline_summary_json", "minddata_pipeline_summary_csv"}
 NEW_FORMAT_ROLES = {"trace_view", "kernel_details", "op_statistic", "step_trace_time", "memory_record", "operator_memory",
                     "npu_module_mem", "communication", "communication_matrix", "dataset", "api_statistic",
-                    "profiler_metadata"}
-CLUSTER_ROLES = {"cluster_step_trace_time", "cluster_communication", "cluster_communication_matrix"}
+                    "operator_details", "l2_cache", "static_op_mem", "data_preprocess"}
+DB_ROLES = {"profiler_db", "analysis_db", "msprof_db"}
+# Files that describe a run but hold no measurements: a folder with only these is "metadata".
+METADATA_ROLES = {"profiler_info", "profiler_metadata"}
+CLUSTER_ROLES = {"cluster_step_trace_time", "cluster_communication", "cluster_communication_matrix",
+                 "communication_group"}
 # Roles that say "this folder is a legacy (MindInsight-era) profiler directory".
-LEGACY_ROLES = {r for r, _ in ID_ROLES} - MINDDATA_ROLES - {"profiler_info"}
+LEGACY_ROLES = {r for r, _ in ID_ROLES} - MINDDATA_ROLES - {"profiler_info", "profiler_db"}
 
 SKIP_DIRS = {"logs", ".git", "node_modules", "__pycache__", ".ipynb_checkpoints", ".venv", "venv"}
 CANN_TIMELINE = re.compile(r"(?P<kind>msprof|hccl|step_trace|task_time)_(?P<rest>[\d_]+)\.json")
@@ -115,7 +130,9 @@ MAX_SECONDS = 20.0
 class RunFiles:
     """The files of one device/rank of one profiling session.
 
-    ``generation`` is one of "legacy", "mindspore2", "minddata", "cann", "cluster_analysis", "trace";
+    ``generation`` is one of "legacy", "mindspore2" (text export of ``*_ascend_ms`` / ``*_ascend_pt``),
+    "database" (only the SQLite export), "minddata", "cann", "cluster_analysis", "trace", "metadata" (only
+    profiler_info / profiler_metadata: nothing measured was found, see ``info["unparsed"]``);
     ``device`` the id as written in file names ("0", "1", "10") or the rank; ``root`` the folder the run
     lives in; ``files`` maps a role to its paths (usually one; CANN timelines have many); ``session``
     tells apart several sessions of the same rank (the ``*_ascend_ms`` folder name).
@@ -143,6 +160,36 @@ class RunFiles:
         return any(r in self.files for r in roles)
 
 
+def rank_of(run: RunFiles) -> str:
+    """The run's rank id where a file says it, else its device id."""
+    return str(run.info.get("rank_id", run.device))
+
+
+def session_order(run: RunFiles):
+    """Sessions of one rank in the order they were recorded: the UTC timestamp in a ``*_ascend_ms`` /
+    ``*_ascend_pt`` / ``PROF_*`` folder name (17 or 14 digits) where there is one, else the name."""
+    m = re.search(r"(?<!\d)(\d{17}|\d{14})(?!\d)", run.session or "")
+    return (0, m.group(1), run.session) if m else (1, "", run.session or str(run.root))
+
+
+def run_keys(runs: list[RunFiles]) -> list[str]:
+    """The key of each run (same order as ``runs``): its rank id for the first session of that rank,
+    ``"<rank>@<session>"`` for later sessions (schedule windows, repeated start/stop). These are the keys
+    of ``devices_found``, ``Cluster[...]``, ``load(device=...)`` and ``--device``."""
+    order = sorted(range(len(runs)), key=lambda i: (_id_sort(rank_of(runs[i])), session_order(runs[i])))
+    keys = [""] * len(runs)
+    seen: set[str] = set()
+    for i in order:
+        rank = rank_of(runs[i])
+        keys[i] = rank if rank not in seen else f"{rank}@{runs[i].session or runs[i].root.name}"
+        seen.add(rank)
+    return keys
+
+
+def _id_sort(d: str):
+    return (0, int(d)) if str(d).isdigit() else (1, str(d))
+
+
 def _natural_key(p: Path):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(p))]
 
@@ -155,6 +202,9 @@ def classify(name: str) -> tuple[str, str | None] | None:
         m = rx.fullmatch(name)
         if m:
             return role, m.group("id")
+    for role, rx in NOID_ROLES:
+        if rx.fullmatch(name):
+            return role, None
     return None
 
 
@@ -165,6 +215,7 @@ class _Walker:
         self.entries = 0
         self.deadline = time.monotonic() + MAX_SECONDS
         self.truncated = False
+        self.raw_cann: list[Path] = []  # PROF_* folders of raw, never-parsed CANN data
 
     def scandir(self, path: Path) -> list[os.DirEntry]:
         if self.entries > MAX_ENTRIES or time.monotonic() > self.deadline:
@@ -189,6 +240,8 @@ def discover(path: str | os.PathLike) -> list[RunFiles]:
     walker = _Walker()
     runs: list[RunFiles] = []
     _walk(path, 0, walker, runs)
+    if not runs and walker.raw_cann:
+        raise NoProfilerDataError(path, "; ".join(unparsed_message(p, True) for p in walker.raw_cann))
     if not runs:
         looked = ("step_trace_raw_*_detail_time.csv, aicore_intermediate_*, *_ascend_ms/ folders, "
                   "ASCEND_PROFILER_OUTPUT files (kernel_details.csv, trace_view.json, step_trace_time.csv), "
@@ -222,7 +275,10 @@ def _walk(folder: Path, depth: int, walker: _Walker, runs: list[RunFiles]) -> No
         runs.extend(_ascend_ms_run(folder, entries, walker))
         return
     if PROF_DIR.match(folder.name):
-        runs.extend(_cann_runs(folder, entries, walker))
+        found = _cann_runs(folder, entries, walker)
+        runs.extend(found)
+        if not found and raw_cann(folder, walker):
+            walker.raw_cann.append(folder)
         return
     flat: list[tuple[str, str | None, Path]] = []
     for e in entries:
@@ -239,13 +295,31 @@ def _walk(folder: Path, depth: int, walker: _Walker, runs: list[RunFiles]) -> No
 
 
 def _generation_of(roles: set[str]) -> str:
+    """What a set of file roles really is (never "minddata" without a MindData file)."""
     if roles & CLUSTER_ROLES and not roles & (LEGACY_ROLES | NEW_FORMAT_ROLES):
         return "cluster_analysis"
     if roles & LEGACY_ROLES:
         return "legacy"
     if roles & NEW_FORMAT_ROLES:
         return "mindspore2"
-    return "minddata"
+    if roles & DB_ROLES:
+        return "database"
+    if roles & MINDDATA_ROLES:
+        return "minddata"
+    return "metadata"
+
+
+def _ascend_generation(roles: set[str]) -> str:
+    """A ``*_ascend_ms``/``*_ascend_pt`` folder: its text export, else its database export, else (CANN
+    timelines merged in) "cann", else nothing measured ("metadata"). FRAMEWORK/cpu_* files (a CPU run)
+    count as the text export."""
+    if roles & (NEW_FORMAT_ROLES | LEGACY_ROLES | MINDDATA_ROLES):
+        return "mindspore2"
+    if roles & DB_ROLES:
+        return "database"
+    if roles & {"cann_timeline", "cann_step_trace", "cann_hccl", "cann_task_time"}:
+        return "cann"
+    return "metadata"
 
 
 def _flat_runs(folder: Path, flat: list[tuple[str, str | None, Path]]) -> list[RunFiles]:
@@ -262,6 +336,8 @@ def _flat_runs(folder: Path, flat: list[tuple[str, str | None, Path]]) -> list[R
         for r, p in roles:
             run.add(r, p)
         run.generation = _generation_of(set(run.files))
+        if run.generation == "metadata":
+            run.info["unparsed"] = unparsed_message(folder, False)
         runs.append(run)
     return runs
 
@@ -293,11 +369,16 @@ def _ascend_ms_run(folder: Path, entries: list[os.DirEntry], walker: _Walker) ->
                 if sub.is_file():
                     take(sub)
         elif e.is_dir() and PROF_DIR.match(e.name):
+            if raw_cann(Path(e.path), walker):
+                run.info["raw_cann"] = str(e.path)
             for cann in _cann_runs(Path(e.path), walker.scandir(Path(e.path)), walker):
                 for role, paths in cann.files.items():
                     for p in paths:
                         run.add(role, p)
                 run.info.setdefault("cann_device", cann.device)
+    run.generation = _ascend_generation(set(run.files))
+    if run.generation == "metadata":
+        run.info["unparsed"] = unparsed_message(folder, bool(run.info.get("raw_cann")))
     rank = None
     info_path = run.get("profiler_info")
     if info_path is not None:
@@ -309,8 +390,64 @@ def _ascend_ms_run(folder: Path, entries: list[os.DirEntry], walker: _Walker) ->
     return [run]
 
 
+def raw_cann(folder: Path, walker: _Walker) -> bool:
+    """True for a ``PROF_*`` folder holding only raw collection data (``device_*/data``, ``host/data``):
+    msprof never parsed it, so there is no timeline, summary, ``mindstudio_profiler_output`` or database."""
+    raw = False
+    for e in walker.scandir(folder):
+        if not e.is_dir():
+            if NOID_ROLES[0][1].fullmatch(e.name):
+                return False
+            continue
+        if e.name == "mindstudio_profiler_output":
+            return False
+        if re.fullmatch(r"device_\d+|host", e.name):
+            names = {x.name for x in walker.scandir(Path(e.path))}
+            if names & {"timeline", "summary", "sqlite"}:
+                return False
+            raw = raw or "data" in names
+    return raw
+
+
+def unparsed_message(folder: Path, raw: bool) -> str:
+    """What a folder without measurements is, and the exact command that turns it into profiler output."""
+    if ASCEND_MS.match(folder.name):
+        call = (f"python -c \"from torch_npu.profiler.profiler import analyse; analyse('{folder}')\""
+                if folder.name.endswith("_ascend_pt") else
+                f"python -c \"from mindspore import Profiler; Profiler.offline_analyse('{folder}')\"")
+        what = ("raw CANN data (PROF_*/device_*/data) that was never analysed" if raw
+                else "only profiler_info/profiler_metadata, no measurements")
+        return (f"{folder} holds {what}: the profiler's analysis did not run (killed, or "
+                f"analyse=False). Parse it with: {call}")
+    if not raw:
+        return (f"{folder} holds only profiler_info/profiler_metadata files, no measurements: the profiler "
+                "output (ASCEND_PROFILER_OUTPUT, or a *_ascend_ms / *_ascend_pt folder) is elsewhere")
+    return (f"{folder} is raw CANN profiling data (device_*/data) that msprof never parsed: no timeline, "
+            f"summary or database yet. Parse and export it with: msprof --export=on --output={folder} "
+            "(msprof is in the CANN toolkit's tools/profiler/bin; older CANN: run msprof --parse=on "
+            f"--output={folder} first)")
+
+
 def _cann_runs(folder: Path, entries: list[os.DirEntry], walker: _Walker) -> list[RunFiles]:
-    """A CANN ``PROF_*`` folder: one run per ``device_N`` subfolder (its rank from info.json when set)."""
+    """A CANN ``PROF_*`` folder: one run per ``device_N`` subfolder (its rank from info.json when set);
+    an ``msprof_*.db`` database beside them belongs to every device (or is a run of its own)."""
+    runs = []
+    dbs = [Path(e.path) for e in entries if e.is_file() and NOID_ROLES[0][1].fullmatch(e.name)]
+    # a device folder with only its info files (raw data not exported yet) is no run
+    runs.extend(r for r in _cann_device_runs(folder, entries, walker)
+                if set(r.files) - {"cann_info", "cann_start_info", "cann_end_info"})
+    for db in dbs:
+        for run in runs:
+            run.add("msprof_db", db)
+    if dbs and not runs:
+        run = RunFiles("database", folder, "0", session=folder.name)
+        for db in dbs:
+            run.add("msprof_db", db)
+        runs.append(run)
+    return runs
+
+
+def _cann_device_runs(folder: Path, entries: list[os.DirEntry], walker: _Walker) -> list[RunFiles]:
     runs = []
     for e in entries:
         m = re.fullmatch(r"device_(\d+)", e.name)

@@ -71,6 +71,17 @@ def no_data_html(tab: str, prof, why: str = "") -> str:
             f"<div style='{theme.MUTED_CSS}'>Looked for:</div><ul>{looked}</ul>{probs}</div>")
 
 
+def _session_rows(row, ses: dict | None) -> str:
+    """Which session is shown and how to pick another (the rank was profiled several times)."""
+    if not ses:
+        return ""
+    out = row("session", f"{ses['key']} ({ses['folder']})" if ses.get("folder") else ses["key"])
+    if ses.get("other_sessions"):
+        out += row("other sessions", f"{', '.join(ses['other_sessions'])}: nbprofiler.load(path, device=KEY), "
+                                     "%nbprofiler PATH --device KEY or --device KEY on the command line")
+    return out
+
+
 def overview_html(prof, summary: dict) -> str:
     """The overview tab: run facts, the average step and its stages, top operator types per kind, the
     MindData digest and the advisor's suggestions. Every value is escaped."""
@@ -80,7 +91,8 @@ def overview_html(prof, summary: dict) -> str:
     parts = [f"<div style=\"{theme.PANEL_CSS}\">",
              f"<div style='font-size:1.2em;font-weight:600'>{escape(str(prof.root))}</div>",
              f"<table>{row('generation', summary.get('generation'))}{row('device', summary.get('device'))}"
-             f"{row('devices found', ', '.join(map(str, summary.get('devices_found') or [])))}</table>"]
+             f"{row('devices found', ', '.join(map(str, summary.get('devices_found') or [])))}"
+             f"{_session_rows(row, summary.get('session'))}</table>"]
     st = summary.get("step_trace")
     if st:
         avg = st["average"]
