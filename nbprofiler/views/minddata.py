@@ -32,6 +32,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 from . import theme
+from .step_gap import step_gap_figures
 
 # Queue usage 0..100 %: a perceptually uniform ramp; a nearly empty queue is dark, a full one yellow.
 USAGE_PALETTE = Viridis256
@@ -555,6 +556,9 @@ def minddata_layout(frames: dict):
     if pipeline is not None and len(pipeline):
         parts.append(pipeline_panel(pipeline, frames.get("minddata_queues"), result["bottleneck_ids"]))
     parts.append(queue_figure(frames.get("host_queue"), frames.get("device_queue")))
+    gap = step_gap_figures(frames.get("host_queue"), frames.get("device_queue"), result["queue_summary"])
+    if gap is not None:
+        parts.append(gap)
     parts.append(cpu_figure(frames.get("cpu_utilization"), frames.get("op_cpu_utilization"), pipeline))
     return theme.themed(column(*parts, sizing_mode="stretch_width", name="minddata_layout"))
 
