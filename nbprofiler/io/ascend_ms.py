@@ -63,6 +63,10 @@ def run_info(run: RunFiles, prof=None) -> dict:
         if key in info and field in info[key]:
             info[out] = _number(info[key][field], run.get("cann_start_info" if key == "cann_start" else
                                                           "cann_end_info"), field)
+    if run.has("profiler_db", "msprof_db"):
+        from . import db
+        for k, v in db.info(run).items():
+            info.setdefault(k, v)
     if "cann_start" in info and "clockMonotonicRaw" in info["cann_start"]:
         info["monotonic_start_ns"] = int(_number(info["cann_start"]["clockMonotonicRaw"],
                                                  run.get("cann_start_info"), "clockMonotonicRaw"))

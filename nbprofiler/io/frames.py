@@ -57,6 +57,9 @@ def step_trace(run: RunFiles, prof) -> pd.DataFrame | None:
         return ascend_ms.cluster_step_trace_rank(run, prof)
     if run.has("cann_step_trace"):
         return cann.step_trace(run, prof)
+    if run.has("analysis_db", "profiler_db", "msprof_db"):
+        from . import db
+        return db.step_trace(run, prof)
     return None
 
 
@@ -179,9 +182,11 @@ def kernels(run: RunFiles, prof) -> pd.DataFrame | None:
     ``stream_id`` (Int64, <NA> for N/A), ``name``, ``type``, ``accelerator_core``, ``start_us``
     (float64, relative to ``origin_us``), ``dur_us``, ``wait_us`` (float64), ``block_dim``, and every
     other column present, snake_cased, with units in the name (``aicore_time_us`` ...)."""
-    from . import ascend_ms
+    from . import ascend_ms, db
     if run.has("kernel_details"):
         return ascend_ms.kernels(run, prof)
+    if db.has_db(run):
+        return db.kernels(run, prof)
     return None
 
 
@@ -275,6 +280,8 @@ def timeline(run: RunFiles, prof) -> pd.DataFrame | None:
     JSON or None). Sources: trace_view.json, ascend/gpu/legacy timeline_display, CANN msprof timelines.
     """
     from . import trace
+    if _db_timeline(run):
+        return _db_trace(run, prof)[0]
     return trace.timeline_frame(run, prof)
 
 
@@ -283,7 +290,21 @@ def timeline_tracks(run: RunFiles, prof) -> pd.DataFrame | None:
     ``thread`` (str names from the ``M`` events, else the ids), ``process_sort``, ``thread_sort``
     (int64), ``events`` (int64)."""
     from . import trace
+    if _db_timeline(run):
+        return _db_trace(run, prof)[1]
     return trace.tracks_frame(run, prof)
+
+
+def _db_timeline(run: RunFiles) -> bool:
+    """The timeline comes from the database only when the run has no trace JSON of its own."""
+    from . import db, trace
+    return db.has_db(run) and trace.trace_sources(run) is None and not run.has("cpu_op_timestamp")
+
+
+def _db_trace(run: RunFiles, prof):
+    from . import db
+    build = lambda: db.timeline(run, prof) or (None, None)  # noqa: E731
+    return prof.cached("db_timeline", build) if prof is not None else build()
 
 
 def timeline_flows(run: RunFiles, prof) -> pd.DataFrame | None:
@@ -311,20 +332,24 @@ def memory(run: RunFiles, prof) -> pd.DataFrame | None:
     """Allocator totals over time: ``component`` (str), ``time_us`` (float64, relative to origin),
     ``allocated_mb``, ``reserved_mb``, ``active_mb`` (float64 MB), ``device`` (str).
     Sources: memory_record.csv, FRAMEWORK/cpu_ms_memory_record_*.txt (ns, bytes)."""
-    from . import ascend_ms, framework
+    from . import ascend_ms, db, framework
     if run.has("memory_record"):
         return ascend_ms.memory_record(run, prof)
     if run.has("cpu_memory_record"):
         return framework.memory_record(run, prof)
+    if db.has_db(run):
+        return db.memory(run, prof)
     return None
 
 
 def operator_memory(run: RunFiles, prof) -> pd.DataFrame | None:
     """operator_memory.csv: ``name``, ``size_kb``, ``alloc_us``, ``release_us``, ``dur_us`` and the
     other columns snake_cased."""
-    from . import ascend_ms
+    from . import ascend_ms, db
     if run.has("operator_memory"):
         return ascend_ms.operator_memory(run, prof)
+    if db.has_db(run):
+        return db.operator_memory(run, prof)
     return None
 
 
@@ -332,8 +357,10 @@ def communication(run: RunFiles, prof) -> pd.DataFrame | None:
     """Per communication op (and rank): ``step`` (str key, "step1" or "step"), ``group``, ``op_name``,
     ``rank`` (str), ``start_us`` (float64, absolute), ``elapse_ms``, ``transit_ms``, ``wait_ms``,
     ``sync_ms``, ``idle_ms`` (float64), ``wait_ratio``, ``sync_ratio`` (float64).
-    Sources: communication.json, cluster_communication.json."""
-    from . import ascend_ms
+    Sources: communication.json, cluster_communication.json, the database's COMMUNICATION_OP."""
+    from . import ascend_ms, db
+    if not run.has("communication", "cluster_communication") and db.has_db(run):
+        return db.communication(run, prof)
     return ascend_ms.communication(run, prof)
 
 

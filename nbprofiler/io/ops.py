@@ -379,6 +379,8 @@ def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
         loaders.append(lambda: npu_types_from_statistic(run.get("op_statistic")).assign(kind="npu"))
     elif run.has("kernel_details"):
         loaders.append(lambda: _npu_types(run, prof))
+    elif run.has("profiler_db", "msprof_db"):
+        loaders.append(lambda: _npu_part(prof, npu_types_from_kernels, kind="npu"))
     parts = [p for p in _collect(loaders) if p is not None]
     for p in parts:
         kind_total = p["total_time_us"].sum()
@@ -402,7 +404,7 @@ def ops(run: RunFiles, prof) -> pd.DataFrame | None:
         loaders.append(lambda: framework.cpu_ops(run.get("cpu_op_detail")).assign(kind="cpu"))
     if run.has("gpu_op_detail"):
         loaders.append(lambda: gpu_ops(run.get("gpu_op_detail")))
-    if run.has("kernel_details"):
+    if run.has("kernel_details", "profiler_db", "msprof_db"):
         loaders.append(lambda: _npu_part(prof, npu_ops))
     out = _finish(_collect(loaders), OP_COLUMNS)
     if out is not None:

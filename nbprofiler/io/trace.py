@@ -134,6 +134,9 @@ def origin_us(run: RunFiles, prof=None) -> float:
             return 0.0
         if kernels is not None and "origin_us" in kernels.attrs:
             return float(kernels.attrs["origin_us"])
+    from . import db
+    if db.has_db(run):
+        return db.origin_us(run)
     return 0.0
 
 

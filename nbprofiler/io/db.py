@@ -1,0 +1,467 @@
+"""Reader of the database (SQLite) exports: MindSpore's ``ascend_mindspore_profiler_{rank}.db`` and the
+Ascend PyTorch profiler's ``ascend_pytorch_profiler_{rank}.db`` (``export_type`` db), their
+``analysis.db`` (step trace), and CANN msprof's ``msprof_*.db``.
+
+The tables are documented by msprof ("Profile Data File Reference (DB)") and MindSpore's profiler docs:
+times are integers in ns (Unix epoch), sizes in bytes, and every text column is an id into
+``STRING_IDS``. Each function here returns the same frame, with the same columns and units, as the
+text export's parser (`nbprofiler.io.ascend_ms`, `nbprofiler.io.trace`), so views and analyses never
+know which export they read.
+
+Read-only, strictly: every connection is ``file:...?mode=ro&immutable=1`` (SQLite opens no journal or
+WAL file and takes no lock, so the profiler folder stays byte-identical). Each frame is one SQL query over
+only the tables and columns it needs, joined with ``STRING_IDS`` in SQL (only the strings used are
+read), aggregated in SQL where the frame is an aggregate.
+"""
+from __future__ import annotations
+
+import sqlite3
+import urllib.parse
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError
+from .discover import RunFiles
+
+NS_PER_US = 1000.0
+BYTES_PER_MB = 1024.0 * 1024.0
+
+# The device task type (TASK.taskType) -> the accelerator core kernel_details.csv names.
+CORE_OF_TASK = {"KERNEL_AICORE": "AI_CORE", "AI_CORE": "AI_CORE", "KERNEL_AIVEC": "AI_VECTOR_CORE",
+                "AI_VECTOR_CORE": "AI_VECTOR_CORE", "KERNEL_MIX_AIC": "MIX_AIC", "MIX_AIC": "MIX_AIC",
+                "KERNEL_MIX_AIV": "MIX_AIV", "MIX_AIV": "MIX_AIV", "KERNEL_AICPU": "AI_CPU", "AI_CPU": "AI_CPU",
+                "DSA": "DSA", "DVPP": "DVPP", "FFTS_PLUS": "FFTS_PLUS"}
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A strictly read-only connection (``mode=ro&immutable=1``: no journal/WAL file, no lock)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError as e:
+        raise ProfilerDataError(path, f"cannot read: {e.strerror or e}") from None
+    if size == 0:  # SQLite would open it as a new, empty database
+        raise EmptyFileError(path, "file is empty (not a database)")
+    uri = "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+        n = con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        raise MalformedFileError(path, f"not a readable SQLite database: {e}") from None
+    if not n:
+        con.close()
+        raise MalformedFileError(path, "SQLite database without tables")
+    return con
+
+
+def query(path: Path, sql: str, params=()) -> pd.DataFrame:
+    """One SQL query's rows as a DataFrame; a database error names the file."""
+    with closing(connect(path)) as con:
+        try:
+            return pd.read_sql_query(sql, con, params=params)
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
+            raise MalformedFileError(path, f"query failed: {e}") from None
+
+
+def tables(path: Path) -> dict[str, set[str]]:
+    """Table name -> its column names."""
+    with closing(connect(path)) as con:
+        try:
+            names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            return {n: {r[1] for r in con.execute(f'PRAGMA table_info("{n}")')} for n in names}
+        except sqlite3.DatabaseError as e:
+            raise MalformedFileError(path, f"not a readable SQLite database: {e}") from None
+
+
+def _require(path: Path, have: dict[str, set[str]], table: str, columns=()) -> None:
+    if table not in have:
+        raise MissingColumnError(path, f"no table {table}", field=table)
+    missing = [c for c in columns if c not in have[table]]
+    if missing:
+        raise MissingColumnError(path, f"table {table} lacks column(s) {missing}", field=f"{table}.{missing[0]}")
+
+
+def main_db(run: RunFiles) -> Path | None:
+    """The run's profiler database: the framework's (MindSpore/torch_npu) one, else msprof's."""
+    return run.get("profiler_db") or run.get("msprof_db")
+
+
+def has_db(run: RunFiles) -> bool:
+    return main_db(run) is not None
+
+
+def _s(alias: str, column: str, name: str) -> str:
+    """SQL for the STRING_IDS text of ``alias.column`` as ``name``."""
+    return f"(SELECT value FROM STRING_IDS WHERE id = {alias}.{column}) AS {name}"
+
+
+# -- metadata ---------------------------------------------------------------------------------------
+def info(run: RunFiles) -> dict:
+    """META_DATA (name -> value), RANK_DEVICE_MAP, SESSION_TIME_INFO and HOST_INFO: keys ``db_meta``
+    (dict as written), ``rank_id`` (str, where the map says), ``device_id``, ``session_start_us``,
+    ``session_end_us`` (float, Unix epoch us), ``host_name``."""
+    path = main_db(run)
+    if path is None:
+        return {}
+    have = tables(path)
+    out: dict = {}
+    if "META_DATA" in have:
+        out["db_meta"] = dict(query(path, "SELECT name, value FROM META_DATA").itertuples(index=False))
+    if "RANK_DEVICE_MAP" in have:
+        m = query(path, "SELECT rankId, deviceId FROM RANK_DEVICE_MAP LIMIT 1")
+        if len(m):
+            if int(m["rankId"].iloc[0]) >= 0:
+                out["rank_id"] = str(int(m["rankId"].iloc[0]))
+            out["device_id"] = str(int(m["deviceId"].iloc[0]))
+    if "SESSION_TIME_INFO" in have:
+        t = query(path, "SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO LIMIT 1")
+        if len(t):
+            out["session_start_us"] = float(t["startTimeNs"].iloc[0]) / NS_PER_US
+            out["session_end_us"] = float(t["endTimeNs"].iloc[0]) / NS_PER_US
+    if "HOST_INFO" in have:
+        h = query(path, "SELECT hostName FROM HOST_INFO LIMIT 1")
+        if len(h):
+            out["host_name"] = str(h["hostName"].iloc[0])
+    return out
+
+
+def origin_us(run: RunFiles) -> float:
+    """The earliest event (device task, CANN API, framework API), absolute us: what the text export's
+    trace_view.json starts with."""
+    path = main_db(run)
+    have = tables(path)
+    starts = []
+    for table in ("TASK", "CANN_API", "PYTORCH_API", "MSTX_EVENTS", "COMMUNICATION_OP"):
+        if table in have and "startNs" in have[table]:
+            v = query(path, f"SELECT min(CAST(startNs AS INTEGER)) AS t FROM {table}")["t"].iloc[0]
+            if pd.notna(v):
+                starts.append(int(v))
+    return min(starts) / NS_PER_US if starts else 0.0
+
+
+def _rel_us(ns: pd.Series, origin_us: float) -> pd.Series:
+    """Absolute ns -> us relative to ``origin_us``, exact: the subtraction is done on integers."""
+    origin_ns = int(round(origin_us * NS_PER_US))
+    return (pd.to_numeric(ns).astype("int64") - origin_ns).astype("float64") / NS_PER_US
+
+
+def _origin(run: RunFiles, prof) -> float:
+    return float(prof.origin_us) if prof is not None else origin_us(run)
+
+
+# -- steps ------------------------------------------------------------------------------------------
+def step_windows_ns(path: Path, have) -> pd.DataFrame:
+    if "STEP_TIME" not in have:
+        return pd.DataFrame({"id": pd.Series(dtype="int64"), "startNs": pd.Series(dtype="int64"),
+                             "endNs": pd.Series(dtype="int64")})
+    return query(path, "SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
+
+
+def _step_of(ns: pd.Series, steps: pd.DataFrame) -> pd.Series:
+    """The STEP_TIME window each absolute ns time falls in (<NA> outside every window)."""
+    out = pd.Series(pd.NA, index=ns.index, dtype="Int64")
+    if steps.empty or ns.empty:
+        return out
+    starts = steps["startNs"].to_numpy(dtype="int64")
+    ends = steps["endNs"].to_numpy(dtype="int64")
+    t = ns.to_numpy(dtype="int64")
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & (t <= ends[np.clip(i, 0, None)])
+    vals = steps["id"].to_numpy(dtype="int64")[np.clip(i, 0, None)]
+    out[ok] = vals[ok]
+    return out
+
+
+def step_trace(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    """analysis.db ``StepTraceTime`` (the step_trace_time.csv columns, us) -> the step frame in ms, as
+    `ascend_ms.step_trace_time`; else the profiler database's ``STEP_TIME`` windows: ``step``,
+    ``total_ms`` (window length), ``start_ms``, ``end_ms`` (absolute)."""
+    from .ascend_ms import STEP_TRACE_COLUMNS, STACKED
+    path = run.get("analysis_db")
+    if path is not None and "StepTraceTime" in tables(path):
+        df = query(path, "SELECT * FROM StepTraceTime")
+        cols = {c.lower(): c for c in df.columns}
+        out = pd.DataFrame({"step": pd.to_numeric(df[cols["step"]].replace({"": "0"}), errors="coerce")
+                            .fillna(0).astype("int64")})
+        for raw, col in STEP_TRACE_COLUMNS.items():
+            key = col[:-3]  # computing_ms -> computing, as the table names its columns
+            if key in cols:
+                out[col] = pd.to_numeric(df[cols[key]], errors="coerce").astype("float64") / 1000.0
+        if "computing_ms" not in out:
+            raise MissingColumnError(path, "table StepTraceTime lacks column computing", field="computing")
+        out["total_ms"] = out[[c for c in STACKED if c in out]].fillna(0.0).sum(axis=1)
+        out.attrs["path"] = str(path)
+        return out
+    path = main_db(run)
+    if path is None:
+        return None
+    steps = step_windows_ns(path, tables(path))
+    if steps.empty:
+        return None
+    out = pd.DataFrame({"step": steps["id"].astype("int64"),
+                        "total_ms": (steps["endNs"] - steps["startNs"]).astype("float64") / 1e6,
+                        "start_ms": steps["startNs"].astype("float64") / 1e6,
+                        "end_ms": steps["endNs"].astype("float64") / 1e6})
+    out.attrs["path"] = str(path)
+    return out
+
+
+# -- kernels ----------------------------------------------------------------------------------------
+_SHAPES = [("inputShapes", "input_shapes"), ("inputDataTypes", "input_data_types"),
+           ("inputFormats", "input_formats"), ("outputShapes", "output_shapes"),
+           ("outputDataTypes", "output_data_types"), ("outputFormats", "output_formats")]
+
+
+def kernels(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    """Device tasks as kernel_details.csv lists them: every compute task (TASK joined with
+    COMPUTE_TASK_INFO) and every communication op (COMMUNICATION_OP, accelerator core ``HCCL``).
+    Columns as `ascend_ms.kernels`: ``step`` (the STEP_TIME window, Int64), ``model_id``, ``task_id``,
+    ``stream_id``, ``name``, ``type``, ``accelerator_core`` (from the task type: KERNEL_AIVEC ->
+    AI_VECTOR_CORE ...), ``start_us`` (relative to the origin), ``dur_us``, ``wait_us`` (NaN where the
+    database has no wait), ``block_dim``, ``mix_block_dim``, shapes/types/formats, ``device_id``."""
+    path = main_db(run)
+    if path is None:
+        return None
+    have = tables(path)
+    _require(path, have, "TASK", ["startNs", "endNs", "globalTaskId"])
+    _require(path, have, "COMPUTE_TASK_INFO", ["name", "globalTaskId"])
+    _require(path, have, "STRING_IDS", ["id", "value"])
+    ci = have["COMPUTE_TASK_INFO"]
+    block = "c.blockDim" if "blockDim" in ci else "c.block_dim" if "block_dim" in ci else "NULL"
+    mix = "c.mixBlockDim" if "mixBlockDim" in ci else "NULL"
+    wait = "c.waitNs" if "waitNs" in ci else "NULL"
+    shapes = ", ".join(_s("c", raw, col) for raw, col in _SHAPES if raw in ci)
+    compute = query(path, f"""
+        SELECT t.startNs AS start_ns, t.endNs AS end_ns, t.modelId AS model_id, t.taskId AS task_id,
+               t.streamId AS stream_id, t.deviceId AS device_id, {_s('c', 'name', 'name')},
+               {_s('c', 'opType', 'type')}, {_s('t', 'taskType', 'task_type')},
+               {_s('c', 'taskType', 'compute_type') if 'taskType' in ci else 'NULL AS compute_type'},
+               {block} AS block_dim, {mix} AS mix_block_dim, {wait} AS wait_ns{', ' + shapes if shapes else ''}
+        FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId""")
+    # msprof names the core in COMPUTE_TASK_INFO.taskType; the framework databases leave it N/A there and
+    # name it in TASK.taskType (KERNEL_AIVEC ...)
+    core = compute.pop("compute_type")
+    task = compute.pop("task_type")
+    core = core.where(core.notna() & ~core.isin(["N/A", "", "NULL"]), task)
+    compute["accelerator_core"] = core.map(lambda v: CORE_OF_TASK.get(str(v), str(v)))
+    parts = [compute]
+    if "COMMUNICATION_OP" in have:
+        comm = query(path, f"""
+            SELECT o.startNs AS start_ns, o.endNs AS end_ns, {_s('o', 'opName', 'name')},
+                   {_s('o', 'opType', 'type') if 'opType' in have['COMMUNICATION_OP'] else "'' AS type"},
+                   {'o.waitNs' if 'waitNs' in have['COMMUNICATION_OP'] else 'NULL'} AS wait_ns
+            FROM COMMUNICATION_OP o""")
+        comm["accelerator_core"] = "HCCL"
+        parts.append(comm)
+    df = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else compute
+    df = df.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    origin = _origin(run, prof)
+    out = pd.DataFrame({"step": _step_of(df["start_ns"], step_windows_ns(path, have))})
+    for col in ("model_id", "task_id", "stream_id", "block_dim", "mix_block_dim"):
+        vals = pd.to_numeric(df[col], errors="coerce") if col in df else pd.Series(np.nan, index=df.index)
+        # 4294967295 (uint32 -1) is how the writer says "none", as N/A in the text export
+        out[col] = vals.where(vals != 4294967295).astype("Int64")
+    for col in ("name", "type", "accelerator_core"):
+        out[col] = df[col].fillna("").astype(str).replace({"N/A": "N/A"})
+    out["start_us"] = _rel_us(df["start_ns"], origin)
+    out["dur_us"] = (df["end_ns"] - df["start_ns"]).astype("float64") / NS_PER_US
+    out["wait_us"] = pd.to_numeric(df["wait_ns"], errors="coerce").astype("float64") / NS_PER_US
+    for _, col in _SHAPES:
+        if col in df:
+            # as in kernel_details.csv, shapes are written with literal quotes: "1,2048,2048"
+            out[col] = df[col].fillna("").astype(str).str.strip('"').replace({"N/A": "", "NULL": ""})
+    out["device_id"] = pd.to_numeric(df.get("device_id"), errors="coerce").astype("Int64") \
+        if "device_id" in df else pd.array([pd.NA] * len(df), dtype="Int64")
+    out.attrs["origin_us"] = float(df["start_ns"].min()) / NS_PER_US if len(df) else 0.0
+    out.attrs["origin_used_us"] = origin
+    out.attrs["path"] = str(path)
+    return out
+
+
+def kernel_type_totals(path: Path) -> pd.DataFrame:
+    """Per kernel type: ``type``, ``count``, ``total_us`` computed entirely in SQL (a cluster-wide reduce
+    needs only these; nothing but the aggregate leaves the database)."""
+    return query(path, f"""
+        SELECT type, count(*) AS count, sum(dur) / 1000.0 AS total_us FROM (
+            SELECT {_s('c', 'opType', 'type')}, t.endNs - t.startNs AS dur
+            FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
+            UNION ALL SELECT {_s('o', 'opType', 'type')}, o.endNs - o.startNs FROM COMMUNICATION_OP o)
+        GROUP BY type ORDER BY total_us DESC""")
+
+
+# -- memory -----------------------------------------------------------------------------------------
+def memory(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    """MEMORY_RECORD (ns, bytes) -> the memory_record.csv frame: ``component``, ``time_us`` (relative),
+    ``allocated_mb``, ``reserved_mb``, ``active_mb`` (MB = 2^20 bytes, as the text export), ``device``
+    ("NPU:<id>")."""
+    path = main_db(run)
+    if path is None or "MEMORY_RECORD" not in (have := tables(path)):
+        return None
+    df = query(path, f"""SELECT {_s('m', 'component', 'component')}, m.timestamp AS ts, m.totalAllocated AS a,
+                                m.totalReserved AS r, m.totalActive AS act, m.deviceId AS dev
+                         FROM MEMORY_RECORD m ORDER BY m.timestamp""")
+    if "NPU_MEM" in have and {"type", "ddr", "hbm", "timestampNs"} <= have["NPU_MEM"]:
+        # the whole process's device memory (memory_record.csv's "APP" rows): NPU_MEM of type "app"
+        app = query(path, """SELECT 'APP' AS component, n.timestampNs AS ts, NULL AS a, n.ddr + n.hbm AS r,
+                                    NULL AS act, n.deviceId AS dev FROM NPU_MEM n
+                             WHERE (SELECT value FROM STRING_IDS WHERE id = n.type) = 'app'""")
+        df = pd.concat([app, df], ignore_index=True).sort_values("ts", kind="stable").reset_index(drop=True)
+    origin = _origin(run, prof)
+    out = pd.DataFrame({"component": df["component"].fillna("").astype(str),
+                        "time_us": _rel_us(df["ts"], origin),
+                        "allocated_mb": pd.to_numeric(df["a"], errors="coerce") / BYTES_PER_MB,
+                        "reserved_mb": pd.to_numeric(df["r"], errors="coerce") / BYTES_PER_MB,
+                        "active_mb": pd.to_numeric(df["act"], errors="coerce") / BYTES_PER_MB,
+                        "device": "NPU:" + df["dev"].astype(str)})
+    out.attrs["origin_us"] = origin
+    out.attrs["path"] = str(path)
+    return out
+
+
+def operator_memory(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    """OP_MEMORY -> the operator_memory.csv frame: ``name``, ``size_kb``, ``alloc_us``, ``release_us``,
+    ``active_release_us`` (relative), ``dur_us``, ``active_dur_us``, the ``*_mb`` totals, ``stream_ptr``,
+    ``device_type``."""
+    path = main_db(run)
+    if path is None or "OP_MEMORY" not in tables(path):
+        return None
+    df = query(path, f"SELECT *, {_s('m', 'name', 'op_name')} FROM OP_MEMORY m")
+    origin = _origin(run, prof)
+    num = lambda c: pd.to_numeric(df[c], errors="coerce").astype("float64")  # noqa: E731
+    out = pd.DataFrame({"name": df["op_name"].fillna("").astype(str), "size_kb": num("size") / 1024.0})
+    for raw, col in (("allocationTime", "alloc_us"), ("releaseTime", "release_us"),
+                     ("activeReleaseTime", "active_release_us")):
+        out[col] = (num(raw) - origin * NS_PER_US) / NS_PER_US
+    out["dur_us"] = num("duration") / NS_PER_US
+    out["active_dur_us"] = num("activeDuration") / NS_PER_US
+    for raw in ("allocationTotalAllocated", "allocationTotalReserved", "allocationTotalActive",
+                "releaseTotalAllocated", "releaseTotalReserved", "releaseTotalActive"):
+        snake = "".join("_" + ch.lower() if ch.isupper() else ch for ch in raw)
+        out[f"{snake}_mb"] = num(raw) / BYTES_PER_MB
+    out["stream_ptr"] = df["streamPtr"].astype(str)
+    out["device_type"] = "NPU:" + df["deviceId"].astype(str)
+    out.attrs["origin_us"] = origin
+    out.attrs["path"] = str(path)
+    return out
+
+
+def npu_module_mem(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    """NPU_MODULE_MEM joined with ENUM_MODULE -> the npu_module_mem.csv frame: ``component`` (the CANN
+    module), ``time_us`` (relative), ``reserved_mb``, ``device``."""
+    path = main_db(run)
+    if path is None or "NPU_MODULE_MEM" not in (have := tables(path)):
+        return None
+    name = "(SELECT name FROM ENUM_MODULE WHERE id = m.moduleId)" if "ENUM_MODULE" in have else "m.moduleId"
+    df = query(path, f"""SELECT {name} AS component, m.timestampNs AS ts, m.totalReserved AS r,
+                                m.deviceId AS dev FROM NPU_MODULE_MEM m ORDER BY m.timestampNs""")
+    origin = _origin(run, prof)
+    out = pd.DataFrame({"component": df["component"].astype(str), "time_us": _rel_us(df["ts"], origin),
+                        "reserved_mb": pd.to_numeric(df["r"], errors="coerce").astype("float64") / BYTES_PER_MB,
+                        "device": "NPU:" + df["dev"].astype(str)})
+    out.attrs["path"] = str(path)
+    return out
+
+
+# -- communication ----------------------------------------------------------------------------------
+def communication(run: RunFiles, prof=None) -> pd.DataFrame | None:
+    """COMMUNICATION_OP -> the communication frame: one row per op of this rank. ``step`` ("step<N>" from
+    the STEP_TIME window, as communication.json keys steps), ``group`` (group name), ``kind`` (the op
+    type), ``op_name``, ``rank``, ``start_us`` (absolute), ``elapse_ms``, ``wait_ms`` (where written);
+    the transit/sync/idle split is not in the database (NaN)."""
+    path = main_db(run)
+    if path is None or "COMMUNICATION_OP" not in (have := tables(path)):
+        return None
+    cols = have["COMMUNICATION_OP"]
+    df = query(path, f"""SELECT {_s('o', 'opName', 'op_name')}, {_s('o', 'groupName', 'grp')},
+                                {_s('o', 'opType', 'op_type') if 'opType' in cols else "'' AS op_type"},
+                                o.startNs AS s, o.endNs AS e,
+                                {'o.waitNs' if 'waitNs' in cols else 'NULL'} AS w
+                         FROM COMMUNICATION_OP o ORDER BY o.startNs""")
+    from .ascend_ms import COMM_COLUMNS
+    steps = _step_of(df["s"], step_windows_ns(path, have))
+    rank = str(run.info.get("rank_id", run.device))
+    out = pd.DataFrame({"step": ["step" + str(s) if pd.notna(s) else "step" for s in steps],
+                        "group": df["grp"].fillna("").astype(str), "kind": df["op_type"].fillna("").astype(str),
+                        "op_name": df["op_name"].fillna("").astype(str), "rank": rank,
+                        "start_us": df["s"].astype("float64") / NS_PER_US,
+                        "elapse_ms": (df["e"] - df["s"]).astype("float64") / 1e6,
+                        "transit_ms": np.nan,
+                        "wait_ms": pd.to_numeric(df["w"], errors="coerce").astype("float64") / 1e6,
+                        "sync_ms": np.nan, "idle_ms": np.nan, "wait_ratio": np.nan, "sync_ratio": np.nan})
+    out = out[COMM_COLUMNS]
+    out.attrs["path"] = str(path)
+    return out
+
+
+# -- timeline ---------------------------------------------------------------------------------------
+def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(timeline, timeline_tracks) as the trace_view.json parser gives them, from the database: device
+    tasks per stream (process "Ascend Hardware", thread "Stream <id>"), communication ops (process
+    "Communication"), CANN API calls and framework (PyTorch/MindSpore) API calls per host thread."""
+    path = main_db(run)
+    if path is None:
+        return None
+    have = tables(path)
+    origin = _origin(run, prof)
+    parts = []
+    if "TASK" in have:
+        comp = "COMPUTE_TASK_INFO" in have
+        parts.append(query(path, f"""
+            SELECT 'Ascend Hardware' AS process, 'Stream ' || t.streamId AS thread, t.startNs AS s, t.endNs AS e,
+                   {"coalesce((SELECT value FROM STRING_IDS WHERE id = c.name), " if comp else "("}
+                   (SELECT value FROM STRING_IDS WHERE id = t.taskType)) AS name,
+                   {"(SELECT value FROM STRING_IDS WHERE id = c.opType)" if comp else "NULL"} AS op_type,
+                   (SELECT value FROM STRING_IDS WHERE id = t.taskType) AS cat
+            FROM TASK t {"LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" if comp else ""}"""))
+    if "COMMUNICATION_OP" in have:
+        parts.append(query(path, f"""
+            SELECT 'Communication' AS process, (SELECT value FROM STRING_IDS WHERE id = o.groupName) AS thread,
+                   o.startNs AS s, o.endNs AS e, {_s('o', 'opName', 'name')}, 'hccl' AS op_type,
+                   'communication' AS cat FROM COMMUNICATION_OP o"""))
+    if "CANN_API" in have:
+        api_type = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "ENUM_API_TYPE" in have else "a.type")
+        parts.append(query(path, f"""
+            SELECT 'CANN' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread, a.startNs AS s,
+                   a.endNs AS e, {_s('a', 'name', 'name')}, {api_type} AS op_type, 'cann_api' AS cat
+            FROM CANN_API a"""))
+    for table, proc in (("PYTORCH_API", "Python (PyTorch API)"), ("MSTX_EVENTS", "MSTX")):
+        if table in have and {"startNs", "endNs", "globalTid"} <= have[table]:
+            name = "name" if "name" in have[table] else "message"
+            parts.append(query(path, f"""
+                SELECT '{proc}' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread,
+                       CAST(a.startNs AS INTEGER) AS s, CAST(a.endNs AS INTEGER) AS e, {_s('a', name, 'name')},
+                       NULL AS op_type, '{table.lower()}' AS cat FROM {table} a"""))
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return None
+    ev = pd.concat(parts, ignore_index=True)
+    procs = list(dict.fromkeys(ev["process"]))
+    ev["thread"] = ev["thread"].fillna("").astype(str)
+    keys = ev[["process", "thread"]].drop_duplicates().reset_index(drop=True)
+    keys["process_sort"] = keys["process"].map({p: i for i, p in enumerate(procs)}).astype("int64")
+    keys = keys.sort_values(["process_sort", "thread"], kind="stable").reset_index(drop=True)
+    keys["track"] = np.arange(len(keys), dtype="int32")
+    ev = ev.merge(keys[["process", "thread", "track"]], on=["process", "thread"], how="left")
+    name = ev["name"].fillna("").astype(str)
+    op_type = ev["op_type"].where(ev["op_type"].notna() & (ev["op_type"] != "N/A"), name).astype(str)
+    tl = pd.DataFrame({"track": ev["track"].astype("int32"), "name": pd.Categorical(name),
+                       "op_type": pd.Categorical(op_type), "ph": pd.Categorical(["X"] * len(ev)),
+                       "cat": pd.Categorical(ev["cat"].fillna("").astype(str)),
+                       "start_us": _rel_us(ev["s"], origin),
+                       "dur_us": (pd.to_numeric(ev["e"]) - pd.to_numeric(ev["s"])).astype("float64") / NS_PER_US,
+                       "args": pd.Series([None] * len(ev), dtype=object)})
+    tl = tl.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
+    counts = tl.groupby("track").size()
+    tracks = pd.DataFrame({"track": keys["track"], "pid": keys["process"], "tid": keys["thread"],
+                           "process": keys["process"], "thread": keys["thread"],
+                           "process_sort": keys["process_sort"], "thread_sort": np.arange(len(keys), dtype="int64"),
+                           "events": keys["track"].map(counts).fillna(0).astype("int64")})
+    tl.attrs["path"] = tracks.attrs["path"] = str(path)
+    return tl, tracks
+
+
+__all__ = ["connect", "query", "tables", "main_db", "has_db", "info", "origin_us", "step_trace", "kernels",
+           "kernel_type_totals", "memory", "operator_memory", "npu_module_mem", "communication", "timeline",
+           "ProfilerDataError"]

@@ -1,0 +1,166 @@
+"""The database export (SQLite): each frame read from a .db equals SQL written here over the same file,
+agrees with the text recording of the same job where both hold the same facts, and the profiler folder
+is never touched (read-only, immutable: no -journal / -wal file, every byte unchanged)."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+
+import numpy as np
+import pytest
+
+from nbprofiler.io import db
+
+from .conftest import DATA, load_quietly
+
+PT_DB = DATA / "npu/ascend_pt_db_2rank"
+PT_TEXT = DATA / "npu/ascend_pt_text_2rank"
+MSPROF = DATA / "npu/msprof_db"
+
+
+def _sql(path, query):
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def _pt_db(rank: str):
+    return PT_DB / f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db"
+
+
+def _snapshot(folder):
+    return {p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_loading_everything_leaves_the_folders_byte_identical():
+    from nbprofiler.profile import FRAME_NAMES
+    for folder in (PT_DB, MSPROF):
+        before = _snapshot(folder)
+        obj = load_quietly(folder)
+        for prof in (list(obj) if hasattr(obj, "ranks") else [obj]):
+            for name in FRAME_NAMES:
+                getattr(prof, name)
+            prof.summary()
+        after = _snapshot(folder)
+        assert after == before
+        assert not [p for p in folder.rglob("*") if p.name.endswith(("-journal", "-wal", "-shm"))]
+
+
+KERNEL_TYPES_SQL = """
+    SELECT type, count(*), sum(dur) FROM (
+        SELECT (SELECT value FROM STRING_IDS WHERE id = c.opType) AS type, t.endNs - t.startNs AS dur
+        FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
+        UNION ALL
+        SELECT (SELECT value FROM STRING_IDS WHERE id = o.opType), o.endNs - o.startNs FROM COMMUNICATION_OP o)
+    GROUP BY type"""
+
+
+@pytest.mark.parametrize("folder,path", [(PT_DB / "rank0_ascend_pt", _pt_db("0")),
+                                         (PT_DB / "rank1_ascend_pt", _pt_db("1")),
+                                         (MSPROF, MSPROF / "msprof_0.db")])
+def test_kernels_per_type_equal_sql_over_the_same_file(folder, path):
+    prof = load_quietly(folder)
+    expected = {t: (n, ns / 1000.0) for t, n, ns in _sql(path, KERNEL_TYPES_SQL)}
+    kernels = prof.kernels
+    got = kernels.groupby("type")["dur_us"].agg(["size", "sum"])
+    assert {t: int(r["size"]) for t, r in got.iterrows()} == {t: n for t, (n, _) in expected.items()}
+    assert {t: r["sum"] for t, r in got.iterrows()} == pytest.approx({t: us for t, (_, us) in expected.items()})
+    types = prof.op_types.set_index("op_type")
+    for t, (n, us) in expected.items():
+        assert types.loc[t, "count"] == n and types.loc[t, "total_time_us"] == pytest.approx(us)
+    assert db.kernel_type_totals(path).set_index("type")["count"].to_dict() == {t: n for t, (n, _) in expected.items()}
+    # accelerator cores: the task type the database names (HCCL for communication ops)
+    n_comm = _sql(path, "SELECT count(*) FROM COMMUNICATION_OP")[0][0]
+    assert (kernels["accelerator_core"] == "HCCL").sum() == n_comm
+    assert not kernels["accelerator_core"].isin(["", "N/A"]).any()
+
+
+def test_msprof_cores_and_shapes():
+    k = load_quietly(MSPROF).kernels
+    cores = dict(_sql(MSPROF / "msprof_0.db", "SELECT (SELECT value FROM STRING_IDS WHERE id = taskType), count(*) "
+                                              "FROM COMPUTE_TASK_INFO GROUP BY 1"))
+    assert k["accelerator_core"].value_counts().to_dict() == cores
+    row = k[k["name"] == "aclnnInplaceOne_OnesLikeAiCore_OnesLike"].iloc[0]
+    assert row["input_shapes"] == "1,2048,2048" and row["block_dim"] == 48
+
+
+def test_pt_db_matches_the_text_recording_of_the_same_job():
+    dbc, txt = load_quietly(PT_DB), load_quietly(PT_TEXT)
+    assert dbc.ranks == txt.ranks == ["0", "1"]
+    assert dbc.generation == "database" and txt.generation == "mindspore2"
+    for rank in dbc.ranks:
+        d, t = dbc[rank], txt[rank]
+        assert d.info["rank_id"] == rank and d.info["db_meta"]["SCHEMA_VERSION"] == "1.0.0"
+        # op types and kernel counts: the same job, the same kernels
+        assert set(d.op_types["op_type"]) == set(t.op_types["op_type"])
+        assert d.op_types["count"].sum() == t.op_types["count"].sum() == len(t.kernels)
+        named = lambda k: sorted(k["name"].str.replace(r"^hcom_(\w+?)__\d+_", r"hcom_\1__", regex=True))  # noqa: E731
+        assert named(d.kernels) == named(t.kernels)  # the same kernels (hcom ops renumbered per recording)
+        # steps: the same step ids, the same stage columns, similar (not identical) numbers
+        assert d.step_trace["step"].tolist() == t.step_trace["step"].tolist() == [50]
+        common = [c for c in t.step_trace.columns if c in d.step_trace.columns]
+        assert set(common) >= {"computing_ms", "communication_not_overlapped_ms", "free_ms", "preparing_ms", "total_ms"}
+        # two recordings of step 50: rank 0 137.3 vs 135.6 ms, rank 1 143.6 vs 119.5 ms
+        assert d.step_trace["total_ms"].iloc[0] == pytest.approx(t.step_trace["total_ms"].iloc[0], rel=0.25)
+        # memory components
+        assert set(d.memory["component"]) == set(t.memory["component"]) == {"APP", "GE", "PTA", "PTA+GE"}
+        assert d.memory["reserved_mb"].max() == pytest.approx(t.memory["reserved_mb"].max(), rel=0.1)
+        assert len(d.operator_memory) == pytest.approx(len(t.operator_memory), abs=5)
+        # communication ops (the database has no transit/wait split)
+        assert len(d.communication) == 4 and set(d.communication["group"]) != {""}
+
+
+def test_step_memory_communication_equal_sql():
+    path, analysis = _pt_db("0"), PT_DB / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/analysis.db"
+    prof = load_quietly(PT_DB / "rank0_ascend_pt")
+    ((step, computing, free, preparing),) = _sql(analysis, "SELECT step, computing, free, preparing FROM StepTraceTime")
+    st = prof.step_trace.iloc[0]
+    assert (st["step"], st["computing_ms"], st["free_ms"], st["preparing_ms"]) == \
+        pytest.approx((int(step), computing / 1e3, free / 1e3, preparing / 1e3))
+    mem = prof.memory
+    (n_rec, max_alloc), = _sql(path, "SELECT count(*), max(totalAllocated) FROM MEMORY_RECORD")
+    (n_app,), = _sql(path, "SELECT count(*) FROM NPU_MEM n JOIN STRING_IDS s ON s.id = n.type WHERE s.value = 'app'")
+    assert len(mem) == n_rec + n_app and mem["allocated_mb"].max() == pytest.approx(max_alloc / 2**20)
+    assert (mem["component"] == "APP").sum() == n_app
+    comm = prof.communication.sort_values("start_us")
+    rows = _sql(path, "SELECT (SELECT value FROM STRING_IDS WHERE id = opName), (endNs - startNs) / 1e6 "
+                      "FROM COMMUNICATION_OP ORDER BY startNs")
+    assert list(zip(comm["op_name"], comm["elapse_ms"])) == [(n, pytest.approx(ms)) for n, ms in rows]
+    assert set(comm["step"]) == {"step50"} and set(comm["rank"]) == {"0"}
+    om = prof.operator_memory
+    (n_op, total_kb), = _sql(path, "SELECT count(*), sum(size) / 1024.0 FROM OP_MEMORY")
+    assert len(om) == n_op and om["size_kb"].sum() == pytest.approx(total_kb)
+
+
+def test_timeline_from_the_database():
+    path = _pt_db("1")
+    prof = load_quietly(PT_DB / "rank1_ascend_pt")
+    tl, tracks = prof.timeline, prof.timeline_tracks
+    by_process = tl.merge(tracks[["track", "process"]], on="track").groupby("process").size().to_dict()
+    for table, process in (("TASK", "Ascend Hardware"), ("CANN_API", "CANN"), ("PYTORCH_API", "Python (PyTorch API)"),
+                           ("COMMUNICATION_OP", "Communication")):
+        assert by_process[process] == _sql(path, f"SELECT count(*) FROM {table}")[0][0]
+    (first_ns,), = _sql(path, "SELECT min(startNs) FROM TASK")
+    hw = tl[tl["track"].isin(tracks.loc[tracks["process"] == "Ascend Hardware", "track"])]
+    assert prof.origin_us + hw["start_us"].min() == pytest.approx(first_ns / 1000.0)
+    # the origin is a float64 of epoch us (0.25 us apart at this magnitude)
+    assert tl["start_us"].min() == pytest.approx(0.0, abs=0.25) and np.all(tl["dur_us"] >= 0)
+    assert prof.summary()["timeline"]["events"] == len(tl)
+
+
+def test_a_damaged_database_is_a_typed_problem(tmp_path):
+    dest = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(PT_DB / "rank0_ascend_pt", dest)
+    target = dest / "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) // 3])
+    prof = load_quietly(dest)
+    assert prof.kernels.empty
+    assert any(p.file == str(target.resolve()) or p.file == str(target) for p in prof.problems)
+    target.write_bytes(b"not a database at all" * 100)
+    prof = load_quietly(dest)
+    assert prof.kernels.empty and any("SQLite" in p.error for p in prof.problems)
