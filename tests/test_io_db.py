@@ -69,13 +69,16 @@ def test_kernels_per_type_equal_sql_over_the_same_file(folder, path):
     got = kernels.groupby("type")["dur_us"].agg(["size", "sum"])
     assert {t: int(r["size"]) for t, r in got.iterrows()} == {t: n for t, (n, _) in expected.items()}
     assert {t: r["sum"] for t, r in got.iterrows()} == pytest.approx({t: us for t, (_, us) in expected.items()})
-    types = prof.op_types.set_index("op_type")
+    # the op-type table, communication kind included (HCCL ops are their own kind)
+    types = prof.op_types.groupby("op_type")[["count", "total_time_us"]].sum()
     for t, (n, us) in expected.items():
         assert types.loc[t, "count"] == n and types.loc[t, "total_time_us"] == pytest.approx(us)
     assert db.kernel_type_totals(path).set_index("type")["count"].to_dict() == {t: n for t, (n, _) in expected.items()}
     # accelerator cores: the task type the database names (HCCL for communication ops)
     n_comm = _sql(path, "SELECT count(*) FROM COMMUNICATION_OP")[0][0]
     assert (kernels["accelerator_core"] == "HCCL").sum() == n_comm
+    kinds = prof.op_types.groupby("kind")["count"].sum().to_dict()
+    assert kinds.get("communication", 0) == n_comm and kinds["npu"] == len(kernels) - n_comm
     assert not kernels["accelerator_core"].isin(["", "N/A"]).any()
 
 

@@ -147,13 +147,18 @@ def test_cpu_types_and_ops_match_mindinsight():
 def test_npu_kind_from_kernel_details():
     prof = nbprofiler.load(DATA / "npu/kernel_details_591")
     kernels = prof.kernels
-    types = _kind(prof.op_types, "npu")
-    assert types["count"].sum() == len(kernels) == 591
-    assert types["total_time_us"].sum() == pytest.approx(kernels["dur_us"].sum())
-    assert types.loc["hcom_broadcast_", "count"] == 2
-    ops = _kind(prof.ops, "npu")
+    types, comm = _kind(prof.op_types, "npu"), _kind(prof.op_types, "communication")
+    assert types["count"].sum() + comm["count"].sum() == len(kernels) == 591
+    assert types["total_time_us"].sum() + comm["total_time_us"].sum() == pytest.approx(kernels["dur_us"].sum())
+    # HCCL broadcasts are communication, not 77.9 % of the operator pie
+    assert "hcom_broadcast_" not in types.index and comm.loc["hcom_broadcast_", "count"] == 2
+    assert comm.loc["hcom_broadcast_", "accelerator_core"] == "HCCL"
+    assert set(types["accelerator_core"]) == {"AI_CORE", "AI_VECTOR_CORE", "MIX_AIV", "DSA_SQE"}
+    assert types["percent"].sum() == pytest.approx(100.0) and types["percent"].max() < 50
+    ops = _kind(prof.ops, "communication")
     assert ops.loc["hcom_broadcast__445_0", "total_time_us"] == 308926.68
     assert ops.loc["hcom_broadcast__445_0", "accelerator_core"] == "HCCL"
+    assert not _kind(prof.ops, "npu").index.str.startswith("hcom_").any()
 
 
 def test_npu_op_statistic_preferred_for_types(tmp_path):
@@ -168,6 +173,9 @@ def test_npu_op_statistic_preferred_for_types(tmp_path):
         "OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n" + "\n".join(rows) + "\n")
     types = _kind(nbprofiler.load(tmp_path).op_types, "npu")
     assert set(types.index) == {"MatMul", "ZerosLike"}
+    # op_statistic.csv leaves communication out; the HCCL kernels still give the communication kind
+    assert set(_kind(nbprofiler.load(tmp_path).op_types, "communication").index) == {"hcom_broadcast_", "hcom_allReduce_"} \
+        or "hcom_broadcast_" in _kind(nbprofiler.load(tmp_path).op_types, "communication").index
     assert types.loc["MatMul", "total_time_us"] == pytest.approx(14070.56)
     assert types.loc["MatMul", "count"] == 9 and types.loc["MatMul", "file_percent"] > 0
 

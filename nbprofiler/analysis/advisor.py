@@ -35,7 +35,8 @@ STAGES = {
     "free_ms": ("Free time (the device idles)", "the device waits for the host, for data or for other ranks: "
                 "look at host-side dispatch, the data pipeline and synchronisation"),
 }
-KIND_NAMES = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "host CPU", "gpu": "GPU", "npu": "NPU"}
+KIND_NAMES = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "host CPU", "gpu": "GPU", "npu": "NPU",
+              "communication": "communication (HCCL)"}
 
 
 def format_us(us: float) -> str:

@@ -142,12 +142,18 @@ def _timeline(prof) -> dict | None:
     if ev is None or ev.empty or "start_us" not in ev:
         return None
     end = (ev["start_us"] + ev["dur_us"].fillna(0)).max()
-    by = ev.groupby("op_type", observed=True).agg(count=("dur_us", "size"), total_us=("dur_us", "sum"))
+    # scope-layer bars span the operators under them: counted apart, never as an operator type
+    scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)
+
+    def totals(sub, key):
+        by = sub.groupby(key, observed=True).agg(count=("dur_us", "size"), total_us=("dur_us", "sum"))
+        return {str(k): {"count": int(v["count"]), "total_us": float(v["total_us"])}
+                for k, v in by.sort_values("total_us", ascending=False).iterrows()}
     origin = prof.origin_us
     return {"events": int(len(ev)), "tracks": int(ev["track"].nunique()),
             "start_us": float(origin + ev["start_us"].min()), "end_us": float(origin + end),
-            "by_type": {str(k): {"count": int(v["count"]), "total_us": float(v["total_us"])}
-                        for k, v in by.sort_values("total_us", ascending=False).iterrows()}}
+            "by_type": totals(ev[~scope], "op_type"),
+            "scope_layers": totals(ev[scope], "name")}
 
 
 def _int(v):

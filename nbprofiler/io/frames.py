@@ -14,7 +14,7 @@ import pandas as pd
 
 from .discover import RunFiles
 
-OP_KINDS = ["ai_core", "ai_cpu", "cpu", "gpu", "npu"]
+OP_KINDS = ["ai_core", "ai_cpu", "cpu", "gpu", "npu", "communication"]
 
 
 def origin_us(run: RunFiles, prof) -> float:
@@ -153,7 +153,8 @@ def step_point_info(run: RunFiles, prof):
 def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
     """Per operator type and device kind, sorted by ``kind`` then ``total_time_us`` descending.
 
-    Columns: ``kind`` (str: ai_core, ai_cpu, cpu, gpu, npu), ``op_type`` (str), ``total_time_us``
+    Columns: ``kind`` (str: ai_core, ai_cpu, cpu, gpu, npu, communication — HCCL kernels, never
+    operators), ``op_type`` (str), ``total_time_us``
     (float64, summed execution time), ``count`` (int64, executions), ``avg_time_us`` (float64,
     total/count), ``percent`` (float64, 0..100: this type's share of the kind's total, recomputed from
     the times), ``file_percent`` (float64, the file's own percent column as written, NaN if none; its

@@ -266,20 +266,44 @@ def npu_types_from_statistic(path: Path) -> pd.DataFrame:
     return out
 
 
-def _npu_part(prof, build, **assign) -> pd.DataFrame | None:
+COMMUNICATION_CORES = {"HCCL", "COMMUNICATION", "COMM"}
+
+
+def is_communication(k: pd.DataFrame) -> pd.Series:
+    """Kernels that are collective-communication tasks (accelerator core HCCL, or ``hcom_*`` names): the
+    ``communication`` kind, never operators in the NPU operator tables."""
+    core = k["accelerator_core"].astype(str).str.upper() if "accelerator_core" in k else pd.Series("", index=k.index)
+    return core.isin(COMMUNICATION_CORES) | k["name"].astype(str).str.startswith(("hcom_", "hccl_"))
+
+
+def _npu_part(prof, build, communication: bool | None = None, **assign) -> pd.DataFrame | None:
     """``build(prof.kernels)``; None when the kernels frame is empty (its own load problems are already
-    in ``prof.problems``: the colleague's kernels builder reports them)."""
+    in ``prof.problems``: the colleague's kernels builder reports them). ``communication``: True builds
+    from the communication kernels only, False from the others, None from all (``build`` then splits)."""
     k = prof.kernels
     if k is None or k.empty or not {"name", "type", "dur_us"} <= set(k.columns):
         return None
+    if communication is not None:
+        k = k[is_communication(k) == communication]
+        if k.empty:
+            return None
     return build(k).assign(**assign)
 
 
 def npu_types_from_kernels(k: pd.DataFrame) -> pd.DataFrame:
-    """kernel_details rows grouped by ``type``: total = sum of ``dur_us``, count = rows."""
-    g = k.groupby("type", sort=False, dropna=False).agg(total_time_us=("dur_us", "sum"), count=("dur_us", "size"))
-    out = pd.DataFrame({"op_type": g.index.astype(str), "total_time_us": g["total_time_us"].to_numpy(dtype="float64"),
+    """kernel_details rows grouped by kind (``communication`` for HCCL tasks, else ``npu``) and ``type``:
+    total = sum of ``dur_us``, count = rows; ``accelerator_core``: the type's most frequent core."""
+    k = k.assign(kind=np.where(is_communication(k), "communication", "npu"))
+    keys = ["kind", "type"]
+    g = k.groupby(keys, sort=False, dropna=False).agg(total_time_us=("dur_us", "sum"), count=("dur_us", "size"))
+    out = pd.DataFrame({"kind": g.index.get_level_values(0).astype(str),
+                        "op_type": g.index.get_level_values(1).astype(str),
+                        "total_time_us": g["total_time_us"].to_numpy(dtype="float64"),
                         "count": g["count"].to_numpy(dtype="int64")})
+    if "accelerator_core" in k:
+        core = k.groupby(keys, sort=False, dropna=False)["accelerator_core"].agg(
+            lambda c: c.value_counts().index[0] if len(c) else "")
+        out["accelerator_core"] = core.to_numpy(dtype=object)
     out["avg_time_us"] = _avg(out["total_time_us"], out["count"])
     out["file_percent"] = np.nan
     return out
@@ -294,26 +318,29 @@ def npu_types_from_kernel_file(path: Path) -> pd.DataFrame | None:
     from .legacy import _ends_with_newline
     if not _ends_with_newline(path):
         return None
-    wanted = {raw for raw, col in KERNEL_COLUMNS.items() if col in ("type", "dur_us")}
+    wanted = {raw for raw, col in KERNEL_COLUMNS.items() if col in ("name", "type", "dur_us", "accelerator_core")}
     df = read_csv(path, usecols=lambda c: c.strip() in wanted)
-    df = df.rename(columns={c: KERNEL_COLUMNS[c] for c in df.columns})
-    for col in ("type", "dur_us"):
+    df = df.rename(columns={c: KERNEL_COLUMNS[c.strip()] for c in df.columns})
+    for col in ("name", "type", "dur_us"):
         if col not in df.columns:
             raw = [k for k, v in KERNEL_COLUMNS.items() if v == col]
             raise MissingColumnError(path, f"missing column {raw[0]!r} (or a synonym {raw[1:]})", line=1,
                                      field=raw[0])
-    return npu_types_from_kernels(pd.DataFrame({"type": df["type"].astype(str).str.strip(),
-                                                "dur_us": numeric(df, "dur_us", path)}))
+    cols = {"name": df["name"].astype(str).str.strip(), "type": df["type"].astype(str).str.strip(),
+            "dur_us": numeric(df, "dur_us", path)}
+    if "accelerator_core" in df:
+        cols["accelerator_core"] = df["accelerator_core"].astype(str).str.strip()
+    return npu_types_from_kernels(pd.DataFrame(cols))
 
 
 def _npu_types(run: RunFiles, prof) -> pd.DataFrame | None:
     # reuse the kernels frame when it is already parsed; else read just the two columns needed
     if prof is not None and "kernels" in getattr(prof, "_cache", {}):
-        return _npu_part(prof, npu_types_from_kernels, kind="npu")
+        return _npu_part(prof, npu_types_from_kernels)
     types = npu_types_from_kernel_file(run.get("kernel_details"))
     if types is None:
-        return _npu_part(prof, npu_types_from_kernels, kind="npu")
-    return types.assign(kind="npu") if len(types) else None
+        return _npu_part(prof, npu_types_from_kernels)
+    return types if len(types) else None
 
 
 def npu_ops(k: pd.DataFrame) -> pd.DataFrame:
@@ -323,7 +350,8 @@ def npu_ops(k: pd.DataFrame) -> pd.DataFrame:
         agg["accelerator_core"] = ("accelerator_core", "first")
     g = k.groupby("name", sort=False, dropna=False).agg(**agg)
     out = g.reset_index().rename(columns={"name": "op_name"})
-    out.insert(0, "kind", "npu")
+    comm = out["op_name"].isin(set(k.loc[is_communication(k), "name"]))
+    out.insert(0, "kind", np.where(comm, "communication", "npu"))
     out["total_time_us"] = out["total_time_us"].astype("float64")
     out["count"] = pd.array(out["count"].to_numpy(), dtype="Int64")
     out["avg_time_us"] = _avg(out["total_time_us"], out["count"])
@@ -377,14 +405,18 @@ def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
         loaders.append(lambda: gpu_types(run.get("gpu_op_type")).assign(kind="gpu"))
     if run.has("op_statistic"):
         loaders.append(lambda: npu_types_from_statistic(run.get("op_statistic")).assign(kind="npu"))
+        if run.has("kernel_details", "profiler_db", "msprof_db"):
+            # op_statistic.csv leaves communication out: its kind comes from the HCCL kernels
+            loaders.append(lambda: _npu_part(prof, npu_types_from_kernels, communication=True))
     elif run.has("kernel_details"):
         loaders.append(lambda: _npu_types(run, prof))
     elif run.has("profiler_db", "msprof_db"):
-        loaders.append(lambda: _npu_part(prof, npu_types_from_kernels, kind="npu"))
+        loaders.append(lambda: _npu_part(prof, npu_types_from_kernels))
     parts = [p for p in _collect(loaders) if p is not None]
     for p in parts:
-        kind_total = p["total_time_us"].sum()
-        p["percent"] = p["total_time_us"] / kind_total * 100 if kind_total else 0.0
+        # a part may hold two kinds (npu and communication from the same kernels): share of its own kind
+        kind_total = p.groupby("kind")["total_time_us"].transform("sum")
+        p["percent"] = (p["total_time_us"] / kind_total.where(kind_total != 0) * 100).fillna(0.0)
     out = _finish(parts, TYPE_COLUMNS)
     if out is not None:
         out["count"] = out["count"].astype("int64")

@@ -96,7 +96,39 @@ class TraceData:
 # -- public builders (see frames.py for the contracts) ----------------------------------------------
 def timeline_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
     data = trace_data(run, prof)
-    return None if data is None else data.timeline
+    return None if data is None else mark_scope_layers(data.timeline, data.tracks)
+
+
+SCOPE_LAYER_TYPE = "Scope Layer"
+
+
+def scope_tracks(tracks: pd.DataFrame) -> set[int]:
+    """Tracks that hold scope-layer bars, not operators: MindSpore's "Scope Layer" process (2.x) and the
+    legacy "Scope Name" thread (tid 100001)."""
+    if tracks is None or tracks.empty:
+        return set()
+    proc = tracks["process"].astype(str).str.lower()
+    thread = tracks["thread"].astype(str).str.lower()
+    is_scope = proc.str.contains("scope layer") | thread.str.contains("scope name") | \
+        (tracks["tid"].astype(str) == "100001")
+    return set(tracks.loc[is_scope, "track"].astype(int))
+
+
+def mark_scope_layers(timeline: pd.DataFrame, tracks: pd.DataFrame) -> pd.DataFrame:
+    """``is_scope`` (bool): the event is a scope-layer bar ("Default", "network-WithLossCell", ...) that
+    spans the operators under it; its ``op_type`` becomes ``"Scope Layer"`` so scope names never mix
+    with operator types (their time is the time of the ops inside them, counted again)."""
+    if "is_scope" in timeline.columns:
+        return timeline
+    scope = timeline["track"].isin(scope_tracks(tracks)).to_numpy()
+    out = timeline.copy(deep=False)
+    out["is_scope"] = scope
+    if scope.any():
+        op_type = out["op_type"]
+        if SCOPE_LAYER_TYPE not in op_type.cat.categories:
+            op_type = op_type.cat.add_categories([SCOPE_LAYER_TYPE])
+        out["op_type"] = op_type.where(~scope, SCOPE_LAYER_TYPE).cat.remove_unused_categories()
+    return out
 
 
 def tracks_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:

@@ -23,6 +23,7 @@ from bokeh.models import (ColumnDataSource, CustomJS, DataTable, Div, HoverTool,
 from bokeh.plotting import figure
 
 from ..analysis import operators as A
+from ..io.frames import OP_KINDS
 from . import theme
 
 OTHER = "Other"     # the folded row of analysis.operators.top_types
@@ -251,7 +252,7 @@ class OperatorsView(traitlets.HasTraits):
             self.op_types, self.ops, self.kernels = prof_or_frames.op_types, prof_or_frames.ops, prof_or_frames.kernels
         self.set_trait("top_n", top_n)
         self.layout = operators_layout(self.op_types, self.ops, None, top_n, mode)
-        self.kinds = [k for k in ("ai_core", "ai_cpu", "cpu", "gpu", "npu")
+        self.kinds = [k for k in OP_KINDS
                       if self._model(f"op_panel_{k}") is not None]
         self.kind = self.kinds[0] if self.kinds else None
         for k in self.kinds:

@@ -82,7 +82,8 @@ OP_TYPE_PALETTE = [
 # Colours handed out so far in this session, so two types never share one until the palette is used up.
 _OP_TYPE_ASSIGNED: dict[str, str] = {}
 
-KIND_LABELS = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "CPU", "gpu": "GPU", "npu": "NPU"}
+KIND_LABELS = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "CPU", "gpu": "GPU", "npu": "NPU",
+               "communication": "Communication"}
 
 
 def stage_color(stage: str) -> str:
