@@ -213,7 +213,8 @@ class Dashboard:
                 return None
             from .timeline import TimelineView
             view = TimelineView(prof)
-            window = step_window_us(prof, self._current_step())
+            memory = self.views.get("Memory")
+            window = step_window_us(prof, self._current_step()) or (memory.window if memory else None)
             if window:
                 view.set_window(*window)
             return view

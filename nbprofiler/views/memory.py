@@ -74,7 +74,11 @@ def curve_figure(memory: pd.DataFrame, peaks: pd.DataFrame):
     fig = figure(height=320, sizing_mode="stretch_width", title="Memory over time", name="memory_curve",
                  tools="xpan,xwheel_zoom,reset,save", active_scroll="xwheel_zoom",
                  y_axis_label=theme.axis_label("Memory", "MB"), x_axis_label="time from the start of the run")
-    fig.add_tools(BoxSelectTool(dimensions="width", name="memory_range_select"))
+    # Selecting a time range is what this chart is for (it narrows the table and moves the timeline), so a
+    # drag selects; the wheel zooms and the toolbar's pan tool pans.
+    select = BoxSelectTool(dimensions="width", name="memory_range_select")
+    fig.add_tools(select)
+    fig.toolbar.active_drag = select
     theme.time_us_axis(fig.xaxis[0])
     peak_rows = []
     alloc_peak = float(memory["allocated_mb"].max()) if len(memory) and memory["allocated_mb"].notna().any() else 0.0
