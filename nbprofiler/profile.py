@@ -108,7 +108,8 @@ class Profile:
 
     @property
     def files(self) -> pd.DataFrame:
-        """What discovery found: one row per file. Columns: role (str), path (str), size_bytes (int)."""
+        """What discovery found: one row per file. Columns: role (str), path (str), size_bytes (int),
+        feeds (str: the frames the file is read into, comma-separated; "" for a file no frame reads)."""
         rows = []
         for role, paths in sorted(self.run.files.items()):
             for p in sorted(paths):
@@ -116,8 +117,9 @@ class Profile:
                     size = p.stat().st_size
                 except OSError:
                     size = -1
-                rows.append({"role": role, "path": str(p), "size_bytes": size})
-        return pd.DataFrame(rows, columns=["role", "path", "size_bytes"])
+                rows.append({"role": role, "path": str(p), "size_bytes": size,
+                             "feeds": ", ".join(F.FEEDS.get(role, ()))})
+        return pd.DataFrame(rows, columns=["role", "path", "size_bytes", "feeds"])
 
     def has(self, *roles: str) -> bool:
         """True if any file with one of these roles was found."""
@@ -213,6 +215,17 @@ class Profile:
                                              "transit_ms", "wait_ms", "sync_ms", "idle_ms"])
     communication_links = _frame(F.communication_links, ["step", "group", "op_name", "rank", "transport",
                                                          "size_mb", "transit_ms", "bandwidth_gbps"])
+    communication_matrix = _frame(F.communication_matrix, ["step", "group", "op_name", "src", "dst", "transport",
+                                                           "size_mb", "transit_ms", "bandwidth_gbps"])
+    communication_groups = _frame(F.communication_groups, ["kind", "group", "ranks", "size"])
+    npu_module_mem = _frame(F.npu_module_mem, ["component", "time_us", "reserved_mb", "device"])
+    api_statistic = _frame(F.api_statistic, ["api_name"])
+    operator_details = _frame(F.operator_details, ["name"])
+    l2_cache = _frame(F.l2_cache, ["stream_id", "task_id", "hit_rate", "victim_rate", "op_name"])
+    static_op_mem = _frame(F.static_op_mem, ["op_name"])
+    data_preprocess = _frame(F.data_preprocess, [])
+    dataset = _frame(F.dataset, [])
+    input_shapes = _frame(F.input_shapes, ["op_name", "op_type", "input_shapes", "count"])
     hccl = _frame(F.hccl, ["step", "communication_cost_ms", "wait_cost_ms"])
     hccl_links = _frame(F.hccl_links, ["step", "src", "dst", "transport", "time_ms", "size", "bandwidth"])
     cluster_analyse = _frame(F.cluster_analyse, ["step"])
@@ -266,7 +279,7 @@ class Profile:
 
 FRAME_NAMES = {n for n, v in vars(Profile).items() if isinstance(v, property)} - {
     "problems", "files", "origin_us", "info", "step_trace_average", "step_stages", "step_point_info",
-    "op_kinds"}
+    "op_kinds", "other_sessions"}
 
 
 class Cluster:

@@ -168,12 +168,21 @@ def communication_matrix(cluster) -> pd.DataFrame:
     """Per link, summed over the profiled steps (the average rows of the files excluded): ``src``,
     ``dst`` (str ranks), ``transport``, ``time_ms``, ``size`` (as written; legacy units unlabelled),
     ``bandwidth`` (size / time: the file's units per ms), ``steps``. Sources: legacy ``hccl_raw`` link
-    data of every rank (each link once, from the rank that recorded it)."""
+    data of every rank (each link once, from the rank that recorded it), else the new-format
+    ``communication_matrix`` frame (communication_matrix.json / cluster_communication_matrix.json:
+    ``size`` in MB, so ``bandwidth`` is MB/ms = GB/s)."""
     frames = []
     for key, prof in cluster.profiles.items():
         links = prof.hccl_links
         if len(links) and "src" in links.columns:
             frames.append(links.assign(recorded_by=key))
+            continue
+        matrix = prof.communication_matrix
+        if len(matrix) and "src" in matrix.columns:
+            frames.append(pd.DataFrame({"step": matrix["step"].astype(str).str.extract(r"(\d+)$")[0],
+                                        "src": matrix["src"], "dst": matrix["dst"], "transport": matrix["transport"],
+                                        "time_ms": matrix["transit_ms"], "size": matrix["size_mb"],
+                                        "recorded_by": key}))
     if not frames:
         return pd.DataFrame(columns=["src", "dst", "transport", "time_ms", "size", "bandwidth", "steps"])
     links = pd.concat(frames, ignore_index=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..errors import ProfilerDataError
 from .discover import RunFiles
 
 OP_KINDS = ["ai_core", "ai_cpu", "cpu", "gpu", "npu", "communication"]
@@ -175,7 +176,15 @@ def ops(run: RunFiles, prof) -> pd.DataFrame | None:
     ``mflops_cube``/``gflops_cube``/... (joined from flops files).
     """
     from .ops import ops as build
-    return build(run, prof)
+    out = build(run, prof)
+    if run.has("cpu_framework") and out is not None:
+        from ._util import warn_partial
+        from .families import input_shapes, join_input_shapes
+        try:
+            out = join_input_shapes(out, prof.input_shapes if prof is not None else input_shapes(run))
+        except ProfilerDataError as err:
+            warn_partial(err)
+    return out
 
 
 def kernels(run: RunFiles, prof) -> pd.DataFrame | None:
@@ -388,6 +397,111 @@ def hccl_links(run: RunFiles, prof) -> pd.DataFrame | None:
     if run.has("hccl_raw"):
         return legacy.hccl_links(run, prof)
     return None
+
+
+def communication_matrix(run: RunFiles, prof) -> pd.DataFrame | None:
+    """Per op and link (src rank -> dst rank): ``step``, ``group``, ``op_name``, ``src``, ``dst`` (str),
+    ``transport`` (LOCAL/HCCS/RDMA/SDMA/PCIE/SIO), ``size_mb``, ``transit_ms``, ``bandwidth_gbps``
+    (float64). Sources: communication_matrix.json (this rank), cluster_communication_matrix.json (the
+    links whose source is this rank). Feeds `analysis.cluster.communication_matrix` like ``hccl_raw``."""
+    from . import families
+    return families.communication_matrix(run, prof)
+
+
+def communication_groups(run: RunFiles, prof) -> pd.DataFrame | None:
+    """communication_group.json: ``kind`` (collective/p2p), ``group`` (int64), ``ranks`` (tuple of str),
+    ``size`` (int64)."""
+    from . import families
+    return families.communication_groups(run, prof)
+
+
+def npu_module_mem(run: RunFiles, prof) -> pd.DataFrame | None:
+    """CANN per-module reserved memory: ``component``, ``time_us`` (relative), ``reserved_mb``,
+    ``device``. Sources: npu_module_mem.csv, the database's NPU_MODULE_MEM."""
+    from . import families
+    return families.npu_module_mem(run, prof)
+
+
+def api_statistic(run: RunFiles, prof) -> pd.DataFrame | None:
+    """api_statistic.csv by header name: ``level``, ``api_name``, ``time_us``, ``count``, ``avg_us``,
+    ``min_us``, ``max_us``, ``variance``."""
+    from . import families
+    return families.api_statistic(run, prof)
+
+
+def operator_details(run: RunFiles, prof) -> pd.DataFrame | None:
+    """operator_details.csv: ``name``, ``input_shapes``, ``call_stack``, ``host_self_duration_us``,
+    ``host_total_duration_us``, ``device_self_duration_us``, ``device_total_duration_us``, ... (us)."""
+    from . import families
+    return families.operator_details(run, prof)
+
+
+def l2_cache(run: RunFiles, prof) -> pd.DataFrame | None:
+    """l2_cache.csv: ``stream_id``, ``task_id``, ``hit_rate``, ``victim_rate`` (0..1), ``op_name``."""
+    from . import families
+    return families.l2_cache(run, prof)
+
+
+def static_op_mem(run: RunFiles, prof) -> pd.DataFrame | None:
+    """static_op_mem.csv by header name (snake_case, units in the names)."""
+    from . import families
+    return families.static_op_mem(run, prof)
+
+
+def data_preprocess(run: RunFiles, prof) -> pd.DataFrame | None:
+    """data_preprocess.csv (CANN AI CPU preprocessing) by header name."""
+    from . import families
+    return families.data_preprocess(run, prof)
+
+
+def dataset(run: RunFiles, prof) -> pd.DataFrame | None:
+    """dataset.csv (MindSpore dataset ranges) by header name."""
+    from . import families
+    return families.dataset(run, prof)
+
+
+def input_shapes(run: RunFiles, prof) -> pd.DataFrame | None:
+    """FRAMEWORK/cpu_framework_*: ``op_name`` (short name), ``op_type``, ``input_shapes``, ``count`` per
+    operator and distinct input shapes; joined into ``ops`` as ``input_shapes``."""
+    from . import families
+    return families.input_shapes(run, prof)
+
+
+# Which frames each file role is read into (`Profile.files` shows it; a role absent here feeds nothing).
+FEEDS: dict[str, tuple[str, ...]] = {
+    "step_trace": ("step_trace", "step_trace_reduce", "step_windows"), "step_trace_point_info": ("step_point_info",),
+    "aicore_type": ("op_types",), "aicore_detail": ("ops",), "aicpu": ("op_types", "ops"),
+    "framework": ("ops",), "cpu_op_type": ("op_types",), "cpu_op_detail": ("ops", "timeline"),
+    "cpu_op_timestamp": ("timeline",), "cpu_framework": ("input_shapes", "ops"),
+    "cpu_memory_record": ("memory",), "gpu_op_type": ("op_types",), "gpu_op_detail": ("ops",),
+    "timeline": ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters"),
+    "timeline_summary": ("timeline_summary",), "min_cycle_counter": ("step_windows",),
+    "output_timeline_data": ("step_windows",), "flops": ("flops", "ops"), "flops_summary": ("flops_summary",),
+    "hccl_raw": ("hccl", "hccl_links"), "cluster_analyse": ("cluster_analyse",), "profiler_info": ("info",),
+    "profiler_metadata": ("info",), "pipeline_profiling": ("minddata_pipeline", "minddata_queues"),
+    "minddata_cpu_utilization": ("cpu_utilization", "op_cpu_utilization"),
+    "device_queue": ("host_queue",), "dataset_iterator": ("host_queue",), "minddata_aicpu": ("device_queue",),
+    "minddata_getnext": ("device_queue",), "minddata_pipeline_raw": ("minddata_pipeline", "minddata_queues"),
+    "minddata_pipeline_summary_json": ("minddata_summary",), "minddata_pipeline_summary_csv": ("minddata_summary",),
+    "kernel_details": ("kernels", "op_types", "ops", "step_windows"), "op_statistic": ("op_types",),
+    "step_trace_time": ("step_trace",), "trace_view": ("timeline", "timeline_tracks", "timeline_flows",
+                                                       "timeline_counters"),
+    "memory_record": ("memory",), "operator_memory": ("operator_memory",), "npu_module_mem": ("npu_module_mem",),
+    "communication": ("communication", "communication_links"), "communication_matrix": ("communication_matrix",),
+    "dataset": ("dataset",), "api_statistic": ("api_statistic",), "operator_details": ("operator_details",),
+    "l2_cache": ("l2_cache",), "static_op_mem": ("static_op_mem",), "data_preprocess": ("data_preprocess",),
+    "communication_group": ("communication_groups",),
+    "cluster_step_trace_time": ("step_trace",), "cluster_communication": ("communication", "communication_links"),
+    "cluster_communication_matrix": ("communication_matrix",),
+    "profiler_db": ("kernels", "op_types", "ops", "step_trace", "memory", "operator_memory", "npu_module_mem",
+                    "communication", "timeline", "timeline_tracks", "info"),
+    "msprof_db": ("kernels", "op_types", "ops", "step_trace", "memory", "operator_memory", "npu_module_mem",
+                  "communication", "timeline", "timeline_tracks", "info"),
+    "analysis_db": ("step_trace",),
+    "cann_timeline": ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters"),
+    "cann_hccl": ("timeline",), "cann_task_time": ("timeline",), "cann_step_trace": ("step_trace", "step_trace_reduce"),
+    "cann_info": ("info",), "cann_start_info": ("info",), "cann_end_info": ("info",),
+}
 
 
 def cluster_analyse(run: RunFiles, prof) -> pd.DataFrame | None:

@@ -1,0 +1,91 @@
+"""The file families beside operators, steps and timelines: each has a frame, read from real files, and
+``prof.files`` says which frame every file found feeds."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from nbprofiler.analysis import cluster as C
+
+from .conftest import DATA, load_quietly
+
+C16 = DATA / "npu/cluster_analysis_16rank"
+PT_TEXT = DATA / "npu/ascend_pt_text_2rank"
+PT_DB = DATA / "npu/ascend_pt_db_2rank"
+
+
+def _links(obj):
+    out = []
+    for k1, v1 in obj.items():
+        for k2, ops in v1.items():
+            for op, links in ops.items():
+                if op != "Total Op Info":
+                    out += [(op, pair, link["Transport Type"], link["Bandwidth(GB/s)"]) for pair, link in links.items()]
+    return out
+
+
+def test_cluster_communication_matrix_feeds_the_cluster_analysis():
+    cluster = load_quietly(C16)
+    raw = _links(json.loads((C16 / "cluster_communication_matrix.json").read_text()))
+    rows = [r for prof in cluster for r in prof.communication_matrix.itertuples()]
+    assert len(rows) == len(raw)  # each link once, from the profile of its source rank
+    assert sorted((r.op_name, f"{r.src}-{r.dst}", r.transport, r.bandwidth_gbps) for r in rows) == sorted(raw)
+    m = C.communication_matrix(cluster).set_index(["src", "dst", "transport"])
+    assert m.loc[("0", "8", "RDMA"), "time_ms"] == pytest.approx(0.86381540625)
+    assert m.loc[("0", "8", "RDMA"), "bandwidth"] == pytest.approx(20.97152 / 0.86381540625)
+
+
+def test_communication_groups():
+    g = load_quietly(C16)["0"].communication_groups
+    raw = json.loads((C16 / "communication_group.json").read_text())
+    assert len(g) == sum(len(v) for v in raw.values())
+    assert g.loc[(g["kind"] == "collective") & (g["group"] == 1), "ranks"].iloc[0] == ("0", "8")
+    assert g["size"].max() == 16
+
+
+def test_npu_module_mem_text_and_database_agree():
+    t, d = load_quietly(PT_TEXT, device="0").npu_module_mem, load_quietly(PT_DB, device="0").npu_module_mem
+    with open(PT_TEXT / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/npu_module_mem.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(t) == len(rows) and set(t["component"]) == {r["Component"] for r in rows}
+    assert t["reserved_mb"].max() == pytest.approx(max(float(r["Total Reserved(MB)"]) for r in rows))
+    # the database's ENUM_MODULE spells one module AMP where the text export wrote AML
+    assert set(d["component"]) ^ set(t["component"]) == {"AMP", "AML"} and len(d) == len(t)
+
+
+def test_operator_details_and_l2_cache():
+    prof = load_quietly(PT_TEXT, device="1")
+    out = PT_TEXT / "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT"
+    with open(out / "operator_details.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    od = prof.operator_details
+    assert len(od) == len(rows) and od["name"].tolist() == [r["Name"] for r in rows]
+    assert od["device_self_duration_us"].sum() == pytest.approx(
+        sum(float(r["Device Self Duration(us)"]) for r in rows))
+    assert "\n" in od["call_stack"].iloc[0]
+    with open(out / "l2_cache.csv", newline="") as f:
+        l2rows = list(csv.DictReader(f))
+    l2 = prof.l2_cache
+    assert len(l2) == len(l2rows) and str(l2["task_id"].dtype) == "Int64"
+    assert l2["victim_rate"].mean() == pytest.approx(sum(float(r["Victim Rate"]) for r in l2rows) / len(l2rows))
+    assert l2["hit_rate"].isna().all()  # written N/A: the metric was not collected
+
+
+def test_cpu_framework_input_shapes_joined_to_ops():
+    prof = load_quietly("mindspore2/lenet_pynative")
+    shapes = prof.input_shapes.set_index("op_name")
+    assert shapes.loc["Conv2D-op0", "input_shapes"] == "[32, 1, 32, 32];[6, 1, 5, 5]"
+    assert shapes.loc["Conv2D-op0", "count"] == 300
+    ops = prof.ops.set_index("op_name")
+    assert ops.loc["Default/Conv2D-op1", "input_shapes"] == "[32, 6, 14, 14];[16, 6, 5, 5]"
+
+
+@pytest.mark.parametrize("dataset", ["npu/ascend_pt_text_2rank", "npu/ascend_pt_db_2rank", "npu/cluster_analysis_16rank",
+                                     "mindspore2/lenet_pynative", "npu/cann_prof_2dev", "npu/msprof_db"])
+def test_every_file_found_feeds_a_frame(dataset):
+    obj = load_quietly(dataset)
+    for prof in (list(obj) if hasattr(obj, "ranks") else [obj]):
+        files = prof.files
+        assert len(files) and (files["feeds"] != "").all(), files[files["feeds"] == ""]
