@@ -98,7 +98,40 @@ def memory_record(run: RunFiles, prof) -> pd.DataFrame:
     device_kind = "NPU" if run.has("kernel_details", "cann_timeline") else "CPU"
     out["device"] = f"{device_kind}:{run.device}"
     out.attrs["origin_us"] = (first // 1000) + (first % 1000) / 1000.0
-    return out
+    return clip_to_window(out, run, prof, path)
+
+
+# Rows this much earlier than the window's first traced event belong to an earlier window.
+WINDOW_SLACK_US = 1000.0
+
+
+def clip_to_window(mem: pd.DataFrame, run: RunFiles, prof, path) -> pd.DataFrame:
+    """With the schedule API (or several start/stop calls) MindSpore writes one session folder per
+    window, and each window's ``cpu_ms_memory_record_*`` repeats the rows of every earlier window. When
+    this run is one of several sessions of its rank and has a timeline, rows earlier than its first
+    traced event (by more than `WINDOW_SLACK_US`) are those repeats: they are dropped with a warning
+    saying why, and ``time_us`` counts from the first row kept."""
+    if prof is None or not getattr(prof, "other_sessions", None) or mem.empty:
+        return mem
+    from . import trace
+    if trace.trace_sources(run) is None:
+        return mem
+    window_start = float(prof.origin_us)
+    first = float(mem.attrs["origin_us"])
+    early = (first + mem["time_us"].to_numpy()) < window_start - WINDOW_SLACK_US
+    if not early.any():
+        return mem
+    n = int(early.sum())
+    warn_partial(MalformedFileError(
+        path, f"{n} of {len(mem)} memory records precede this window's timeline by up to "
+              f"{(window_start - first) / 1e6:.3f} s: MindSpore repeats the records of earlier schedule windows "
+              f"in every window's file, so they were dropped (this session's window starts at its first traced "
+              f"event)", line=int(np.flatnonzero(early)[0]) + 2))
+    kept = mem.loc[~early].reset_index(drop=True)
+    shift = float(kept["time_us"].iloc[0]) if len(kept) else 0.0
+    kept["time_us"] = kept["time_us"] - shift
+    kept.attrs = dict(mem.attrs, origin_us=first + shift, clipped_rows=n)
+    return kept
 
 
 def cpu_op_executions(run: RunFiles, prof) -> pd.DataFrame | None:

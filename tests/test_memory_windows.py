@@ -1,0 +1,36 @@
+"""The schedule-window memory quirk: each window's cpu_ms_memory_record repeats earlier windows' rows;
+each session's memory frame is clipped to its own window, with a warning saying why."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from .conftest import DATA, load_quietly
+
+LENET = DATA / "mindspore2/lenet_pynative/vm_11535_20261121042531696_ascend_ms"
+LATER = "vm_11535_20261121050000000_ascend_ms"
+
+
+def test_each_window_keeps_only_its_own_memory_records(tmp_path):
+    shutil.copytree(LENET, tmp_path / LENET.name)
+    shutil.copytree(LENET, tmp_path / LATER)
+    record = tmp_path / LATER / "FRAMEWORK/cpu_ms_memory_record_0.txt"
+    lines = record.read_text().splitlines(True)
+    # the later window's file starts with 500 records of an earlier window, 3.3 s before its own
+    earlier = [f"{int(l.split(',', 1)[0]) - 3_300_000_000},{l.split(',', 1)[1]}" for l in lines[1:501]]
+    record.write_text("".join([lines[0]] + earlier + lines[1:]))
+    own = load_quietly(tmp_path, device="0").memory
+    later = load_quietly(tmp_path, device=f"0@{LATER}")
+    mem = later.memory
+    assert len(mem) == len(own) == len(lines) - 1  # the repeats are gone, every own record kept
+    assert mem["time_us"].tolist() == pytest.approx(own["time_us"].tolist(), abs=1e-6)
+    assert mem.attrs["origin_us"] == pytest.approx(own.attrs["origin_us"], abs=1e-3)
+    assert mem.attrs["clipped_rows"] == 500
+    (problem,) = [p for p in later.problems if p.file == str(record)]
+    assert problem.kind == "warning" and "500 of" in problem.error and "earlier schedule windows" in problem.error
+    assert problem.line == 2
+    # a run that is not one of several windows is left as written
+    alone = tmp_path / "alone" / LATER
+    shutil.copytree(tmp_path / LATER, alone)
+    assert len(load_quietly(alone.parent).memory) == len(lines) - 1 + 500
