@@ -144,7 +144,7 @@ def test_timeline_from_the_database():
     prof = load_quietly(PT_DB / "rank1_ascend_pt")
     tl, tracks = prof.timeline, prof.timeline_tracks
     by_process = tl.merge(tracks[["track", "process"]], on="track").groupby("process").size().to_dict()
-    for table, process in (("TASK", "Ascend Hardware"), ("CANN_API", "CANN"), ("PYTORCH_API", "Python (PyTorch API)"),
+    for table, process in (("TASK", "Ascend Hardware"), ("CANN_API", "CANN"), ("PYTORCH_API", "PyTorch API"),
                            ("COMMUNICATION_OP", "Communication")):
         assert by_process[process] == _sql(path, f"SELECT count(*) FROM {table}")[0][0]
     (first_ns,), = _sql(path, "SELECT min(startNs) FROM TASK")

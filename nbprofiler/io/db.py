@@ -36,6 +36,9 @@ CORE_OF_TASK = {"KERNEL_AICORE": "AI_CORE", "AI_CORE": "AI_CORE", "KERNEL_AIVEC"
                 "DSA": "DSA", "DVPP": "DVPP", "FFTS_PLUS": "FFTS_PLUS"}
 
 
+FRAMEWORK_NAMES = {"PYTORCH": "PyTorch", "MINDSPORE": "MindSpore"}
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """A strictly read-only connection (``mode=ro&immutable=1``: no journal/WAL file, no lock)."""
     try:
@@ -418,7 +421,7 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
     if "COMMUNICATION_OP" in have:
         parts.append(query(path, f"""
             SELECT 'Communication' AS process, (SELECT value FROM STRING_IDS WHERE id = o.groupName) AS thread,
-                   o.startNs AS s, o.endNs AS e, {_s('o', 'opName', 'name')}, 'hccl' AS op_type,
+                   o.startNs AS s, o.endNs AS e, {_s('o', 'opName', 'name')}, NULL AS op_type,
                    'communication' AS cat FROM COMMUNICATION_OP o"""))
     if "CANN_API" in have:
         api_type = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "ENUM_API_TYPE" in have else "a.type")
@@ -426,13 +429,20 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
             SELECT 'CANN' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread, a.startNs AS s,
                    a.endNs AS e, {_s('a', 'name', 'name')}, {api_type} AS op_type, 'cann_api' AS cat
             FROM CANN_API a"""))
-    for table, proc in (("PYTORCH_API", "Python (PyTorch API)"), ("MSTX_EVENTS", "MSTX")):
-        if table in have and {"startNs", "endNs", "globalTid"} <= have[table]:
-            name = "name" if "name" in have[table] else "message"
-            parts.append(query(path, f"""
-                SELECT '{proc}' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread,
-                       CAST(a.startNs AS INTEGER) AS s, CAST(a.endNs AS INTEGER) AS e, {_s('a', name, 'name')},
-                       NULL AS op_type, '{table.lower()}' AS cat FROM {table} a"""))
+    # framework APIs: PYTORCH_API (torch_npu), the framework's own <NAME>_API table (MindSpore), MSTX marks
+    api_tables = [t for t in sorted(have) if t.endswith("_API") and t != "CANN_API"] + ["MSTX_EVENTS"]
+    for table in api_tables:
+        cols = have.get(table, set())
+        if not {"startNs", "endNs", "globalTid"} <= cols or not {"name", "message"} & cols:
+            continue
+        proc = "MSTX" if table == "MSTX_EVENTS" else f"{FRAMEWORK_NAMES.get(table[:-4], table[:-4].title())} API"
+        name = "name" if "name" in cols else "message"
+        kind = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "type" in cols and "ENUM_API_TYPE" in have
+                else f"'{table.lower()}'")
+        parts.append(query(path, f"""
+            SELECT '{proc}' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread,
+                   CAST(a.startNs AS INTEGER) AS s, CAST(a.endNs AS INTEGER) AS e, {_s('a', name, 'name')},
+                   NULL AS op_type, {kind} AS cat FROM "{table}" a"""))
     parts = [p for p in parts if len(p)]
     if not parts:
         return None
@@ -445,7 +455,10 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
     keys["track"] = np.arange(len(keys), dtype="int32")
     ev = ev.merge(keys[["process", "thread", "track"]], on=["process", "thread"], how="left")
     name = ev["name"].fillna("").astype(str)
-    op_type = ev["op_type"].where(ev["op_type"].notna() & (ev["op_type"] != "N/A"), name).astype(str)
+    # the type the database names where it names one, else derived from the name as for trace_view.json
+    from .trace import op_type_of
+    derived = name.map({n: op_type_of(n) for n in name.unique()})
+    op_type = ev["op_type"].where(ev["op_type"].notna() & ~ev["op_type"].isin(["N/A", ""]), derived).astype(str)
     tl = pd.DataFrame({"track": ev["track"].astype("int32"), "name": pd.Categorical(name),
                        "op_type": pd.Categorical(op_type), "ph": pd.Categorical(["X"] * len(ev)),
                        "cat": pd.Categorical(ev["cat"].fillna("").astype(str)),
