@@ -59,8 +59,28 @@ def _expand(runs: list[RunFiles]) -> list[RunFiles]:
             if not out:
                 run.device = "0"
                 out.append(run)
+        elif run.generation == "database" and run.has("msprof_db") and not run.has("profiler_db"):
+            out.extend(_msprof_devices(run))
         else:
             out.append(run)
+    return out
+
+
+def _msprof_devices(run: RunFiles) -> list[RunFiles]:
+    """An msprof database holds every device of the machine: one run per device with tasks."""
+    from .errors import ProfilerDataError
+    from .io import db
+    try:
+        devices = db.task_devices(run.get("msprof_db"))
+    except ProfilerDataError:
+        return [run]  # the frames report the broken database
+    if not devices:
+        return [run]
+    out = []
+    for dev in devices:
+        r = RunFiles(run.generation, run.root, dev, files=run.files, session=run.session)
+        r.info["db_device"] = dev
+        out.append(r)
     return out
 
 

@@ -83,7 +83,11 @@ def test_kernels_per_type_equal_sql_over_the_same_file(folder, path):
 
 
 def test_msprof_cores_and_shapes():
-    k = load_quietly(MSPROF).kernels
+    prof = load_quietly(MSPROF)
+    # msprof collects every device into one file: one run per device with tasks (here device 2 only)
+    assert prof.device == "2" and prof.generation == "database"
+    k = prof.kernels
+    assert set(k["device_id"]) == {2}
     cores = dict(_sql(MSPROF / "msprof_0.db", "SELECT (SELECT value FROM STRING_IDS WHERE id = taskType), count(*) "
                                               "FROM COMPUTE_TASK_INFO GROUP BY 1"))
     assert k["accelerator_core"].value_counts().to_dict() == cores
@@ -167,3 +171,26 @@ def test_a_damaged_database_is_a_typed_problem(tmp_path):
     target.write_bytes(b"not a database at all" * 100)
     prof = load_quietly(dest)
     assert prof.kernels.empty and any("SQLite" in p.error for p in prof.problems)
+
+
+def test_msprof_database_of_two_devices_gives_one_run_each(tmp_path):
+    """A copy of the real msprof database whose tasks are duplicated onto a second device (3)."""
+    dest = tmp_path / "msprof_db"
+    dest.mkdir()
+    shutil.copy(MSPROF / "msprof_0.db", dest)
+    con = sqlite3.connect(dest / "msprof_0.db")
+    with con:
+        shift = con.execute("SELECT max(globalTaskId) + 1 FROM TASK").fetchone()[0]
+        cols = [r[1] for r in con.execute("PRAGMA table_info(COMPUTE_TASK_INFO)")]
+        con.execute(f"INSERT INTO COMPUTE_TASK_INFO SELECT {', '.join('globalTaskId + ?' if c == 'globalTaskId' else c for c in cols)} "
+                    "FROM COMPUTE_TASK_INFO", (shift,))
+        tcols = [r[1] for r in con.execute("PRAGMA table_info(TASK)")]
+        con.execute(f"INSERT INTO TASK SELECT {', '.join('globalTaskId + ?' if c == 'globalTaskId' else '3' if c == 'deviceId' else c for c in tcols)} "
+                    "FROM TASK", (shift,))
+    con.close()
+    cluster = load_quietly(dest)
+    assert cluster.ranks == ["2", "3"]
+    a, b = cluster["2"].kernels, cluster["3"].kernels
+    assert len(a) == len(b) == 11 and set(a["device_id"]) == {2} and set(b["device_id"]) == {3}
+    hw = lambda p: p.timeline_tracks.loc[p.timeline_tracks["process"] == "Ascend Hardware", "events"].sum()  # noqa: E731
+    assert hw(cluster["2"]) == hw(cluster["3"]) == _sql(MSPROF / "msprof_0.db", "SELECT count(*) FROM TASK")[0][0]

@@ -95,6 +95,21 @@ def has_db(run: RunFiles) -> bool:
     return main_db(run) is not None
 
 
+def task_devices(path: Path) -> list[str]:
+    """The device ids with tasks in an (msprof) database, one run each."""
+    have = tables(path)
+    if "TASK" not in have or "deviceId" not in have["TASK"]:
+        return []
+    return [str(int(d)) for d in query(path, "SELECT DISTINCT deviceId AS d FROM TASK ORDER BY d")["d"].dropna()]
+
+
+def _on_device(run: RunFiles, alias: str) -> str:
+    """SQL condition keeping one device's rows of a database that holds several (msprof collects every
+    device of the machine into one file; `nbprofiler.load` makes one run per device)."""
+    dev = run.info.get("db_device")
+    return f"{alias}.deviceId = {int(dev)}" if dev is not None else "1"
+
+
 def _s(alias: str, column: str, name: str) -> str:
     """SQL for the STRING_IDS text of ``alias.column`` as ``name``."""
     return f"(SELECT value FROM STRING_IDS WHERE id = {alias}.{column}) AS {name}"
@@ -242,7 +257,8 @@ def kernels(run: RunFiles, prof=None) -> pd.DataFrame | None:
                {_s('c', 'opType', 'type')}, {_s('t', 'taskType', 'task_type')},
                {_s('c', 'taskType', 'compute_type') if 'taskType' in ci else 'NULL AS compute_type'},
                {block} AS block_dim, {mix} AS mix_block_dim, {wait} AS wait_ns{', ' + shapes if shapes else ''}
-        FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId""")
+        FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
+        WHERE {_on_device(run, 't')}""")
     # msprof names the core in COMPUTE_TASK_INFO.taskType; the framework databases leave it N/A there and
     # name it in TASK.taskType (KERNEL_AIVEC ...)
     core = compute.pop("compute_type")
@@ -417,7 +433,8 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
                    (SELECT value FROM STRING_IDS WHERE id = t.taskType)) AS name,
                    {"(SELECT value FROM STRING_IDS WHERE id = c.opType)" if comp else "NULL"} AS op_type,
                    (SELECT value FROM STRING_IDS WHERE id = t.taskType) AS cat
-            FROM TASK t {"LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" if comp else ""}"""))
+            FROM TASK t {"LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" if comp else ""}
+            WHERE {_on_device(run, 't')}"""))
     if "COMMUNICATION_OP" in have:
         parts.append(query(path, f"""
             SELECT 'Communication' AS process, (SELECT value FROM STRING_IDS WHERE id = o.groupName) AS thread,
@@ -475,6 +492,6 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
     return tl, tracks
 
 
-__all__ = ["connect", "query", "tables", "main_db", "has_db", "info", "origin_us", "step_trace", "kernels",
+__all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace", "kernels",
            "kernel_type_totals", "memory", "operator_memory", "npu_module_mem", "communication", "timeline",
            "ProfilerDataError"]
