@@ -131,7 +131,8 @@ def cmd_check(args) -> int:
 
 def cmd_info(args) -> int:
     from .io.discover import discover, run_keys
-    runs = discover(args.dir)
+    from .loader import expand_runs
+    runs = expand_runs(discover(args.dir))
     for r, key in zip(runs, run_keys(runs)):
         n = sum(len(v) for v in r.files.values())
         print(f"{r.generation:16} device={key:4} files={n:3} {r.root}" + (f" [{r.session}]" if r.session else ""))

@@ -25,7 +25,7 @@ def load(path: str | os.PathLike, device: str | int | None = None, engine: str |
     if engine is not None:
         from .parallel import choose_engine
         choose_engine(0, engine)  # a misspelt engine fails here, not at the first cluster-wide analysis
-    runs = _expand(discover(path))
+    runs = expand_runs(discover(path))
     keys = run_keys(runs)
     order = sorted(range(len(runs)), key=lambda i: (_id_key(rank_of(runs[i])), session_order(runs[i])))
     runs, keys = [runs[i] for i in order], [keys[i] for i in order]
@@ -46,8 +46,9 @@ def load(path: str | os.PathLike, device: str | int | None = None, engine: str |
     return cluster
 
 
-def _expand(runs: list[RunFiles]) -> list[RunFiles]:
-    """A cluster_analysis_output folder becomes one run per rank listed in its files."""
+def expand_runs(runs: list[RunFiles]) -> list[RunFiles]:
+    """Runs as `load` sees them: a cluster_analysis_output folder becomes one run per rank listed in its
+    files, an msprof database one run per device."""
     out = []
     for run in runs:
         if run.generation == "cluster_analysis" and run.device == "*":

@@ -47,6 +47,7 @@ def test_database_export_is_labelled_database():
     assert cluster.ranks == ["0", "1"] and cluster.generation == "database"
     assert set(cluster["1"].files["role"]) == {"profiler_db", "analysis_db", "profiler_info"}
     assert load_quietly(DATA / "npu/msprof_db").generation == "database"
+    assert "database         device=2 " in _cli("info", DATA / "npu/msprof_db")  # its device, as load() names it
 
 
 @pytest.fixture()
