@@ -139,28 +139,37 @@ def line_of(df: pd.DataFrame, i: int, first_data_line: int = 2) -> int | None:
 
 def _record_widths(data: bytes, sep: str) -> np.ndarray | None:
     """Fields per non-blank record of a CSV, found without parsing it: separators and line ends outside
-    double quotes (a quote toggles; a doubled quote toggles twice), vectorised. None when the text has
-    a quote inside an unquoted field or a lone ``\\r`` line end, which only a real parser reads right."""
-    if len(sep) != 1 or b"\r" in data.replace(b"\r\n", b""):
+    double quotes, vectorised (a position is inside quotes when an odd number of quotes precede it, so the
+    quoted spans are the quote pairs (0, 1), (2, 3), ...; a doubled quote closes and reopens a span). None
+    when the text has a quote inside an unquoted field, an unterminated quote or a lone ``\\r`` line end,
+    which only a real parser reads right."""
+    if len(sep) != 1 or data.count(b"\r") != data.count(b"\r\n"):
         return None
     buf = np.frombuffer(data, dtype=np.uint8)
     quotes = np.flatnonzero(buf == 34)
     seps = np.flatnonzero(buf == ord(sep))
     ends = np.flatnonzero(buf == 10)
+    if len(quotes) % 2:
+        return None
     if len(quotes):
         # a quote must open a field (after a separator/line start) or close one (before sep/line end/quote)
-        prev = np.where(quotes > 0, buf[np.maximum(quotes - 1, 0)], 10)
-        nxt = np.where(quotes + 1 < len(buf), buf[np.minimum(quotes + 1, len(buf) - 1)], 10)
-        ok = np.isin(prev, (34, ord(sep), 10)) | np.isin(nxt, (34, ord(sep), 10, 13))
-        if not ok.all():
+        prev = buf[np.maximum(quotes - 1, 0)]
+        prev[quotes == 0] = 10
+        nxt = buf[np.minimum(quotes + 1, len(buf) - 1)]
+        nxt[quotes == len(buf) - 1] = 10
+        edge = np.array([34, ord(sep), 10, 13], dtype=np.uint8)
+        if not (np.isin(prev, edge[:3]) | np.isin(nxt, edge)).all():
             return None
-        seps = seps[np.searchsorted(quotes, seps) % 2 == 0]
-        ends = ends[np.searchsorted(quotes, ends) % 2 == 0]
+        opens, closes = quotes[0::2], quotes[1::2]
+        ends = ends[np.searchsorted(quotes, ends) % 2 == 0]  # line ends inside quotes are data
     if not len(ends) or ends[-1] != len(buf) - 1:
         ends = np.append(ends, len(buf))
     starts = np.concatenate(([0], ends[:-1] + 1))
-    length = ends - starts
     per = np.diff(np.concatenate(([0], np.searchsorted(seps, ends))))
+    if len(quotes):
+        inside = np.searchsorted(seps, closes) - np.searchsorted(seps, opens)
+        per = per - np.bincount(np.searchsorted(ends, opens), weights=inside, minlength=len(ends)).astype(per.dtype)
+    length = ends - starts
     blank = (per == 0) & ((length == 0) | ((length == 1) & (buf[np.minimum(starts, len(buf) - 1)] == 13)))
     return per[~blank] + 1
 
