@@ -111,3 +111,14 @@ def test_raw_cann_data_says_what_it_is_and_how_to_parse_it(tmp_path):
     with pytest.raises(NoProfilerDataError) as e:
         nbprofiler.load(tmp_path)
     assert "never parsed" in str(e.value) and f"msprof --export=on --output={prof_dir}" in str(e.value)
+
+
+def test_rank_from_profiler_metadata_when_profiler_info_is_missing(tmp_path):
+    folder = tmp_path / "host_123_20250101000000000_ascend_pt"
+    shutil.copytree(PT_TEXT / "rank1_ascend_pt", folder)
+    (folder / "profiler_info_1.json").unlink()
+    meta = json.loads((folder / "profiler_metadata.json").read_text())
+    meta["distributed_args"] = {"rank": 1, "world_size": 2}  # as torch_npu writes it for a distributed run
+    (folder / "profiler_metadata.json").write_text(json.dumps(meta))
+    prof = load_quietly(tmp_path)
+    assert prof.device == "1" and prof.key == "1" and len(prof.kernels) == 191

@@ -384,10 +384,31 @@ def _ascend_ms_run(folder: Path, entries: list[os.DirEntry], walker: _Walker) ->
     if info_path is not None:
         m = re.fullmatch(r"profiler_info_(\d+)\.json", info_path.name)
         rank = m.group(1) if m else None
+    if rank is None and run.get("profiler_metadata") is not None:
+        rank = _metadata_rank(run.get("profiler_metadata"))
     run.device = rank or (sorted(set(ids), key=int)[0] if ids else run.info.get("cann_device", "0"))
     if not run.files:
         return []
     return [run]
+
+
+def _metadata_rank(path: Path) -> str | None:
+    """The rank a ``profiler_metadata.json`` names (``rank_id``, or torch_npu's ``distributed_args.rank``),
+    for a session folder without ``profiler_info_{rank}.json``. Small files only; a broken one says nothing
+    here (the loader reports it)."""
+    try:
+        if path.stat().st_size > 1 << 20:
+            return None
+        obj = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    for value in (obj.get("rank_id"), (obj.get("distributed_args") or {}).get("rank")
+                  if isinstance(obj.get("distributed_args"), dict) else None):
+        if isinstance(value, (int, str)) and str(value).isdigit():
+            return str(int(value))
+    return None
 
 
 def raw_cann(folder: Path, walker: _Walker) -> bool:
