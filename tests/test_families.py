@@ -89,3 +89,34 @@ def test_every_file_found_feeds_a_frame(dataset):
     for prof in (list(obj) if hasattr(obj, "ranks") else [obj]):
         files = prof.files
         assert len(files) and (files["feeds"] != "").all(), files[files["feeds"] == ""]
+
+
+def test_cann_summaries_by_header_name(tmp_path):
+    """api_statistic.csv, dataset.csv and data_preprocess.csv are not in the shipped data: these files
+    follow the writers' exact headers (CANN's api_statistic assembler test row, FORMATS 4.3/4.6, CANN's
+    aicpu summary header), each with a damaged cell that costs only that value."""
+    out = tmp_path / "x_ascend_ms" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    (out / "api_statistic.csv").write_text(
+        "Device_id,Level,API Name,Time(us),Count,Avg(us),Min(us),Max(us),Variance\n"
+        "host,runtime,ContextCreate,0.001,1,0.001,0.001,0.001,0\n"
+        "host,acl,aclrtMemcpy,900.0,3,300.0,250.0,350.0,100.0\n"
+        "host,acl,aclrtLaunchKernel,200.0,2,100.0,95.0,105.0,25.0\n"
+        + "".join(f"host,node,op{i},{i}.5,1,{i}.5,{i}.5,{i}.5,0\n" for i in range(8))
+        + "host,acl,aclrtSynchronizeStream,1x0.0,1,150.0,150.0,150.0,0.0\n")
+    (out / "dataset.csv").write_text("Operation,Stage,Occurrences,Avg. time (us),Custom Info\n"
+                                     "GetNext,total,300,12.5,\nBatch,parse,300,3.25,batch=32\n")
+    (out / "data_preprocess.csv").write_text(
+        "Timestamp(us),Node,Compute_time(us),Memcpy_time(us),Task_time(us),Dispatch_time(us),Total_time(us)\n"
+        "1736405443881410.3,GetNext,10.0,1.0,11.0,2.0,13.0\n")
+    prof = load_quietly(tmp_path)
+    api = prof.api_statistic
+    assert api.columns.tolist()[:5] == ["device_id", "level", "api_name", "time_us", "count"]
+    assert api.loc[api["api_name"] == "aclrtMemcpy", "avg_us"].item() == 300.0
+    assert str(api["count"].dtype) == "Int64" and api["time_us"].isna().sum() == 1
+    (problem,) = [p for p in prof.problems if p.file.endswith("api_statistic.csv")]
+    assert problem.kind == "warning" and problem.line == 13 and problem.field == "Time(us)"
+    ds = prof.dataset
+    assert ds["avg_time_us"].tolist() == [12.5, 3.25] and ds["operation"].tolist() == ["GetNext", "Batch"]
+    assert prof.data_preprocess["total_time_us"].item() == 13.0
+    assert set(prof.files["feeds"]) >= {"api_statistic", "dataset", "data_preprocess"}
