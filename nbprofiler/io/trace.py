@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from ..errors import (EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError,
                       TruncatedFileError)
-from . import cache
+from . import cache, json_slice
 from ._util import check_size, decode, read_bytes, warn_partial
 from .discover import RunFiles
 
@@ -357,16 +357,19 @@ def _dict_chunk(col) -> pa.DictionaryArray:
     return pc.dictionary_encode(col.cast(pa.string()) if col.type != pa.string() else col)
 
 
-def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int) -> list[_Chunk]:
+def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
+            span: tuple[int, int] | None = None) -> list[_Chunk]:
     """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
     duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
-    a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file)."""
+    a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
+    range of the event array of an object-form file (`json_slice.array_span`), read as an array file."""
     import queue
-    lit = "'" + str(path).replace("'", "''") + "'"
-    if first == b"[":
+    url = json_slice.slice_url(path, *span) if span else None
+    lit = "'" + (url or str(path)).replace("'", "''") + "'"
+    if first == b"[" or span:
         cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
         source = f"read_json({lit}, format='array', columns={cols}, maximum_object_size={max_event})"
-    else:  # one object holding the event list: the whole file is one JSON object
+    else:  # one object holding the event list, not placed by array_span: read as one JSON document
         struct = "STRUCT(" + ", ".join(f"{k} {v}" for k, v in columns.items()) + ")[]"
         source = (f"(SELECT unnest(traceEvents, recursive := true) FROM read_json({lit}, format='unstructured', "
                   f"columns={{traceEvents: '{struct}'}}, maximum_object_size={_MAX_OBJECT}))")
@@ -378,7 +381,11 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
 
     def read():
         try:
-            rel = _connection().sql(sql)
+            con = _connection()
+            if url and not getattr(_local, "slices", False):
+                json_slice.register(con)
+                _local.slices = True
+            rel = con.sql(sql)
             rows = min(_BATCH_ROWS, max(_MIN_BATCH_ROWS, size // _BYTES_PER_EVENT // _BATCHES_PER_FILE))
             reader = rel.to_arrow_reader(rows) if hasattr(rel, "to_arrow_reader") \
                 else rel.fetch_record_batch(rows)
@@ -394,6 +401,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
             batches.put(done)
         except BaseException as e:  # handed to the digesting thread, which raises it
             _local.con = None
+            _local.slices = False
             batches.put(e)
 
     reader_thread = threading.Thread(target=read, name="nbprofiler-trace-reader", daemon=True)
@@ -412,6 +420,8 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     finally:
         stop.set()
         reader_thread.join()
+        if url:
+            json_slice.release(url)
     return chunks
 
 
@@ -427,16 +437,21 @@ def _parse_chunks(path: Path, offset: int = 0) -> list[_Chunk]:
     import duckdb
     # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
     read_errors = (duckdb.Error, pa.ArrowException, OSError)
-    try:
-        chunks = _stream(path, first, _COLUMNS, "dur", offset, _MAX_EVENT)
-    except read_errors:
-        # some dur is not a number, an event is larger than _MAX_EVENT, or the file is broken: read dur
-        # as text (cast what casts) with no practical size limit
+    # An object-form trace's event array is read like an array file when its bytes can be placed.
+    span = json_slice.array_span(path) if first == b"{" else None
+    # Then, if that fails (some dur is not a number, an event is larger than _MAX_EVENT, or the file is
+    # broken): dur read as text (cast what casts) with no practical size limit; an object as one document.
+    attempts = [(_COLUMNS, "dur", _MAX_EVENT, span), (_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, span)]
+    if span:
+        attempts.append((_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, None))
+    for n, (columns, dur_sql, max_event, where) in enumerate(attempts, 1):
         try:
-            chunks = _stream(path, first, _DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", offset, _MAX_OBJECT)
+            chunks = _stream(path, first, columns, dur_sql, offset, max_event, where)
+            break
         except read_errors as e:
-            _exact_check(path)
-            raise MalformedFileError(path, f"not a readable Chrome trace: {str(e).splitlines()[0]}") from None
+            if n == len(attempts):
+                _exact_check(path)
+                raise MalformedFileError(path, f"not a readable Chrome trace: {str(e).splitlines()[0]}") from None
     if first == b"{" and not chunks:
         _exact_check(path, need_trace_events=True)
     return chunks

@@ -1,0 +1,242 @@
+"""The event array inside a ``{"traceEvents": [...], ...}`` trace, read like a bare-array trace.
+
+duckdb reads a bare JSON array in parallel, batch by batch; an object holding the array has to be read as
+one document, 4-10x slower and with the whole file in memory. `array_span` finds the byte range of the
+``traceEvents`` array (walking only the small top-level values before and after it, never the events), and
+`SliceFileSystem` shows duckdb that range as a file of its own, so both forms parse the same way.
+"""
+from __future__ import annotations
+
+import bisect
+import io
+import itertools
+import json
+import re
+import threading
+from pathlib import Path
+
+# How far into the file the other top-level keys may reach before and after the array. Kineto writes a
+# few hundred bytes of them (schemaVersion, distributedInfo, deviceProperties, traceName); a file with
+# more is read the slow way, as one document.
+EDGE_BYTES = 1 << 20
+# A top-level value after the array longer than this is taken for the array itself (a wrong guess makes
+# the sliced read fail, and the file is then read as one document).
+SMALL_VALUE_BYTES = 64 * 1024
+_WS = b" \t\r\n"
+_STRUCTURE = re.compile(rb'["\[\]{}]')
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _head_start(head: bytes) -> int | None:
+    """Offset of the ``[`` opening ``traceEvents`` when every top-level value before it lies in
+    ``head``; None otherwise. Values before it are decoded (they are small), never searched."""
+    text = head.decode("utf-8", errors="replace")  # offsets below stay byte offsets only for ASCII heads
+    if len(text.encode("utf-8")) != len(head):
+        return None
+    dec = json.JSONDecoder()
+
+    def skip(i):
+        return _SPACE.match(text, i).end()
+    i = skip(0)
+    if text[i:i + 1] != "{":
+        return None
+    i += 1
+    while True:
+        try:
+            key, i = dec.raw_decode(text, skip(i))
+        except ValueError:
+            return None
+        i = skip(i)
+        if text[i:i + 1] != ":":
+            return None
+        i = skip(i + 1)
+        if key == "traceEvents":
+            return i if text[i:i + 1] == "[" else None
+        try:
+            _, i = dec.raw_decode(text, i)
+        except ValueError:
+            return None
+        i = skip(i)
+        if text[i:i + 1] != ",":
+            return None
+        i += 1
+
+
+def _string_start(data: bytes, close: int) -> int:
+    """Offset of the quote opening the JSON string whose closing quote is at ``close``."""
+    j = close - 1
+    while True:
+        j = data.rfind(b'"', 0, j + 1)
+        if j < 0:
+            return -1
+        k = j
+        while k > 0 and data[k - 1] == 0x5C:  # backslashes before the quote: an odd count escapes it
+            k -= 1
+        if (j - k) % 2 == 0:
+            return j
+        j -= 1
+
+
+def _tail_end(tail: bytes, open_at: int) -> int | None:
+    """Offset in ``tail`` just past the ``]`` that closes the big top-level array: walking back from the
+    closing ``}`` over the small values after it, the first top-level ``]`` whose value does not close
+    within `SMALL_VALUE_BYTES` or whose ``[`` is the array's (at ``open_at`` in ``tail``; negative when
+    the array opens before the tail). None when the tail is not the end of an object."""
+    last = len(tail.rstrip(_WS)) - 1
+    if last < 0 or tail[last:last + 1] != b"}":
+        return None
+    window = 4 * SMALL_VALUE_BYTES
+    while True:  # look at the structure characters of the last `window` bytes; widen if that is too few
+        lo = max(0, last - window)
+        found = _walk_back(tail, [m.start() for m in _STRUCTURE.finditer(tail, lo, last)], open_at)
+        if found is not _UNDECIDED or lo == 0:
+            return None if found is _UNDECIDED else found
+        window *= 4
+
+
+_UNDECIDED = object()
+
+
+def _walk_back(tail: bytes, marks: list[int], open_at: int):
+    """`_tail_end`'s walk over ``marks`` (offsets of quotes and brackets, ascending): the offset, None
+    (not an object's end), or _UNDECIDED when the marks ran out first."""
+    depth, k = 1, len(marks) - 1
+    candidate = None
+    while k >= 0:
+        i = marks[k]
+        c = tail[i:i + 1]
+        if candidate is not None and candidate - i > SMALL_VALUE_BYTES:
+            return candidate  # still inside a top-level array this far back: the event array
+        if c == b'"':
+            i = _string_start(tail, i)
+            if i < marks[0]:
+                return _UNDECIDED  # the string opens before the window
+            k = bisect.bisect_left(marks, i)  # the opening quote's own index
+        elif c in (b"]", b"}"):
+            if depth == 1 and c == b"]":
+                candidate = i + 1
+            depth += 1
+        else:  # [ or {
+            depth -= 1
+            if depth == 1 and i == open_at:
+                return candidate  # the event array itself, whole in the tail (a small file)
+            if depth == 1:
+                candidate = None  # that value opened inside the tail: a small one
+            elif depth == 0:
+                return None
+        k -= 1
+    return _UNDECIDED
+
+
+def array_span(path) -> tuple[int, int] | None:
+    """(start, end) byte offsets of the ``traceEvents`` array of an object-form trace, ``[`` to ``]``
+    inclusive, checked by decoding everything around it as the rest of the object; None when the array
+    cannot be placed that way (then read the file as one document)."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(min(size, EDGE_BYTES))
+        f.seek(max(0, size - EDGE_BYTES))
+        tail = f.read()
+    start = _head_start(head)
+    if start is None:
+        return None
+    end_in_tail = _tail_end(tail, start - (size - len(tail)))
+    if end_in_tail is None:
+        return None
+    end = size - len(tail) + end_in_tail
+    if end <= start or size - end > EDGE_BYTES:
+        return None
+    rest = head[:start] + b"[]" + tail[end_in_tail:]
+    try:
+        doc = json.loads(rest)
+    except ValueError:
+        return None
+    return (start, end) if isinstance(doc, dict) and doc.get("traceEvents") == [] else None
+
+
+class _SliceReader(io.RawIOBase):
+    """Bytes ``start``..``end`` of a file as a seekable file of its own."""
+
+    def __init__(self, path: str, start: int, end: int):
+        super().__init__()
+        self._f = open(path, "rb")
+        self._start, self._len, self._pos = start, end - start, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self._len - self._pos)
+        if n <= 0:
+            return 0
+        self._f.seek(self._start + self._pos)
+        got = self._f.readinto(memoryview(buffer)[:n])
+        self._pos += got
+        return got
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._len}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def close(self):
+        self._f.close()
+        super().close()
+
+
+_slices: dict[str, tuple[str, int, int]] = {}
+_lock = threading.Lock()
+_ids = itertools.count()
+PROTOCOL = "nbprofiler-slice"
+
+
+def _filesystem():
+    from fsspec.spec import AbstractFileSystem
+
+    class SliceFileSystem(AbstractFileSystem):
+        """Read-only files that are byte ranges of real files (registered with `slice_url`)."""
+
+        protocol = PROTOCOL
+
+        def _open(self, path, mode="rb", **kwargs):
+            if "r" not in mode:
+                raise PermissionError("slices are read-only")
+            real, start, end = _slices[self._strip_protocol(path)]
+            return io.BufferedReader(_SliceReader(real, start, end), buffer_size=8 << 20)
+
+        def info(self, path, **kwargs):
+            real, start, end = _slices[self._strip_protocol(path)]
+            return {"name": path, "size": end - start, "type": "file"}
+
+        def ls(self, path, detail=True, **kwargs):
+            return [self.info(path)] if detail else [path]
+
+    return SliceFileSystem()
+
+
+def register(con) -> None:
+    """Let duckdb connection ``con`` read slice URLs."""
+    con.register_filesystem(_filesystem())
+
+
+def slice_url(path, start: int, end: int) -> str:
+    """A URL duckdb (after `register`) reads as bytes ``start``..``end`` of ``path``; `release` it after."""
+    with _lock:
+        key = f"{next(_ids)}.json"
+        _slices[key] = (str(path), start, end)
+    return f"{PROTOCOL}://{key}"
+
+
+def release(url: str) -> None:
+    with _lock:
+        _slices.pop(url.split("://", 1)[1], None)
+
+
+__all__ = ["array_span", "register", "slice_url", "release", "EDGE_BYTES"]

@@ -1,0 +1,101 @@
+"""Object-form traces ({"traceEvents": [...], ...}) read through the byte range of their event array:
+the range is exact whatever surrounds it, and the frames equal those of the same events as a bare array."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from nbprofiler.io import json_slice
+
+from .conftest import DATA, load_quietly
+
+REAL_TRACES = {
+    "lenet_pynative": next((DATA / "mindspore2" / "lenet_pynative").rglob("trace_view.json")),
+    "ascend_pt": DATA / "npu" / "ascend_pt_text_2rank" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json",
+}
+AROUND = {"schemaVersion": 1, "distributedInfo": {"backend": "hccl", "rank": 0, "world_size": 2},
+          "deviceProperties": [{"id": 0, "name": "Ascend910B ]}[{\"", "totalGlobalMem": 68719476736}],
+          "traceName": "rank0 \"]}\\"}
+
+
+def _wrap(events_text: str, array_at: str, indent: bool) -> str:
+    around = json.dumps(AROUND, indent=1 if indent else None)[1:-1].strip()
+    sep = ",\n " if indent else ", "
+    if array_at == "first":
+        return '{"traceEvents": ' + events_text + sep + around + "}"
+    return "{" + around + sep + '"traceEvents": ' + events_text + "\n}\n"
+
+
+def _run_dir(root, text: str):
+    out = root / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    (out / "trace_view.json").write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("name", list(REAL_TRACES))
+@pytest.mark.parametrize("array_at", ["first", "last"])
+@pytest.mark.parametrize("indent", [False, True])
+def test_span_is_exactly_the_event_array(tmp_path, name, array_at, indent):
+    events = REAL_TRACES[name].read_text()
+    path = tmp_path / "t.json"
+    path.write_text(_wrap(events.strip(), array_at, indent))
+    start, end = json_slice.array_span(path)
+    data = path.read_bytes()
+    assert json.loads(data[start:end]) == json.loads(events)
+    rest = json.loads(data[:start] + b"[]" + data[end:])
+    assert rest == {**AROUND, "traceEvents": []}
+
+
+@pytest.mark.parametrize("name", list(REAL_TRACES))
+@pytest.mark.parametrize("array_at", ["first", "last"])
+def test_object_form_frames_equal_the_array_forms(tmp_path, name, array_at):
+    events = REAL_TRACES[name].read_text().strip()
+    bare = load_quietly(_run_dir(tmp_path / "bare", events))
+    wrapped = load_quietly(_run_dir(tmp_path / "wrapped", _wrap(events, array_at, indent=False)))
+    assert len(bare.timeline) > 1000
+    pd.testing.assert_frame_equal(wrapped.timeline, bare.timeline)
+    pd.testing.assert_frame_equal(wrapped.timeline_tracks, bare.timeline_tracks)
+    assert wrapped.problems == bare.problems == []
+
+
+def test_small_and_empty_arrays_and_what_is_not_an_object_trace(tmp_path):
+    path = tmp_path / "t.json"
+    for doc in ({"traceEvents": []}, {"traceEvents": [{"ph": "X", "name": "a]\"}", "ts": 1, "dur": 2}]},
+                {"meta": [1, {"k": "]"}], "traceEvents": [{"ph": "i", "name": "[", "ts": 0}]}):
+        path.write_text(json.dumps(doc))
+        start, end = json_slice.array_span(path)
+        assert json.loads(path.read_bytes()[start:end]) == doc["traceEvents"]
+    for text in ('[{"ph": "X"}]', '{"traceEvents": {"a": 1}}', '{"traceEvents": [1, 2]', '{"x": "traceEvents"}',
+                 '{"traceEvents": [1]} trailing'):
+        path.write_text(text)
+        assert json_slice.array_span(path) is None, text
+
+
+def test_a_long_value_after_the_array_is_not_mistaken_for_it(tmp_path):
+    """A trailing value longer than SMALL_VALUE_BYTES is taken for the array; the read then fails and the
+    file is read as one document, with the same frames."""
+    events = REAL_TRACES["lenet_pynative"].read_text().strip()
+    big = [{"id": i, "name": "x" * 100} for i in range(2 * json_slice.SMALL_VALUE_BYTES // 100)]
+    text = '{"traceEvents": ' + events + ', "deviceProperties": ' + json.dumps(big) + "}"
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    start, end = json_slice.array_span(path)
+    assert path.read_bytes()[end - 1:end] == b"]" and end > len(text) - len(json.dumps(big)) - 5  # the wrong ]
+    bare = load_quietly(_run_dir(tmp_path / "bare", events))
+    wrapped = load_quietly(_run_dir(tmp_path / "wrapped", text))
+    pd.testing.assert_frame_equal(wrapped.timeline, bare.timeline)
+
+
+def test_slices_are_read_only_and_released():
+    url = json_slice.slice_url(REAL_TRACES["lenet_pynative"], 0, 10)
+    fs = json_slice._filesystem()
+    with fs.open(url, "rb") as f:
+        assert f.read() == REAL_TRACES["lenet_pynative"].read_bytes()[:10]
+    with pytest.raises(PermissionError):
+        fs.open(url, "wb")
+    json_slice.release(url)
+    with pytest.raises(KeyError):
+        fs.open(url, "rb")
