@@ -78,3 +78,16 @@ def test_quoted_fields_with_separators_and_newlines_keep_their_lines(tmp_path):
         df = _util.read_csv(f)
     assert df["b"].tolist()[:3] == ["x,y", "multi\nline", "8"]
     assert [_util.line_of(df, i) for i in range(3)] == [2, 3, 6]
+
+
+def test_hccl_link_cell_that_is_not_json_costs_that_row(tmp_path):
+    src = DATA / "legacy/cluster_4rank_pipeline/hccl_raw_0.csv"
+    full = load_quietly(src.parent, device="0").hccl_links
+    lines = src.read_text().splitlines(True)
+    lines[2] = lines[2].replace('"{""1-0""', '"{""1-0"" oops', 1)  # step 2's link_info no longer parses
+    (tmp_path / "hccl_raw_0.csv").write_text("".join(lines))
+    prof = load_quietly(tmp_path)
+    links = prof.hccl_links
+    assert 2 not in set(links["step"]) and len(links) == len(full[full["step"] != 2])
+    (problem,) = prof.problems
+    assert problem.kind == "warning" and problem.line == 3 and "link_info: not JSON" in problem.error

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MalformedFileError, MissingColumnError, ProfilerDataWarning, TruncatedFileError
-from ._util import numeric, read_csv, read_json, read_text, require_keys, warn_partial
+from ._util import line_of, numeric, read_csv, read_json, read_text, require_keys, skipped_rows, warn_partial
 from .discover import RunFiles
 
 # Ascend step-trace points are 10 ns syscnt ticks: 100 000 ticks per millisecond (FORMATS 1.2).
@@ -337,32 +337,43 @@ def hccl_links(run: RunFiles, prof) -> pd.DataFrame:
     path, df, _ = _hccl_rows(run)
     if "link_info" not in df.columns:
         raise MissingColumnError(path, "missing column 'link_info'", line=1, field="link_info")
-    rows = []
+    rows, bad, n = [], [], 0
     steps = numeric(df, "step_num", path, dtype=int, allow_missing=False)
     for i, (step, cell) in enumerate(zip(steps, df["link_info"])):
-        line = i + 2
+        line = line_of(df, i)
         if not cell.strip():
             continue
+        n += 1
         try:
-            links = json.loads(cell)
-        except json.JSONDecodeError as e:
-            raise MalformedFileError(path, f"link_info is not JSON: {e.msg}", line=line, field="link_info") from None
-        if not isinstance(links, dict):
-            raise MalformedFileError(path, "link_info is not a JSON object", line=line, field="link_info")
-        for pair, by_transport in links.items():
-            src, _, dst = str(pair).partition("-")
-            if not (src.isdigit() and dst.isdigit()) or not isinstance(by_transport, dict):
-                raise MalformedFileError(path, f"link key {pair!r} is not 'src-dst' with an object value",
-                                         line=line, field="link_info")
-            for transport, values in by_transport.items():
-                if not (isinstance(values, list) and len(values) >= 3
-                        and all(isinstance(v, (int, float)) for v in values[:3])):
-                    raise MalformedFileError(path, f"link {pair} {transport}: expected [time, size, bandwidth], "
-                                                   f"found {values!r}", line=line, field="link_info")
-                rows.append((int(step), int(src), int(dst), str(transport), *map(float, values[:3])))
+            rows.extend((int(step), *link) for link in _link_cell(cell))
+        except ValueError as e:  # a damaged cell costs its row's links (see `skipped_rows`)
+            bad.append((line, f"link_info: {e}"))
+    skipped_rows(path, bad, n)
     return pd.DataFrame(rows, columns=["step", "src", "dst", "transport", "time_ms", "size", "bandwidth"]).astype(
         {"step": "int64", "src": "int64", "dst": "int64", "time_ms": "float64", "size": "float64",
          "bandwidth": "float64"})
+
+
+def _link_cell(cell: str) -> list[tuple]:
+    """The links of one link_info cell: (src, dst, transport, time, size, bandwidth); ValueError says
+    what is wrong."""
+    try:
+        links = json.loads(cell)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e.msg}") from None
+    if not isinstance(links, dict):
+        raise ValueError("not a JSON object")
+    out = []
+    for pair, by_transport in links.items():
+        src, _, dst = str(pair).partition("-")
+        if not (src.isdigit() and dst.isdigit()) or not isinstance(by_transport, dict):
+            raise ValueError(f"link key {pair!r} is not 'src-dst' with an object value")
+        for transport, values in by_transport.items():
+            if not (isinstance(values, list) and len(values) >= 3
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values[:3])):
+                raise ValueError(f"link {pair} {transport}: expected [time, size, bandwidth], found {values!r}")
+            out.append((int(src), int(dst), str(transport), *map(float, values[:3])))
+    return out
 
 
 _CLUSTER_NAME = re.compile(r"(?P<device>ascend|gpu)_cluster_analyse_(?P<mode>[A-Za-z-]+)_(?P<stages>\d+)_"

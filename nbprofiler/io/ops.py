@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..errors import MalformedFileError, MissingColumnError, ProfilerDataError
 from . import framework
-from ._util import numeric, read_csv, snake, warn_partial
+from ._util import line_of, numeric, read_csv, snake, too_many_bad, warn_partial
 from .discover import RunFiles
 from .frames import OP_KINDS
 
@@ -96,14 +96,25 @@ def framework_info(path: Path) -> pd.DataFrame:
     if "subgraph" in df:
         out["subgraph"] = df["subgraph"]
     if "op_info" in df:
+        keep = df["op_info"].str.strip() != ""
+        bad = []
         for i, cell in enumerate(df["op_info"]):
-            if cell.strip():
+            if keep.iloc[i]:
                 try:
                     json.loads(cell)
-                except json.JSONDecodeError as e:
-                    raise MalformedFileError(path, f"op_info is not JSON: {e.msg}", line=i + 2,
-                                             field="op_info") from None
-        out["op_info"] = df["op_info"].where(df["op_info"].str.strip() != "", None)
+                except json.JSONDecodeError as e:  # costs that cell only (see `numeric`)
+                    bad.append(i)
+                    if len(bad) == 1:
+                        first = (line_of(df, i), e.msg)
+        if bad:
+            if too_many_bad(len(bad), int(keep.sum())):
+                raise MalformedFileError(path, f"op_info is not JSON: {first[1]} ({len(bad)} of {int(keep.sum())} "
+                                               "cells)", line=first[0], field="op_info")
+            warn_partial(MalformedFileError(path, f"op_info is not JSON: {first[1]}; that cell left empty"
+                                                  + (f", {len(bad) - 1} more" if len(bad) > 1 else ""),
+                                            line=first[0], field="op_info"))
+            keep.iloc[bad] = False
+        out["op_info"] = df["op_info"].where(keep, None)
     return out.drop_duplicates("op_name", keep="first").reset_index(drop=True)
 
 
