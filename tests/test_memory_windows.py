@@ -34,3 +34,24 @@ def test_each_window_keeps_only_its_own_memory_records(tmp_path):
     alone = tmp_path / "alone" / LATER
     shutil.copytree(tmp_path / LATER, alone)
     assert len(load_quietly(alone.parent).memory) == len(lines) - 1 + 500
+
+
+def test_npu_memory_record_of_a_later_window_is_clipped_too(tmp_path):
+    src = DATA / "npu/ascend_pt_text_2rank/rank0_ascend_pt"
+    first, later = "host_1_20250101000000000_ascend_pt", "host_1_20250101000100000_ascend_pt"
+    shutil.copytree(src, tmp_path / first)
+    shutil.copytree(src, tmp_path / later)
+    record = tmp_path / later / "ASCEND_PROFILER_OUTPUT/memory_record.csv"
+    lines = record.read_text().splitlines(True)
+
+    def earlier(line):  # the same record 3.3 s earlier (Timestamp(us) is the second field)
+        cells = line.split(",")
+        cells[1] = f"{float(cells[1].strip()) - 3_300_000:.3f}"
+        return ",".join(cells)
+    record.write_text("".join([lines[0]] + [earlier(l) for l in lines[1:101]] + lines[1:]))
+    own = load_quietly(tmp_path, device="0").memory
+    prof = load_quietly(tmp_path, device=f"0@{later}")
+    assert len(prof.memory) == len(own) == len(lines) - 1
+    assert prof.memory["time_us"].tolist() == pytest.approx(own["time_us"].tolist())
+    (problem,) = [p for p in prof.problems if p.file == str(record)]
+    assert "100 of" in problem.error and "3.3" in problem.error

@@ -325,7 +325,10 @@ def memory_record(run: RunFiles, prof=None) -> pd.DataFrame:
     out["device"] = df[dev].str.strip() if dev else ""
     out.attrs["origin_us"] = origin
     out.attrs["path"] = str(path)
-    return out
+    if prof is None or origin == 0.0:
+        return out
+    from .framework import clip_to_window
+    return clip_to_window(out, run, prof, path, rebase=False)
 
 
 def operator_memory(run: RunFiles, prof=None) -> pd.DataFrame:

@@ -105,12 +105,13 @@ def memory_record(run: RunFiles, prof) -> pd.DataFrame:
 WINDOW_SLACK_US = 1000.0
 
 
-def clip_to_window(mem: pd.DataFrame, run: RunFiles, prof, path) -> pd.DataFrame:
+def clip_to_window(mem: pd.DataFrame, run: RunFiles, prof, path, rebase: bool = True) -> pd.DataFrame:
     """With the schedule API (or several start/stop calls) MindSpore writes one session folder per
     window, and each window's ``cpu_ms_memory_record_*`` repeats the rows of every earlier window. When
     this run is one of several sessions of its rank and has a timeline, rows earlier than its first
     traced event (by more than `WINDOW_SLACK_US`) are those repeats: they are dropped with a warning
-    saying why, and ``time_us`` counts from the first row kept."""
+    saying why, and (``rebase``: a frame counting from its own first row) ``time_us`` counts from the
+    first row kept. ``mem.attrs["origin_us"]`` is the absolute time ``time_us`` counts from."""
     if prof is None or not getattr(prof, "other_sessions", None) or mem.empty:
         return mem
     from . import trace
@@ -124,11 +125,11 @@ def clip_to_window(mem: pd.DataFrame, run: RunFiles, prof, path) -> pd.DataFrame
     n = int(early.sum())
     warn_partial(MalformedFileError(
         path, f"{n} of {len(mem)} memory records precede this window's timeline by up to "
-              f"{(window_start - first) / 1e6:.3f} s: MindSpore repeats the records of earlier schedule windows "
+              f"{(window_start - first - float(mem['time_us'].min())) / 1e6:.3f} s: MindSpore repeats the records of earlier schedule windows "
               f"in every window's file, so they were dropped (this session's window starts at its first traced "
               f"event)", line=int(np.flatnonzero(early)[0]) + 2))
     kept = mem.loc[~early].reset_index(drop=True)
-    shift = float(kept["time_us"].iloc[0]) if len(kept) else 0.0
+    shift = float(kept["time_us"].iloc[0]) if len(kept) and rebase else 0.0
     kept["time_us"] = kept["time_us"] - shift
     kept.attrs = dict(mem.attrs, origin_us=first + shift, clipped_rows=n)
     return kept
