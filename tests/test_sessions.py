@@ -122,3 +122,17 @@ def test_rank_from_profiler_metadata_when_profiler_info_is_missing(tmp_path):
     (folder / "profiler_metadata.json").write_text(json.dumps(meta))
     prof = load_quietly(tmp_path)
     assert prof.device == "1" and prof.key == "1" and len(prof.kernels) == 191
+
+
+def test_an_ascend_ms_folder_whose_analysis_never_ran_names_the_command(tmp_path):
+    folder = tmp_path / "vm_11535_20261121042531696_ascend_ms"
+    raw = folder / "PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/data"
+    raw.mkdir(parents=True)
+    (raw / "ts_track.data.0.slice_0").write_bytes(b"\x00raw")
+    shutil.copy(PT_TEXT / "rank0_ascend_pt/profiler_info_0.json", folder)
+    prof = load_quietly(tmp_path)
+    assert prof.generation == "metadata" and prof.session == folder.name
+    (problem,) = prof.problems
+    assert "raw CANN data" in problem.error
+    assert f"from mindspore import Profiler; Profiler.offline_analyse('{folder}')" in problem.error
+    assert prof.summary()["problems"][0]["error"] == problem.error
