@@ -317,3 +317,22 @@ def test_event_larger_than_the_first_read_limit(tmp_path, monkeypatch):
     again = _frames([TORCH])
     for name, df in expected[1].items():
         pd.testing.assert_frame_equal(again[1][name], df)
+
+
+def test_progress_moves_with_the_bytes_parsed(tmp_path, monkeypatch):
+    """The load's bar advances batch by batch, by about the bytes each batch was read from, not once
+    per file at the end (MindSpore-shaped synthetic trace: 10 MB, several record batches)."""
+    from nbprofiler.io import trace
+    from nbprofiler.synthetic import write_trace
+    path = tmp_path / "trace_view.json"
+    size = write_trace(path, 10_000_000, seed=3)["bytes"]
+    steps = []
+    monkeypatch.setattr(trace._Progress, "advance", lambda self, n: steps.append(n))
+    monkeypatch.setattr(trace, "_MIN_BATCH_ROWS", 4096)  # about 12 batches for 10 MB, as 1 GB has
+    trace.load_trace(path, progress=False)
+    parse_steps = steps[:-2]  # the batches; then the file's remainder and the frame-building share
+    assert len(parse_steps) >= 4
+    assert sum(steps) == pytest.approx(size)
+    # each batch's estimate is close to its real share: together within 10 % of the parsing share
+    assert sum(parse_steps) == pytest.approx(0.8 * size, rel=0.1)
+    assert max(parse_steps) < 0.5 * size

@@ -238,8 +238,17 @@ def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: b
                    enabled=progress) as bar:
         chunks: list[_Chunk] = []
         for p in paths:
-            chunks += _parse_chunks(p, offset=sum(c.n for c in chunks))
-            bar.advance(p.stat().st_size * 0.8)
+            # parsing is ~80 % of a load: the bar moves with the bytes each batch came from, as estimated
+            # from its text, and catches up with the file's share when it is done
+            share = p.stat().st_size * 0.8
+            moved = [0.0]
+
+            def parsed(nbytes, share=share, moved=moved):
+                step = min(nbytes * 0.8, share - moved[0])
+                moved[0] += step
+                bar.advance(step)
+            chunks += _parse_chunks(p, offset=sum(c.n for c in chunks), on_batch=parsed)
+            bar.advance(share - moved[0])
         if not chunks:
             raise EmptyFileError(paths[0], "the trace holds no events")
         data = _build(chunks, paths, legacy=legacy, gpu=gpu)
@@ -352,13 +361,29 @@ def _digest(batch: pa.RecordBatch, offset: int, dur_sql: str) -> _Chunk:
     return _Chunk(offset, batch.num_rows, kind.copy(), ts_ns, ts_ok, dur.copy(), codes, flow, aux, spans, span_args)
 
 
+# JSON syntax around an event's values: keys, quotes, separators and braces (MindSpore and torch_npu
+# write about this many bytes per event besides the values themselves).
+_EVENT_SYNTAX_BYTES = 70
+
+
+def _json_bytes(batch: pa.RecordBatch) -> int:
+    """About how many bytes of JSON ``batch`` was read from: its text values plus the syntax around them."""
+    n = batch.num_rows * _EVENT_SYNTAX_BYTES
+    for col in batch.columns:
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            n += int(pc.sum(pc.binary_length(col)).as_py() or 0)
+        else:
+            n += 8 * batch.num_rows
+    return n
+
+
 def _dict_chunk(col) -> pa.DictionaryArray:
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     return pc.dictionary_encode(col.cast(pa.string()) if col.type != pa.string() else col)
 
 
 def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
-            span: tuple[int, int] | None = None) -> list[_Chunk]:
+            span: tuple[int, int] | None = None, on_batch=None) -> list[_Chunk]:
     """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
     duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
     a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
@@ -417,6 +442,8 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
             if item.num_rows:
                 chunks.append(_digest(item, offset, dur_sql))
                 offset += item.num_rows
+                if on_batch is not None:
+                    on_batch(_json_bytes(item))
     finally:
         stop.set()
         reader_thread.join()
@@ -425,8 +452,9 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     return chunks
 
 
-def _parse_chunks(path: Path, offset: int = 0) -> list[_Chunk]:
-    """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s."""
+def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
+    """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s.
+    ``on_batch(nbytes)``: called after each batch with an estimate of the JSON bytes it was read from."""
     path = Path(path)
     check_size(path, PARSE_EXPANSION)
     first = _first_byte(path)
@@ -446,7 +474,7 @@ def _parse_chunks(path: Path, offset: int = 0) -> list[_Chunk]:
         attempts.append((_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, None))
     for n, (columns, dur_sql, max_event, where) in enumerate(attempts, 1):
         try:
-            chunks = _stream(path, first, columns, dur_sql, offset, max_event, where)
+            chunks = _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch)
             break
         except read_errors as e:
             if n == len(attempts):
