@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import pytest
 
@@ -89,6 +90,7 @@ def test_every_file_found_feeds_a_frame(dataset):
     for prof in (list(obj) if hasattr(obj, "ranks") else [obj]):
         files = prof.files
         assert len(files) and (files["feeds"] != "").all(), files[files["feeds"] == ""]
+        assert "unrecognised" not in set(files["role"])
 
 
 def test_cann_summaries_by_header_name(tmp_path):
@@ -120,3 +122,11 @@ def test_cann_summaries_by_header_name(tmp_path):
     assert ds["avg_time_us"].tolist() == [12.5, 3.25] and ds["operation"].tolist() == ["GetNext", "Batch"]
     assert prof.data_preprocess["total_time_us"].item() == 13.0
     assert set(prof.files["feeds"]) >= {"api_statistic", "dataset", "data_preprocess"}
+
+
+def test_a_deliverable_without_a_parser_is_listed_not_ignored(tmp_path):
+    folder = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(PT_TEXT / "rank0_ascend_pt", folder)
+    (folder / "ASCEND_PROFILER_OUTPUT/hbm.csv").write_text("Device_id,Metric,Read(MB/s),Write(MB/s)\n0,Average,1.0,2.0\n")
+    files = load_quietly(folder).files.set_index("role")
+    assert files.loc["unrecognised", "path"].endswith("hbm.csv") and files.loc["unrecognised", "feeds"] == ""

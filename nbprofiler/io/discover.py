@@ -108,6 +108,8 @@ NEW_FORMAT_ROLES = {"trace_view", "kernel_details", "op_statistic", "step_trace_
                     "npu_module_mem", "communication", "communication_matrix", "dataset", "api_statistic",
                     "operator_details", "l2_cache", "static_op_mem", "data_preprocess"}
 DB_ROLES = {"profiler_db", "analysis_db", "msprof_db"}
+# ASCEND_PROFILER_OUTPUT files without a parser (listed, read by nothing)
+UNRECOGNISED = "unrecognised"
 # Files that describe a run but hold no measurements: a folder with only these is "metadata".
 METADATA_ROLES = {"profiler_info", "profiler_metadata"}
 CLUSTER_ROLES = {"cluster_step_trace_time", "cluster_communication", "cluster_communication_matrix",
@@ -354,12 +356,16 @@ def _ascend_ms_run(folder: Path, entries: list[os.DirEntry], walker: _Walker) ->
     run = RunFiles("mindspore2", folder, "", session=folder.name)
     ids: list[str] = []
 
-    def take(e: os.DirEntry):
+    def take(e: os.DirEntry, deliverable: bool = False):
         c = classify(e.name)
         if c:
             run.add(c[0], Path(e.path))
             if c[1] is not None:
                 ids.append(c[1])
+        elif deliverable and e.name.lower().endswith((".csv", ".json", ".db")):
+            # a deliverable nbprofiler has no parser for (hbm.csv, pcie.csv, ...): listed in prof.files
+            # as feeding no frame, never silently ignored
+            run.add(UNRECOGNISED, Path(e.path))
 
     for e in entries:
         if e.is_file():
@@ -367,7 +373,7 @@ def _ascend_ms_run(folder: Path, entries: list[os.DirEntry], walker: _Walker) ->
         elif e.is_dir() and e.name in ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK"):
             for sub in walker.scandir(Path(e.path)):
                 if sub.is_file():
-                    take(sub)
+                    take(sub, deliverable=e.name == "ASCEND_PROFILER_OUTPUT")
         elif e.is_dir() and PROF_DIR.match(e.name):
             if raw_cann(Path(e.path), walker):
                 run.info["raw_cann"] = str(e.path)
