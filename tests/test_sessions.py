@@ -136,3 +136,11 @@ def test_an_ascend_ms_folder_whose_analysis_never_ran_names_the_command(tmp_path
     assert "raw CANN data" in problem.error
     assert f"from mindspore import Profiler; Profiler.offline_analyse('{folder}')" in problem.error
     assert prof.summary()["problems"][0]["error"] == problem.error
+
+
+def test_dynamic_profiling_windows_with_the_same_folder_name_get_distinct_keys(tmp_path):
+    for window in ("rank0_start2_stop5", "rank0_start6_stop9"):
+        shutil.copytree(LENET, tmp_path / window / LENET.name)
+    cluster = load_quietly(tmp_path)
+    assert cluster.ranks == ["0", f"0@rank0_start6_stop9/{LENET.name}"]
+    assert load_quietly(tmp_path, device=cluster.ranks[1]).root.parent.name == "rank0_start6_stop9"

@@ -13,6 +13,7 @@ Layouts understood (FORMATS.md section 2):
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -180,11 +181,21 @@ def run_keys(runs: list[RunFiles]) -> list[str]:
     of ``devices_found``, ``Cluster[...]``, ``load(device=...)`` and ``--device``."""
     order = sorted(range(len(runs)), key=lambda i: (_id_sort(rank_of(runs[i])), session_order(runs[i])))
     keys = [""] * len(runs)
+    name = lambda r: r.session or r.root.name  # noqa: E731
+    # the same session folder name under several parents (dynamic profiling's rank0_start2_stop5/...):
+    # those keys name the parent too
+    repeated = collections.Counter((rank_of(r), name(r)) for r in runs)
     seen: set[str] = set()
     for i in order:
-        rank = rank_of(runs[i])
-        keys[i] = rank if rank not in seen else f"{rank}@{runs[i].session or runs[i].root.name}"
-        seen.add(rank)
+        run, rank = runs[i], rank_of(runs[i])
+        if rank not in seen:
+            key = rank
+        elif repeated[(rank, name(run))] > 1:
+            key = f"{rank}@{run.root.parent.name}/{name(run)}"
+        else:
+            key = f"{rank}@{name(run)}"
+        keys[i] = key
+        seen.update((rank, key))
     return keys
 
 
