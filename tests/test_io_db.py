@@ -194,3 +194,20 @@ def test_msprof_database_of_two_devices_gives_one_run_each(tmp_path):
     assert len(a) == len(b) == 11 and set(a["device_id"]) == {2} and set(b["device_id"]) == {3}
     hw = lambda p: p.timeline_tracks.loc[p.timeline_tracks["process"] == "Ascend Hardware", "events"].sum()  # noqa: E731
     assert hw(cluster["2"]) == hw(cluster["3"]) == _sql(MSPROF / "msprof_0.db", "SELECT count(*) FROM TASK")[0][0]
+
+
+def test_launch_flows_from_the_database():
+    path = _pt_db("0")
+    prof = load_quietly(PT_DB / "rank0_ascend_pt")
+    flows, tracks = prof.timeline_flows, prof.timeline_tracks
+    ((n,),) = _sql(path, "SELECT count(DISTINCT t.connectionId) FROM TASK t WHERE t.connectionId IN "
+                         "(SELECT a.connectionId FROM CANN_API a JOIN ENUM_API_TYPE e ON e.id = a.type "
+                         "WHERE e.name = 'node')")
+    assert len(flows) == n > 0 and set(flows["cat"]) == {"HostToDevice"}
+    process = tracks.set_index("track")["process"]
+    assert set(flows["start_track"].map(process)) == {"CANN"}
+    assert set(flows["end_track"].map(process)) == {"Ascend Hardware"}
+    # a kernel runs after its launch call starts, up to the host/device clock skew of the recording
+    # (32 of 191 device tasks start 4-21 us before the host's launch call in this file)
+    assert (flows["end_us"] >= flows["start_us"] - 25).all()
+    assert (flows["end_us"] >= flows["start_us"]).mean() > 0.8

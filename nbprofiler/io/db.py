@@ -432,7 +432,8 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
                    {"coalesce((SELECT value FROM STRING_IDS WHERE id = c.name), " if comp else "("}
                    (SELECT value FROM STRING_IDS WHERE id = t.taskType)) AS name,
                    {"(SELECT value FROM STRING_IDS WHERE id = c.opType)" if comp else "NULL"} AS op_type,
-                   (SELECT value FROM STRING_IDS WHERE id = t.taskType) AS cat
+                   (SELECT value FROM STRING_IDS WHERE id = t.taskType) AS cat,
+                   {"t.connectionId" if "connectionId" in have["TASK"] else "NULL"} AS conn
             FROM TASK t {"LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" if comp else ""}
             WHERE {_on_device(run, 't')}"""))
     if "COMMUNICATION_OP" in have:
@@ -444,7 +445,8 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
         api_type = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "ENUM_API_TYPE" in have else "a.type")
         parts.append(query(path, f"""
             SELECT 'CANN' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread, a.startNs AS s,
-                   a.endNs AS e, {_s('a', 'name', 'name')}, {api_type} AS op_type, 'cann_api' AS cat
+                   a.endNs AS e, {_s('a', 'name', 'name')}, {api_type} AS op_type, 'cann_api' AS cat,
+                   {"a.connectionId" if "connectionId" in have["CANN_API"] else "NULL"} AS conn
             FROM CANN_API a"""))
     # framework APIs: PYTORCH_API (torch_npu), the framework's own <NAME>_API table (MindSpore), MSTX marks
     api_tables = [t for t in sorted(have) if t.endswith("_API") and t != "CANN_API"] + ["MSTX_EVENTS"]
@@ -482,14 +484,36 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
                        "start_us": _rel_us(ev["s"], origin),
                        "dur_us": (pd.to_numeric(ev["e"]) - pd.to_numeric(ev["s"])).astype("float64") / NS_PER_US,
                        "args": pd.Series([None] * len(ev), dtype=object)})
+    flows = _launch_flows(ev, tl["start_us"])
     tl = tl.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
     counts = tl.groupby("track").size()
     tracks = pd.DataFrame({"track": keys["track"], "pid": keys["process"], "tid": keys["thread"],
                            "process": keys["process"], "thread": keys["thread"],
                            "process_sort": keys["process_sort"], "thread_sort": np.arange(len(keys), dtype="int64"),
                            "events": keys["track"].map(counts).fillna(0).astype("int64")})
-    tl.attrs["path"] = tracks.attrs["path"] = str(path)
-    return tl, tracks
+    tl.attrs["path"] = tracks.attrs["path"] = flows.attrs["path"] = str(path)
+    return tl, tracks, flows
+
+
+def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
+    """HostToDevice arrows, as trace_view.json draws them: from the CANN ``node`` API call that launched a
+    kernel to the first device task of the same ``connectionId``."""
+    cols = ["cat", "id", "name", "start_track", "start_us", "end_track", "end_us"]
+    if "conn" not in ev or ev["conn"].isna().all():
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    ev = ev.assign(start_us=start_us.to_numpy())
+    launches = ev[(ev["process"] == "CANN") & ev["conn"].notna()]
+    if (launches["op_type"] == "node").any():
+        launches = launches[launches["op_type"] == "node"]
+    tasks = ev[(ev["process"] == "Ascend Hardware") & ev["conn"].notna()]
+    src = launches.sort_values("start_us").drop_duplicates("conn", keep="last")
+    dst = tasks.sort_values("start_us").drop_duplicates("conn", keep="first")
+    m = src.merge(dst, on="conn", suffixes=("_s", "_d"))
+    return pd.DataFrame({"cat": "HostToDevice", "id": m["conn"].astype("int64").astype(str),
+                         "name": m["name_s"].fillna("").astype(str),
+                         "start_track": m["track_s"].astype("int32"), "start_us": m["start_us_s"].astype("float64"),
+                         "end_track": m["track_d"].astype("int32"), "end_us": m["start_us_d"].astype("float64")},
+                        columns=cols)
 
 
 __all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace", "kernels",

@@ -313,7 +313,7 @@ def _db_timeline(run: RunFiles) -> bool:
 
 def _db_trace(run: RunFiles, prof):
     from . import db
-    build = lambda: db.timeline(run, prof) or (None, None)  # noqa: E731
+    build = lambda: db.timeline(run, prof) or (None, None, None)  # noqa: E731
     return prof.cached("db_timeline", build) if prof is not None else build()
 
 
@@ -321,6 +321,8 @@ def timeline_flows(run: RunFiles, prof) -> pd.DataFrame | None:
     """Flow arrows paired by (cat, id): ``cat``, ``id`` (str), ``name``, ``start_track``, ``start_us``,
     ``end_track``, ``end_us``."""
     from . import trace
+    if _db_timeline(run):
+        return _db_trace(run, prof)[2]
     return trace.flows_frame(run, prof)
 
 
