@@ -39,11 +39,12 @@ def _frame(builder: Callable[[RunFiles, "Profile"], pd.DataFrame], columns: list
 class Profile:
     """One device/rank of one profiling session. Create with `nbprofiler.load`.
 
-    Metadata: ``generation`` ("legacy", "mindspore2", "minddata", "cann", "cluster_analysis", "trace"),
-    ``device`` (the id as in the file names), ``rank`` (the rank id where known, else the device id),
+    Metadata: ``generation`` ("legacy", "mindspore2", "database", "minddata", "cann", "cluster_analysis",
+    "trace", "metadata"), ``device`` (the id as in the file names), ``rank`` (the rank id where known, else the device id),
     ``root`` (the folder), ``session`` (the ``*_ascend_ms`` folder name or ""), ``key`` (how
     ``devices_found``, ``load(device=...)`` and ``--device`` name it: the rank, or ``"<rank>@<session>"``
-    for a later session of the same rank), ``other_sessions`` (keys of the rank's other sessions), ``origin_us`` (absolute
+    for a later session of the same rank), ``other_sessions`` (keys of the rank's other sessions),
+    ``origin_us`` (absolute
     time that relative ``start_*`` columns count from), ``files`` (what was found), ``problems`` (what
     failed). Frames: see each property's docstring and the README's "Data model" table.
     """
