@@ -112,14 +112,16 @@ class Profile:
         """What discovery found: one row per file. Columns: role (str), path (str), size_bytes (int),
         feeds (str: the frames the file is read into, comma-separated; "" for a file no frame reads)."""
         rows = []
+        # a database beside the text export only feeds the frames no text file gives
+        from_text = {f for r in self.run.files if r not in F.DB_FALLBACK_ROLES for f in F.FEEDS.get(r, ())}
         for role, paths in sorted(self.run.files.items()):
+            feeds = [f for f in F.FEEDS.get(role, ()) if role not in F.DB_FALLBACK_ROLES or f not in from_text]
             for p in sorted(paths):
                 try:
                     size = p.stat().st_size
                 except OSError:
                     size = -1
-                rows.append({"role": role, "path": str(p), "size_bytes": size,
-                             "feeds": ", ".join(F.FEEDS.get(role, ()))})
+                rows.append({"role": role, "path": str(p), "size_bytes": size, "feeds": ", ".join(feeds)})
         return pd.DataFrame(rows, columns=["role", "path", "size_bytes", "feeds"])
 
     def has(self, *roles: str) -> bool:

@@ -130,3 +130,15 @@ def test_a_deliverable_without_a_parser_is_listed_not_ignored(tmp_path):
     (folder / "ASCEND_PROFILER_OUTPUT/hbm.csv").write_text("Device_id,Metric,Read(MB/s),Write(MB/s)\n0,Average,1.0,2.0\n")
     files = load_quietly(folder).files.set_index("role")
     assert files.loc["unrecognised", "path"].endswith("hbm.csv") and files.loc["unrecognised", "feeds"] == ""
+
+
+def test_a_database_beside_the_text_export_feeds_only_what_the_text_lacks(tmp_path):
+    folder = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(PT_TEXT / "rank0_ascend_pt", folder)
+    shutil.copy(PT_DB / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db", folder / "ASCEND_PROFILER_OUTPUT")
+    prof = load_quietly(folder)
+    assert prof.generation == "mindspore2"
+    feeds = prof.files.set_index("role")["feeds"]
+    assert feeds["profiler_db"] == "communication"  # the one frame this text export has no file for
+    assert len(prof.kernels) == 191 and prof.kernels.attrs["path"].endswith("kernel_details.csv")
+    assert len(prof.communication) == 4

@@ -506,6 +506,10 @@ FEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Roles read only for the frames that no text file of the run gives (the text export wins when both exist).
+DB_FALLBACK_ROLES = {"profiler_db", "msprof_db"}
+
+
 def cluster_analyse(run: RunFiles, prof) -> pd.DataFrame | None:
     """Legacy ``ascend_cluster_analyse_*`` per step: ``step`` (int64; last row = average in
     ``attrs["average"]``) and the file's columns in ms (ticks converted for data-parallel files)."""
