@@ -211,3 +211,17 @@ def test_launch_flows_from_the_database():
     # (32 of 191 device tasks start 4-21 us before the host's launch call in this file)
     assert (flows["end_us"] >= flows["start_us"] - 25).all()
     assert (flows["end_us"] >= flows["start_us"]).mean() > 0.8
+
+
+@pytest.mark.parametrize("folder", [PT_DB / "rank1_ascend_pt", MSPROF])
+def test_op_types_aggregated_in_sql_equal_the_kernels_grouped(folder):
+    from nbprofiler.io.ops import npu_types_from_kernels
+    prof = load_quietly(folder)
+    from_sql = prof.op_types  # built first: aggregated inside the database, kernels never loaded
+    assert "kernels" not in prof._cache
+    from_kernels = npu_types_from_kernels(prof.kernels)
+    key = ["kind", "op_type"]
+    a = from_sql.sort_values(key).reset_index(drop=True)
+    b = from_kernels.sort_values(key).reset_index(drop=True)
+    assert a[key + ["count", "accelerator_core"]].equals(b[key + ["count", "accelerator_core"]])
+    assert a["total_time_us"].tolist() == pytest.approx(b["total_time_us"].tolist())

@@ -299,6 +299,47 @@ def kernels(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return out
 
 
+def op_type_totals(run: RunFiles) -> pd.DataFrame | None:
+    """The op-type table of the kernels (`nbprofiler.io.ops.npu_types_from_kernels`'s columns: ``kind``
+    "npu"/"communication", ``op_type``, ``total_time_us``, ``count``, ``accelerator_core`` (the type's
+    most frequent core), ``avg_time_us``, ``file_percent``) aggregated in SQL: only one row per
+    (type, core) leaves the database (what a cluster-wide reduce of many ranks needs)."""
+    path = main_db(run)
+    if path is None:
+        return None
+    have = tables(path)
+    _require(path, have, "TASK", ["startNs", "endNs", "globalTaskId"])
+    _require(path, have, "COMPUTE_TASK_INFO", ["name", "globalTaskId"])
+    ci = have["COMPUTE_TASK_INFO"]
+    core = (f"coalesce(nullif(nullif({'(SELECT value FROM STRING_IDS WHERE id = c.taskType)' if 'taskType' in ci else 'NULL'}, 'N/A'), 'NULL'), "
+            "(SELECT value FROM STRING_IDS WHERE id = t.taskType))")
+    rows = query(path, f"""
+        SELECT 'npu' AS kind, {_s('c', 'opType', 'op_type')}, {core} AS core, count(*) AS count,
+               sum(t.endNs - t.startNs) / 1000.0 AS total_time_us
+        FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
+        WHERE {_on_device(run, 't')} GROUP BY op_type, core""")
+    if "COMMUNICATION_OP" in have:
+        op_type = _s('o', 'opType', 'op_type') if "opType" in have["COMMUNICATION_OP"] else "'' AS op_type"
+        rows = pd.concat([rows, query(path, f"""
+            SELECT 'communication' AS kind, {op_type}, 'HCCL' AS core, count(*) AS count,
+                   sum(o.endNs - o.startNs) / 1000.0 AS total_time_us FROM COMMUNICATION_OP o GROUP BY op_type""")],
+                         ignore_index=True)
+    if rows.empty:
+        return None
+    rows["op_type"] = rows["op_type"].fillna("").astype(str)
+    rows["core"] = rows["core"].map(lambda v: CORE_OF_TASK.get(str(v), str(v)))
+    top = rows.sort_values("count", ascending=False, kind="stable").drop_duplicates(["kind", "op_type"])
+    out = rows.groupby(["kind", "op_type"], sort=False, as_index=False).agg(
+        total_time_us=("total_time_us", "sum"), count=("count", "sum"))
+    out = out.merge(top[["kind", "op_type", "core"]].rename(columns={"core": "accelerator_core"}),
+                    on=["kind", "op_type"], how="left")
+    out["total_time_us"] = out["total_time_us"].astype("float64")
+    out["count"] = out["count"].astype("int64")
+    out["avg_time_us"] = out["total_time_us"] / out["count"]
+    out["file_percent"] = np.nan
+    return out
+
+
 def kernel_type_totals(path: Path) -> pd.DataFrame:
     """Per kernel type: ``type``, ``count``, ``total_us`` computed entirely in SQL (a cluster-wide reduce
     needs only these; nothing but the aggregate leaves the database)."""
@@ -517,5 +558,5 @@ def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
 
 
 __all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace", "kernels",
-           "kernel_type_totals", "memory", "operator_memory", "npu_module_mem", "communication", "timeline",
+           "kernel_type_totals", "op_type_totals", "memory", "operator_memory", "npu_module_mem", "communication", "timeline",
            "ProfilerDataError"]

@@ -354,6 +354,14 @@ def _npu_types(run: RunFiles, prof) -> pd.DataFrame | None:
     return types if len(types) else None
 
 
+def _db_types(run: RunFiles, prof) -> pd.DataFrame | None:
+    # the kernels frame when it is already built; else the totals aggregated inside the database
+    if prof is not None and "kernels" in getattr(prof, "_cache", {}):
+        return _npu_part(prof, npu_types_from_kernels)
+    from . import db
+    return db.op_type_totals(run)
+
+
 def npu_ops(k: pd.DataFrame) -> pd.DataFrame:
     """kernel_details rows grouped by ``name``: total/count/avg of ``dur_us``, the accelerator core."""
     agg = {"op_type": ("type", "first"), "total_time_us": ("dur_us", "sum"), "count": ("dur_us", "size")}
@@ -422,7 +430,7 @@ def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
     elif run.has("kernel_details"):
         loaders.append(lambda: _npu_types(run, prof))
     elif run.has("profiler_db", "msprof_db"):
-        loaders.append(lambda: _npu_part(prof, npu_types_from_kernels))
+        loaders.append(lambda: _db_types(run, prof))
     parts = [p for p in _collect(loaders) if p is not None]
     for p in parts:
         # a part may hold two kinds (npu and communication from the same kernels): share of its own kind
