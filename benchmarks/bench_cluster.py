@@ -7,10 +7,12 @@ measuring process plus every worker it starts, sampled every 0.1 s with psutil),
 serial baseline of the same run: absolute seconds depend on the machine and on what else runs on it
 (the load average is printed before and after), ratios are what to compare.
 
-Engines: ``serial``, ``processes`` (fork-server pool), ``dask`` (no client in scope: dask's local
+Engines: ``auto`` (``engine=None``: what a user gets), ``serial``, ``processes`` (fork-server pool beside
+this process), ``dask`` (no client in scope: dask's local
 multiprocessing scheduler) and ``dask-client`` (a ``distributed.LocalCluster`` with one single-threaded
 worker per CPU, started *before* the clock starts, as a user's existing cluster would be; its start-up
-time is printed separately). ``default`` shows what ``engine=None`` picks for that size.
+time is printed separately). ``default`` shows whether ``engine=None`` may use a pool at that size (it
+then times a first chunk and decides).
 
     python benchmarks/bench_cluster.py            # 8, 64, 512 ranks, legacy and npu shapes
     python benchmarks/bench_cluster.py --quick    # 8 ranks, small files, no dask-client: a smoke test
@@ -86,7 +88,7 @@ def _measure(path: str, engine: str, conn) -> None:
     sampler.peak_bytes = 0
     sampler.start()
     t0 = time.perf_counter()
-    cl = nbprofiler.load(path, engine=engine.split("-")[0])
+    cl = nbprofiler.load(path, engine=None if engine == "auto" else engine.split("-")[0])
     summary = C.rank_summary(cl)
     slow = C.slow_ranks(summary)
     seconds = time.perf_counter() - t0
@@ -129,8 +131,8 @@ def main(argv=None) -> int:
     from nbprofiler.parallel import choose_engine
     from nbprofiler.synthetic_cluster import write_legacy_cluster, write_npu_cluster
     sizes = args.ranks or ([8] if args.quick else [8, 64, 512])
-    engines = args.engines or (["serial", "processes", "dask"] if args.quick else
-                               ["serial", "processes", "dask", "dask-client"])
+    engines = args.engines or (["serial", "auto", "processes", "dask"] if args.quick else
+                               ["serial", "auto", "processes", "dask", "dask-client"])
     try:
         import dask  # noqa: F401
     except ImportError:

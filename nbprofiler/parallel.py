@@ -7,13 +7,14 @@ whole chunk and concatenates it before replying, so one reply carries a few smal
 ranks, and the raw events of 512 ranks never travel back to, or accumulate in, the notebook kernel.
 
 Engines (``engine=`` of `nbprofiler.load` and `nbprofiler.analysis.cluster.rank_summary`):
-- ``None`` (default): `choose_engine` -- ``"processes"`` for `MIN_RANKS_FOR_PROCESSES` or more ranks on a
-  machine with more than one usable CPU, else ``"serial"`` (below that, starting worker processes costs more
-  than a rank's reduce; see the README's Clusters table for the measured numbers).
+- ``None`` (default): serial below `MIN_RANKS_FOR_PROCESSES` ranks or on one usable CPU; otherwise the
+  first chunk of ranks is reduced here and timed, and the processes engine takes the rest only when they
+  would take longer than `POOL_WORTH_S` serially (see the README's Clusters table for the measurements).
 - ``"serial"``: one rank after another in this process (the baseline of `benchmarks/bench_cluster.py`);
-- ``"processes"``: a `concurrent.futures.ProcessPoolExecutor` of one worker per usable CPU,
-  started from a fork server that has imported nbprofiler once (forking the kernel itself is unsafe:
-  it has threads);
+- ``"processes"``: this process and a `concurrent.futures.ProcessPoolExecutor` of one worker per other
+  usable CPU, started from a fork server that has imported nbprofiler once (forking the kernel itself is
+  unsafe: it has threads); this process starts on the chunks at once and takes over every chunk the
+  pool has not started, so starting the pool never makes the load wait;
 - ``"dask"``: the ``distributed.Client`` in scope (``distributed.get_client()``), so a cluster
   spanning machines does the work; without one, dask's local multiprocessing scheduler.
   dask is an optional extra: ``pip install 'nbprofiler[dask]'``.
@@ -24,6 +25,7 @@ import functools
 import math
 import multiprocessing
 import os
+import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable, Sequence
@@ -36,6 +38,11 @@ ENGINES = ("serial", "processes", "dask")
 # Below this many ranks the default engine is serial: a rank's reduce costs ~10-80 ms, starting a pool
 # of workers ~0.3-1 s (benchmarks/bench_cluster.py measures both).
 MIN_RANKS_FOR_PROCESSES = 16
+# The default engine starts a pool only when the ranks left after a first, measured chunk would take
+# longer than this serially: starting and stopping the pool costs ~0.25 s on 2 cores, and the pool saves
+# at most (workers - 1) / workers of the rest (benchmarks/bench_cluster.py: a pool at 16 ranks took
+# 1.34x the serial time, at 64 ranks 0.75-0.81x).
+POOL_WORTH_S = 1.0
 # Chunks per worker: more than one so a slow chunk does not leave the other workers idle at the end,
 # few enough that the per-task overhead (pickling, one reply per chunk) stays small.
 CHUNKS_PER_WORKER = 4
@@ -143,15 +150,42 @@ def map_chunks(fn: Callable[[list], object], items: Sequence, engine: str | None
     """``[fn(chunk) for chunk in chunked(items)]`` on the chosen engine (see `choose_engine`), in order.
     ``fn`` must be a module-level function: it is pickled to the workers."""
     items = list(items)
+    auto = engine is None
     engine = choose_engine(len(items), engine)
     workers = max(1, min(max_workers or usable_cpus(), len(items)))
     if engine == "serial" or len(items) <= 1:
         return [fn(items)] if items else []
     chunks = chunked(items, workers)
+    if engine == "processes" and auto:
+        # Measure a chunk here first: a pool pays only when the rest would take long serially.
+        start = time.perf_counter()
+        first = fn(chunks[0])
+        rest_s = (time.perf_counter() - start) * (len(chunks) - 1)
+        if rest_s < POOL_WORTH_S:
+            return [first] + [fn(chunk) for chunk in chunks[1:]]
+        return [first] + _map_alongside_pool(fn, chunks[1:], workers)
     if engine == "processes":
-        with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=_process_context()) as pool:
-            return list(pool.map(fn, chunks))
+        return _map_alongside_pool(fn, chunks, workers)
     return _map_dask(fn, chunks, workers)
+
+
+def _map_alongside_pool(fn: Callable, chunks: list[list], workers: int) -> list:
+    """``[fn(c) for c in chunks]`` with this process as one of the ``workers``: the pool takes chunks from
+    the first, this process from the last, and a chunk the pool has not started is cancelled and done here.
+    So nothing waits for workers that are still starting (on a busy or 2-core machine a pool alone lost to
+    serial: 1.05x its time at 256 ranks), and the pool adds what it can once it is up."""
+    pending = object()
+    results = [pending] * len(chunks)
+    with ProcessPoolExecutor(max_workers=max(1, min(workers - 1, len(chunks))),
+                             mp_context=_process_context()) as pool:
+        futures = [pool.submit(fn, chunk) for chunk in chunks]
+        for i in reversed(range(len(chunks))):
+            if futures[i].cancel():  # not started by the pool: do it here
+                results[i] = fn(chunks[i])
+        for i, future in enumerate(futures):
+            if results[i] is pending:
+                results[i] = future.result()
+    return results
 
 
 def map_ranks(fn: Callable[[RunFiles], object], runs: Iterable[RunFiles], engine: str | None = None,
@@ -198,4 +232,4 @@ def gather_rank_summaries(runs: Iterable[RunFiles], engine: str | None = None,
 
 
 __all__ = ["reduce_rank", "reduce_ranks", "combine", "map_chunks", "map_ranks", "gather_rank_summaries",
-           "choose_engine", "chunked", "usable_cpus", "ENGINES", "MIN_RANKS_FOR_PROCESSES"]
+           "choose_engine", "chunked", "usable_cpus", "ENGINES", "MIN_RANKS_FOR_PROCESSES", "POOL_WORTH_S"]

@@ -147,6 +147,28 @@ def test_default_engine_rule(monkeypatch):
         choose_engine(3, "threads")
 
 
+def test_default_engine_times_a_first_chunk_before_starting_a_pool(tmp_path, monkeypatch):
+    """engine=None reduces one chunk here, then starts a pool only when the rest would take longer than
+    POOL_WORTH_S serially; either way the result equals the serial one, in rank order."""
+    from nbprofiler import parallel
+    root = write_legacy_cluster(tmp_path / "c", DATA, ranks=MIN_RANKS_FOR_PROCESSES, steps=4)
+    runs = [p.run for p in load_quietly(root)]
+    serial = gather_rank_summaries(runs, engine="serial")
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    pools = []
+    real = parallel._map_alongside_pool
+    monkeypatch.setattr(parallel, "_map_alongside_pool", lambda *a: pools.append(len(a[1])) or real(*a))
+    monkeypatch.setattr(parallel, "POOL_WORTH_S", 1e9)  # the rest is always quick: no pool
+    quick = gather_rank_summaries(runs)
+    monkeypatch.setattr(parallel, "POOL_WORTH_S", 0.0)  # the rest is always worth a pool
+    pooled = gather_rank_summaries(runs)
+    chunks = len(parallel.chunked(runs, 2))
+    assert pools == [chunks - 1]  # only the second load started a pool, for every chunk but the first
+    for got in (quick, pooled):
+        for key in ("steps", "step_totals", "op_types"):
+            pd.testing.assert_frame_equal(got[key], serial[key])
+
+
 def test_ranks_travel_in_ordered_chunks():
     ranks = list(range(10))
     chunks = chunked(ranks, workers=2)  # ~2 workers x 4 chunks each
