@@ -225,3 +225,50 @@ def test_op_types_aggregated_in_sql_equal_the_kernels_grouped(folder):
     b = from_kernels.sort_values(key).reset_index(drop=True)
     assert a[key + ["count", "accelerator_core"]].equals(b[key + ["count", "accelerator_core"]])
     assert a["total_time_us"].tolist() == pytest.approx(b["total_time_us"].tolist())
+
+
+def test_analysis_db_communication_tables_give_the_json_frames(tmp_path):
+    """analysis.db's CommAnalyzerTime / CommAnalyzerBandwidth / CommAnalyzerMatrix (msprof-analyze's
+    column names) filled with rank 0's real records from the 16-rank cluster JSON files: the frames read
+    from the tables equal those read from the JSON."""
+    c16 = DATA / "npu/cluster_analysis_16rank"
+    ref = load_quietly(c16, device="0")
+    comm, links, matrix = ref.communication, ref.communication_links, ref.communication_matrix
+    assert len(comm) and len(links) and len(matrix)
+    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    shutil.copy(_pt_db("0"), out)
+    con = sqlite3.connect(out / "analysis.db")
+    with con:
+        con.execute("CREATE TABLE CommAnalyzerTime (hccl_op_name TEXT, group_name TEXT, start_timestamp NUMERIC, "
+                    "elapse_time NUMERIC, transit_time NUMERIC, wait_time NUMERIC, synchronization_time NUMERIC, "
+                    "idle_time NUMERIC, synchronization_time_ratio NUMERIC, wait_time_ratio NUMERIC, step TEXT, type TEXT)")
+        con.executemany("INSERT INTO CommAnalyzerTime VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        [(r.op_name, r.group, r.start_us, r.elapse_ms, r.transit_ms, r.wait_ms, r.sync_ms, r.idle_ms,
+                          r.sync_ratio, r.wait_ratio, r.step, "collective") for r in comm.itertuples()])
+        con.execute("CREATE TABLE CommAnalyzerBandwidth (hccl_op_name TEXT, group_name TEXT, band_type TEXT, "
+                    "transit_size NUMERIC, transit_time NUMERIC, bandwidth NUMERIC, large_packet_ratio NUMERIC, "
+                    "package_size NUMERIC, count NUMERIC, total_duration NUMERIC, step TEXT, type TEXT)")
+        con.executemany("INSERT INTO CommAnalyzerBandwidth VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        [(r.op_name, r.group, r.transport, r.size_mb, r.transit_ms, r.bandwidth_gbps,
+                          r.large_packet_ratio, None, r.packets, None, r.step, "collective") for r in links.itertuples()])
+        con.execute("CREATE TABLE CommAnalyzerMatrix (hccl_op_name TEXT, group_name TEXT, src_rank INTEGER, "
+                    "dst_rank INTEGER, transport_type TEXT, transit_size NUMERIC, transit_time NUMERIC, "
+                    "bandwidth NUMERIC, step TEXT, type TEXT, op_name TEXT)")
+        con.executemany("INSERT INTO CommAnalyzerMatrix VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        [(r.op_name.split("@")[0] + "-top1", r.group, int(r.src), int(r.dst), r.transport, r.size_mb,
+                          r.transit_ms, r.bandwidth_gbps, r.step, "collective", r.op_name) for r in matrix.itertuples()])
+    con.close()
+    prof = load_quietly(out.parent)
+    got = prof.communication
+    cols = ["step", "group", "op_name", "rank", "start_us", "elapse_ms", "transit_ms", "wait_ms", "idle_ms"]
+    assert got[cols].reset_index(drop=True).equals(comm[cols].reset_index(drop=True))
+    lk = ["step", "group", "op_name", "transport"]
+    a = prof.communication_links.sort_values(lk).reset_index(drop=True)
+    b = links.sort_values(lk).reset_index(drop=True)
+    assert a[lk + ["packets"]].equals(b[lk + ["packets"]])
+    assert a["bandwidth_gbps"].tolist() == pytest.approx(b["bandwidth_gbps"].tolist())
+    mk = ["step", "group", "op_name", "src", "dst", "transport"]
+    m = prof.communication_matrix.sort_values(mk).reset_index(drop=True)
+    assert m[mk].equals(matrix.sort_values(mk).reset_index(drop=True)[mk])
+    assert set(prof.files.set_index("role").loc["analysis_db", "feeds"].split(", ")) >= {"communication_matrix"}

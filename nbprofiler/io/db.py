@@ -455,6 +455,95 @@ def communication(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return out
 
 
+# -- analysis.db / communication_analyzer.db: per-rank communication analysis -------------------------
+def _analysis_table(run: RunFiles, table: str) -> tuple[Path, set[str]] | None:
+    """(file, columns) of the analysis database holding ``table`` (torch_npu's analysis.db, MindSpore's
+    communication_analyzer.db), or None."""
+    for path in run.all("analysis_db"):
+        have = tables(path)
+        if table in have:
+            return path, have[table]
+    return None
+
+
+def _col(cols: set[str], *names: str) -> str:
+    """The first of ``names`` the table has, as SQL, else NULL (the writers disagree on a few names)."""
+    return next((f'"{n}"' for n in names if n in cols), "NULL")
+
+
+def analysis_communication(run: RunFiles) -> pd.DataFrame | None:
+    """CommAnalyzerTime (communication.json's time info, ms) -> the `communication` frame."""
+    found = _analysis_table(run, "CommAnalyzerTime")
+    if found is None:
+        return None
+    path, cols = found
+    from .ascend_ms import COMM_COLUMNS
+    df = query(path, f"""SELECT {_col(cols, 'step')} AS step, {_col(cols, 'group_name')} AS "group",
+        {_col(cols, 'type')} AS kind, {_col(cols, 'hccl_op_name', 'op_name')} AS op_name,
+        {_col(cols, 'start_timestamp')} AS start_us, {_col(cols, 'elapse_time', 'elapsed_time')} AS elapse_ms,
+        {_col(cols, 'transit_time')} AS transit_ms, {_col(cols, 'wait_time')} AS wait_ms,
+        {_col(cols, 'synchronization_time')} AS sync_ms, {_col(cols, 'idle_time')} AS idle_ms,
+        {_col(cols, 'wait_time_ratio')} AS wait_ratio, {_col(cols, 'synchronization_time_ratio')} AS sync_ratio
+        FROM CommAnalyzerTime""")
+    df["rank"] = str(run.info.get("rank_id", run.device))
+    for c in ("step", "group", "kind", "op_name"):
+        df[c] = df[c].fillna("").astype(str)
+    for c in COMM_COLUMNS[5:]:
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    out = df[COMM_COLUMNS]
+    out.attrs["path"] = str(path)
+    return out
+
+
+def analysis_links(run: RunFiles) -> pd.DataFrame | None:
+    """CommAnalyzerBandwidth (one row per op, transport and packet size) -> the `communication_links`
+    frame: per op and transport ``size_mb``, ``transit_ms``, ``bandwidth_gbps``, ``large_packet_ratio``
+    as written (the same on every packet-size row) and ``packets`` (the counts summed)."""
+    found = _analysis_table(run, "CommAnalyzerBandwidth")
+    if found is None:
+        return None
+    path, cols = found
+    from .ascend_ms import LINK_COLUMNS
+    df = query(path, f"""SELECT {_col(cols, 'step')} AS step, {_col(cols, 'group_name')} AS "group",
+        {_col(cols, 'type')} AS kind, {_col(cols, 'hccl_op_name', 'op_name')} AS op_name,
+        {_col(cols, 'band_type', 'transport_type')} AS transport, max({_col(cols, 'transit_size')}) AS size_mb,
+        max({_col(cols, 'transit_time')}) AS transit_ms, max({_col(cols, 'bandwidth')}) AS bandwidth_gbps,
+        max({_col(cols, 'large_packet_ratio')}) AS large_packet_ratio, sum({_col(cols, 'count')}) AS packets
+        FROM CommAnalyzerBandwidth GROUP BY 1, 2, 3, 4, 5""")
+    df["rank"] = str(run.info.get("rank_id", run.device))
+    for c in ("step", "group", "kind", "op_name", "transport"):
+        df[c] = df[c].fillna("").astype(str)
+    for c in ("size_mb", "transit_ms", "bandwidth_gbps", "large_packet_ratio"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    df["packets"] = pd.to_numeric(df["packets"], errors="coerce").fillna(0).astype("int64")
+    out = df[LINK_COLUMNS]
+    out.attrs["path"] = str(path)
+    return out
+
+
+def analysis_matrix(run: RunFiles) -> pd.DataFrame | None:
+    """CommAnalyzerMatrix (communication_matrix.json as a table) -> the `communication_matrix` frame."""
+    found = _analysis_table(run, "CommAnalyzerMatrix")
+    if found is None:
+        return None
+    path, cols = found
+    from .families import MATRIX_COLUMNS
+    df = query(path, f"""SELECT {_col(cols, 'step')} AS step, {_col(cols, 'group_name', 'type')} AS "group",
+        {_col(cols, 'op_name', 'hccl_op_name')} AS op_name, {_col(cols, 'src_rank')} AS src,
+        {_col(cols, 'dst_rank')} AS dst, {_col(cols, 'transport_type')} AS transport,
+        {_col(cols, 'transit_size')} AS size_mb, {_col(cols, 'transit_time')} AS transit_ms,
+        {_col(cols, 'bandwidth')} AS bandwidth_gbps FROM CommAnalyzerMatrix""")
+    for c in ("step", "group", "op_name", "transport"):
+        df[c] = df[c].fillna("").astype(str)
+    for c in ("src", "dst"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64").astype(str)
+    for c in ("size_mb", "transit_ms", "bandwidth_gbps"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    out = df[MATRIX_COLUMNS]
+    out.attrs["path"] = str(path)
+    return out
+
+
 # -- timeline ---------------------------------------------------------------------------------------
 def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """(timeline, timeline_tracks) as the trace_view.json parser gives them, from the database: device
@@ -558,5 +647,5 @@ def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
 
 
 __all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace", "kernels",
-           "kernel_type_totals", "op_type_totals", "memory", "operator_memory", "npu_module_mem", "communication", "timeline",
+           "kernel_type_totals", "op_type_totals", "analysis_communication", "analysis_links", "analysis_matrix", "memory", "operator_memory", "npu_module_mem", "communication", "timeline",
            "ProfilerDataError"]

@@ -69,7 +69,7 @@ ID_ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(rx)) for role, rx in
     ("minddata_pipeline_summary_json", r"minddata_pipeline_summary_(?P<id>\d+)\.json"),
     ("minddata_pipeline_summary_csv", r"minddata_pipeline_summary_(?P<id>\d+)\.csv"),
     # database exports (SQLite): MindSpore / torch_npu per rank; CANN msprof (the number is no rank)
-    ("profiler_db", r"ascend_(?:mindspore|pytorch)_profiler_(?P<id>\d+)\.db"),
+    ("profiler_db", r"ascend_(?:mindspore|pytorch)_profiler(?:_(?P<id>\d+))?\.db"),
 ]]
 NOID_ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(rx)) for role, rx in [
     ("msprof_db", r"msprof_[\d_]+\.db"),
@@ -97,6 +97,7 @@ PLAIN_ROLES: dict[str, str] = {
     "data_preprocess.csv": "data_preprocess",
     "communication_group.json": "communication_group",
     "analysis.db": "analysis_db",
+    "communication_analyzer.db": "analysis_db",  # MindSpore's name for the same tables
     "cluster_step_trace_time.csv": "cluster_step_trace_time",
     "cluster_communication.json": "cluster_communication",
     "cluster_communication_matrix.json": "cluster_communication_matrix",

@@ -113,6 +113,9 @@ def communication_matrix(run: RunFiles, prof=None) -> pd.DataFrame | None:
         return read_matrix(path)
     path = run.get("cluster_communication_matrix")
     if path is None:
+        if run.has("analysis_db"):
+            from . import db
+            return db.analysis_matrix(run)
         return None
     full = read_matrix(path)
     out = full if run.device == "*" else full[full["src"] == str(run.device)].reset_index(drop=True)

@@ -371,15 +371,21 @@ def communication(run: RunFiles, prof) -> pd.DataFrame | None:
     ``sync_ms``, ``idle_ms`` (float64), ``wait_ratio``, ``sync_ratio`` (float64).
     Sources: communication.json, cluster_communication.json, the database's COMMUNICATION_OP."""
     from . import ascend_ms, db
-    if not run.has("communication", "cluster_communication") and db.has_db(run):
-        return db.communication(run, prof)
+    if not run.has("communication", "cluster_communication"):
+        found = db.analysis_communication(run) if run.has("analysis_db") else None
+        if found is not None:
+            return found
+        if db.has_db(run):
+            return db.communication(run, prof)
     return ascend_ms.communication(run, prof)
 
 
 def communication_links(run: RunFiles, prof) -> pd.DataFrame | None:
     """Per op, rank and transport: ``transport`` (RDMA/HCCS/PCIE/SDMA/SIO), ``size_mb``, ``transit_ms``,
     ``bandwidth_gbps``, ``large_packet_ratio`` (and the keys of ``communication``)."""
-    from . import ascend_ms
+    from . import ascend_ms, db
+    if not run.has("communication", "cluster_communication") and run.has("analysis_db"):
+        return db.analysis_links(run)
     return ascend_ms.communication_links(run, prof)
 
 
@@ -499,7 +505,7 @@ FEEDS: dict[str, tuple[str, ...]] = {
                     "communication", "timeline", "timeline_tracks", "info"),
     "msprof_db": ("kernels", "op_types", "ops", "step_trace", "memory", "operator_memory", "npu_module_mem",
                   "communication", "timeline", "timeline_tracks", "info"),
-    "analysis_db": ("step_trace",),
+    "analysis_db": ("step_trace", "communication", "communication_links", "communication_matrix"),
     "cann_timeline": ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters"),
     "cann_hccl": ("timeline",), "cann_task_time": ("timeline",), "cann_step_trace": ("step_trace", "step_trace_reduce"),
     "cann_info": ("info",), "cann_start_info": ("info",), "cann_end_info": ("info",),
