@@ -145,6 +145,29 @@ def test_range_stats_clips_to_window(widedeep):
     assert range_stats(one, 4.0, 100.0)["total_us"].iloc[0] == pytest.approx(6.0)
 
 
+def test_range_stats_per_track_keeps_mirrored_tracks_apart():
+    """On npu/cann_prof_2dev every NOTIFY_WAIT task of a hardware stream is recorded again as Notify_Wait on
+    an HCCL plane: all tracks together count 1,400 of each; per track, each stream's and each plane's
+    own tasks, with shares of that track's busy time."""
+    prof = nbprofiler.load(DATA / "npu/cann_prof_2dev")
+    prof = prof[prof.ranks[0]]
+    tl, tracks = prof.timeline, prof.timeline_tracks.set_index("track")
+    whole = range_stats(tl, 0, 1e12).set_index("op_type")
+    assert whole.at["NOTIFY_WAIT", "count"] == whole.at["Notify_Wait", "count"] == 1400
+    per = range_stats(tl, 0, 1e12, by_track=True)
+    assert list(per.columns) == ["track", "op_type", "count", "total_us", "share_pct", "avg_us"]
+    assert per["track"].is_monotonic_increasing
+    for track, group in per.groupby("track"):
+        assert group["share_pct"].sum() == pytest.approx(100.0)
+        on_track = tl[tl["track"] == track]
+        assert group["count"].sum() == len(on_track)
+    waits = per[per["op_type"].str.lower() == "notify_wait"]
+    where = {tracks.at[t, "process"] for t in waits["track"]}
+    assert where == {"Ascend Hardware", "HCCL"} and waits["count"].sum() == 2800
+    stream13 = per[(per["track"] == tracks.index[tracks["thread"] == "Stream 13"][0])].set_index("op_type")
+    assert stream13.at["NOTIFY_WAIT", "count"] == 380
+
+
 def test_density_counts_every_event(widedeep):
     d = density(widedeep, bins=50)
     assert len(d) == 50 * widedeep["track"].nunique()

@@ -232,11 +232,15 @@ def search(events: pd.DataFrame, pattern: str, column: str = "name", case: bool 
     return events[mask]
 
 
-def range_stats(events: pd.DataFrame, t0: float, t1: float, tracks=None) -> pd.DataFrame:
+def range_stats(events: pd.DataFrame, t0: float, t1: float, tracks=None, by_track: bool = False) -> pd.DataFrame:
     """Per op type, within the window [t0, t1] (us): ``op_type``, ``count`` (events intersecting the
     window), ``total_us`` (their time inside the window: each event clipped to [t0, t1]), ``share_pct``
     (``total_us`` as a percentage of the summed clipped time of all types), ``avg_us`` (total/count).
-    Sorted by ``total_us`` descending. ``tracks`` limits the statistics to those tracks."""
+    Sorted by ``total_us`` descending. ``tracks`` limits the statistics to those tracks.
+
+    ``by_track``: one row per (``track``, op type) instead, ``share_pct`` within its track, tracks in
+    order. Tracks overlap in time (a stream and the HCCL plane that waits on it record the same tasks),
+    so summing types over all tracks counts such work twice; per track it does not."""
     if t1 < t0:
         t0, t1 = t1, t0
     start = events["start_us"].to_numpy(dtype=np.float64)
@@ -246,13 +250,22 @@ def range_stats(events: pd.DataFrame, t0: float, t1: float, tracks=None) -> pd.D
         mask &= events["track"].isin(list(tracks)).to_numpy()
     clipped = np.minimum(end, t1) - np.maximum(start, t0)
     df = pd.DataFrame({"op_type": events["op_type"].astype(str).to_numpy()[mask], "clipped": clipped[mask]})
-    out = df.groupby("op_type", sort=False).agg(count=("clipped", "size"), total_us=("clipped", "sum"))
-    total = out["total_us"].sum()
-    out["share_pct"] = out["total_us"] / total * 100.0 if total > 0 else 0.0
+    keys = ["op_type"]
+    if by_track:
+        df.insert(0, "track", events["track"].to_numpy()[mask])
+        keys = ["track", "op_type"]
+    out = df.groupby(keys, sort=False).agg(count=("clipped", "size"), total_us=("clipped", "sum")).reset_index()
+    if by_track:
+        total = out.groupby("track")["total_us"].transform("sum")
+        out["share_pct"] = np.where(total > 0, out["total_us"] / total.where(total > 0, 1) * 100.0, 0.0)
+    else:
+        total = out["total_us"].sum()
+        out["share_pct"] = out["total_us"] / total * 100.0 if total > 0 else 0.0
     out["avg_us"] = out["total_us"] / out["count"]
-    out = out.reset_index().sort_values(["total_us", "op_type"], ascending=[False, True], kind="stable")
+    order = (["track"] if by_track else []) + ["total_us", "op_type"]
+    out = out.sort_values(order, ascending=[True] * by_track + [False, True], kind="stable")
     out["count"] = out["count"].astype(np.int64)
-    return out.reset_index(drop=True)[["op_type", "count", "total_us", "share_pct", "avg_us"]]
+    return out.reset_index(drop=True)[keys + ["count", "total_us", "share_pct", "avg_us"]]
 
 
 def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: float | None = None
