@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from nbprofiler.io import db
@@ -272,3 +273,61 @@ def test_analysis_db_communication_tables_give_the_json_frames(tmp_path):
     m = prof.communication_matrix.sort_values(mk).reset_index(drop=True)
     assert m[mk].equals(matrix.sort_values(mk).reset_index(drop=True)[mk])
     assert set(prof.files.set_index("role").loc["analysis_db", "feeds"].split(", ")) >= {"communication_matrix"}
+
+
+def test_cluster_analysis_db_gives_the_cluster_files_frames(tmp_path):
+    """msprof-analyze's db-mode output (cluster_analysis.db; its documented table and column names) filled
+    with the 16-rank cluster's real records: ranks, step traces, communication, links and groups equal
+    those read from the text files."""
+    import csv as csv_mod
+    import json as json_mod
+    c16 = DATA / "npu/cluster_analysis_16rank"
+    text = load_quietly(c16)
+    con = sqlite3.connect(tmp_path / "cluster_analysis.db")
+    with con:
+        with open(c16 / "cluster_step_trace_time.csv", newline="") as f:
+            rows = list(csv_mod.DictReader(f))
+        cols = {"Step": "step", "Type": "type", "Index": "index", "Computing": "computing",
+                "Communication(Not Overlapped)": "communication_not_overlapped", "Overlapped": "overlapped",
+                "Communication": "communication", "Free": "free", "Stage": "stage", "Bubble": "bubble",
+                "Communication(Not Overlapped and Exclude Receive)": "communication_not_overlapped_and_exclude_receive",
+                "Preparing": "preparing"}
+        present = [c for c in cols if c in rows[0]]
+        con.execute(f"CREATE TABLE ClusterStepTraceTime ({', '.join(repr(cols[c]) for c in present)})")
+        con.executemany(f"INSERT INTO ClusterStepTraceTime VALUES ({','.join('?' * len(present))})",
+                        [[r[c] for c in present] for r in rows])
+        con.execute("CREATE TABLE ClusterCommAnalyzerTime (rank_set TEXT, step TEXT, rank_id INTEGER, hccl_op_name TEXT, "
+                    "group_name TEXT, start_timestamp NUMERIC, elapsed_time NUMERIC, transit_time NUMERIC, "
+                    "wait_time NUMERIC, synchronization_time NUMERIC, idle_time NUMERIC, "
+                    "synchronization_time_ratio NUMERIC, wait_time_ratio NUMERIC)")
+        con.execute("CREATE TABLE ClusterCommAnalyzerMatrix (rank_set TEXT, step TEXT, hccl_op_name TEXT, group_name TEXT, "
+                    "src_rank TEXT, dst_rank TEXT, transit_size NUMERIC, transit_time NUMERIC, bandwidth NUMERIC, "
+                    "transport_type TEXT, op_name TEXT)")
+        for prof in text:
+            con.executemany("INSERT INTO ClusterCommAnalyzerTime VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            [("", r.step, int(r.rank), r.op_name, r.group, r.start_us, r.elapse_ms, r.transit_ms,
+                              r.wait_ms, r.sync_ms, r.idle_ms, r.sync_ratio, r.wait_ratio)
+                             for r in prof.communication.itertuples()])
+            con.executemany("INSERT INTO ClusterCommAnalyzerMatrix VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                            [(r.group, r.step, r.op_name, r.group, r.src, r.dst, r.size_mb, r.transit_ms,
+                              r.bandwidth_gbps, r.transport, r.op_name) for r in prof.communication_matrix.itertuples()])
+        groups = json_mod.loads((c16 / "communication_group.json").read_text())
+        con.execute("CREATE TABLE CommunicationGroup (type TEXT, rank_set TEXT, group_name TEXT, group_id TEXT, pg_name TEXT)")
+        con.executemany("INSERT INTO CommunicationGroup VALUES (?,?,?,?,?)",
+                        [(kind, str(tuple(g)), "", "", "") for kind, gs in groups.items() for g in gs])
+    con.close()
+    cluster = load_quietly(tmp_path)
+    assert cluster.ranks == text.ranks and cluster.generation == "cluster_analysis"
+    for rank in ("0", "1", "8"):
+        d, t = cluster[rank], text[rank]
+        assert d.step_trace["step"].tolist() == t.step_trace["step"].tolist()
+        assert d.step_trace["total_ms"].tolist() == pytest.approx(t.step_trace["total_ms"].tolist())
+        key = ["step", "group", "op_name", "rank", "start_us", "elapse_ms", "wait_ms"]
+        assert len(d.communication) == len(t.communication)
+        pd.testing.assert_frame_equal(d.communication[key].reset_index(drop=True),
+                                      t.communication[key].reset_index(drop=True), check_dtype=False)
+        mk = ["step", "op_name", "src", "dst", "transport", "size_mb"]
+        pd.testing.assert_frame_equal(d.communication_matrix[mk].reset_index(drop=True),
+                                      t.communication_matrix[mk].reset_index(drop=True), check_dtype=False)
+    assert cluster["0"].communication_groups[["kind", "ranks", "size"]].equals(
+        text["0"].communication_groups[["kind", "ranks", "size"]])

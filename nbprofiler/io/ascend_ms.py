@@ -301,6 +301,12 @@ def cluster_ranks(run: RunFiles) -> list[str]:
                 ranks.update(rec[3] for rec in _cluster_comm_records(path, read_json(path)))
             except ProfilerDataError:
                 pass
+    if not ranks and run.has("cluster_analysis_db"):
+        from . import db
+        try:
+            ranks.update(db.cluster_ranks(run))
+        except ProfilerDataError:
+            pass
     return sorted(ranks, key=lambda r: (0, int(r)) if r.isdigit() else (1, r))
 
 

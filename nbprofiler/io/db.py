@@ -458,8 +458,8 @@ def communication(run: RunFiles, prof=None) -> pd.DataFrame | None:
 # -- analysis.db / communication_analyzer.db: per-rank communication analysis -------------------------
 def _analysis_table(run: RunFiles, table: str) -> tuple[Path, set[str]] | None:
     """(file, columns) of the analysis database holding ``table`` (torch_npu's analysis.db, MindSpore's
-    communication_analyzer.db), or None."""
-    for path in run.all("analysis_db"):
+    communication_analyzer.db, msprof-analyze's cluster_analysis.db), or None."""
+    for path in run.all("analysis_db") + run.all("cluster_analysis_db"):
         have = tables(path)
         if table in have:
             return path, have[table]
@@ -471,12 +471,21 @@ def _col(cols: set[str], *names: str) -> str:
     return next((f'"{n}"' for n in names if n in cols), "NULL")
 
 
-def analysis_communication(run: RunFiles) -> pd.DataFrame | None:
-    """CommAnalyzerTime (communication.json's time info, ms) -> the `communication` frame."""
-    found = _analysis_table(run, "CommAnalyzerTime")
+def _rank_filter(run: RunFiles, cols: set[str], column: str = "rank_id") -> str:
+    """SQL keeping this run's rows of a cluster table (one rank's rows of the cluster database)."""
+    if column not in cols or not str(run.device).isdigit():
+        return "1"
+    return f'CAST("{column}" AS INTEGER) = {int(run.device)}'
+
+
+def analysis_communication(run: RunFiles, cluster: bool = False) -> pd.DataFrame | None:
+    """CommAnalyzerTime (communication.json's time info, ms) -> the `communication` frame; ``cluster``:
+    this rank's rows of cluster_analysis.db's ClusterCommAnalyzerTime."""
+    found = _analysis_table(run, "ClusterCommAnalyzerTime" if cluster else "CommAnalyzerTime")
     if found is None:
         return None
     path, cols = found
+    table = "ClusterCommAnalyzerTime" if cluster else "CommAnalyzerTime"
     from .ascend_ms import COMM_COLUMNS
     df = query(path, f"""SELECT {_col(cols, 'step')} AS step, {_col(cols, 'group_name')} AS "group",
         {_col(cols, 'type')} AS kind, {_col(cols, 'hccl_op_name', 'op_name')} AS op_name,
@@ -484,7 +493,7 @@ def analysis_communication(run: RunFiles) -> pd.DataFrame | None:
         {_col(cols, 'transit_time')} AS transit_ms, {_col(cols, 'wait_time')} AS wait_ms,
         {_col(cols, 'synchronization_time')} AS sync_ms, {_col(cols, 'idle_time')} AS idle_ms,
         {_col(cols, 'wait_time_ratio')} AS wait_ratio, {_col(cols, 'synchronization_time_ratio')} AS sync_ratio
-        FROM CommAnalyzerTime""")
+        FROM {table} WHERE {_rank_filter(run, cols)}""")
     df["rank"] = str(run.info.get("rank_id", run.device))
     for c in ("step", "group", "kind", "op_name"):
         df[c] = df[c].fillna("").astype(str)
@@ -495,11 +504,12 @@ def analysis_communication(run: RunFiles) -> pd.DataFrame | None:
     return out
 
 
-def analysis_links(run: RunFiles) -> pd.DataFrame | None:
+def analysis_links(run: RunFiles, cluster: bool = False) -> pd.DataFrame | None:
     """CommAnalyzerBandwidth (one row per op, transport and packet size) -> the `communication_links`
     frame: per op and transport ``size_mb``, ``transit_ms``, ``bandwidth_gbps``, ``large_packet_ratio``
     as written (the same on every packet-size row) and ``packets`` (the counts summed)."""
-    found = _analysis_table(run, "CommAnalyzerBandwidth")
+    table = "ClusterCommAnalyzerBandwidth" if cluster else "CommAnalyzerBandwidth"
+    found = _analysis_table(run, table)
     if found is None:
         return None
     path, cols = found
@@ -509,7 +519,7 @@ def analysis_links(run: RunFiles) -> pd.DataFrame | None:
         {_col(cols, 'band_type', 'transport_type')} AS transport, max({_col(cols, 'transit_size')}) AS size_mb,
         max({_col(cols, 'transit_time')}) AS transit_ms, max({_col(cols, 'bandwidth')}) AS bandwidth_gbps,
         max({_col(cols, 'large_packet_ratio')}) AS large_packet_ratio, sum({_col(cols, 'count')}) AS packets
-        FROM CommAnalyzerBandwidth GROUP BY 1, 2, 3, 4, 5""")
+        FROM {table} WHERE {_rank_filter(run, cols)} GROUP BY 1, 2, 3, 4, 5""")
     df["rank"] = str(run.info.get("rank_id", run.device))
     for c in ("step", "group", "kind", "op_name", "transport"):
         df[c] = df[c].fillna("").astype(str)
@@ -521,9 +531,11 @@ def analysis_links(run: RunFiles) -> pd.DataFrame | None:
     return out
 
 
-def analysis_matrix(run: RunFiles) -> pd.DataFrame | None:
-    """CommAnalyzerMatrix (communication_matrix.json as a table) -> the `communication_matrix` frame."""
-    found = _analysis_table(run, "CommAnalyzerMatrix")
+def analysis_matrix(run: RunFiles, cluster: bool = False) -> pd.DataFrame | None:
+    """CommAnalyzerMatrix (communication_matrix.json as a table) -> the `communication_matrix` frame;
+    ``cluster``: the links of cluster_analysis.db's ClusterCommAnalyzerMatrix whose source is this rank."""
+    table = "ClusterCommAnalyzerMatrix" if cluster else "CommAnalyzerMatrix"
+    found = _analysis_table(run, table)
     if found is None:
         return None
     path, cols = found
@@ -532,7 +544,8 @@ def analysis_matrix(run: RunFiles) -> pd.DataFrame | None:
         {_col(cols, 'op_name', 'hccl_op_name')} AS op_name, {_col(cols, 'src_rank')} AS src,
         {_col(cols, 'dst_rank')} AS dst, {_col(cols, 'transport_type')} AS transport,
         {_col(cols, 'transit_size')} AS size_mb, {_col(cols, 'transit_time')} AS transit_ms,
-        {_col(cols, 'bandwidth')} AS bandwidth_gbps FROM CommAnalyzerMatrix""")
+        {_col(cols, 'bandwidth')} AS bandwidth_gbps FROM {table}
+        WHERE {_rank_filter(run, cols, 'src_rank') if cluster else '1'}""")
     for c in ("step", "group", "op_name", "transport"):
         df[c] = df[c].fillna("").astype(str)
     for c in ("src", "dst"):
@@ -540,6 +553,58 @@ def analysis_matrix(run: RunFiles) -> pd.DataFrame | None:
     for c in ("size_mb", "transit_ms", "bandwidth_gbps"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     out = df[MATRIX_COLUMNS]
+    out.attrs["path"] = str(path)
+    return out
+
+
+def cluster_step_trace(run: RunFiles) -> pd.DataFrame | None:
+    """cluster_analysis.db's ClusterStepTraceTime (cluster_step_trace_time.csv as a table, us): the rows of
+    this rank (``type`` rank, ``index`` = the rank) as a step frame in ms."""
+    found = _analysis_table(run, "ClusterStepTraceTime")
+    if found is None:
+        return None
+    path, cols = found
+    from .ascend_ms import STACKED, STEP_TRACE_COLUMNS
+    df = query(path, f'SELECT * FROM ClusterStepTraceTime WHERE lower("type") = \'rank\' AND "index" = ?',
+               (str(run.device),))
+    out = pd.DataFrame({"step": pd.to_numeric(df["step"].astype(str).str.extract(r"(\d+)")[0], errors="coerce")
+                        .fillna(0).astype("int64")})
+    for col in STEP_TRACE_COLUMNS.values():
+        if col[:-3] in df.columns:
+            out[col] = pd.to_numeric(df[col[:-3]], errors="coerce").astype("float64") / 1000.0
+    if "computing_ms" not in out:
+        raise MissingColumnError(path, "table ClusterStepTraceTime lacks column computing", field="computing")
+    out["total_ms"] = out[[c for c in STACKED if c in out]].fillna(0.0).sum(axis=1)
+    out.attrs["path"] = str(path)
+    return out
+
+
+def cluster_ranks(run: RunFiles) -> list[str]:
+    """Rank ids of cluster_analysis.db: ClusterStepTraceTime's rank rows, else ClusterCommAnalyzerTime's."""
+    found = _analysis_table(run, "ClusterStepTraceTime")
+    if found is not None:
+        ranks = query(found[0], 'SELECT DISTINCT "index" AS r FROM ClusterStepTraceTime WHERE lower("type") = \'rank\'')["r"]
+    else:
+        found = _analysis_table(run, "ClusterCommAnalyzerTime")
+        if found is None:
+            return []
+        ranks = query(found[0], "SELECT DISTINCT rank_id AS r FROM ClusterCommAnalyzerTime")["r"]
+    ranks = {str(int(r)) if str(r).strip().lstrip("-").isdigit() else str(r) for r in ranks.dropna()}
+    return sorted(ranks, key=lambda r: (0, int(r)) if r.isdigit() else (1, r))
+
+
+def cluster_groups(run: RunFiles) -> pd.DataFrame | None:
+    """cluster_analysis.db's CommunicationGroup -> the `communication_groups` frame."""
+    found = _analysis_table(run, "CommunicationGroup")
+    if found is None:
+        return None
+    path, cols = found
+    df = query(path, f"SELECT {_col(cols, 'type')} AS kind, {_col(cols, 'rank_set')} AS rank_set FROM CommunicationGroup")
+    import re as _re
+    ranks = [tuple(sorted((str(int(x)) for x in _re.findall(r"\d+", str(v))), key=int)) for v in df["rank_set"]]
+    out = pd.DataFrame({"kind": df["kind"].fillna("").astype(str), "group": df.groupby("kind").cumcount().astype("int64"),
+                        "ranks": ranks, "size": [len(r) for r in ranks]})
+    out["size"] = out["size"].astype("int64")
     out.attrs["path"] = str(path)
     return out
 
@@ -647,5 +712,6 @@ def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
 
 
 __all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace", "kernels",
-           "kernel_type_totals", "op_type_totals", "analysis_communication", "analysis_links", "analysis_matrix", "memory", "operator_memory", "npu_module_mem", "communication", "timeline",
+           "kernel_type_totals", "op_type_totals", "analysis_communication", "analysis_links", "analysis_matrix",
+           "cluster_step_trace", "cluster_ranks", "cluster_groups", "memory", "operator_memory", "npu_module_mem", "communication", "timeline",
            "ProfilerDataError"]

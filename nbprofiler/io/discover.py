@@ -98,6 +98,7 @@ PLAIN_ROLES: dict[str, str] = {
     "communication_group.json": "communication_group",
     "analysis.db": "analysis_db",
     "communication_analyzer.db": "analysis_db",  # MindSpore's name for the same tables
+    "cluster_analysis.db": "cluster_analysis_db",  # msprof-analyze's cluster output in db mode
     "cluster_step_trace_time.csv": "cluster_step_trace_time",
     "cluster_communication.json": "cluster_communication",
     "cluster_communication_matrix.json": "cluster_communication_matrix",
@@ -115,7 +116,7 @@ UNRECOGNISED = "unrecognised"
 # Files that describe a run but hold no measurements: a folder with only these is "metadata".
 METADATA_ROLES = {"profiler_info", "profiler_metadata"}
 CLUSTER_ROLES = {"cluster_step_trace_time", "cluster_communication", "cluster_communication_matrix",
-                 "communication_group"}
+                 "communication_group", "cluster_analysis_db"}
 # Roles that say "this folder is a legacy (MindInsight-era) profiler directory".
 LEGACY_ROLES = {r for r, _ in ID_ROLES} - MINDDATA_ROLES - {"profiler_info", "profiler_db"}
 

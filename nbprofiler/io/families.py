@@ -113,9 +113,11 @@ def communication_matrix(run: RunFiles, prof=None) -> pd.DataFrame | None:
         return read_matrix(path)
     path = run.get("cluster_communication_matrix")
     if path is None:
+        from . import db
         if run.has("analysis_db"):
-            from . import db
             return db.analysis_matrix(run)
+        if run.has("cluster_analysis_db"):
+            return db.analysis_matrix(run, cluster=True)
         return None
     full = read_matrix(path)
     out = full if run.device == "*" else full[full["src"] == str(run.device)].reset_index(drop=True)
@@ -128,6 +130,9 @@ def communication_groups(run: RunFiles, prof=None) -> pd.DataFrame | None:
     ``kind``, ``group`` (int, position in the file), ``ranks`` (tuple of str), ``size`` (int)."""
     path = run.get("communication_group")
     if path is None:
+        if run.has("cluster_analysis_db"):
+            from . import db
+            return db.cluster_groups(run)
         return None
     obj = read_json(path)
     if not isinstance(obj, dict):

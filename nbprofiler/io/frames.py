@@ -56,6 +56,9 @@ def step_trace(run: RunFiles, prof) -> pd.DataFrame | None:
         return ascend_ms.step_trace_time(run, prof)
     if run.has("cluster_step_trace_time"):
         return ascend_ms.cluster_step_trace_rank(run, prof)
+    if run.has("cluster_analysis_db"):
+        from . import db
+        return db.cluster_step_trace(run)
     if run.has("cann_step_trace"):
         return cann.step_trace(run, prof)
     if run.has("analysis_db", "profiler_db", "msprof_db"):
@@ -373,6 +376,8 @@ def communication(run: RunFiles, prof) -> pd.DataFrame | None:
     from . import ascend_ms, db
     if not run.has("communication", "cluster_communication"):
         found = db.analysis_communication(run) if run.has("analysis_db") else None
+        if found is None and run.has("cluster_analysis_db"):
+            found = db.analysis_communication(run, cluster=True)
         if found is not None:
             return found
         if db.has_db(run):
@@ -386,6 +391,8 @@ def communication_links(run: RunFiles, prof) -> pd.DataFrame | None:
     from . import ascend_ms, db
     if not run.has("communication", "cluster_communication") and run.has("analysis_db"):
         return db.analysis_links(run)
+    if not run.has("communication", "cluster_communication") and run.has("cluster_analysis_db"):
+        return db.analysis_links(run, cluster=True)
     return ascend_ms.communication_links(run, prof)
 
 
@@ -506,6 +513,8 @@ FEEDS: dict[str, tuple[str, ...]] = {
     "msprof_db": ("kernels", "op_types", "ops", "step_trace", "memory", "operator_memory", "npu_module_mem",
                   "communication", "timeline", "timeline_tracks", "info"),
     "analysis_db": ("step_trace", "communication", "communication_links", "communication_matrix"),
+    "cluster_analysis_db": ("step_trace", "communication", "communication_links", "communication_matrix",
+                            "communication_groups"),
     "cann_timeline": ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters"),
     "cann_hccl": ("timeline",), "cann_task_time": ("timeline",), "cann_step_trace": ("step_trace", "step_trace_reduce"),
     "cann_info": ("info",), "cann_start_info": ("info",), "cann_end_info": ("info",),
