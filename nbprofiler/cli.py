@@ -69,8 +69,8 @@ def cmd_report(args) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProfilerDataWarning)
         prof = load(args.dir, device=args.device)
-        other = load(args.compare) if args.compare else None
-        path = write_html_report(prof, args.output, title=args.title, compare_with=other)
+        others = [load(d) for d in args.compare or []]
+        path = write_html_report(prof, args.output, title=args.title, compare_with=others or None)
     print(f"wrote {path}")
     return 0
 
@@ -160,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None)
     p.add_argument("-o", "--output", default="report.html")
     p.add_argument("--title", default=None)
-    p.add_argument("--compare", default=None, metavar="DIR_B", help="compare with a second profile")
+    p.add_argument("--compare", nargs="+", default=None, metavar="DIR",
+                   help="compare with a second profile; with several, a Runs tab shows them all side by side "
+                        "against DIR (e.g. a sweep of num_parallel_workers)")
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser(
         "check", help="fail (exit 1) when a performance number passes its threshold",

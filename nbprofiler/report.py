@@ -37,7 +37,9 @@ def write_html_report(prof, path, title: str | None = None, compare_with=None) -
     """Write the offline HTML report of ``prof`` (a `Profile` or a `Cluster`) to ``path``; returns it.
 
     ``compare_with``: a second run (`Profile`, `Cluster` or path) to compare against; ``prof`` is the
-    baseline (a) and ``compare_with`` the new run (b), as in `nbprofiler.compare(a, b)`."""
+    baseline (a) and ``compare_with`` the new run (b), as in `nbprofiler.compare(a, b)`. A list of two or
+    more runs adds a "Runs" tab instead: ``prof`` and those runs side by side, ``prof`` the baseline, as
+    in `nbprofiler.compare(a, b, c, ...)`."""
     path = Path(path)
     layout = report_layout(prof, title, compare_with=compare_with)
     doc_title = title or _default_title(_primary(prof))
@@ -50,10 +52,19 @@ def write_html_report(prof, path, title: str | None = None, compare_with=None) -
 def report_layout(prof, title: str | None = None, compare_with=None):
     """The report as one Bokeh layout (what `write_html_report` embeds). Tabs are named
     ``report_tabs``; each panel's child is named ``report_<section>``. With ``compare_with`` the
-    first tab is "Compare" (``report_compare``) and the overview starts with the verdict."""
+    first tab is "Compare" (``report_compare``) and the overview starts with the verdict; with a list of
+    runs it is "Runs" (``report_runs``)."""
     main = _primary(prof)
     summary = main.summary()
-    comparison = None
+    comparison = runset = None
+    if isinstance(compare_with, (list, tuple)):
+        compare_with = list(compare_with)
+        if len(compare_with) == 1:
+            compare_with = compare_with[0]
+        elif compare_with:
+            from .analysis.runs import compare_many
+            runset = compare_many([prof, *compare_with])
+            compare_with = None
     if compare_with is not None:
         from .analysis.compare import compare
         if isinstance(compare_with, (str, Path)):
@@ -74,9 +85,12 @@ def report_layout(prof, title: str | None = None, compare_with=None):
         panels.insert(0, TabPanel(child=_section("ranks", _ranks(prof)), title="Ranks"))
     if comparison is not None:
         panels.insert(0, TabPanel(child=_section("compare", _compare(comparison)), title="Compare"))
+    if runset is not None:
+        from .views.runs import runs_layout
+        panels.insert(0, TabPanel(child=_section("runs", runs_layout(runset)), title="Runs"))
     header = Div(text=header_html(main, summary, title, prof if _is_cluster(prof) else None),
                  sizing_mode="stretch_width", name="report_header")
-    overview = Div(text=overview_html(summary, comparison, missing), sizing_mode="stretch_width",
+    overview = Div(text=overview_html(summary, comparison, missing, runset), sizing_mode="stretch_width",
                    name="report_overview")
     suggestions = Div(text=suggestions_html(summary.get("suggestions") or []), sizing_mode="stretch_width",
                       name="report_suggestions")
@@ -124,11 +138,17 @@ def header_html(prof, summary: dict, title: str | None, cluster=None) -> str:
             f"<table>{body}</table>{probs}</div>")
 
 
-def overview_html(summary: dict, comparison=None, missing: list[tuple[str, str]] | None = None) -> str:
+def overview_html(summary: dict, comparison=None, missing: list[tuple[str, str]] | None = None,
+                  runset=None) -> str:
     """The numbers a performance engineer reads first: step-trace averages, top operator types per
-    kind, MindData queues and bottleneck, timeline size; with a `Comparison`, its verdict first;
-    last, ``missing``: (view title, reason) of the views left out of the tabs for lack of data."""
+    kind, MindData queues and bottleneck, timeline size; with a `Comparison` (or a `RunSet`), its
+    verdicts first; last, ``missing``: (view title, reason) of the views left out of the tabs for lack
+    of data."""
     parts = []
+    if runset is not None:
+        items = "".join(f"<li><b>{_e(r.run)}</b>: {_e(r.verdict)}</li>" for r in runset.verdicts.itertuples())
+        parts.append(f"<h3>{len(runset.headline)} runs, against the baseline {_e(runset.baseline)}</h3>"
+                     f"<ul class='nbprofiler-verdict'>{items}</ul>")
     if comparison is not None:
         items = "".join(f"<li>{_e(s)}</li>" for s in comparison.verdict)
         parts.append(f"<h3>Compared with {_e(comparison.b_label)} (this run: {_e(comparison.a_label)})</h3>"

@@ -2,12 +2,14 @@
 map-bound pipeline, the same pipeline fixed, and the LeNet run with its own MindData pipeline."""
 from __future__ import annotations
 
+import html
 import warnings
 
 import pytest
 
 import nbprofiler
 from nbprofiler.analysis.compare import compare
+from nbprofiler.analysis.runs import compare_many
 from nbprofiler.views.runs import RunSetView
 
 from .conftest import DATA, load_quietly
@@ -96,3 +98,30 @@ def test_run_labels_reach_html_escaped(profiles):
     text = RunSetView(rs).layout.select_one({"name": "runs_verdicts"}).text
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     assert "<img" not in rs._repr_html_()
+
+
+def test_report_with_several_runs_has_a_runs_tab(tmp_path, profiles):
+    """`nbprofiler report A --compare B C`: a Runs tab first (headline table, trends, verdicts) and each
+    run's verdict against A in the overview, the same numbers and verdicts as compare_many."""
+    from nbprofiler.cli import main
+    from nbprofiler.report import report_layout
+    out = tmp_path / "runs.html"
+    dirs = [str(DATA / p) for p in RUNS]
+    assert main(["report", dirs[0], "--compare", *dirs[1:], "-o", str(out)]) == 0
+    text = html.unescape(out.read_text())
+    assert '"title":"Runs"' in text.replace(": ", ":") and "runs_headline_table" in text
+    layout = report_layout(profiles[0], compare_with=profiles[1:])
+    tabs = layout.select_one({"name": "report_tabs"})
+    assert tabs.tabs[0].title == "Runs" and tabs.active == 0
+    runset = compare_many(profiles)
+    drawn = layout.select_one({"name": "runs_headline_src"}).data
+    for col in ("host_queue_empty_pct", "host_get_ms"):
+        assert drawn[col] == pytest.approx(runset.headline[col].tolist())
+    assert drawn["host_queue_empty_pct"][0] == 100.0  # the map-bound pipeline's queue was always empty
+    overview = layout.select_one({"name": "report_overview"}).text
+    assert f"3 runs, against the baseline {html.escape(runset.baseline)}" in overview
+    for r in runset.verdicts.itertuples():
+        assert f"<b>{html.escape(r.run)}</b>: {html.escape(r.verdict)}" in overview
+    # one other run: the pairwise Compare tab, as before
+    pair = report_layout(profiles[0], compare_with=[profiles[1]])
+    assert pair.select_one({"name": "report_tabs"}).tabs[0].title == "Compare"

@@ -33,7 +33,7 @@ def headline_table(headline: pd.DataFrame, change_pct: pd.DataFrame) -> DataTabl
             "bottleneck_ops": headline["bottleneck_ops"].astype(str).tolist(),
             "top_op_type": headline["top_op_type"].astype(str).tolist(),
             "top_op_type_pct": _finite(headline["top_op_type_pct"])}
-    cols = [TableColumn(field="run", title="Run", width=180), TableColumn(field="steps", title="Steps", width=50)]
+    cols = [TableColumn(field="run", title="Run", width=260), TableColumn(field="steps", title="Steps", width=50)]
     for c in numbers:
         data[c] = _finite(headline[c])
         data[f"{c}_change"] = _finite(change_pct[c])
@@ -85,7 +85,8 @@ def runs_layout(runset):
     figs = trend_figures(runset.headline)
     parts = [verdicts_div(runset.verdicts, runset.baseline), headline_table(runset.headline, runset.change_pct)]
     if figs:
-        parts.append(gridplot(figs, ncols=min(3, len(figs)), sizing_mode="stretch_width", merge_tools=False))
+        parts.append(gridplot(figs, ncols=min(3, len(figs)), sizing_mode="stretch_width", merge_tools=False,
+                              toolbar_location=None))
     return column(*parts, sizing_mode="stretch_width", name="runs_layout")
 
 

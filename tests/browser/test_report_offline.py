@@ -24,8 +24,10 @@ CASES = {  # report name -> profile path
     "lenet_pynative": REPO / "nbprofiler" / "samples" / "lenet_pynative",
     "cluster4": DATA / "legacy" / "cluster_4rank_pipeline",
     "compare_md": DATA / "minddata" / "md_bottleneck_map",
+    "runs": DATA / "minddata" / "md_bottleneck_map",
 }
-COMPARE_WITH = {"compare_md": DATA / "minddata" / "md_fast"}
+COMPARE_WITH = {"compare_md": DATA / "minddata" / "md_fast",
+                "runs": [DATA / "minddata" / "md_fast", REPO / "nbprofiler" / "samples" / "lenet_pynative"]}
 # report name -> its tabs in order: (title, section key, named models that tab draws). Views without data
 # are left out (lenet_pynative has no step trace; the cluster files hold step traces only).
 TABS = {
@@ -43,6 +45,8 @@ TABS = {
                  ("Step trace", "step_trace", ["step_trace_detail", "step_trace_bars"])],
     "compare_md": [("Compare", "compare", ["compare_verdict", "report_compare_minddata", "report_compare_queues"]),
                    ("MindData", "minddata", ["minddata_graph", "minddata_usage_chart"])],
+    "runs": [("Runs", "runs", ["runs_verdicts", "runs_headline_table", "runs_trend_host_queue_empty_pct"]),
+             ("MindData", "minddata", ["minddata_graph", "minddata_usage_chart"])],
 }
 SIZES = REPO / "test-output" / "report_sizes.json"
 # Canvases on screen (ipywidgets hides inactive tabs with display:none; Bokeh Tabs with visibility:hidden).
@@ -183,8 +187,18 @@ def _check_compare_md(page, title, prof):
             {q["queue"]: q["usage_pct"] for q in mi["minddata_pipeline"]["queue_chart"]}, abs=1e-3)
 
 
+def _check_runs(page, title, prof):
+    if title == "Runs":
+        from nbprofiler.analysis.runs import compare_many
+        runs = [prof, *(nbprofiler.load(p) for p in COMPARE_WITH["runs"])]
+        headline = compare_many(runs).headline
+        assert _col(page, "runs_headline_src", "host_queue_empty_pct") == pytest.approx(
+            headline["host_queue_empty_pct"].tolist())
+        assert _col(page, "runs_trend_host_queue_empty_pct_src", "value")[0] == 100.0
+
+
 CHECKS = {"widedeep": _check_widedeep, "lenet_pynative": _check_lenet_pynative, "cluster4": _check_cluster4,
-          "compare_md": _check_compare_md}
+          "compare_md": _check_compare_md, "runs": _check_runs}
 
 
 @pytest.fixture(scope="module")
