@@ -342,5 +342,6 @@ def snake(name: str) -> str:
     return f"{base}_{unit}" if unit else base
 
 
-__all__ = ["read_text", "read_json", "read_csv", "skipped_rows", "too_many_bad", "line_of", "BAD_ROW_LIMIT", "read_bytes", "decode", "numeric", "require_keys", "snake",
-           "warn_partial", "check_size", "available_memory_bytes"]
+__all__ = ["read_text", "read_json", "read_csv", "read_bytes", "decode", "numeric", "require_keys", "snake",
+           "warn_partial", "check_size", "available_memory_bytes", "skipped_rows", "too_many_bad", "line_of",
+           "BAD_ROW_LIMIT"]

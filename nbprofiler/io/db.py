@@ -311,7 +311,8 @@ def op_type_totals(run: RunFiles) -> pd.DataFrame | None:
     _require(path, have, "TASK", ["startNs", "endNs", "globalTaskId"])
     _require(path, have, "COMPUTE_TASK_INFO", ["name", "globalTaskId"])
     ci = have["COMPUTE_TASK_INFO"]
-    core = (f"coalesce(nullif(nullif({'(SELECT value FROM STRING_IDS WHERE id = c.taskType)' if 'taskType' in ci else 'NULL'}, 'N/A'), 'NULL'), "
+    named = "(SELECT value FROM STRING_IDS WHERE id = c.taskType)" if "taskType" in ci else "NULL"
+    core = (f"coalesce(nullif(nullif({named}, 'N/A'), 'NULL'), "
             "(SELECT value FROM STRING_IDS WHERE id = t.taskType))")
     rows = query(path, f"""
         SELECT 'npu' AS kind, {_s('c', 'opType', 'op_type')}, {core} AS core, count(*) AS count,
@@ -583,7 +584,8 @@ def cluster_ranks(run: RunFiles) -> list[str]:
     """Rank ids of cluster_analysis.db: ClusterStepTraceTime's rank rows, else ClusterCommAnalyzerTime's."""
     found = _analysis_table(run, "ClusterStepTraceTime")
     if found is not None:
-        ranks = query(found[0], 'SELECT DISTINCT "index" AS r FROM ClusterStepTraceTime WHERE lower("type") = \'rank\'')["r"]
+        ranks = query(found[0], 'SELECT DISTINCT "index" AS r FROM ClusterStepTraceTime '
+                                "WHERE lower(\"type\") = 'rank'")["r"]
     else:
         found = _analysis_table(run, "ClusterCommAnalyzerTime")
         if found is None:
@@ -599,10 +601,12 @@ def cluster_groups(run: RunFiles) -> pd.DataFrame | None:
     if found is None:
         return None
     path, cols = found
-    df = query(path, f"SELECT {_col(cols, 'type')} AS kind, {_col(cols, 'rank_set')} AS rank_set FROM CommunicationGroup")
+    df = query(path, f"SELECT {_col(cols, 'type')} AS kind, {_col(cols, 'rank_set')} AS rank_set "
+                     "FROM CommunicationGroup")
     import re as _re
     ranks = [tuple(sorted((str(int(x)) for x in _re.findall(r"\d+", str(v))), key=int)) for v in df["rank_set"]]
-    out = pd.DataFrame({"kind": df["kind"].fillna("").astype(str), "group": df.groupby("kind").cumcount().astype("int64"),
+    out = pd.DataFrame({"kind": df["kind"].fillna("").astype(str),
+                        "group": df.groupby("kind").cumcount().astype("int64"),
                         "ranks": ranks, "size": [len(r) for r in ranks]})
     out["size"] = out["size"].astype("int64")
     out.attrs["path"] = str(path)
@@ -711,7 +715,7 @@ def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
                         columns=cols)
 
 
-__all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace", "kernels",
-           "kernel_type_totals", "op_type_totals", "analysis_communication", "analysis_links", "analysis_matrix",
-           "cluster_step_trace", "cluster_ranks", "cluster_groups", "memory", "operator_memory", "npu_module_mem", "communication", "timeline",
-           "ProfilerDataError"]
+__all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace",
+           "kernels", "kernel_type_totals", "op_type_totals", "analysis_communication", "analysis_links",
+           "analysis_matrix", "cluster_step_trace", "cluster_ranks", "cluster_groups", "memory", "operator_memory",
+           "npu_module_mem", "communication", "timeline"]

@@ -107,9 +107,9 @@ PLAIN_ROLES: dict[str, str] = {
 MINDDATA_ROLES = {"pipeline_profiling", "minddata_cpu_utilization", "device_queue", "dataset_iterator",
                   "minddata_aicpu", "minddata_getnext", "minddata_pipeline_raw",
                   "minddata_pipeline_summary_json", "minddata_pipeline_summary_csv"}
-NEW_FORMAT_ROLES = {"trace_view", "kernel_details", "op_statistic", "step_trace_time", "memory_record", "operator_memory",
-                    "npu_module_mem", "communication", "communication_matrix", "dataset", "api_statistic",
-                    "operator_details", "l2_cache", "static_op_mem", "data_preprocess"}
+NEW_FORMAT_ROLES = {"trace_view", "kernel_details", "op_statistic", "step_trace_time", "memory_record",
+                    "operator_memory", "npu_module_mem", "communication", "communication_matrix", "dataset",
+                    "api_statistic", "operator_details", "l2_cache", "static_op_mem", "data_preprocess"}
 DB_ROLES = {"profiler_db", "analysis_db", "msprof_db"}
 # ASCEND_PROFILER_OUTPUT files without a parser (listed, read by nothing)
 UNRECOGNISED = "unrecognised"

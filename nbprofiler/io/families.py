@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import MalformedFileError, ProfilerDataError
+from ..errors import MalformedFileError
 from ._util import numeric, read_csv, read_json, read_text, skipped_rows, snake
 from .discover import RunFiles
 
@@ -260,4 +260,4 @@ def join_input_shapes(ops: pd.DataFrame, shapes: pd.DataFrame | None) -> pd.Data
 
 __all__ = ["cann_csv", "read_matrix", "communication_matrix", "communication_groups", "npu_module_mem",
            "api_statistic", "operator_details", "l2_cache", "static_op_mem", "data_preprocess", "dataset",
-           "input_shapes", "join_input_shapes", "ProfilerDataError"]
+           "input_shapes", "join_input_shapes"]

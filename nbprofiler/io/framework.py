@@ -125,9 +125,9 @@ def clip_to_window(mem: pd.DataFrame, run: RunFiles, prof, path, rebase: bool = 
     n = int(early.sum())
     warn_partial(MalformedFileError(
         path, f"{n} of {len(mem)} memory records precede this window's timeline by up to "
-              f"{(window_start - first - float(mem['time_us'].min())) / 1e6:.3f} s: MindSpore repeats the records of earlier schedule windows "
-              f"in every window's file, so they were dropped (this session's window starts at its first traced "
-              f"event)", line=int(np.flatnonzero(early)[0]) + 2))
+              f"{(window_start - first - float(mem['time_us'].min())) / 1e6:.3f} s: MindSpore repeats the "
+              "records of earlier schedule windows in every window's file, so they were dropped (this "
+              "session's window starts at its first traced event)", line=int(np.flatnonzero(early)[0]) + 2))
     kept = mem.loc[~early].reset_index(drop=True)
     shift = float(kept["time_us"].iloc[0]) if len(kept) and rebase else 0.0
     kept["time_us"] = kept["time_us"] - shift
