@@ -2,6 +2,7 @@
 each session's memory frame is clipped to its own window, with a warning saying why."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -55,3 +56,25 @@ def test_npu_memory_record_of_a_later_window_is_clipped_too(tmp_path):
     assert prof.memory["time_us"].tolist() == pytest.approx(own["time_us"].tolist())
     (problem,) = [p for p in prof.problems if p.file == str(record)]
     assert "100 of" in problem.error and "3.3" in problem.error
+
+
+def test_a_window_loaded_alone_is_clipped_when_its_schedule_repeats(tmp_path):
+    src = DATA / "npu/ascend_pt_text_2rank/rank0_ascend_pt"
+    folder = tmp_path / "host_1_20250101000100000_ascend_pt"
+    shutil.copytree(src, folder)
+    record = folder / "ASCEND_PROFILER_OUTPUT/memory_record.csv"
+    lines = record.read_text().splitlines(True)
+
+    def earlier(line):
+        cells = line.split(",")
+        cells[1] = f"{float(cells[1].strip()) - 3_300_000:.3f}"
+        return ",".join(cells)
+    record.write_text("".join([lines[0]] + [earlier(l) for l in lines[1:101]] + lines[1:]))
+    assert len(load_quietly(folder).memory) == len(lines) - 1 + 100  # schedule repeat 1: one window, as written
+    info_path = folder / "profiler_info_0.json"
+    info = json.loads(info_path.read_text())
+    info["config"]["common_config"]["schedule"]["repeat"] = 3
+    info_path.write_text(json.dumps(info))
+    prof = load_quietly(folder)
+    assert len(prof.memory) == len(lines) - 1
+    assert any("earlier schedule windows" in p.error for p in prof.problems)

@@ -105,14 +105,35 @@ def memory_record(run: RunFiles, prof) -> pd.DataFrame:
 WINDOW_SLACK_US = 1000.0
 
 
+def _repeating_schedule(prof) -> bool:
+    """True when profiler_info says the run used a schedule with several windows (``repeat`` 0 = until
+    the end, or more than 1): this session folder is one window even when loaded alone."""
+    try:
+        info = prof.info
+    except Exception:  # noqa: BLE001 - a broken profiler_info is reported by prof.info itself
+        return False
+    for holder in (info.get("config", {}).get("common_config", {}) if isinstance(info.get("config"), dict) else {},
+                   info.get("profiler_parameters", {}) if isinstance(info.get("profiler_parameters"), dict) else {},
+                   info):
+        sched = holder.get("schedule") if isinstance(holder, dict) else None
+        if isinstance(sched, dict) and "repeat" in sched:
+            try:
+                repeat = int(sched["repeat"])
+            except (TypeError, ValueError):
+                return False
+            return repeat != 1
+    return False
+
+
 def clip_to_window(mem: pd.DataFrame, run: RunFiles, prof, path, rebase: bool = True) -> pd.DataFrame:
     """With the schedule API (or several start/stop calls) MindSpore writes one session folder per
     window, and each window's ``cpu_ms_memory_record_*`` repeats the rows of every earlier window. When
-    this run is one of several sessions of its rank and has a timeline, rows earlier than its first
+    this run is one of several sessions of its rank (or its profiler_info names a schedule that repeats)
+    and has a timeline, rows earlier than its first
     traced event (by more than `WINDOW_SLACK_US`) are those repeats: they are dropped with a warning
     saying why, and (``rebase``: a frame counting from its own first row) ``time_us`` counts from the
     first row kept. ``mem.attrs["origin_us"]`` is the absolute time ``time_us`` counts from."""
-    if prof is None or not getattr(prof, "other_sessions", None) or mem.empty:
+    if prof is None or mem.empty or not (getattr(prof, "other_sessions", None) or _repeating_schedule(prof)):
         return mem
     from . import trace
     if trace.trace_sources(run) is None:
