@@ -114,7 +114,7 @@ def _num(value, digits: int = 4) -> str:
 
 
 def _default_title(prof) -> str:
-    return f"nbprofiler report: {Path(str(prof.source)).name or prof.source} (device {prof.device})"
+    return f"nbprofiler report: {Path(str(prof.source)).name or prof.source} (device {getattr(prof, 'key', prof.device)})"
 
 
 def header_html(prof, summary: dict, title: str | None, cluster=None) -> str:
