@@ -331,3 +331,13 @@ def test_cluster_analysis_db_gives_the_cluster_files_frames(tmp_path):
                                       t.communication_matrix[mk].reset_index(drop=True), check_dtype=False)
     assert cluster["0"].communication_groups[["kind", "ranks", "size"]].equals(
         text["0"].communication_groups[["kind", "ranks", "size"]])
+
+
+def test_npu_module_mem_equals_sql():
+    path = _pt_db("1")
+    mem = load_quietly(PT_DB / "rank1_ascend_pt").npu_module_mem
+    rows = _sql(path, "SELECT e.name, count(*), max(m.totalReserved) FROM NPU_MODULE_MEM m "
+                      "JOIN ENUM_MODULE e ON e.id = m.moduleId GROUP BY e.name")
+    got = mem.groupby("component")["reserved_mb"].agg(["size", "max"])
+    assert {n: int(got.loc[n, "size"]) for n, _, _ in rows} == {n: c for n, c, _ in rows}
+    assert [got.loc[n, "max"] for n, _, _ in rows] == pytest.approx([b / 2**20 for _, _, b in rows])
