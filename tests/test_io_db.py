@@ -158,6 +158,8 @@ def test_timeline_from_the_database():
     # the origin is a float64 of epoch us (0.25 us apart at this magnitude)
     assert tl["start_us"].min() == pytest.approx(0.0, abs=0.25) and np.all(tl["dur_us"] >= 0)
     assert prof.summary()["timeline"]["events"] == len(tl)
+    text = load_quietly(PT_TEXT / "rank1_ascend_pt").timeline
+    assert list(tl.columns) == list(text.columns) and not tl["is_scope"].any()  # the text export's columns
 
 
 def test_a_damaged_database_is_a_typed_problem(tmp_path):

@@ -294,7 +294,8 @@ def timeline(run: RunFiles, prof) -> pd.DataFrame | None:
     """
     from . import trace
     if _db_timeline(run):
-        return _db_trace(run, prof)[0]
+        tl, tracks, _ = _db_trace(run, prof)
+        return None if tl is None else trace.mark_scope_layers(tl, tracks)
     return trace.timeline_frame(run, prof)
 
 
