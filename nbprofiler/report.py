@@ -197,11 +197,10 @@ def overview_html(summary: dict, comparison=None, missing: list[tuple[str, str]]
 
 
 def suggestions_html(suggestions: list[dict]) -> str:
-    if not suggestions:
-        return f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Suggestions</h2><p>None.</p></div>"
-    items = "".join(f"<li><b>{_e(s.get('text', ''))}</b> <span style=\"{theme.MUTED_CSS}\">"
-                    f"[{_e(s.get('id', ''))}]</span></li>" for s in suggestions)
-    return f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Suggestions</h2><ul>{items}</ul></div>"
+    """The summary's suggestions, drawn by the renderer the dashboard and the MindData view use."""
+    from .views.suggestions import suggestions_html as render
+    return (f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Suggestions</h2>"
+            f"{render(suggestions, title=None)}</div>")
 
 
 def _section(name: str, child):

@@ -113,57 +113,6 @@ def test_cpu_summary_step_range():
     assert part["samples"] < an.cpu_summary(cpu)["samples"]
 
 
-@pytest.mark.parametrize("folder", ["minddata/md_bottleneck_map", "minddata/md_fast", "mindspore2/lenet_pynative"])
-def test_op_cpu_and_advice_reproduce_mindspore_summary(folder):
-    prof = load(folder, "0")
-    ms = prof.minddata_summary
-    ops = an.op_cpu_summary(prof.op_cpu_utilization, prof.minddata_pipeline)
-    assert [round(x, 2) for x in ops["avg_cpu_pct"]] == ms["avg_cpu_pct"]
-    assert ops["num_workers"].tolist() == ms["num_workers"]
-    advice = an.pipeline_advice(prof.minddata_pipeline, prof.op_cpu_utilization, prof.host_queue, prof.minddata_queues)
-    by_id: dict = {}
-    for a in advice:
-        by_id.setdefault(a["id"], []).append(a)
-        assert set(a) == {"id", "text", "evidence"} and a["evidence"]["rule"]
-    cpu_texts = [a["text"] for a in by_id.get("minddata.op_cpu_low", []) + by_id.get("minddata.op_cpu_high", [])]
-    assert cpu_texts == ms.get("cpu_analysis_details", [])
-    queue_texts = [a["text"] for k in ("minddata.queue_leaf", "minddata.queue_in_out") for a in by_id.get(k, [])]
-    assert queue_texts == ms.get("queue_analysis_details", [])
-    verdict = [a for a in by_id.get("minddata.bottleneck", [])]
-    assert [a["evidence"]["op"] for a in verdict] == ms.get("bottleneck_warning", [])
-    assert [a["text"] for a in verdict] == ms.get("bottleneck_suggestion", [])
-
-
-@pytest.mark.parametrize("folder,device,exp", DATASETS + [
-    ("legacy/run_1_widedeep", "1", "legacy__run_1_widedeep__device1")])
-def test_advice_carries_mindinsight_proposer(folder, device, exp):
-    prof = load(folder, device)
-    advice = an.pipeline_advice(prof.minddata_pipeline, prof.op_cpu_utilization, prof.host_queue)
-    proposals = expected(exp)["proposals"]["per_proposer_raw"]["minddata_pipeline"] or {}
-    mine = {a["id"]: a for a in advice}
-    for label, (ops,) in proposals.items():
-        kind = label.split("-", 1)[1]
-        assert ops in mine[f"minddata.pipeline.{kind}"]["text"]
-    if not proposals:  # MindInsight reports nothing: every queue full -> the consumer is the slow part
-        assert not any(k.startswith("minddata.pipeline.") for k in mine)
-        assert ("minddata.consumer_bound" in mine) == an.bottleneck_ops(prof.minddata_pipeline).consumer_bound
-    if "minddata.pipeline.general" in mine:
-        ev = mine["minddata.pipeline.general"]["evidence"]
-        host = an.queue_summary(prof.host_queue, None)["host_queue"]
-        assert ev["shown_by_mindinsight"] == (None if host is None else host["empty_steps"] > 0.3 * host["steps"])
-
-
-def test_advice_texts_for_the_map_bottleneck():
-    prof = load("minddata/md_bottleneck_map", "0")
-    advice = {a["id"]: a for a in an.pipeline_advice(prof.minddata_pipeline, prof.op_cpu_utilization)}
-    assert advice["minddata.pipeline.general"]["text"] == \
-        "The MapOp_1 operator in the pipeline may have performance bottlenecks."
-    assert advice["minddata.pipeline.map_op"]["text"].startswith("For operator MapOp_1, you can try to increase")
-    ev = advice["minddata.pipeline.general"]["evidence"]
-    assert ev["usage_rates"]["1"] == pytest.approx(0.00025826446280991736)
-    assert ev["children_usage_rates"]["1"]["2"] == pytest.approx(0.9834710743801653)
-
-
 def test_pipeline_edges_are_the_queue_chart():
     exp = expected("minddata__md_bottleneck_map__device0")["minddata_pipeline"]["queue_chart"]
     edges = an.pipeline_edges(load("minddata/md_bottleneck_map", "0").minddata_pipeline)
@@ -175,6 +124,6 @@ def test_pipeline_edges_are_the_queue_chart():
 
 
 def test_empty_inputs_give_empty_answers():
-    assert an.bottleneck_ops(None).op_ids == [] and an.pipeline_advice(None) == []
+    assert an.bottleneck_ops(None).op_ids == []
     assert an.op_cpu_summary(None).empty
     assert math.isclose(an.HIGH_USAGE, 0.8) and an.EMPTY_QUEUE_THRESHOLD == 0.3

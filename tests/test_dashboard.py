@@ -16,7 +16,9 @@ def test_overview_shows_summary_and_suggestions():
     text = db._panels["Overview"].children[0].value
     assert "322 steps" in text and "205.3809 ms" in text          # MindInsight's average step
     assert "Forward + backward: <b>118.0540 ms</b> (57.48 %)" in text
-    assert prof.summary()["suggestions"] and "Suggestions" in text
+    sugg = db._panels["Overview"].children[1]
+    assert prof.summary()["suggestions"] and sugg is db.suggestions.widget
+    assert "Suggestions" in sugg.children[0].value and "why?" in sugg.children[1].children[0].value
     assert db.views["Step trace"] is not None
 
 

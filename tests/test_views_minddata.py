@@ -158,22 +158,25 @@ def test_cpu_samples_drop_the_interleaved_zero_samples(pynative):
 
 
 def test_verdict_escapes_user_strings():
-    text = V.verdict_html(["<img src=x onerror=alert(1)>_3"],
-                          [{"id": "pipeline.<b>", "text": "Op <script>alert(1)</script> is slow",
-                            "evidence": {"usage": 0.5, "op": "<i>x</i>"}}],
+    from nbprofiler.analysis.advisor import Evidence, Suggestion
+    hostile = Suggestion("minddata.<b>", "minddata.pipeline", "high", "minddata", "Op <script>alert(1)</script> is slow",
+                         (Evidence("usage", "Output queue of <i>x</i>", 0.5, "%", frame="minddata_pipeline",
+                                   op_id=3, op_type="<svg onload=alert(1)>"),))
+    text = V.verdict_html(["<img src=x onerror=alert(1)>_3"], [hostile],
                           {"host_queue": {"steps": 62, "empty_steps": 62, "full_steps": 0}})
-    assert "<script>" not in text and "<img" not in text and "<i>x</i>" not in text
+    assert "<script>" not in text and "<img" not in text and "<i>x</i>" not in text and "<svg" not in text
     assert "&lt;script&gt;" in text and "&lt;img src=x onerror=alert(1)&gt;_3" in text
-    assert "host queue empty at 62/62 steps" in text
+    assert "host queue empty at 62/62 steps" in text and "0.5 %" in text
 
 
 def test_view_on_bottleneck_run_is_standalone_html(bottleneck, tmp_path):
     view = V.MindDataView(bottleneck)
-    assert view.selected_queue == 1                       # MapOp_1's output queue is the flagged one
+    assert view.selected_queue == view.queue == 1         # MapOp_1's output queue is the flagged one
     verdict = view.layout.select_one({"name": "minddata_verdict"}).text
     assert "MapOp_1" in verdict and "62/62" in verdict
     view.select_queue(2)
-    assert view.selected_queue == 2
+    assert view.selected_queue == view.queue == 2
+    assert view.select_op(0) == 1 and view.selected_queue == 1   # the root's queue is its input queue
     with pytest.raises(ValueError):
         view.select_queue(0)                              # the root has no output queue edge
     html_text = file_html(view.layout, INLINE, "minddata")

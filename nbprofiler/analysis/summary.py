@@ -27,8 +27,8 @@ def summarize(prof) -> dict:
         "minddata": _minddata(prof),
         "timeline": _timeline(prof),
     }
-    from .advisor import suggestions
-    out["suggestions"] = suggestions(prof)
+    from .advisor import advise_profile
+    out["suggestions"] = [s.to_dict() for s in advise_profile(prof)]
     out["problems"] = [p.as_dict() for p in prof.problems]
     return _plain(out)
 

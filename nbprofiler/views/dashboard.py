@@ -11,9 +11,11 @@ points count device ticks on another clock, and the UI says so).
 """
 from __future__ import annotations
 
+import dataclasses
 from html import escape
 
 import ipywidgets as W
+import traitlets
 
 from . import theme
 
@@ -82,9 +84,9 @@ def _session_rows(row, ses: dict | None) -> str:
     return out
 
 
-def overview_html(prof, summary: dict) -> str:
+def overview_html(prof, summary: dict, suggestions: bool = True) -> str:
     """The overview tab: run facts, the average step and its stages, top operator types per kind, the
-    MindData digest and the advisor's suggestions. Every value is escaped."""
+    MindData digest and (``suggestions``) the advisor's suggestions. Every value is escaped."""
     def row(k, v):
         return f"<tr><th style='text-align:left;padding:1px 12px 1px 0'>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
 
@@ -112,9 +114,9 @@ def overview_html(prof, summary: dict) -> str:
         parts.append(f"<div><b>Host queue:</b> empty in {hq['empty_steps']} of {hq['steps']} steps, "
                      f"full in {hq['full_steps']}</div>")
     sugg = summary.get("suggestions") or []
-    if sugg:
-        items = "".join(f"<li>{escape(str(s.get('text', '')))}</li>" for s in sugg)
-        parts.append(f"<h4 style='margin:8px 0 2px'>Suggestions</h4><ul style='margin:0'>{items}</ul>")
+    if sugg and suggestions:
+        from .suggestions import suggestions_html
+        parts.append(suggestions_html(sugg))
     if summary.get("problems"):
         items = "".join(f"<li>{escape(str(p.get('file')))}: {escape(str(p.get('error')))}</li>"
                         for p in summary["problems"])
@@ -123,15 +125,21 @@ def overview_html(prof, summary: dict) -> str:
     return "".join(parts)
 
 
-class Dashboard:
+class Dashboard(traitlets.HasTraits):
     """Tabs: overview, step trace, operators, MindData, memory, FLOPs, timeline, linked by the selected
     step (a step clicked in the per-step operator chart selects it too); a range box-selected on the
-    memory curve moves the timeline there.
+    memory curve moves the timeline there; each suggestion of the overview has buttons that open the
+    evidence it cites (`open_target`).
 
     ``.widget`` is the ipywidgets ``Tab``; ``.views`` holds the views built so far by tab name;
-    ``.select(tab_name)`` opens a tab (building its view)."""
+    ``.select(tab_name)`` opens a tab (building its view). Linkable state: ``tab`` (the open tab's name)
+    and ``evidence`` (the last `views.suggestions.Target` opened, as a dict)."""
+
+    tab = traitlets.Unicode("Overview")
+    evidence = traitlets.Dict()
 
     def __init__(self, prof, top_n: int = 20):
+        super().__init__()
         self.prof = prof
         self.top_n = top_n
         self.views: dict[str, object] = {}
@@ -139,12 +147,45 @@ class Dashboard:
         self.link_note = W.HTML("")
         self.summary = prof.summary()
         self._panels = {name: W.VBox([], layout=W.Layout(width="100%")) for name in TABS}
-        self._panels["Overview"].children = [W.HTML(overview_html(prof, self.summary))]
+        from .suggestions import SuggestionsWidget
+        self.suggestions = SuggestionsWidget(self.summary.get("suggestions") or [], on_open=self.open_target)
+        self._panels["Overview"].children = [W.HTML(overview_html(prof, self.summary, suggestions=False)),
+                                             self.suggestions.widget]
         self.widget = W.Tab(children=[self._panels[n] for n in TABS], titles=TABS,
                             layout=W.Layout(width="100%"))
-        self.widget.observe(lambda ch: self._build(TABS[ch["new"]]) if ch["new"] is not None else None,
-                            names="selected_index")
+        self.widget.observe(self._on_tab, names="selected_index")
         self._build("Step trace")
+
+    def _on_tab(self, change):
+        if change["new"] is None:
+            return
+        self.tab = TABS[change["new"]]
+        self._build(self.tab)
+
+    @traitlets.observe("tab")
+    def _tab_changed(self, change):
+        index = TABS.index(change["new"])
+        if self.widget.selected_index != index:
+            self.widget.selected_index = index
+
+    def open_target(self, target) -> None:
+        """Open the place a suggestion cites (a `views.suggestions.Target`): its tab, and there the pipeline
+        queue (MindData), the operator type filter (Operators), the step (Step trace) or the time window
+        (Timeline). A place the view cannot show (no such queue) leaves the tab open and says so."""
+        view = self.select(target.tab)
+        self.evidence = {k: v for k, v in dataclasses.asdict(target).items() if v is not None}
+        if view is None:
+            return
+        if target.queue is not None and hasattr(view, "select_op"):
+            view.select_op(target.queue)
+        if target.op_type is not None and hasattr(view, "set_type_filter"):
+            if target.kind and hasattr(view, "select_kind"):
+                view.select_kind(target.kind)
+            view.set_type_filter(target.op_type)
+        if target.step is not None and target.tab == "Step trace":
+            view.step = int(target.step)
+        if target.window_us is not None and hasattr(view, "set_window"):
+            view.set_window(*target.window_us)
 
     def select(self, tab: str):
         """Open ``tab`` (one of `TABS`), building its view if needed; returns the view (or None)."""

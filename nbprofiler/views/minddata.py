@@ -11,7 +11,7 @@ report (click a queue in the graph -> its size over time) is CustomJS over data 
 - `pipeline_panel(pipeline_df, queues_df, bottleneck_ids=())`: the three above, linked by a click.
 - `queue_figure(host_queue_df, device_queue_df=None)`: host and device queue size per step.
 - `cpu_figure(cpu_df, op_cpu_df=None, pipeline_df=None)`: CPU utilisation over time.
-- `verdict_html(advice)`: the bottleneck verdict, the rule that produced it and the suggestion.
+- `verdict_html(labels, suggestions)`: the bottleneck verdict and the advisor's MindData suggestions.
 - `MindDataView(prof_or_frames)`: all of it as one ipywidgets widget.
 
 Names of the Bokeh models tests look for: ``minddata_graph``, ``minddata_edges_src`` (one row per
@@ -25,6 +25,7 @@ from collections import deque
 
 import numpy as np
 import pandas as pd
+import traitlets
 from bokeh.layouts import column, row
 from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, DataTable, Div, HoverTool, LinearColorMapper,
                           Range1d, TableColumn, TapTool)
@@ -459,22 +460,23 @@ def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = Non
 
 
 # -- verdict ----------------------------------------------------------------------------------------
-def verdict_html(bottleneck_labels: list[str], advice: list[dict], queue_summary: dict | None = None,
+def verdict_html(bottleneck_labels: list[str], suggestions, queue_summary: dict | None = None,
                  consumer_bound: bool = False) -> str:
     """The bottleneck verdict as an HTML fragment (every user string escaped).
 
-    ``bottleneck_labels``: display names of the ops the pipeline rule flagged (``MapOp_1``); ``advice``:
-    suggestions ``{"id", "text", "evidence"}`` from `nbprofiler.analysis.minddata.pipeline_advice` (the
-    ``id`` names the rule that fired, the evidence its numbers); ``queue_summary``: the host/device queue
-    counts of `queue_summary`.
+    ``bottleneck_labels``: display names of the ops MindInsight's pipeline rule flagged (``MapOp_1``);
+    ``suggestions``: the advisor's MindData suggestions (`nbprofiler.analysis.advisor`), drawn by the one
+    suggestion renderer (`nbprofiler.views.suggestions`) with their evidence behind "why?";
+    ``queue_summary``: the host/device queue counts of `queue_summary`.
     """
+    from .suggestions import suggestions_html
     esc = html.escape
     parts = [f'<div style="{theme.PANEL_CSS}">']
     if bottleneck_labels:
         parts.append("<b>Bottleneck:</b> " + ", ".join(f"<code>{esc(lbl)}</code>" for lbl in bottleneck_labels)
-                     + " (MindInsight's pipeline rule, FORMATS.md 5.5: a queue usage drop of more than 10 "
-                     "points from an op's input to its output queue, or a source op whose output queue is "
-                     "below 60 % usage)")
+                     + " <span style=\"" + theme.MUTED_CSS + "\">(MindInsight's pipeline rule: an op whose input "
+                     "queue is fuller than its output queue by more than 10 points, or a source op whose output "
+                     "queue is below 60 % full)</span>")
     elif consumer_bound:
         parts.append("<b>No pipeline bottleneck:</b> every queue is at least 80 % full, so the training step "
                      "consumes data slower than the pipeline produces it; look at the step's compute instead.")
@@ -490,25 +492,10 @@ def verdict_html(bottleneck_labels: list[str], advice: list[dict], queue_summary
         counts.append(f"device queue empty at {int(dq['empty_steps'])}/{int(dq['steps'])} GetNext calls")
     if counts:
         parts.append(f'<div style="{theme.MUTED_CSS}">' + esc("; ".join(counts)) + "</div>")
-    if advice:
-        parts.append("<ul style='margin:4px 0 0 0; padding-left: 18px'>")
-        for a in advice:
-            evidence = a.get("evidence") or {}
-            ev = ", ".join(f"{k}={_fmt(v)}" for k, v in evidence.items())
-            parts.append(f"<li>{esc(str(a.get('text', '')))}"
-                         f"<div style=\"{theme.MUTED_CSS} font-size: 11px\">rule <code>{esc(str(a.get('id', '')))}"
-                         f"</code>{(': ' + esc(ev)) if ev else ''}</div></li>")
-        parts.append("</ul>")
+    if suggestions:
+        parts.append(suggestions_html(suggestions, title=None))
     parts.append("</div>")
     return "".join(parts)
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    return str(v)
 
 
 # -- widget -----------------------------------------------------------------------------------------
@@ -525,18 +512,18 @@ def _frames_of(prof_or_frames) -> dict:
 def minddata_analysis(frames: dict) -> dict:
     """The analysis results the MindData view shows, computed by `nbprofiler.analysis.minddata`:
     ``bottleneck_ids`` (list of int, MindInsight's pipeline rule, root excluded), ``consumer_bound``
-    (bool: every queue nearly full, the training step is the slow side), ``advice`` (suggestion dicts
-    of `pipeline_advice`, each naming its rule), ``queue_summary`` (host/device queue counts)."""
+    (bool: every queue nearly full, the training step is the slow side), ``advice`` (the advisor's
+    MindData suggestions: `nbprofiler.analysis.advisor.advise` on these frames, the same the summary and the
+    overview show), ``queue_summary`` (host/device queue counts)."""
     from ..analysis import minddata as md
+    from ..analysis.advisor import advise
     pipeline = frames.get("minddata_pipeline")
     out = {"bottleneck_ids": [], "consumer_bound": False, "advice": [], "queue_summary": {}}
     if pipeline is not None and len(pipeline):
         b = md.bottleneck_ops(pipeline)
         out["bottleneck_ids"] = [int(i) for i in b.op_ids]
         out["consumer_bound"] = bool(b.consumer_bound)
-        out["advice"] = list(md.pipeline_advice(pipeline, frames.get("op_cpu_utilization"),
-                                                host_queue=frames.get("host_queue"),
-                                                queues=frames.get("minddata_queues")))
+    out["advice"] = [s for s in advise(**{k: frames.get(k) for k in _FRAMES}) if s.area == "minddata"]
     out["queue_summary"] = md.queue_summary(frames.get("host_queue"), frames.get("device_queue")) or {}
     return out
 
@@ -563,38 +550,80 @@ def minddata_layout(frames: dict):
     return theme.themed(column(*parts, sizing_mode="stretch_width", name="minddata_layout"))
 
 
-class MindDataView:
+class MindDataView(traitlets.HasTraits):
     """The MindData page in a notebook: verdict, pipeline graph (click a queue to see its size over
     time), host/device queues per step, CPU utilisation.
 
     ``prof_or_frames``: a `Profile` or a dict of its frames by property name (``minddata_pipeline``,
     ``minddata_queues``, ``host_queue``, ``device_queue``, ``cpu_utilization``, ``op_cpu_utilization``).
     ``.widget`` is an ipywidgets widget (jupyter_bokeh ``BokehModel`` inside a VBox); ``.layout`` the Bokeh
-    layout; ``.display()`` shows it.
+    layout; ``.display()`` shows it. Linkable state: ``queue`` (op_id whose output queue is selected in the
+    graph, None for none; a click in the graph sets it too).
     """
 
+    queue = traitlets.Int(None, allow_none=True)
+
     def __init__(self, prof_or_frames):
+        super().__init__()
         import ipywidgets as W
         from jupyter_bokeh import BokehModel
         self.frames = _frames_of(prof_or_frames)
         self.layout = minddata_layout(self.frames)
         self.widget = W.VBox([BokehModel(self.layout)], layout=W.Layout(width="100%"))
+        edges = self._edges()
+        if edges is not None:
+            self.set_trait("queue", self.selected_queue)   # the graph starts on the flagged queue
+            edges.selected.on_change("indices", lambda attr, old, new: self._on_js_select())
+
+    def _edges(self):
+        return self.layout.select_one({"name": "minddata_edges_src"})
+
+    def _queue_ids(self) -> list[int]:
+        edges = self._edges()
+        return [int(i) for i in edges.data["op_id"]] if edges is not None else []
+
+    def _on_js_select(self):
+        if self.selected_queue != self.queue:
+            self.queue = self.selected_queue
 
     @property
     def selected_queue(self) -> int | None:
         """op_id whose output queue is selected in the graph (None when nothing is selected)."""
-        edges = self.layout.select_one({"name": "minddata_edges_src"})
+        edges = self._edges()
         if edges is None or not edges.selected.indices:
             return None
         return int(edges.data["op_id"][edges.selected.indices[0]])
 
     def select_queue(self, op_id: int) -> None:
         """Select the output queue of ``op_id`` (as a click in the graph does)."""
-        edges = self.layout.select_one({"name": "minddata_edges_src"})
-        ids = list(edges.data["op_id"]) if edges is not None else []
+        ids = self._queue_ids()
         if int(op_id) not in ids:
             raise ValueError(f"op {op_id} has no output queue in the pipeline graph; queues: {ids}")
-        edges.selected.indices = [ids.index(int(op_id))]
+        self.queue = int(op_id)
+
+    def select_op(self, op_id: int) -> int | None:
+        """Select the queue that shows ``op_id`` best: its output queue, else (the root op) its input queue.
+        Returns the op_id whose queue is selected (None when the pipeline draws no queue for it)."""
+        ids = self._queue_ids()
+        pipeline = self.frames.get("minddata_pipeline")
+        candidates = [int(op_id)]
+        if pipeline is not None and len(pipeline):
+            row = pipeline[pipeline["op_id"] == int(op_id)]
+            if len(row):
+                candidates += [int(c) for c in (row["children_ids"].iloc[0] or [])]
+        hit = next((c for c in candidates if c in ids), None)
+        if hit is not None:
+            self.queue = hit
+        return hit
+
+    @traitlets.observe("queue")
+    def _on_queue(self, change):
+        edges = self._edges()
+        if edges is None:
+            return
+        want = [] if change["new"] is None else [self._queue_ids().index(int(change["new"]))]
+        if list(edges.selected.indices) != want:
+            edges.selected.indices = want
 
     def display(self):
         from IPython.display import display

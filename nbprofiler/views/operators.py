@@ -292,6 +292,15 @@ class OperatorsView(traitlets.HasTraits):
         self._model(f"op_table_src_{kind}").data = _table_data(rows)
         self._model(f"op_count_{kind}").text = f"{len(rows)} of {len(self._kind_ops(kind))} operators"
 
+    def select_kind(self, kind: str) -> None:
+        """Show the tab of device kind ``kind`` (``ai_core``, ``cpu``, ...)."""
+        if kind not in self.kinds:
+            raise ValueError(f"no {kind!r} operators here; kinds: {self.kinds}")
+        self.kind = kind
+        tabs = self._model("operators_tabs")
+        if tabs is not None:
+            tabs.active = self.kinds.index(kind)
+
     def set_type_filter(self, op_type: str | None):
         """Show only operators of ``op_type`` in the current tab's table (None or "" = all types)."""
         self.type_filter = op_type or ALL_TYPES

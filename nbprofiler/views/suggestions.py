@@ -1,0 +1,214 @@
+"""The one renderer of the advisor's suggestions, used by the dashboard's overview, the MindData view and
+the report, so a suggestion reads the same everywhere.
+
+- `suggestion_html(s)`: one suggestion as an HTML fragment: a severity mark, the advice, and a "why?"
+  toggle (``<details>``) with the rule, each measured value with its human label, unit and threshold
+  ("Host queue empty: 100 % — 62 of 62 steps; threshold > 30 %"), where the number comes from, and the
+  findings of other rules folded into it.
+- `suggestions_html(suggestions)`: the list (duplicates by id dropped), for static pages.
+- `evidence_targets(s)`: the places a suggestion cites, as `Target`s a view can open (tab, queue, operator
+  type filter, step, time window).
+- `SuggestionsWidget(suggestions, on_open)`: the list as ipywidgets, each suggestion with a button per
+  target; a click calls ``on_open(target)`` (the dashboard opens the tab and sets its state).
+
+Every string from the data (operator names, op types, texts built from them) is escaped with
+`html.escape`. Suggestions come as `nbprofiler.analysis.advisor.Suggestion` or as the summary's dicts.
+"""
+from __future__ import annotations
+
+import dataclasses
+from html import escape
+
+from ..analysis.advisor import RULES_BY_ID, Evidence, Suggestion, format_number, format_us
+from . import theme
+
+SEVERITY_STYLE = {"high": ("#d62728", "high"), "medium": ("#E69F00", "medium"), "info": ("#0072B2", "info")}
+
+# Which dashboard tab shows a frame (the frames the advisor's evidence cites).
+FRAME_TABS = {"step_trace": "Step trace", "step_windows": "Timeline", "op_types": "Operators", "ops": "Operators",
+              "minddata_pipeline": "MindData", "minddata_queues": "MindData", "host_queue": "MindData",
+              "device_queue": "MindData", "cpu_utilization": "MindData", "op_cpu_utilization": "MindData",
+              "timeline": "Timeline"}
+
+
+def as_suggestion(s) -> Suggestion:
+    return s if isinstance(s, Suggestion) else Suggestion.from_dict(s)
+
+
+# -- numbers as a person reads them -----------------------------------------------------------------
+def format_value(value, unit: str) -> str:
+    """``value`` in ``unit`` for reading: "31.25 %", "148.5 ms", "20.66 ms" (from us), "yes"."""
+    if unit == "bool" or isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if unit == "us":
+        return format_us(value)
+    if unit == "ms":
+        return format_us(float(value) * 1000)
+    if unit == "x":
+        return f"{format_number(float(value), 1)}×"
+    return f"{format_number(value)} {unit}".rstrip()
+
+
+def evidence_text(e: Evidence) -> str:
+    """One line of plain text: label, value, the count behind it, the threshold."""
+    extra = [e.detail] if e.detail else []
+    if e.threshold is not None:
+        extra.append(f"threshold {e.compare or ''} {format_value(e.threshold, e.unit)}".replace("  ", " "))
+    return f"{e.label}: {format_value(e.value, e.unit)}" + (f" ({'; '.join(extra)})" if extra else "")
+
+
+def source_text(e: Evidence) -> str:
+    """Where the number lives: the Profile frame and column, the steps, the time window, the queue."""
+    parts = []
+    if e.frame:
+        parts.append(f"prof.{e.frame}" + (f"[{e.column}]" if e.column else ""))
+    if e.steps:
+        a, b = e.steps
+        parts.append(f"step {a}" if a == b else f"steps {a}–{b}")
+    if e.window_us:
+        t0, t1 = e.window_us
+        parts.append(f"timeline {t0 / 1000:,.3f}–{t1 / 1000:,.3f} ms")
+    if e.op_id is not None:
+        parts.append(f"pipeline op {e.op_type}_{e.op_id}" if e.op_type else f"pipeline op {e.op_id}")
+    elif e.op_type:
+        parts.append(f"{theme.kind_label(e.kind) if e.kind else ''} type {e.op_type}".strip())
+    return ", ".join(parts)
+
+
+# -- where a suggestion points ----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A place in the dashboard: ``tab``, and what to set there: ``queue`` (pipeline op id whose output queue
+    to select), ``kind``/``op_type`` (operator table filter), ``step``, ``window_us`` (timeline window)."""
+
+    tab: str
+    label: str
+    queue: int | None = None
+    kind: str | None = None
+    op_type: str | None = None
+    step: int | None = None
+    window_us: tuple[float, float] | None = None
+
+
+def evidence_target(e: Evidence) -> Target | None:
+    """Where ``e`` can be seen: its time window on the timeline, its queue in the MindData graph, its
+    operator type in the operator table, its step in the step trace, else its frame's tab."""
+    if e.window_us:
+        step = e.steps[0] if e.steps and e.steps[0] == e.steps[1] else None
+        return Target("Timeline", f"Timeline: step {step}" if step is not None else "Timeline: window",
+                      step=step, window_us=tuple(e.window_us))
+    if e.op_id is not None and e.frame in ("minddata_pipeline", "minddata_queues", "op_cpu_utilization"):
+        return Target("MindData", f"MindData: {e.op_type}_{e.op_id}" if e.op_type else f"MindData: op {e.op_id}",
+                      queue=int(e.op_id))
+    if e.op_type and e.frame in ("op_types", "ops"):
+        return Target("Operators", f"Operators: {e.op_type}", kind=e.kind, op_type=e.op_type)
+    tab = FRAME_TABS.get(e.frame or "")
+    if tab is None:
+        return None
+    if tab == "Step trace" and e.steps and e.steps[0] == e.steps[1]:
+        return Target(tab, f"Step trace: step {e.steps[0]}", step=e.steps[0])
+    return Target(tab, tab)
+
+
+def evidence_targets(s, limit: int = 2) -> list[Target]:
+    """The distinct places the suggestion's evidence cites, in evidence order (at most ``limit``); a bare
+    tab is left out when a more precise place in the same tab is cited."""
+    found: list[Target] = []
+    for e in as_suggestion(s).evidence:
+        t = evidence_target(e)
+        if t is not None and all(o.label != t.label for o in found):
+            found.append(t)
+    precise = {t.tab for t in found if t.label != t.tab}
+    return [t for t in found if t.label != t.tab or t.tab not in precise][:limit]
+
+
+# -- HTML -------------------------------------------------------------------------------------------
+def _evidence_items(s: Suggestion) -> str:
+    rows = []
+    for e in s.evidence:
+        src = source_text(e)
+        rows.append(f"<li data-evidence='{escape(e.key, quote=True)}'>{escape(evidence_text(e))}"
+                    + (f" <span style=\"{theme.MUTED_CSS}font-size:11px\">— {escape(src)}</span>" if src else "")
+                    + "</li>")
+    return f"<ul style='margin:2px 0 2px 0;padding-left:18px'>{''.join(rows)}</ul>"
+
+
+def _why(s: Suggestion) -> str:
+    rule = RULES_BY_ID.get(s.rule)
+    head = (f"<div><b>Rule:</b> {escape(rule.title)} <span style=\"{theme.MUTED_CSS}\">({escape(rule.origin)})"
+            f"</span></div>") if rule else ""
+    parts = [head, _evidence_items(s)]
+    for a in s.also:
+        other = RULES_BY_ID.get(a.rule)
+        parts.append(f"<div style='margin-top:4px'><b>Also found</b>"
+                     + (f" by {escape(other.origin)}" if other else "") + f": {escape(a.text)}</div>"
+                     + _evidence_items(a))
+    return (f"<details class='nbprofiler-why' style='margin:2px 0 0 0'><summary style='cursor:pointer;"
+            f"{theme.MUTED_CSS}font-size:12px'>why?</summary><div style='font-size:12px;padding:2px 0 4px 14px'>"
+            f"{''.join(parts)}</div></details>")
+
+
+def suggestion_html(s) -> str:
+    """One suggestion: severity, the advice, and its evidence behind a "why?" toggle. All escaped."""
+    s = as_suggestion(s)
+    color, word = SEVERITY_STYLE.get(s.severity, ("#777", s.severity))
+    return (f"<div class='nbprofiler-suggestion' data-suggestion-id='{escape(s.id, quote=True)}' "
+            f"style='margin:4px 0'><span title='{escape(word, quote=True)}' style='display:inline-block;"
+            f"min-width:52px;font-size:11px;font-weight:600;color:{color}'>● {escape(word)}</span> "
+            f"{escape(s.text)}{_why(s)}</div>")
+
+
+def unique(suggestions) -> list[Suggestion]:
+    """The suggestions with repeats (same id, or the same text) dropped, order kept."""
+    out, seen = [], set()
+    for s in map(as_suggestion, suggestions or []):
+        if s.id in seen or s.text in seen:
+            continue
+        seen.update((s.id, s.text))
+        out.append(s)
+    return out
+
+
+def suggestions_html(suggestions, title: str | None = "Suggestions", empty: str = "None.") -> str:
+    """The suggestions as one HTML panel (static pages: the report, the MindData layout)."""
+    items = unique(suggestions)
+    body = "".join(suggestion_html(s) for s in items) if items else f"<p>{escape(empty)}</p>"
+    head = f"<h3 style='margin:8px 0 2px'>{escape(title)}</h3>" if title else ""
+    return f"<div class='nbprofiler-suggestions'>{head}{body}</div>"
+
+
+# -- widget -----------------------------------------------------------------------------------------
+class SuggestionsWidget:
+    """The suggestions as ipywidgets: each one's HTML, then one button per place it cites; a click calls
+    ``on_open(target)`` with the `Target`. ``.widget`` is the VBox; ``.buttons`` maps suggestion id to its
+    buttons (for tests and programmatic clicks)."""
+
+    def __init__(self, suggestions, on_open=None, title: str = "Suggestions"):
+        import ipywidgets as W
+        self.suggestions = unique(suggestions)
+        self.on_open = on_open
+        self.buttons: dict[str, list] = {}
+        rows = [W.HTML(f"<h4 style='margin:8px 0 2px'>{escape(title)}</h4>")] if title else []
+        for s in self.suggestions:
+            buttons = []
+            for t in evidence_targets(s) if on_open else []:
+                b = W.Button(description=f"Show {t.label}", tooltip=f"Open {t.label}", icon="arrow-right",
+                             layout=W.Layout(width="auto", height="24px"))
+                b.add_class("nbprofiler-evidence-link")
+                b.add_class(f"nbprofiler-open-{_css_id(s.id)}")
+                b.on_click(lambda _b, t=t: self.on_open(t))
+                buttons.append(b)
+            self.buttons[s.id] = buttons
+            box = W.VBox([W.HTML(suggestion_html(s)), W.HBox(buttons, layout=W.Layout(margin="0 0 0 58px"))],
+                         layout=W.Layout(width="100%"))
+            rows.append(box)
+        if not self.suggestions:
+            rows.append(W.HTML("<p>None.</p>"))
+        self.widget = W.VBox(rows, layout=W.Layout(width="100%"))
+
+
+def _css_id(text: str) -> str:
+    """A suggestion id as a CSS class fragment (ids hold dots)."""
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text)

@@ -1,0 +1,148 @@
+"""One suggestion, one evidence, everywhere: the summary JSON, the dashboard's overview, the MindData view
+and the report show the advisor's suggestions with the same numbers, drawn by one renderer; evidence buttons
+open the place they cite."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from nbprofiler.analysis.advisor import Evidence, Suggestion, advise_profile
+from nbprofiler.views import suggestions as S
+
+from .conftest import DATA, load_quietly
+
+_cache: dict = {}
+
+
+def _prof(rel, device=None):
+    if (rel, device) not in _cache:
+        _cache[rel, device] = load_quietly(rel, device=device)
+    return _cache[rel, device]
+
+
+def _blocks(html_text: str) -> dict[str, str]:
+    """Each rendered suggestion's HTML by its data-suggestion-id."""
+    starts = [(m.start(), m.group(1)) for m in re.finditer(r"data-suggestion-id='([^']*)'", html_text)]
+    return {sid: html_text[a:(starts[i + 1][0] if i + 1 < len(starts) else len(html_text))]
+            for i, (a, sid) in enumerate(starts)}
+
+
+def test_same_suggestions_and_evidence_in_summary_overview_minddata_view_and_report(tmp_path):
+    from nbprofiler.report import report_layout
+    from nbprofiler.views.dashboard import Dashboard
+    from nbprofiler.views.minddata import MindDataView
+    prof = _prof("minddata/md_bottleneck_map")
+    cli = subprocess.run([sys.executable, "-m", "nbprofiler.cli", "summary", str(DATA / "minddata/md_bottleneck_map"),
+                          "--json"], capture_output=True, text=True, timeout=300)
+    summary = json.loads(cli.stdout)["suggestions"]
+    assert [s.to_dict() for s in advise_profile(prof)] == summary
+    by_id = {s["id"]: s for s in summary}
+    assert list(by_id) == ["minddata.host_queue_empty", "minddata.pipeline", "minddata.bottleneck", "minddata.cpu_busy"]
+    assert by_id["minddata.host_queue_empty"]["evidence"]["empty_pct"] == {
+        "label": "Host queue empty", "value": 100.0, "unit": "%", "threshold": 30.0, "compare": ">",
+        "detail": "62 of 62 steps", "source": {"frame": "host_queue", "column": "size", "steps": [1, 62]}}
+
+    overview = "".join(w.children[0].value for w in Dashboard(prof).suggestions.widget.children[1:])
+    view = MindDataView(prof)
+    minddata_page = view.layout.select_one({"name": "minddata_verdict"}).text
+    report = report_layout(prof).select_one({"name": "report_suggestions"}).text
+    faces = {"overview": _blocks(overview), "minddata": _blocks(minddata_page), "report": _blocks(report)}
+    assert list(faces["overview"]) == list(faces["report"]) == list(by_id)
+    assert list(faces["minddata"]) == [i for i, s in by_id.items() if s["area"] == "minddata"]
+    for sid, s in by_id.items():
+        want = S.suggestion_html(s)
+        want = want[want.index("data-suggestion-id"):]
+        for face, blocks in faces.items():
+            if sid in blocks:
+                assert blocks[sid].startswith(want), (face, sid)
+    pipe = faces["overview"]["minddata.pipeline"]
+    assert "Output queue usage of MapOp_1: 0.03 %" in pipe
+    assert "Input queue usage of MapOp_1 (output of GeneratorOp_2): 98.35 %" in pipe
+    assert "Input minus output queue usage of MapOp_1: 98.32 points (threshold &gt; 10 points)" in pipe
+    assert "<b>Also found</b> by MindSpore 2.x dataset summary: Map(id=1)&#x27;s input queue usage=98.38%" in pipe
+
+
+@pytest.mark.parametrize("rel,device", [("minddata/md_bottleneck_map", None), ("legacy/run_2_lenet", None),
+                                        ("mindspore2/lenet_pynative", None), ("npu/cluster_8rank", "0")])
+def test_rendered_suggestions_read_like_a_tool(rel, device):
+    sugg = advise_profile(_prof(rel, device))
+    html_text = S.suggestions_html(sugg)
+    assert "FORMATS" not in html_text and "{" not in html_text and "': " not in html_text   # no dict dumps
+    assert html_text.count("<details class='nbprofiler-why'") == len(sugg) == len({s.text for s in sugg})
+    assert not re.search(r"\d\.\d{3,}%", html_text.replace("<", " <"))   # no 31.2500% style numbers
+    for s in sugg:
+        for e in s.evidence:
+            assert S.evidence_text(e) in html_text.replace("&gt;", ">").replace("&lt;", "<").replace("&#x27;", "'")
+
+
+def test_evidence_lines_have_human_labels_units_and_thresholds():
+    e = Evidence("empty", "Queue empty", 31.25, "%", 10.0, ">", detail="5 of 16 samples", frame="minddata_queues",
+                 column="size", op_id=2, op_type="MapOp")
+    assert S.evidence_text(e) == "Queue empty: 31.25 % (5 of 16 samples; threshold > 10 %)"
+    assert S.source_text(e) == "prof.minddata_queues[size], pipeline op MapOp_2"
+    assert S.format_value(148.548, "ms") == "148.5 ms" and S.format_value(35_924_200.0, "us") == "35.92 s"
+    assert S.format_value(True, "bool") == "yes" and S.format_value(62, "steps") == "62 steps"
+
+
+def test_hostile_operator_names_are_escaped():
+    bad = "<img src=x onerror=alert(1)>"
+    s = Suggestion("operators.cpu.top_type", "operators.top_type", "medium", "operators", f"{bad} takes 50%",
+                   (Evidence("percent", f"{bad}: share", 50.0, "%", 20.0, ">=", frame="op_types", op_type=bad,
+                             kind="cpu"),))
+    text = S.suggestion_html(s) + S.suggestions_html([s.to_dict()])
+    assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert S.evidence_targets(s)[0] == S.Target("Operators", f"Operators: {bad}", kind="cpu", op_type=bad)
+    widget = S.SuggestionsWidget([s], on_open=lambda t: None)
+    assert widget.buttons[s.id][0].description == f"Show Operators: {bad}"   # a button label is text, not HTML
+
+
+def test_repeated_suggestions_are_shown_once():
+    s = advise_profile(_prof("minddata/md_bottleneck_map"))
+    assert S.suggestions_html(s + s).count("nbprofiler-suggestion'") == len(s)
+
+
+def test_evidence_buttons_open_the_place_they_cite():
+    from nbprofiler.views.dashboard import Dashboard
+    db = Dashboard(_prof("minddata/md_bottleneck_map"))
+    targets = {sid: [t.label for t in S.evidence_targets(s)] for sid, s in
+               ((s.id, s) for s in db.suggestions.suggestions)}
+    assert targets["minddata.pipeline"] == ["MindData: MapOp_1", "MindData: GeneratorOp_2"]
+    db.suggestions.buttons["minddata.pipeline"][1].click()
+    view = db.views["MindData"]
+    assert db.tab == "MindData" and db.widget.selected_index == 3
+    assert view.queue == view.selected_queue == 2 and db.evidence["queue"] == 2
+    db.suggestions.buttons["minddata.bottleneck"][0].click()          # Batch(id=0) is the root: its input queue
+    assert view.queue == 1
+
+    db = Dashboard(_prof("legacy/run_1_widedeep"))
+    top = db.suggestions.buttons["operators.ai_core.top_type"][0]
+    assert top.description == "Show Operators: MatMul"
+    top.click()
+    ops = db.views["Operators"]
+    assert db.tab == "Operators" and ops.kind == "ai_core" and ops.type_filter == "MatMul"
+    assert set(ops.visible_ops()["op_type"]) == {"MatMul"}
+
+
+def test_step_evidence_opens_the_step_window_on_the_timeline():
+    from nbprofiler.views.dashboard import Dashboard, step_window_us
+    prof = _prof("legacy/run_1_widedeep")
+    e = {s.id: s for s in advise_profile(prof)}["step_trace.dominant.fp_and_bp"].get("longest_stage_ms")
+    assert e.steps[0] == e.steps[1] == int(prof.step_trace.loc[prof.step_trace["fp_and_bp_ms"].idxmax(), "step"])
+    assert tuple(e.window_us) == step_window_us(prof, e.steps[0])
+    db = Dashboard(prof)
+    db.open_target(S.evidence_target(e))
+    tl = db.views["Timeline"]
+    assert db.tab == "Timeline" and (tl.x_range.start, tl.x_range.end) == pytest.approx(e.window_us)
+    assert db.evidence["window_us"] == pytest.approx(e.window_us)
+
+
+def test_a_stage_named_by_two_rules_is_one_suggestion():
+    """cann_prof_2dev: the step interval is both over MindInsight's 0.5 ms and the dominant stage; one
+    suggestion says it, the dominant-stage finding is folded into it."""
+    sugg = {s.id: s for s in advise_profile(_prof("npu/cann_prof_2dev", "0"))}
+    assert "step_trace.dominant.iteration_interval" not in sugg
+    assert [a.id for a in sugg["step_trace.iteration_interval"].also] == ["step_trace.dominant.iteration_interval"]
