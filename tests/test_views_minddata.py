@@ -159,7 +159,8 @@ def test_cpu_samples_drop_the_interleaved_zero_samples(pynative):
 
 def test_verdict_escapes_user_strings():
     from nbprofiler.analysis.advisor import Evidence, Suggestion
-    hostile = Suggestion("minddata.<b>", "minddata.pipeline", "high", "minddata", "Op <script>alert(1)</script> is slow",
+    hostile = Suggestion("minddata.<b>", "minddata.pipeline", "high", "minddata",
+                         "Op <script>alert(1)</script> is slow",
                          (Evidence("usage", "Output queue of <i>x</i>", 0.5, "%", frame="minddata_pipeline",
                                    op_id=3, op_type="<svg onload=alert(1)>"),))
     text = V.verdict_html(["<img src=x onerror=alert(1)>_3"], [hostile],

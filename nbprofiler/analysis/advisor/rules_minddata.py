@@ -121,7 +121,8 @@ def pipeline_bottleneck(rule: Rule, ctx: Context):
         children = [int(c) for c in (rows.at[op, "children_ids"] or [])]
         if children:
             ev.append(Evidence(f"op{op}_usage_pct", f"Output queue usage of {label[op]}", usage[op] * 100, "%",
-                               frame="minddata_pipeline", column="output_queue_usage_rate", op_id=op, op_type=types[op]))
+                               frame="minddata_pipeline", column="output_queue_usage_rate",
+                               op_id=op, op_type=types[op]))
             for c in children:
                 if c in usage and (usage[c] - usage[op]) * 100 > margin:
                     ev.append(Evidence(f"op{c}_usage_pct", f"Input queue usage of {label[op]} (output of {label[c]})",
@@ -129,10 +130,12 @@ def pipeline_bottleneck(rule: Rule, ctx: Context):
                                        column="output_queue_usage_rate", op_id=c, op_type=types[c]))
                     ev.append(Evidence(f"op{op}_input{c}_drop_pct", f"Input minus output queue usage of {label[op]}",
                                        (usage[c] - usage[op]) * 100, "points", margin, ">",
-                                       frame="minddata_pipeline", column="output_queue_usage_rate", op_id=op, op_type=types[op]))
+                                       frame="minddata_pipeline", column="output_queue_usage_rate",
+                                       op_id=op, op_type=types[op]))
         else:
             ev.append(Evidence(f"op{op}_usage_pct", f"Output queue usage of source op {label[op]}", usage[op] * 100,
-                               "%", low, "<", frame="minddata_pipeline", column="output_queue_usage_rate", op_id=op, op_type=types[op]))
+                               "%", low, "<", frame="minddata_pipeline", column="output_queue_usage_rate",
+                               op_id=op, op_type=types[op]))
     hq = ctx.queue_summary.get("host_queue")
     if hq and hq.get("steps"):
         limit = md.EMPTY_QUEUE_THRESHOLD * 100
@@ -298,7 +301,8 @@ def pipeline_verdict(rule: Rule, ctx: Context):
                 if not in_q < in_min:
                     ev.append(Evidence(f"op{i}_out_minus_in_pct", f"Output minus input queue usage of {lbl}",
                                        round(out_q - in_q, 2), "points", diff_max, ">", frame="minddata_pipeline",
-                                       column="output_queue_average_size / output_queue_length", op_id=i, op_type=ms.types[i]))
+                                       column="output_queue_average_size / output_queue_length", 
+                                       op_id=i, op_type=ms.types[i]))
                 verdict = (f"{lbl} has low CPU utilization per worker of {per_worker}% and abnormal queue usage. "
                            "Try increasing prefetch_size.", ev, i)
     if verdict is not None:
