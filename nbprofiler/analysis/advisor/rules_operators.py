@@ -12,6 +12,8 @@ def top_type(rule: Rule, ctx: Context):
         return
     limit = rule.thresholds["share_pct"]
     for kind, g in ctx.op_types.groupby("kind", sort=False):
+        if kind == "communication":
+            continue  # collectives are not operators to optimise one by one: the step-trace rules cover them
         g = g.sort_values("total_time_us", ascending=False, kind="stable")
         top = g.iloc[0]
         share, op_type = float(top["percent"]), str(top["op_type"])
