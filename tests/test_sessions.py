@@ -144,3 +144,10 @@ def test_dynamic_profiling_windows_with_the_same_folder_name_get_distinct_keys(t
     cluster = load_quietly(tmp_path)
     assert cluster.ranks == ["0", f"0@rank0_start6_stop9/{LENET.name}"]
     assert load_quietly(tmp_path, device=cluster.ranks[1]).root.parent.name == "rank0_start6_stop9"
+
+
+def test_the_notebook_summary_names_the_session_and_the_others(two_sessions):
+    from nbprofiler.views.repr import profile_facts
+    root, later = two_sessions
+    facts = dict(profile_facts(load_quietly(root, device=later)))
+    assert facts["device"] == later and facts["other sessions"].startswith("0 (open one with")

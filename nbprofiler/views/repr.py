@@ -26,10 +26,13 @@ def _files_by_role(prof) -> str:
 
 def profile_facts(prof) -> list[tuple[str, str]]:
     """(label, value) pairs of the compact summary, all plain strings (escaped when rendered)."""
-    facts = [("generation", prof.generation), ("device", prof.device),
+    facts = [("generation", prof.generation), ("device", getattr(prof, "key", prof.device)),
              ("devices found", ", ".join(map(str, prof.devices_found))), ("folder", str(prof.root))]
     if prof.session:
         facts.append(("session", prof.session))
+    others = getattr(prof, "other_sessions", [])
+    if others:
+        facts.append(("other sessions", f"{', '.join(others)} (open one with nbprofiler.load(path, device=KEY))"))
     facts.append(("files", _files_by_role(prof)))
     steps = prof.step_trace
     if len(steps):
