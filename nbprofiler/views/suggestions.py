@@ -155,8 +155,8 @@ def suggestion_html(s) -> str:
     s = as_suggestion(s)
     color, word = SEVERITY_STYLE.get(s.severity, ("#777", s.severity))
     return (f"<div class='nbprofiler-suggestion' data-suggestion-id='{escape(s.id, quote=True)}' "
-            f"style='margin:4px 0'><span title='{escape(word, quote=True)}' style='display:inline-block;"
-            f"min-width:52px;font-size:11px;font-weight:600;color:{color}'>● {escape(word)}</span> "
+            f"style='margin:4px 0;line-height:1.45'><span title='{escape(word, quote=True)}' "
+            f"style='display:inline-block;min-width:64px;font-size:11px;font-weight:600;color:{color}'>● {escape(word)}</span> "
             f"{escape(s.text)}{_why(s)}</div>")
 
 
@@ -201,7 +201,7 @@ class SuggestionsWidget:
                 b.on_click(lambda _b, t=t: self.on_open(t))
                 buttons.append(b)
             self.buttons[s.id] = buttons
-            box = W.VBox([W.HTML(suggestion_html(s)), W.HBox(buttons, layout=W.Layout(margin="0 0 0 58px"))],
+            box = W.VBox([W.HTML(suggestion_html(s)), W.HBox(buttons, layout=W.Layout(margin="0 0 0 64px"))],
                          layout=W.Layout(width="100%"))
             rows.append(box)
         if not self.suggestions:
