@@ -110,6 +110,21 @@ def _on_device(run: RunFiles, alias: str) -> str:
     return f"{alias}.deviceId = {int(dev)}" if dev is not None else "1"
 
 
+def decode_strings(path: Path, df: pd.DataFrame, columns: list[str]) -> None:
+    """Replace STRING_IDS ids in ``columns`` of ``df`` by their text, in place: one lookup per distinct id
+    (in chunks of 500 parameters), not one per row."""
+    ids = pd.unique(pd.concat([pd.to_numeric(df[c], errors="coerce") for c in columns]).dropna().astype("int64"))
+    table: dict[int, str] = {}
+    with closing(connect(path)) as con:
+        for i in range(0, len(ids), 500):
+            chunk = [int(x) for x in ids[i:i + 500]]
+            rows = con.execute(f"SELECT id, value FROM STRING_IDS WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            table.update(rows)
+    for c in columns:
+        codes = pd.to_numeric(df[c], errors="coerce")
+        df[c] = codes.map(table).astype(object).where(codes.notna(), None)
+
+
 def _s(alias: str, column: str, name: str) -> str:
     """SQL for the STRING_IDS text of ``alias.column`` as ``name``."""
     return f"(SELECT value FROM STRING_IDS WHERE id = {alias}.{column}) AS {name}"
@@ -250,21 +265,23 @@ def kernels(run: RunFiles, prof=None) -> pd.DataFrame | None:
     block = "c.blockDim" if "blockDim" in ci else "c.block_dim" if "block_dim" in ci else "NULL"
     mix = "c.mixBlockDim" if "mixBlockDim" in ci else "NULL"
     wait = "c.waitNs" if "waitNs" in ci else "NULL"
-    shapes = ", ".join(_s("c", raw, col) for raw, col in _SHAPES if raw in ci)
+    shapes = ", ".join(f"c.{raw} AS {col}" for raw, col in _SHAPES if raw in ci)
+    # string columns come out as STRING_IDS ids (cheap integers) and are decoded once per distinct id
     compute = query(path, f"""
         SELECT t.startNs AS start_ns, t.endNs AS end_ns, t.modelId AS model_id, t.taskId AS task_id,
-               t.streamId AS stream_id, t.deviceId AS device_id, {_s('c', 'name', 'name')},
-               {_s('c', 'opType', 'type')}, {_s('t', 'taskType', 'task_type')},
-               {_s('c', 'taskType', 'compute_type') if 'taskType' in ci else 'NULL AS compute_type'},
+               t.streamId AS stream_id, t.deviceId AS device_id, c.name AS name, c.opType AS type,
+               t.taskType AS task_type, {'c.taskType' if 'taskType' in ci else 'NULL'} AS compute_type,
                {block} AS block_dim, {mix} AS mix_block_dim, {wait} AS wait_ns{', ' + shapes if shapes else ''}
         FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
         WHERE {_on_device(run, 't')}""")
+    text_cols = ["name", "type", "task_type", "compute_type"] + [col for raw, col in _SHAPES if raw in ci]
+    decode_strings(path, compute, text_cols)
     # msprof names the core in COMPUTE_TASK_INFO.taskType; the framework databases leave it N/A there and
     # name it in TASK.taskType (KERNEL_AIVEC ...)
     core = compute.pop("compute_type")
     task = compute.pop("task_type")
     core = core.where(core.notna() & ~core.isin(["N/A", "", "NULL"]), task)
-    compute["accelerator_core"] = core.map(lambda v: CORE_OF_TASK.get(str(v), str(v)))
+    compute["accelerator_core"] = core.map({v: CORE_OF_TASK.get(str(v), str(v)) for v in pd.unique(core)})
     parts = [compute]
     if "COMMUNICATION_OP" in have:
         comm = query(path, f"""
