@@ -337,6 +337,26 @@ def _jupyter_server_extension_points():
     return [{"module": "nbprofiler._lab"}]
 
 
+def _bokehjs_handler():
+    """Serves the installed bokeh's own BokehJS bundles to the page (views/bokehjs.py loads them)."""
+    from jupyter_server.base.handlers import JupyterHandler
+    from tornado import web
+
+    class BokehJSHandler(JupyterHandler):
+        @web.authenticated
+        def get(self, version: str, bundle: str):
+            from .views.bokehjs import bundle_path
+            path = bundle_path(version, bundle)
+            if path is None or not path.is_file():
+                raise web.HTTPError(404, "not a BokehJS bundle of the installed bokeh")
+            self.set_header("Content-Type", "application/javascript; charset=utf-8")
+            # the URL names the version: the file behind it never changes
+            self.set_header("Cache-Control", "private, max-age=31536000, immutable")
+            self.finish(path.read_bytes())
+
+    return BokehJSHandler
+
+
 def _load_jupyter_server_extension(serverapp):
     from jupyter_server.utils import url_path_join
 
@@ -346,5 +366,7 @@ def _load_jupyter_server_extension(serverapp):
         (url_path_join(base, "nbprofiler", "runs"), runs_handler),
         (url_path_join(base, "nbprofiler", "report-dir"), report_dir_handler),
         (url_path_join(base, "nbprofiler", "report"), report_handler),
+        (url_path_join(base, "nbprofiler", "bokehjs", r"([0-9A-Za-z.+-]+)", r"([a-z-]+)\.min\.js"),
+         _bokehjs_handler()),
     ])
     serverapp.log.info("nbprofiler server extension loaded: %s", url_path_join(base, "nbprofiler"))

@@ -84,16 +84,12 @@ def nbprofiler_magic(line: str, ipython=None):
         ns[f"{args.name}_b"] = other
         cmp = nbprofiler.compare(prof, other)
         if not args.no_show:
-            from .views.dashboard import load_bokehjs
-            load_bokehjs()
             if hasattr(cmp, "show"):
                 cmp.show()
             else:
                 display(cmp)
         return None
     if not args.no_show:
-        from .views.dashboard import load_bokehjs
-        load_bokehjs()
         nbprofiler.show(prof)
     return None
 

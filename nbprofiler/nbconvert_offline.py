@@ -7,7 +7,8 @@ from jsdelivr (STACK_NOTES.md 3.2). `export_offline_html` post-processes the ``l
 (STACK_NOTES.md 3.3):
 
 1. export with marker URLs for require.js and the widget renderer;
-2. replace the require.js tag with, inline: require.js; jupyter_bokeh's AMD bundle (shipped in the
+2. replace the require.js tag with, inline: BokehJS (the installed bokeh's bundles: the views' loader
+   finds it there and fetches nothing); require.js; jupyter_bokeh's AMD bundle (shipped in the
    ``jupyter_bokeh`` Python package) turned into the named module ``@bokeh/jupyter_bokeh`` so require.js
    resolves it locally; and embed-amd.js stored as ``text/plain``;
 3. point the template's widget loader at a ``blob:`` URL of that stored source, so it runs at the usual
@@ -144,7 +145,11 @@ def make_offline(html_text: str) -> str:
         raise ValueError("the HTML does not come from OfflineHTMLExporter's lab template (require.js tag not found)")
     require = asset_path(REQUIRE_JS).read_text(encoding="utf-8")
     bokeh = _named_bokeh_module(jupyter_bokeh_bundle().read_text(encoding="utf-8"))
-    blocks = [f"<script>{_inline(require)}</script>", f"<script>{_inline(bokeh)}</script>"]
+    # BokehJS itself, before require.js (so its bundles set window.Bokeh rather than define AMD modules):
+    # in a live notebook the views' loader fetches it from the server extension, which a file has not.
+    from bokeh.resources import INLINE
+    blocks = [f"<script>{_inline(js)}</script>" for js in INLINE.js_raw]
+    blocks += [f"<script>{_inline(require)}</script>", f"<script>{_inline(bokeh)}</script>"]
     renderer_line = f"var widgetRendererSrc = '{_RENDERER_MARK}';"
     if renderer_line in html_text:  # only notebooks with saved widget state get the widget loader
         embed = asset_path(EMBED_AMD_JS).read_text(encoding="utf-8")

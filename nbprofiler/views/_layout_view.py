@@ -16,10 +16,9 @@ class LayoutView:
             self._widget = BokehModel(self.layout)
         return self._widget
 
-    def display(self):
-        from IPython.display import display
-        display(self.widget)
-        return self
+    def display(self) -> None:
+        from .bokehjs import show
+        show(self.widget)
 
     def _ipython_display_(self):
         self.display()

@@ -37,19 +37,6 @@ LOOKED_FOR = {
                  "timeline_display_*.json", "gpu_timeline_display_*.json", "PROF_*/device_*/timeline/*.json"],
 }
 
-_bokeh_loaded = False
-
-
-def load_bokehjs() -> None:
-    """Load BokehJS into the notebook once per kernel, INLINE (no CDN: notebooks may be offline)."""
-    global _bokeh_loaded
-    if not _bokeh_loaded:
-        from bokeh.io import output_notebook
-        from bokeh.resources import INLINE
-        output_notebook(resources=INLINE, hide_banner=True)
-        _bokeh_loaded = True
-
-
 def step_window_us(prof, step: int) -> tuple[float, float] | None:
     """(t0_us, t1_us) of a step on the timeline's clock (relative to ``prof.origin_us``), from
     ``prof.step_windows`` (kernel step ids, a CANN step trace, or legacy step points aligned on the first
@@ -321,9 +308,8 @@ class Dashboard(traitlets.HasTraits):
                                     "them), so the timeline shows the whole run.</span>")
 
     def display(self):
-        from IPython.display import display
-        load_bokehjs()
-        display(self.widget)
+        from .bokehjs import show
+        show(self.widget)
 
     def _ipython_display_(self):
         self.display()

@@ -626,8 +626,8 @@ class MindDataView(traitlets.HasTraits):
             edges.selected.indices = want
 
     def display(self):
-        from IPython.display import display
-        display(self.widget)
+        from .bokehjs import show
+        show(self.widget)
 
     def _ipython_display_(self):
         self.display()

@@ -344,8 +344,8 @@ class OperatorsView(traitlets.HasTraits):
             self._refill(k)
 
     def display(self):
-        from IPython.display import display
-        display(self.widget)
+        from .bokehjs import show
+        show(self.widget)
 
     def _ipython_display_(self):
         self.display()

@@ -414,8 +414,8 @@ class StepTraceView(traitlets.HasTraits):
         return (float(hit["start_ms"].iloc[0]), float(hit["end_ms"].iloc[0])) if len(hit) else None
 
     def display(self):
-        from IPython.display import display
-        display(self.widget)
+        from .bokehjs import show
+        show(self.widget)
 
     def _ipython_display_(self):
         self.display()

@@ -489,8 +489,8 @@ class TimelineView:
         self.status.value = f"<span style='{theme.MUTED_CSS}'>{_esc(text)}</span>"
 
     def display(self):
-        from IPython.display import display
-        display(self.widget)
+        from .bokehjs import show
+        show(self.widget)
 
     def _ipython_display_(self):
         self.display()
