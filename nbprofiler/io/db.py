@@ -641,29 +641,33 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
     have = tables(path)
     origin = _origin(run, prof)
     parts = []
+    # text columns come out as STRING_IDS ids and are decoded once per distinct id (`decode_strings`)
     if "TASK" in have:
         comp = "COMPUTE_TASK_INFO" in have
-        parts.append(query(path, f"""
+        task = query(path, f"""
             SELECT 'Ascend Hardware' AS process, 'Stream ' || t.streamId AS thread, t.startNs AS s, t.endNs AS e,
-                   {"coalesce((SELECT value FROM STRING_IDS WHERE id = c.name), " if comp else "("}
-                   (SELECT value FROM STRING_IDS WHERE id = t.taskType)) AS name,
-                   {"(SELECT value FROM STRING_IDS WHERE id = c.opType)" if comp else "NULL"} AS op_type,
-                   (SELECT value FROM STRING_IDS WHERE id = t.taskType) AS cat,
-                   {"t.connectionId" if "connectionId" in have["TASK"] else "NULL"} AS conn
+                   {"c.name" if comp else "NULL"} AS name, {"c.opType" if comp else "NULL"} AS op_type,
+                   t.taskType AS cat, {"t.connectionId" if "connectionId" in have["TASK"] else "NULL"} AS conn
             FROM TASK t {"LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" if comp else ""}
-            WHERE {_on_device(run, 't')}"""))
+            WHERE {_on_device(run, 't')}""")
+        decode_strings(path, task, ["name", "op_type", "cat"])
+        task["name"] = task["name"].where(task["name"].notna(), task["cat"])  # a task without compute info
+        parts.append(task)
     if "COMMUNICATION_OP" in have:
-        parts.append(query(path, f"""
-            SELECT 'Communication' AS process, (SELECT value FROM STRING_IDS WHERE id = o.groupName) AS thread,
-                   o.startNs AS s, o.endNs AS e, {_s('o', 'opName', 'name')}, NULL AS op_type,
-                   'communication' AS cat FROM COMMUNICATION_OP o"""))
+        comm = query(path, """SELECT 'Communication' AS process, o.groupName AS thread, o.startNs AS s,
+                                     o.endNs AS e, o.opName AS name, NULL AS op_type, 'communication' AS cat
+                              FROM COMMUNICATION_OP o""")
+        decode_strings(path, comm, ["thread", "name"])
+        parts.append(comm)
     if "CANN_API" in have:
         api_type = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "ENUM_API_TYPE" in have else "a.type")
-        parts.append(query(path, f"""
+        cann = query(path, f"""
             SELECT 'CANN' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread, a.startNs AS s,
-                   a.endNs AS e, {_s('a', 'name', 'name')}, {api_type} AS op_type, 'cann_api' AS cat,
+                   a.endNs AS e, a.name AS name, {api_type} AS op_type, 'cann_api' AS cat,
                    {"a.connectionId" if "connectionId" in have["CANN_API"] else "NULL"} AS conn
-            FROM CANN_API a"""))
+            FROM CANN_API a""")
+        decode_strings(path, cann, ["name"])
+        parts.append(cann)
     # framework APIs: PYTORCH_API (torch_npu), the framework's own <NAME>_API table (MindSpore), MSTX marks
     api_tables = [t for t in sorted(have) if t.endswith("_API") and t != "CANN_API"] + ["MSTX_EVENTS"]
     for table in api_tables:
@@ -674,10 +678,12 @@ def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | No
         name = "name" if "name" in cols else "message"
         kind = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "type" in cols and "ENUM_API_TYPE" in have
                 else f"'{table.lower()}'")
-        parts.append(query(path, f"""
+        api = query(path, f"""
             SELECT '{proc}' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread,
-                   CAST(a.startNs AS INTEGER) AS s, CAST(a.endNs AS INTEGER) AS e, {_s('a', name, 'name')},
-                   NULL AS op_type, {kind} AS cat FROM "{table}" a"""))
+                   CAST(a.startNs AS INTEGER) AS s, CAST(a.endNs AS INTEGER) AS e, a."{name}" AS name,
+                   NULL AS op_type, {kind} AS cat FROM "{table}" a""")
+        decode_strings(path, api, ["name"])
+        parts.append(api)
     parts = [p for p in parts if len(p)]
     if not parts:
         return None
