@@ -92,11 +92,10 @@ def report_layout(prof, title: str | None = None, compare_with=None):
                  sizing_mode="stretch_width", name="report_header")
     overview = Div(text=overview_html(summary, comparison, missing, runset), sizing_mode="stretch_width",
                    name="report_overview")
-    suggestions = Div(text=suggestions_html(summary.get("suggestions") or []), sizing_mode="stretch_width",
-                      name="report_suggestions")
-    parts = [header, overview, suggestions]
-    if panels:
-        parts.append(Tabs(tabs=panels, active=0, sizing_mode="stretch_width", name="report_tabs"))
+    tabs = Tabs(tabs=panels, active=0, sizing_mode="stretch_width", name="report_tabs") if panels else None
+    parts = [header, overview, report_suggestions(summary.get("suggestions") or [], panels, tabs)]
+    if tabs is not None:
+        parts.append(tabs)
     return column(*parts, sizing_mode="stretch_width", name="report")
 
 
@@ -196,11 +195,20 @@ def overview_html(summary: dict, comparison=None, missing: list[tuple[str, str]]
     return f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Overview</h2>{''.join(parts)}</div>"
 
 
-def suggestions_html(suggestions: list[dict]) -> str:
-    """The summary's suggestions, drawn by the renderer the dashboard and the MindData view use."""
-    from .views.suggestions import suggestions_html as render
-    return (f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Suggestions</h2>"
-            f"{render(suggestions, title=None)}</div>")
+def report_suggestions(suggestions: list[dict], panels: list, tabs):
+    """The summary's suggestions, drawn by the renderer the dashboard and the MindData view use, each with
+    buttons that open what its evidence cites in this page (the tab, and there the queue, the operator type
+    filter or the timeline window; CustomJS, no kernel needed). Named ``report_suggestions``."""
+    from .views.suggestions import suggestions_layout
+    titles = [p.title for p in panels]
+
+    def find(name):
+        return next((m for p in panels for m in p.child.select({"name": name})), None)
+    head = Div(text=f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Suggestions</h2></div>",
+               sizing_mode="stretch_width")
+    body = suggestions_layout(suggestions, find, tab_of=lambda t: titles.index(t) if t in titles else None,
+                              tabs=tabs, name="report_suggestions_list")
+    return column(head, body, sizing_mode="stretch_width", name="report_suggestions")
 
 
 def _section(name: str, child):

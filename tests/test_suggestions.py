@@ -31,6 +31,18 @@ def _blocks(html_text: str) -> dict[str, str]:
             for i, (a, sid) in enumerate(starts)}
 
 
+def _named(layout, prefix: str, kind):
+    """Models of type ``kind`` named ``prefix...`` reachable from ``layout``, in document order (``select``
+    also walks into the models a CustomJS refers to, so other pages' widgets are filtered out by name)."""
+    return [m for m in layout.select({"type": kind}) if (m.name or "").startswith(prefix)]
+
+
+def _div_text(layout, name: str) -> str:
+    """The HTML of the suggestion Divs of the column ``name``, in page order."""
+    from bokeh.models import Div
+    return "".join(c.text for c in layout.select_one({"name": name}).children if isinstance(c, Div))
+
+
 def test_same_suggestions_and_evidence_in_summary_overview_minddata_view_and_report(tmp_path):
     from nbprofiler.report import report_layout
     from nbprofiler.views.dashboard import Dashboard
@@ -48,8 +60,8 @@ def test_same_suggestions_and_evidence_in_summary_overview_minddata_view_and_rep
 
     overview = "".join(w.children[0].value for w in Dashboard(prof).suggestions.widget.children[1:])
     view = MindDataView(prof)
-    minddata_page = view.layout.select_one({"name": "minddata_verdict"}).text
-    report = report_layout(prof).select_one({"name": "report_suggestions"}).text
+    minddata_page = _div_text(view.layout, "minddata_suggestions")
+    report = _div_text(report_layout(prof), "report_suggestions_list")
     faces = {"overview": _blocks(overview), "minddata": _blocks(minddata_page), "report": _blocks(report)}
     assert list(faces["overview"]) == list(faces["report"]) == list(by_id)
     assert list(faces["minddata"]) == [i for i, s in by_id.items() if s["area"] == "minddata"]
@@ -146,3 +158,31 @@ def test_a_stage_named_by_two_rules_is_one_suggestion():
     sugg = {s.id: s for s in advise_profile(_prof("npu/cann_prof_2dev", "0"))}
     assert "step_trace.dominant.iteration_interval" not in sugg
     assert [a.id for a in sugg["step_trace.iteration_interval"].also] == ["step_trace.dominant.iteration_interval"]
+
+
+def test_static_pages_carry_the_evidence_buttons():
+    """The report and the MindData page (no kernel): each cited place is a Bokeh button whose CustomJS
+    opens the report tab and sets the queue, the operator filter or the timeline window."""
+    from bokeh.models import Button
+    from nbprofiler.report import report_layout
+    from nbprofiler.views.minddata import minddata_layout, _FRAMES
+    prof = _prof("minddata/md_bottleneck_map")
+    layout = report_layout(prof)
+    tabs = layout.select_one({"name": "report_tabs"})
+    buttons = {b.label: b for b in _named(layout, "report_suggestions_list_", Button)}
+    assert set(buttons) >= {"Show MindData", "Show MindData: MapOp_1", "Show MindData: GeneratorOp_2"}
+    cb = buttons["Show MindData: GeneratorOp_2"].js_event_callbacks["button_click"][0]
+    assert cb.args["tabs"] is tabs and tabs.tabs[cb.args["tab"]].title == "MindData" and cb.args["queue"] == 2
+    assert cb.args["edges"] is layout.select_one({"name": "minddata_edges_src"})
+
+    page = minddata_layout({k: getattr(prof, k) for k in _FRAMES})
+    labels = [b.label for b in _named(page, "minddata_suggestions_", Button)]
+    assert "Show MindData" not in labels and "Show MindData: GeneratorOp_2" in labels   # the page itself: no tab
+
+    wd = report_layout(_prof("legacy/run_1_widedeep"))
+    buttons = {b.label: b for b in _named(wd, "report_suggestions_list_", Button)}
+    op = buttons["Show Operators: MatMul"].js_event_callbacks["button_click"][0].args
+    assert op["type_filter"] is wd.select_one({"name": "op_type_filter_ai_core"}) and op["op_type"] == "MatMul"
+    tl = next(b for label, b in buttons.items() if label.startswith("Show Timeline: step"))
+    args = tl.js_event_callbacks["button_click"][0].args
+    assert args["x_range"] is wd.select_one({"name": "timeline_x_range"}) and args["t1"] > args["t0"]

@@ -536,12 +536,18 @@ def minddata_layout(frames: dict):
     labels = {}
     if pipeline is not None and len(pipeline):
         labels = {int(i): op_label(t, i) for i, t in zip(pipeline["op_id"], pipeline["op_type"])}
-    verdict = Div(text=verdict_html([labels.get(i, str(i)) for i in result["bottleneck_ids"]], result["advice"],
+    verdict = Div(text=verdict_html([labels.get(i, str(i)) for i in result["bottleneck_ids"]], [],
                                     result["queue_summary"], result["consumer_bound"]),
                    name="minddata_verdict", sizing_mode="stretch_width")
-    parts = [verdict]
+    panel = None
     if pipeline is not None and len(pipeline):
-        parts.append(pipeline_panel(pipeline, frames.get("minddata_queues"), result["bottleneck_ids"]))
+        panel = pipeline_panel(pipeline, frames.get("minddata_queues"), result["bottleneck_ids"])
+    # The advisor's MindData suggestions, each with buttons selecting the queues it cites in the graph below.
+    from .suggestions import suggestions_layout
+    parts = [verdict, suggestions_layout(result["advice"], lambda name: panel.select_one({"name": name})
+                                         if panel is not None else None, name="minddata_suggestions", empty=None)]
+    if panel is not None:
+        parts.append(panel)
     parts.append(queue_figure(frames.get("host_queue"), frames.get("device_queue")))
     gap = step_gap_figures(frames.get("host_queue"), frames.get("device_queue"), result["queue_summary"])
     if gap is not None:

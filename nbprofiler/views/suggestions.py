@@ -156,7 +156,8 @@ def suggestion_html(s) -> str:
     color, word = SEVERITY_STYLE.get(s.severity, ("#777", s.severity))
     return (f"<div class='nbprofiler-suggestion' data-suggestion-id='{escape(s.id, quote=True)}' "
             f"style='margin:4px 0;line-height:1.45'><span title='{escape(word, quote=True)}' "
-            f"style='display:inline-block;min-width:64px;font-size:11px;font-weight:600;color:{color}'>● {escape(word)}</span> "
+            f"style='display:inline-block;min-width:64px;font-size:11px;font-weight:600;color:{color}'>"
+            f"● {escape(word)}</span> "
             f"{escape(s.text)}{_why(s)}</div>")
 
 
@@ -212,3 +213,71 @@ class SuggestionsWidget:
 def _css_id(text: str) -> str:
     """A suggestion id as a CSS class fragment (ids hold dots)."""
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in text)
+
+
+# -- static pages (Bokeh): the same buttons, run in the browser by CustomJS --------------------------
+# What a button does in a page without a kernel: open the tab, then set the cited state on the models of
+# that page (each may be missing: that part is skipped). BokehJS 3 keeps ColumnDataSource data in a Map.
+_OPEN_JS = """
+if (tabs !== null && tab >= 0) { tabs.active = tab; }
+if (edges !== null && queue !== null) {
+  const col = (c) => Array.from(edges.data.get ? edges.data.get(c) : edges.data[c]).map(Number);
+  let i = col('op_id').indexOf(queue);
+  if (i < 0) { i = col('parent_id').indexOf(queue); }   // the root op has no output queue: its input queue
+  if (i >= 0) { edges.selected.indices = [i]; }
+}
+if (kind_tabs !== null && kind_index >= 0) { kind_tabs.active = kind_index; }
+if (type_filter !== null && op_type !== null) { type_filter.value = op_type; }
+if (x_range !== null && t0 !== null) { x_range.start = t0; x_range.end = t1; }
+"""
+
+
+def open_callback(target: Target, find, tabs=None, tab_index: int = -1):
+    """A CustomJS that opens ``target`` in a static page: ``find(name)`` returns the page's Bokeh model of
+    that name (or None), ``tabs``/``tab_index`` the page's Tabs and the target tab's index in it."""
+    from bokeh.models import CustomJS
+    kind_tabs, kind_index, type_filter = None, -1, None
+    if target.op_type is not None:
+        type_filter = find(f"op_type_filter_{target.kind}")
+        kind_tabs = find("operators_tabs")
+        if kind_tabs is not None:
+            titles = [p.title for p in kind_tabs.tabs]
+            label = theme.kind_label(target.kind) if target.kind else None
+            kind_index = titles.index(label) if label in titles else -1
+    x_range = find("timeline_x_range") if target.window_us is not None else None
+    edges = find("minddata_edges_src") if target.queue is not None else None
+    return CustomJS(args=dict(tabs=tabs, tab=tab_index, edges=edges, queue=target.queue, kind_tabs=kind_tabs,
+                              kind_index=kind_index, type_filter=type_filter, op_type=target.op_type,
+                              x_range=x_range, t0=target.window_us[0] if target.window_us else None,
+                              t1=target.window_us[1] if target.window_us else None), code=_OPEN_JS)
+
+
+def suggestions_layout(suggestions, find, tab_of=None, tabs=None, name: str = "suggestions",
+                       title: str | None = None, empty: str | None = "None."):
+    """The suggestions as Bokeh models for a static page: each one's HTML (a Div) and a button per place
+    it cites that the page can show. ``find(name)``: the page's model by name; ``tab_of(tab)``: the index
+    of a dashboard tab name in ``tabs`` (None: the target is not in this page, no button; without
+    ``tab_of`` every target is on the page itself, as in the MindData layout); ``empty``: what to say when
+    there is no suggestion (None: nothing)."""
+    from bokeh.layouts import column, row
+    from bokeh.models import Button, Div
+    items = unique(suggestions)
+    parts = [Div(text=f"<h3 style='margin:8px 0 2px'>{escape(title)}</h3>", sizing_mode="stretch_width")] \
+        if title else []
+    for s in items:
+        parts.append(Div(text=f"<div style=\"{theme.PANEL_CSS}\">{suggestion_html(s)}</div>",
+                         sizing_mode="stretch_width", name=f"{name}_{_css_id(s.id)}"))
+        buttons = []
+        for t in evidence_targets(s):
+            index = tab_of(t.tab) if tab_of else -1
+            if (tab_of and index is None) or (not tab_of and t.label == t.tab):
+                continue   # not in this page, or (a page of its own) the page itself
+            b = Button(label=f"Show {t.label}", button_type="default", height=26,
+                       name=f"{name}_open_{_css_id(s.id)}_{len(buttons)}")
+            b.js_on_click(open_callback(t, find, tabs, index))
+            buttons.append(b)
+        if buttons:
+            parts.append(row(*buttons, styles={"margin-left": "64px"}))
+    if not items and empty:
+        parts.append(Div(text=f"<p style=\"{theme.PANEL_CSS}\">{escape(empty)}</p>"))
+    return column(*parts, sizing_mode="stretch_width", name=name)

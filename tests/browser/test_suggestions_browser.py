@@ -76,9 +76,10 @@ def test_evidence_opens_the_operator_filter_and_the_step_window(lab, page):
 
     out.locator("button.nbprofiler-open-operators-ai_core-top_type", has_text="MatMul").click()
     _wait_tab(page, out, "Operators")
-    page.wait_for_function("""() => Bokeh.documents.some(d => { const s = d.get_model_by_name('op_table_src_ai_core');
-        if (!s) return false; const t = Array.from(s.data.get ? s.data.get('op_type') : s.data.op_type); return t.length > 0 &&
-        t.every(x => x === 'MatMul'); })""")
+    page.wait_for_function("""() => Bokeh.documents.some(d => {
+        const s = d.get_model_by_name('op_table_src_ai_core'); if (!s) return false;
+        const t = Array.from(s.data.get ? s.data.get('op_type') : s.data.op_type);
+        return t.length > 0 && t.every(x => x === 'MatMul'); })""")
     page.wait_for_function("""() => Bokeh.documents.some(d => { const f = d.get_model_by_name('op_type_filter_ai_core');
         return f && f.value === 'MatMul'; })""")
     out.locator("canvas:visible").first.wait_for()
@@ -88,7 +89,41 @@ def test_evidence_opens_the_operator_filter_and_the_step_window(lab, page):
     _wait_tab(page, out, "Overview")
     out.locator("button.nbprofiler-open-step_trace-dominant-fp_and_bp", has_text="Timeline").click()
     _wait_tab(page, out, "Timeline")
-    page.wait_for_function("""([t0, t1]) => Bokeh.documents.some(d => { const r = d.get_model_by_name('timeline_x_range');
-        return r && Math.abs(r.start - t0) < 1 && Math.abs(r.end - t1) < 1; })""", arg=[t0, t1])
+    page.wait_for_function("""([t0, t1]) => Bokeh.documents.some(d => {
+        const r = d.get_model_by_name('timeline_x_range'); return r && Math.abs(r.start - t0) < 1 && Math.abs(r.end - t1) < 1; })""", arg=[t0, t1])
     save_screenshot(out, "suggestions_timeline_step_window")
     assert not page.page_errors, page.page_errors
+
+
+def test_report_evidence_buttons_work_offline(browser, tmp_path):
+    """The offline report (no kernel): a suggestion's button opens the MindData tab with the cited queue
+    selected, by CustomJS alone."""
+    import warnings
+
+    import nbprofiler
+    from helpers import open_offline
+    from nbprofiler.report import write_html_report
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = write_html_report(nbprofiler.load(BOTTLENECK), tmp_path / "md_report.html")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        assert open_offline(page, path, settle_ms=0) == []
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                               "Bokeh.documents[0].get_model_by_name('report_tabs') !== null")
+        button = page.locator("button:visible", has_text="Show MindData: GeneratorOp_2").first
+        button.wait_for()
+        button.click()
+        page.wait_for_function("""() => { const d = Bokeh.documents[0]; const t = d.get_model_by_name('report_tabs');
+            return t.tabs[t.active].title === 'MindData'; }""")
+        page.wait_for_function(f"() => ({_QUEUE_JS})().some(q => q === 2)")
+        # the queue's series follows the selection (the page's own CustomJS)
+        page.wait_for_function("""() => Bokeh.documents[0].get_model_by_name('minddata_queue_fig').title.text
+            .startsWith('Queue_2')""")
+        page.locator("canvas:visible").first.wait_for()
+        save_screenshot(page, "suggestions_report_queue2", full_page=True)
+        assert not errors, errors
+    finally:
+        page.close()
