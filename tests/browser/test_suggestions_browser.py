@@ -90,7 +90,8 @@ def test_evidence_opens_the_operator_filter_and_the_step_window(lab, page):
     out.locator("button.nbprofiler-open-step_trace-dominant-fp_and_bp", has_text="Timeline").click()
     _wait_tab(page, out, "Timeline")
     page.wait_for_function("""([t0, t1]) => Bokeh.documents.some(d => {
-        const r = d.get_model_by_name('timeline_x_range'); return r && Math.abs(r.start - t0) < 1 && Math.abs(r.end - t1) < 1; })""", arg=[t0, t1])
+        const r = d.get_model_by_name('timeline_x_range');
+        return r && Math.abs(r.start - t0) < 1 && Math.abs(r.end - t1) < 1; })""", arg=[t0, t1])
     save_screenshot(out, "suggestions_timeline_step_window")
     assert not page.page_errors, page.page_errors
 
