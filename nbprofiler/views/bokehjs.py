@@ -55,6 +55,21 @@ def show(widget) -> None:
     display(widget)
 
 
+def resync(widget) -> None:
+    """Make the Bokeh widgets inside ``widget`` (an ipywidget tree) render their models as they are now.
+
+    jupyter_bokeh sends a model change to the views that exist; a widget whose view is created later
+    renders the state it was built with. A view that is changed between being built and being shown
+    (a dashboard tab given the selected step or time window first) calls this before it is shown."""
+    from jupyter_bokeh import BokehModel
+    stack = [widget]
+    while stack:
+        w = stack.pop()
+        if isinstance(w, BokehModel):
+            w.update_from_model(w._model)
+        stack.extend(getattr(w, "children", ()) or ())
+
+
 def bundle_path(version: str, bundle: str):
     """The file the server extension serves for ``<version>/<bundle>.min.js``, or None when that is not
     this bokeh's version or not one of its bundles (only those files are ever served)."""
@@ -64,4 +79,4 @@ def bundle_path(version: str, bundle: str):
     return bokehjs_path() / "js" / f"{bundle}.min.js"
 
 
-__all__ = ["show", "loader_js", "bundle_path", "VERSION", "BUNDLES"]
+__all__ = ["show", "resync", "loader_js", "bundle_path", "VERSION", "BUNDLES"]

@@ -193,6 +193,8 @@ class Dashboard(traitlets.HasTraits):
         if view is None:
             self._panels[tab].children = [W.HTML(no_data_html(tab, self.prof))]
         else:
+            from .bokehjs import resync
+            resync(view.widget)  # its step / window was set after its widget was built
             # The operators view says itself what a step does to its table (`OperatorsView.step_note`);
             # the dashboard's note is about the timeline only, so each tab shows one note.
             extra = [self.link_note] if tab == "Timeline" else []
