@@ -18,6 +18,12 @@ _QUEUE_JS = """() => (window.Bokeh ? Bokeh.documents : []).flatMap(d => {
     return [i === undefined ? null : Number(ids[i])]; })"""
 
 
+def _set_theme(page, name: str, light: bool) -> None:
+    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{name}'}})")
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'")
+    page.wait_for_function("() => !document.querySelector('#jupyterlab-splash')")   # the theme's loading splash
+
+
 def _current_tab(out) -> str:
     return out.locator(".lm-TabBar-tab.lm-mod-current").first.inner_text().strip()
 
@@ -30,7 +36,7 @@ def _wait_tab(page, out, name: str) -> None:
 def test_evidence_opens_the_cited_queue(lab, page):
     write_notebook(lab.root / "suggestions_md.ipynb", ["%load_ext nbprofiler", f"%nbprofiler {str(BOTTLENECK)!r}"])
     out = open_and_run_all(page, lab, "suggestions_md.ipynb", 2).nth(1)
-    pipe = out.locator(".nbprofiler-suggestion[data-suggestion-id='minddata.pipeline']")
+    pipe = out.locator(".nbprofiler-suggestion[data-suggestion-id='minddata.pipeline']").first   # the overview's
     pipe.wait_for()
     assert _current_tab(out) == "Overview"
     # "why?": the rule and the numbers with labels, units and thresholds (no dict dumps, no document names)
@@ -60,6 +66,18 @@ def test_evidence_opens_the_cited_queue(lab, page):
     _wait_tab(page, out, "MindData")
     page.wait_for_function(f"() => ({_QUEUE_JS})().some(q => q === 1)")
     assert not page.page_errors, page.page_errors
+
+    # The overview in the dark theme: the suggestion text follows JupyterLab's colours.
+    out.locator(".lm-TabBar-tab", has_text="Overview").first.click()
+    _wait_tab(page, out, "Overview")
+    _set_theme(page, "JupyterLab Dark", light=False)
+    try:
+        color = page.evaluate("(el) => getComputedStyle(el).color", pipe.element_handle())
+        rgb = [int(v) for v in color[color.index("(") + 1:color.index(")")].split(",")[:3]]
+        assert sum(rgb) / 3 > 150, color            # light text on the dark theme
+        save_screenshot(out, "suggestions_overview_why_dark")
+    finally:  # a saved setting of the session's server: restore it for the other tests
+        _set_theme(page, "JupyterLab Light", light=True)
 
 
 def test_evidence_opens_the_operator_filter_and_the_step_window(lab, page):
