@@ -469,17 +469,19 @@ def verdict_html(bottleneck_labels: list[str], suggestions, queue_summary: dict 
     suggestion renderer (`nbprofiler.views.suggestions`) with their evidence behind "why?";
     ``queue_summary``: the host/device queue counts of `queue_summary`.
     """
+    from ..analysis.minddata import CHILD_MARGIN, HIGH_USAGE, LOW_USAGE
     from .suggestions import suggestions_html
     esc = html.escape
     parts = [f'<div style="{theme.PANEL_CSS}">']
     if bottleneck_labels:
         parts.append("<b>Bottleneck:</b> " + ", ".join(f"<code>{esc(lbl)}</code>" for lbl in bottleneck_labels)
                      + " <span style=\"" + theme.MUTED_CSS + "\">(MindInsight's pipeline rule: an op whose input "
-                     "queue is fuller than its output queue by more than 10 points, or a source op whose output "
-                     "queue is below 60 % full)</span>")
+                     f"queue is fuller than its output queue by more than {CHILD_MARGIN * 100:g} points, or a source "
+                     f"op whose output queue is below {LOW_USAGE * 100:g} % full)</span>")
     elif consumer_bound:
-        parts.append("<b>No pipeline bottleneck:</b> every queue is at least 80 % full, so the training step "
-                     "consumes data slower than the pipeline produces it; look at the step's compute instead.")
+        parts.append(f"<b>No pipeline bottleneck:</b> every queue is at least {HIGH_USAGE * 100:g} % full, so the "
+                     "training step consumes data slower than the pipeline produces it; look at the step's compute "
+                     "instead.")
     else:
         parts.append("<b>No pipeline op is flagged</b> by MindInsight's pipeline rule.")
     q = queue_summary or {}
