@@ -158,11 +158,19 @@ class Dashboard(traitlets.HasTraits):
     def open_target(self, target) -> None:
         """Open the place a suggestion cites (a `views.suggestions.Target`): its tab, and there the pipeline
         queue (MindData), the operator type filter (Operators), the step (Step trace) or the time window
-        (Timeline). A place the view cannot show (no such queue) leaves the tab open and says so."""
+        (Timeline). A place the view cannot show (a pipeline op without a queue) leaves the tab as it is."""
+        fresh = target.tab not in self.views
         view = self.select(target.tab)
         self.evidence = {k: v for k, v in dataclasses.asdict(target).items() if v is not None}
         if view is None:
             return
+        self._set_target(view, target)
+        if fresh:   # built just now: its widget may render before the changes above reach it
+            from .bokehjs import resync
+            resync(view.widget)
+
+    @staticmethod
+    def _set_target(view, target) -> None:
         if target.queue is not None and hasattr(view, "select_op"):
             view.select_op(target.queue)
         if target.op_type is not None and hasattr(view, "set_type_filter"):
