@@ -139,9 +139,10 @@ def cmd_info(args) -> int:
         if r.info.get("unparsed"):
             print(f"    {r.info['unparsed']}")
         if args.verbose:
-            for role, paths in sorted(r.files.items()):
-                for p in paths:
-                    print(f"    {role:32} {p}")
+            from .profile import Profile
+            files = Profile(r, key=key).files  # the same listing as prof.files, with the frames each file feeds
+            for row in files.itertuples():
+                print(f"    {row.role:32} {row.path}  -> {row.feeds or '(no frame)'}")
     return 0
 
 

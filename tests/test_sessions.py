@@ -151,3 +151,8 @@ def test_the_notebook_summary_names_the_session_and_the_others(two_sessions):
     root, later = two_sessions
     facts = dict(profile_facts(load_quietly(root, device=later)))
     assert facts["device"] == later and facts["other sessions"].startswith("0 (open one with")
+
+
+def test_info_verbose_says_which_frames_each_file_feeds():
+    out = _cli("info", PT_TEXT, "-v")
+    assert "l2_cache.csv  -> l2_cache" in out and "kernel_details.csv  -> kernels, op_types, ops" in out
