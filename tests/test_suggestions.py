@@ -43,34 +43,47 @@ def _div_text(layout, name: str) -> str:
     return "".join(c.text for c in layout.select_one({"name": name}).children if isinstance(c, Div))
 
 
-def test_same_suggestions_and_evidence_in_summary_overview_minddata_view_and_report(tmp_path):
+def _faces(rel, device=None) -> tuple[dict, dict]:
+    """The suggestions of ``nbprofiler summary DIR --json`` by id, and each face's rendered HTML of them by id:
+    the dashboard's overview, the MindData view (when the run has MindData) and the report."""
     from nbprofiler.report import report_layout
     from nbprofiler.views.dashboard import Dashboard
     from nbprofiler.views.minddata import MindDataView
-    prof = _prof("minddata/md_bottleneck_map")
-    cli = subprocess.run([sys.executable, "-m", "nbprofiler.cli", "summary", str(DATA / "minddata/md_bottleneck_map"),
-                          "--json"], capture_output=True, text=True, timeout=300)
+    prof = _prof(rel, device)
+    cli = subprocess.run([sys.executable, "-m", "nbprofiler.cli", "summary", str(DATA / rel), "--json",
+                          *(["--device", device] if device else [])], capture_output=True, text=True, timeout=300)
     summary = json.loads(cli.stdout)["suggestions"]
     assert [s.to_dict() for s in advise_profile(prof)] == summary
-    by_id = {s["id"]: s for s in summary}
-    assert list(by_id) == ["minddata.host_queue_empty", "minddata.pipeline", "minddata.bottleneck", "minddata.cpu_busy"]
-    assert by_id["minddata.host_queue_empty"]["evidence"]["empty_pct"] == {
-        "label": "Host queue empty", "value": 100.0, "unit": "%", "threshold": 30.0, "compare": ">",
-        "detail": "62 of 62 steps", "source": {"frame": "host_queue", "column": "size", "steps": [1, 62]}}
-
     overview = "".join(w.children[0].value for w in Dashboard(prof).suggestions.widget.children[1:])
-    view = MindDataView(prof)
-    minddata_page = _div_text(view.layout, "minddata_suggestions")
-    report = _div_text(report_layout(prof), "report_suggestions_list")
-    faces = {"overview": _blocks(overview), "minddata": _blocks(minddata_page), "report": _blocks(report)}
+    faces = {"overview": _blocks(overview),
+             "report": _blocks(_div_text(report_layout(prof), "report_suggestions_list"))}
+    if not prof.minddata_pipeline.empty:
+        faces["minddata"] = _blocks(_div_text(MindDataView(prof).layout, "minddata_suggestions"))
+    return {s["id"]: s for s in summary}, faces
+
+
+@pytest.mark.parametrize("rel,device", [("minddata/md_bottleneck_map", None), ("legacy/run_1_widedeep", None),
+                                        ("mindspore2/lenet_pynative", None), ("npu/cann_prof_2dev", "0")])
+def test_same_suggestions_and_evidence_in_summary_overview_minddata_view_and_report(rel, device):
+    by_id, faces = _faces(rel, device)
+    assert by_id
     assert list(faces["overview"]) == list(faces["report"]) == list(by_id)
-    assert list(faces["minddata"]) == [i for i, s in by_id.items() if s["area"] == "minddata"]
+    if "minddata" in faces:
+        assert list(faces["minddata"]) == [i for i, s in by_id.items() if s["area"] == "minddata"]
     for sid, s in by_id.items():
         want = S.suggestion_html(s)
         want = want[want.index("data-suggestion-id"):]
         for face, blocks in faces.items():
             if sid in blocks:
                 assert blocks[sid].startswith(want), (face, sid)
+
+
+def test_the_map_bottleneck_reads_the_same_everywhere():
+    by_id, faces = _faces("minddata/md_bottleneck_map")
+    assert list(by_id) == ["minddata.host_queue_empty", "minddata.pipeline", "minddata.bottleneck", "minddata.cpu_busy"]
+    assert by_id["minddata.host_queue_empty"]["evidence"]["empty_pct"] == {
+        "label": "Host queue empty", "value": 100.0, "unit": "%", "threshold": 30.0, "compare": ">",
+        "detail": "62 of 62 steps", "source": {"frame": "host_queue", "column": "size", "steps": [1, 62]}}
     pipe = faces["overview"]["minddata.pipeline"]
     assert "Output queue usage of MapOp_1: 0.03 %" in pipe
     assert "Input queue usage of MapOp_1 (output of GeneratorOp_2): 98.35 %" in pipe
