@@ -143,6 +143,11 @@ def test_report_evidence_buttons_work_offline(browser, tmp_path):
             .startsWith('Queue_2')""")
         page.locator("canvas:visible").first.wait_for()
         save_screenshot(page, "suggestions_report_queue2", full_page=True)
+        # the MindData page's own suggestions: their buttons select the queue in the graph below them
+        page.locator("button:visible", has_text="Show MindData: MapOp_1").last.click()
+        page.wait_for_function(f"() => ({_QUEUE_JS})().some(q => q === 1)")
+        page.wait_for_function("""() => Bokeh.documents[0].get_model_by_name('minddata_queue_fig').title.text
+            .startsWith('Queue_1')""")
         assert not errors, errors
     finally:
         page.close()
