@@ -180,3 +180,17 @@ def test_new_format_steps_are_judged_by_their_own_stages():
     assert free.get("stage_ms").column == "free_ms"
     assert "device idles" in free.text and "AllReduce" not in free.text
     assert not any(k.startswith("step_trace.dominant.tail") for k in f)
+
+
+def test_thresholds_can_be_changed_per_run():
+    """md_fast's host queue was empty at 1 of 200 steps (0.5 %): quiet at MindInsight's 30 %, reported at 0.1 %."""
+    prof = _prof("minddata/md_fast")
+    assert "minddata.host_queue_empty" not in _findings("minddata/md_fast")
+    strict = [r.with_thresholds(empty_pct=0.1) if r.id == "minddata.host_queue_empty" else r for r in A.RULES]
+    found = {s.id: s for s in A.advise_profile(prof, strict)}["minddata.host_queue_empty"]
+    assert found.get("empty_pct").value == 0.5 and found.get("empty_pct").threshold == 0.1
+    with pytest.raises(KeyError, match="no threshold"):
+        A.RULES_BY_ID["minddata.cpu_busy"].with_thresholds(empty_pct=1)
+    table = A.rules_frame()
+    assert len(table) == len(A.RULES) and table.set_index("rule").at["minddata.cpu_busy", "thresholds"] == {
+        "busy_pct": 80.0}

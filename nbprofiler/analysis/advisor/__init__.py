@@ -27,18 +27,20 @@ RULES_BY_ID = {r.id: r for r in RULES}
 FRAMES = Context.FRAMES
 
 
-def run_rules(**frames) -> list[Suggestion]:
-    """Every rule's findings in `RULES` order, before folding (what each rule says on its own)."""
+def run_rules(rules=None, **frames) -> list[Suggestion]:
+    """Every rule's findings in rule order, before folding (what each rule says on its own)."""
     ctx = Context(**frames)
-    return [s for rule in RULES for s in rule(ctx)]
+    return [s for rule in (RULES if rules is None else rules) for s in rule(ctx)]
 
 
-def advise(**frames) -> list[Suggestion]:
+def advise(rules=None, **frames) -> list[Suggestion]:
     """The suggestions for a profile given as frames by property name (``step_trace``,
     ``step_trace_average`` (dict), ``step_windows``, ``op_types``, ``minddata_pipeline``, ``minddata_queues``,
-    ``host_queue``, ``device_queue``, ``cpu_utilization``, ``op_cpu_utilization``; absent = None)."""
+    ``host_queue``, ``device_queue``, ``cpu_utilization``, ``op_cpu_utilization``; absent = None).
+    ``rules``: the rules to run, in priority order (default `RULES`; e.g. with one rule's thresholds changed:
+    ``[r.with_thresholds(empty_pct=10) if r.id == "minddata.host_queue_empty" else r for r in RULES]``)."""
     kept: list[Suggestion] = []
-    for s in run_rules(**frames):
+    for s in run_rules(rules, **frames):
         home = next((i for i, k in enumerate(kept) if k.area == s.area and k.subjects & s.subjects), None)
         if home is None:
             kept.append(s)
@@ -53,10 +55,17 @@ def profile_frames(prof) -> dict:
     return {name: getattr(prof, name) for name in FRAMES}
 
 
-def advise_profile(prof) -> list[Suggestion]:
+def advise_profile(prof, rules=None) -> list[Suggestion]:
     """`advise` on a Profile's frames."""
-    return advise(**profile_frames(prof))
+    return advise(rules, **profile_frames(prof))
+
+
+def rules_frame():
+    """The rules as a table: ``rule``, ``area``, ``severity``, ``title``, ``origin``, ``thresholds`` (dict)."""
+    import pandas as pd
+    return pd.DataFrame([{"rule": r.id, "area": r.area, "severity": r.severity, "title": r.title,
+                          "origin": r.origin, "thresholds": dict(r.thresholds)} for r in RULES])
 
 
 __all__ = ["Evidence", "Suggestion", "Rule", "Context", "RULES", "RULES_BY_ID", "SEVERITIES", "advise",
-           "advise_profile", "run_rules", "profile_frames", "format_us", "format_number"]
+           "advise_profile", "run_rules", "profile_frames", "rules_frame", "format_us", "format_number"]

@@ -139,6 +139,13 @@ class Rule:
     thresholds: Mapping[str, float]
     check: Callable[["Rule", "Context"], Iterable[Suggestion]]
 
+    def with_thresholds(self, **thresholds: float) -> "Rule":
+        """A copy of this rule with some thresholds changed (names as in ``thresholds``)."""
+        unknown = set(thresholds) - set(self.thresholds)
+        if unknown:
+            raise KeyError(f"{self.id} has no threshold {sorted(unknown)}; it has {sorted(self.thresholds)}")
+        return dataclasses.replace(self, thresholds={**self.thresholds, **thresholds})
+
     def __call__(self, ctx: "Context") -> list[Suggestion]:
         return list(self.check(self, ctx))
 
