@@ -57,8 +57,11 @@ def _print_summary(s: dict) -> None:
     if tl:
         print(f"timeline: {tl['events']} events on {tl['tracks']} tracks, "
               f"{(tl['end_us'] - tl['start_us']) / 1000:.3f} ms")
-    for sug in s.get("suggestions") or []:
-        print(f"- {sug['text']}")
+    from .views.suggestions import evidence_text, unique
+    for sug in unique(s.get("suggestions") or []):
+        print(f"- [{sug.severity}] {sug.text}")
+        for e in sug.evidence:
+            print(f"    {evidence_text(e)}")
     for p in s.get("problems") or []:
         print(f"problem: {p['file']}: {p['error']}")
 

@@ -199,3 +199,11 @@ def test_static_pages_carry_the_evidence_buttons():
     tl = next(b for label, b in buttons.items() if label.startswith("Show Timeline: step"))
     args = tl.js_event_callbacks["button_click"][0].args
     assert args["x_range"] is wd.select_one({"name": "timeline_x_range"}) and args["t1"] > args["t0"]
+
+
+def test_cli_text_summary_lists_suggestions_with_their_evidence():
+    out = subprocess.run([sys.executable, "-m", "nbprofiler.cli", "summary", str(DATA / "minddata/md_bottleneck_map")],
+                         capture_output=True, text=True, timeout=300).stdout
+    assert "- [high] The host queue was empty at 62 of 62 steps" in out
+    assert "\n    Host queue empty: 100 % (62 of 62 steps; threshold > 30 %)\n" in out
+    assert out.count("- [") == 4
