@@ -3,13 +3,15 @@ the report, so a suggestion reads the same everywhere.
 
 - `suggestion_html(s)`: one suggestion as an HTML fragment: a severity mark, the advice, and a "why?"
   toggle (``<details>``) with the rule, each measured value with its human label, unit and threshold
-  ("Host queue empty: 100 % — 62 of 62 steps; threshold > 30 %"), where the number comes from, and the
-  findings of other rules folded into it.
-- `suggestions_html(suggestions)`: the list (duplicates by id dropped), for static pages.
+  ("Host queue empty: 100 % (62 of 62 steps; threshold > 30 %)"), where the number comes from
+  ("prof.host_queue[size], steps 1–62"), and the findings of other rules folded into it.
+- `suggestions_html(suggestions)`: the list (repeats by id or text dropped), as one HTML fragment.
 - `evidence_targets(s)`: the places a suggestion cites, as `Target`s a view can open (tab, queue, operator
   type filter, step, time window).
 - `SuggestionsWidget(suggestions, on_open)`: the list as ipywidgets, each suggestion with a button per
   target; a click calls ``on_open(target)`` (the dashboard opens the tab and sets its state).
+- `suggestions_layout(suggestions, find, ...)`: the same for pages without a kernel (the report, the
+  MindData page): Bokeh buttons whose CustomJS opens the tab and sets the queue, filter or window.
 
 Every string from the data (operator names, op types, texts built from them) is escaped with
 `html.escape`. Suggestions come as `nbprofiler.analysis.advisor.Suggestion` or as the summary's dicts.
