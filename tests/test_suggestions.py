@@ -207,3 +207,19 @@ def test_cli_text_summary_lists_suggestions_with_their_evidence():
     assert "- [high] The host queue was empty at 62 of 62 steps" in out
     assert "\n    Host queue empty: 100 % (62 of 62 steps; threshold > 30 %)\n" in out
     assert out.count("- [") == 4
+
+
+def test_step_evidence_without_a_timeline_opens_the_step_in_the_step_trace():
+    """legacy/cluster_4rank_pipeline holds step traces only: the longest step interval is cited by its step,
+    and its button selects that step in the step-trace view."""
+    from nbprofiler.views.dashboard import Dashboard
+    prof = _prof("legacy/cluster_4rank_pipeline", "0")
+    s = {s.id: s for s in advise_profile(prof)}["step_trace.iteration_interval"]
+    e = s.get("longest_interval_ms")
+    st = prof.step_trace
+    assert e.steps[0] == int(st.loc[st["iteration_interval_ms"].idxmax(), "step"]) and e.window_us is None
+    target = S.evidence_target(e)
+    assert target == S.Target("Step trace", f"Step trace: step {e.steps[0]}", step=e.steps[0])
+    db = Dashboard(prof)
+    db.open_target(target)
+    assert db.tab == "Step trace" and db.views["Step trace"].step == e.steps[0]
