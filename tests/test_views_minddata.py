@@ -175,6 +175,9 @@ def test_view_on_bottleneck_run_is_standalone_html(bottleneck, tmp_path):
     assert view.selected_queue == view.queue == 1         # MapOp_1's output queue is the flagged one
     verdict = view.layout.select_one({"name": "minddata_verdict"}).text
     assert "MapOp_1" in verdict and "62/62" in verdict
+    from bokeh.models import Div
+    page = "".join(d.text for d in view.layout.select({"type": Div}))
+    assert "FORMATS" not in page and "{'" not in page and "rule=" not in page   # no document names, no dict dumps
     view.select_queue(2)
     assert view.selected_queue == view.queue == 2
     assert view.select_op(0) == 1 and view.selected_queue == 1   # the root's queue is its input queue
