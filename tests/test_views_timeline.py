@@ -1,7 +1,11 @@
 """Timeline view: tracks, level-of-detail bars, search, flows, range statistics on real traces."""
 from __future__ import annotations
 
+import html
+import re
+
 import numpy as np
+import pandas as pd
 import pytest
 
 import nbprofiler
@@ -95,12 +99,51 @@ def test_search_regex_and_stats(widedeep):
     stats = view.select_range(float(ev["start_us"].min()), float((ev["start_us"] + ev["dur_us"]).max()))
     assert stats["count"].sum() == len(ev)
     assert stats["total_us"].sum() == pytest.approx(ev["dur_us"].sum())
-    assert sum(view.stats.source.data["percent"]) == pytest.approx(100.0)
+    per_track = pd.Series(view.stats.source.data["percent"]).groupby(view.stats.source.data["track_label"]).sum()
+    assert len(per_track) == ev["track"].nunique() and per_track.to_numpy() == pytest.approx(100.0)
+    assert view.stats.visible
     # the device-op durations add up to the writer's timeline summary total (us)
     summary = widedeep.timeline_summary
     if summary:
         device = ev[ev["track"].isin(widedeep.timeline_tracks.query("pid != '10000' and pid != 10000")["track"])]
         assert device["dur_us"].sum() == pytest.approx(summary["total_time"], rel=1e-6)
+
+
+def test_search_jumps_to_each_match_and_says_which(widedeep):
+    """A search centres the view on the first match from the window's start, filled in red; ▸/◂ walk the
+    matches (wrapping); the status names the match and its time from the start of the trace."""
+    view = T.TimelineView(widedeep, debounce_s=0)
+    assert not view.matches_table.visible and not view.stats.visible  # no empty tables under the plot
+    matches = view.search(r"^MatMul-op\d+$")
+    assert view.matches_table.visible and view.match_index == 0
+    first = matches.iloc[0]
+    mid = float(first["start_us"]) + float(first["dur_us"]) / 2
+    assert (view.x_range.start + view.x_range.end) / 2 == pytest.approx(mid)
+    assert view.x_range.start <= first["start_us"] and view.x_range.end >= first["start_us"] + first["dur_us"]
+    current = view.layout.select_one({"name": "timeline_current_src"}).data
+    assert current["left"] == [pytest.approx(first["start_us"])]
+    total = matches.attrs["total"]
+    assert f"match 1 of {total:,}: {first['name']} at " in html.unescape(view.status.value)
+    assert view.next_match() == 1 and view.next_match() == 2 and view.next_match(-1) == 1
+    second = matches.iloc[1]
+    assert (view.x_range.start + view.x_range.end) / 2 == pytest.approx(
+        float(second["start_us"]) + float(second["dur_us"]) / 2)
+    view.match_index = len(matches) - 1
+    assert view.next_match() == 0  # wraps around
+    assert view.search("") is None and view.match_index is None and not view.matches_table.visible
+
+
+def test_status_in_readable_units_and_legend_of_types_in_view(widedeep):
+    view = T.TimelineView(widedeep, debounce_s=0)
+    status = html.unescape(view.status.value)
+    assert "0.000 s – 66.836 s from the start of the trace" in status  # the padded start is not negative
+    view.set_window(490_044.3, 693_767.9)
+    assert "490.044 ms – 693.768 ms from the start of the trace" in html.unescape(view.status.value)
+    legend = view.legend.value
+    drawn = set(view.source.data["op_type"])
+    named = set(re.findall(r"</span> ([^<]+)</span>", html.unescape(legend)))
+    assert named and named <= drawn
+    assert len(named) == min(len(drawn), T.LEGEND_TYPES)
 
 
 def test_flows_of_torch_npu_trace(torch_npu):
@@ -133,6 +176,7 @@ def test_view_requeries_on_zoom_and_links(torch_npu):
     assert view.fig.yaxis.major_label_overrides[0] == "Ascend Hardware / Stream 3"
     stats = view.select_range(t0, t0 + 100.0)
     assert list(view.stats.source.data["op_type"]) == list(stats["op_type"])
+    assert view.stats.source.data["track_label"][0].startswith(("Ascend", "Python", "CANN", "HCCL", "Overlap"))
     assert view.search("(") is None and "invalid regex" in view.status.value
 
 
@@ -144,3 +188,16 @@ def test_details_and_hover_never_render_html(pynative):
     for hover in view.fig.select(HoverTool):
         assert all("{safe}" not in field for _, field in hover.tooltips)
     assert len(view.source.data["left"]) <= T.MAX_GLYPHS
+
+
+def test_pin_dropdown_puts_tracks_first_in_the_order_chosen(widedeep):
+    view = T.TimelineView(widedeep, debounce_s=0)
+    labels = dict(zip(view.tracks["track"], view.tracks["label"]))
+    last, other = int(view.tracks["track"].iloc[-1]), int(view.tracks["track"].iloc[-2])
+    view.pin_box.value = last
+    view.pin_box.value = other
+    assert view.pinned == [last, other] and view.pin_box.value == T._NO_PIN
+    assert view.fig.yaxis.major_label_overrides[0] == labels[last]
+    assert view.fig.yaxis.major_label_overrides[1] == labels[other]
+    view.unpin_button.click()
+    assert view.pinned == []

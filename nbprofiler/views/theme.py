@@ -285,6 +285,17 @@ return fmt(tick, 3) + ' us';
 """
 
 
+def format_time_us(us: float, digits: int = 3, like: float | None = None) -> str:
+    """A time or duration in microseconds, in the unit a person reads at that size (s, ms or us);
+    ``like``: pick the unit for that value instead (both ends of a window in one unit)."""
+    a = abs(us if like is None else like)
+    if a >= 1e6:
+        return f"{us / 1e6:,.{digits}f} s"
+    if a >= 1e3:
+        return f"{us / 1e3:,.{digits}f} ms"
+    return f"{us:,.{min(digits, 1)}f} us"
+
+
 def time_us_axis(axis) -> None:
     """Label microsecond tick values of ``axis`` in s, ms or us, whichever the visible range calls for."""
     from bokeh.models import CustomJSTickFormatter

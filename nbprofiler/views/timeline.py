@@ -36,6 +36,12 @@ MAX_MATCHES = 1_000          # rows of the search table
 MAX_ARGS_CHARS = 2_000       # args text carried per bar (hover and details)
 DEBOUNCE_S = 0.15
 ROW_HEIGHT_PX = 26
+MIN_ROW_HEIGHT_PX = 14
+# Tracks share at most this height: with many tracks the rows get thinner (down to MIN_ROW_HEIGHT_PX), so
+# the plot fits a laptop screen below the controls; the time axis sits above the tracks, always in view.
+MAX_TRACKS_HEIGHT_PX = 460
+LEGEND_TYPES = 12            # op types named in the colour legend (the most frequent in view)
+_NO_PIN = -1                 # the pin dropdown's "choose a track" entry (ipywidgets shows None as blank)
 # Plots stretch to the notebook cell between these widths (a fixed width was clipped in JupyterLab's
 # default layout); the widest plot is also the pixel resolution the level-of-detail query merges at.
 MIN_WIDTH_PX = 480
@@ -202,11 +208,12 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
         pad = max((hi - lo) * 0.01, 1.0)
         x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range")
     n = max(len(tracks), 1)
-    fig = figure(name="timeline_fig", title="Timeline", x_range=x_range, y_range=Range1d(n - 0.5, -0.5),
+    row_px = max(MIN_ROW_HEIGHT_PX, min(ROW_HEIGHT_PX, MAX_TRACKS_HEIGHT_PX // n))
+    fig = figure(name="timeline_fig", title=None, x_range=x_range, y_range=Range1d(n - 0.5, -0.5),
                  sizing_mode="stretch_width", min_width=MIN_WIDTH_PX, max_width=max(width, MIN_WIDTH_PX),
-                 height=60 + ROW_HEIGHT_PX * n, tools="xpan,xwheel_zoom,reset,save",
-                 active_scroll="xwheel_zoom", active_drag="xpan", x_axis_label="Time from the start of the trace",
-                 output_backend="webgl")
+                 height=50 + row_px * n, tools="xpan,xwheel_zoom,reset,save",
+                 active_scroll="xwheel_zoom", active_drag="xpan", x_axis_location="above",
+                 x_axis_label="time from the start of the trace", output_backend="webgl")
     src = ColumnDataSource(data, name="timeline_src")
     bars = fig.hbar(y="y", left="left", right="right", height=0.75, source=src, fill_color="color",
                     fill_alpha="alpha", line_color="color", line_alpha="alpha", line_width=1,
@@ -216,6 +223,10 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
     highlight = ColumnDataSource({"y": [], "left": [], "right": []}, name="timeline_highlight_src")
     fig.hbar(y="y", left="left", right="right", height=0.95, source=highlight, fill_alpha=0.0,
              line_color=theme.HIGHLIGHT, line_width=2)
+    # the search match the view jumped to: filled, so it stands out among the other matches
+    current = ColumnDataSource({"y": [], "left": [], "right": []}, name="timeline_current_src")
+    fig.hbar(y="y", left="left", right="right", height=1.0, source=current, fill_color=theme.HIGHLIGHT,
+             fill_alpha=0.35, line_color=theme.HIGHLIGHT, line_width=3)
     flows = ColumnDataSource(flow_data(flows_df, tracks, x_range.start, x_range.end), name="timeline_flows_src")
     fig.add_layout(Arrow(end=VeeHead(size=6, fill_color=theme.AXIS, line_color=theme.AXIS), source=flows,
                          x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=theme.AXIS,
@@ -258,17 +269,20 @@ def minimap_figure(density_df: pd.DataFrame, x_range: Range1d, width: int = MAX_
 
 
 def stats_table(stats_df: pd.DataFrame | None = None) -> DataTable:
-    """Per-op-type statistics of a selected time range (``timeline_stats_src``)."""
-    cols = ["op_type", "count", "total_us", "avg_us", "percent"]
+    """Per-track, per-op-type statistics of a selected time range (``timeline_stats_src``; ``percent`` is
+    of the track's busy time in the range)."""
+    cols = ["track_label", "op_type", "count", "total_us", "avg_us", "percent"]
     data = {c: (stats_df[c].tolist() if stats_df is not None and c in stats_df.columns else []) for c in cols}
     src = ColumnDataSource(data, name="timeline_stats_src")
     num = NumberFormatter(format="0,0.000")
     return DataTable(source=src, name="timeline_stats", sizing_mode="stretch_width", min_width=300, height=220,
-                     index_position=None,
-                     columns=[TableColumn(field="op_type", title="op type"), TableColumn(field="count", title="events"),
+                     index_position=None, visible=bool(len(data["op_type"])),
+                     columns=[TableColumn(field="track_label", title="track"),
+                              TableColumn(field="op_type", title="op type"), TableColumn(field="count", title="events"),
                               TableColumn(field="total_us", title="total (us)", formatter=num),
                               TableColumn(field="avg_us", title="average (us)", formatter=num),
-                              TableColumn(field="percent", title="% of range", formatter=NumberFormatter(format="0.00"))])
+                              TableColumn(field="percent", title="% of the track's busy time",
+                                          formatter=NumberFormatter(format="0.00"))])
 
 
 _JUMP_JS = """
@@ -291,7 +305,7 @@ def matches_table(matches_df: pd.DataFrame | None, x_range: Range1d, tracks: pd.
     src.selected.js_on_change("indices", CustomJS(args=dict(matches=src, xr=x_range), code=_JUMP_JS))
     num = NumberFormatter(format="0,0.000")
     return DataTable(source=src, name="timeline_matches", sizing_mode="stretch_width", min_width=300, height=220,
-                     index_position=None,
+                     index_position=None, visible=bool(len(data["name"])),
                      columns=[TableColumn(field="name", title="name"), TableColumn(field="track_label", title="track"),
                               TableColumn(field="start_us", title="start (us)", formatter=num),
                               TableColumn(field="dur_us", title="duration (us)", formatter=num)])
@@ -329,6 +343,7 @@ class TimelineView:
         self.queries = 0
         self.pinned: list[int] = []
         self.matches: pd.DataFrame | None = None
+        self.match_index: int | None = None   # the match the view jumped to (row of `matches`)
         self._pending = None
         self._setting_window = False
         from ..analysis import timeline as engine
@@ -347,7 +362,16 @@ class TimelineView:
         self.minimap = minimap_figure(dens, self.x_range, width=width)
         self.stats = stats_table()
         self.matches_table = matches_table(None, self.x_range, self.tracks)
-        self.layout = column(self.minimap, self.plot, row(self.matches_table, self.stats, sizing_mode="stretch_width"),
+        # Shown by the browser the moment the time axis moves, cleared by the re-query's answer: the
+        # feedback does not wait for the kernel.
+        self.busy = Div(text="", name="timeline_busy", styles={"color": "var(--jp-ui-font-color2, #777)",
+                                                                 "font-size": "12px", "min-height": "16px"})
+        busy_js = CustomJS(args=dict(busy=self.busy), code="busy.text = 're-querying the window…';")
+        self.x_range.js_on_change("start", busy_js)
+        self.x_range.js_on_change("end", busy_js)
+        self.source.js_on_change("data", CustomJS(args=dict(busy=self.busy), code="busy.text = '';"))
+        self.layout = column(self.busy, self.minimap, self.plot,
+                             row(self.matches_table, self.stats, sizing_mode="stretch_width"),
                              sizing_mode="stretch_width", name="timeline_layout")
         for part in (self.minimap, self.matches_table, self.stats):
             theme.themed(part)
@@ -356,14 +380,24 @@ class TimelineView:
         self.fig.on_event(SelectionGeometry, self._on_select)
 
         self.search_box = W.Text(placeholder="regex, e.g. MatMul|Conv", description="Search",
-                                 continuous_update=False)
+                                 continuous_update=False, layout=W.Layout(width="300px"))
         self.search_box.observe(lambda ch: self.search(ch["new"]), names="value")
-        self.pin_box = W.TagsInput(value=[], allowed_tags=list(self.tracks["label"]), allow_duplicates=False,
-                                   tooltip="Pinned tracks, drag to reorder")
-        self.pin_box.observe(self._on_pins, names="value")
+        self.prev_button = W.Button(description="◂", tooltip="previous match", layout=W.Layout(width="34px"))
+        self.next_button = W.Button(description="▸", tooltip="next match (Enter in the box searches again)",
+                                    layout=W.Layout(width="34px"))
+        self.prev_button.on_click(lambda _: self.next_match(-1))
+        self.next_button.on_click(lambda _: self.next_match(1))
+        self.pin_box = W.Dropdown(options=[("pin a track first…", _NO_PIN)] +
+                                  [(str(lbl), int(t)) for lbl, t in zip(self.tracks["label"], self.tracks["track"])],
+                                  value=_NO_PIN, layout=W.Layout(width="260px"))
+        self.pin_box.observe(self._on_pin, names="value")
+        self.unpin_button = W.Button(description="unpin all", layout=W.Layout(width="80px"))
+        self.unpin_button.on_click(lambda _: self.pin_tracks([]))
         self.status = W.HTML()
-        self.widget = W.VBox([W.HBox([self.search_box, W.Label("Pin tracks:"), self.pin_box]), self.status,
-                              BokehModel(self.layout)], layout=W.Layout(width="100%"))
+        self.legend = W.HTML()
+        self.widget = W.VBox([W.HBox([self.search_box, self.prev_button, self.next_button, self.pin_box,
+                                      self.unpin_button], layout=W.Layout(flex_flow="row wrap")),
+                              self.status, self.legend, BokehModel(self.layout)], layout=W.Layout(width="100%"))
         self._set_status()
 
     # -- querying -----------------------------------------------------------------------------------
@@ -428,9 +462,11 @@ class TimelineView:
                                                 zip(self.tracks["row"], self.tracks["label"])}
         self.requery()
 
-    def _on_pins(self, change) -> None:
-        by_label = dict(zip(self.tracks["label"], self.tracks["track"]))
-        self.pin_tracks([by_label[lbl] for lbl in change["new"] if lbl in by_label])
+    def _on_pin(self, change) -> None:
+        if change["new"] == _NO_PIN:
+            return
+        self.pin_tracks([*[t for t in self.pinned if t != change["new"]], int(change["new"])])
+        self.pin_box.value = _NO_PIN
 
     # -- search -------------------------------------------------------------------------------------
     def search(self, pattern: str) -> pd.DataFrame | None:
@@ -446,29 +482,69 @@ class TimelineView:
                 return None
         fresh = matches_table(self.matches, self.x_range, self.tracks)
         self.matches_table.source.data = dict(fresh.source.data)
-        self._update_highlight()
-        self._set_status()
+        self.matches_table.visible = bool(self.matches is not None and len(self.matches))
+        self.match_index = None
+        if self.matches is not None and len(self.matches):
+            # the first match from the start of the current window on (or the first of all)
+            later = np.flatnonzero(self.matches["start_us"].to_numpy() >= float(self.x_range.start))
+            self._jump_to(int(later[0]) if len(later) else 0)
+        else:
+            self._update_highlight()
+            self._set_status()
         return self.matches
+
+    def next_match(self, step: int = 1) -> int | None:
+        """Jump to the next match (``step=-1``: the previous one), wrapping around; returns its row."""
+        if self.matches is None or not len(self.matches):
+            return None
+        i = 0 if self.match_index is None else (self.match_index + step) % len(self.matches)
+        self._jump_to(i)
+        return i
+
+    def _jump_to(self, i: int) -> None:
+        """Centre the view on match ``i``, zoomed so it is clearly visible but keeps its neighbours."""
+        m = self.matches.iloc[i]
+        self.match_index = i
+        start, dur = float(m["start_us"]), max(float(m["dur_us"]), 0.0)
+        width = float(self.x_range.end) - float(self.x_range.start)
+        if width > 50 * max(dur, 1.0):  # the event would be a sliver: zoom in around it
+            width = max(50 * dur, 20.0)
+        mid = start + dur / 2
+        self.set_window(mid - width / 2, mid + width / 2)
 
     def _update_highlight(self) -> None:
         src = self.layout.select_one({"name": "timeline_highlight_src"})
+        current = self.layout.select_one({"name": "timeline_current_src"})
+        rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
+        empty = {"y": [], "left": [], "right": []}
         if self.matches is None or not len(self.matches):
-            src.data = {"y": [], "left": [], "right": []}
+            src.data = empty
+            current.data = empty
             return
+        if self.match_index is not None and int(self.matches["track"].iloc[self.match_index]) in rows:
+            c = self.matches.iloc[self.match_index]
+            current.data = {"y": [rows[int(c["track"])]], "left": [float(c["start_us"])],
+                            "right": [float(c["start_us"]) + float(c["dur_us"])]}
+        else:
+            current.data = empty
         t0, t1 = float(self.x_range.start), float(self.x_range.end)
         m = self.matches
         m = m[(m["start_us"] + m["dur_us"] >= t0) & (m["start_us"] <= t1)]
-        rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
         m = m[m["track"].astype(int).isin(rows.keys())]
         src.data = {"y": [rows[int(t)] for t in m["track"]], "left": m["start_us"].to_numpy(),
                     "right": (m["start_us"] + m["dur_us"]).to_numpy()}
 
     # -- range statistics ---------------------------------------------------------------------------
     def select_range(self, t0_us: float, t1_us: float) -> pd.DataFrame:
-        """Per-op-type statistics of [t0_us, t1_us] into the statistics table; returns them."""
-        stats = self._engine.range_stats(self.events, t0_us, t1_us).rename(columns={"share_pct": "percent"})
-        self.stats.source.data = {c: stats[c].tolist() for c in ("op_type", "count", "total_us", "avg_us", "percent")
-                                  if c in stats.columns}
+        """Per-track, per-op-type statistics of [t0_us, t1_us] into the statistics table; returns them
+        (`nbprofiler.analysis.timeline.range_stats` with ``by_track``, plus ``track_label``)."""
+        stats = self._engine.range_stats(self.events, t0_us, t1_us, by_track=True).rename(
+            columns={"share_pct": "percent"})
+        labels = dict(zip(self.tracks["track"].astype(int), self.tracks["label"]))
+        stats.insert(1, "track_label", [labels.get(int(t), str(t)) for t in stats["track"]])
+        self.stats.source.data = {c: stats[c].tolist() for c in ("track_label", "op_type", "count", "total_us",
+                                                                  "avg_us", "percent")}
+        self.stats.visible = bool(len(stats))
         self.selected_range = (float(t0_us), float(t1_us))
         return stats
 
@@ -481,12 +557,19 @@ class TimelineView:
     def _set_status(self) -> None:
         n = len(self.source.data["left"])
         merged = int(np.sum(self.source.data["count"])) if n else 0
-        text = (f"{n:,} bars for {merged:,} events in the window "
-                f"({float(self.x_range.start):,.1f} – {float(self.x_range.end):,.1f} us); "
-                f"{len(self.events):,} events in {len(self.tracks)} tracks")
+        t0, t1 = max(float(self.x_range.start), 0.0), float(self.x_range.end)
+        text = (f"{theme.format_time_us(t0, like=t1)} – {theme.format_time_us(t1)} from the start of the trace: "
+                f"{merged:,} events as {n:,} bars; {len(self.events):,} events in {len(self.tracks)} tracks")
         if self.matches is not None:
-            text += f"; {self.matches.attrs.get('total', len(self.matches)):,} matches"
+            total = self.matches.attrs.get("total", len(self.matches))
+            if self.match_index is not None:
+                m = self.matches.iloc[self.match_index]
+                text += (f"; match {self.match_index + 1:,} of {total:,}: {m['name']} at "
+                         f"{theme.format_time_us(float(m['start_us']))}")
+            else:
+                text += f"; {total:,} matches"
         self.status.value = f"<span style='{theme.MUTED_CSS}'>{_esc(text)}</span>"
+        self.legend.value = _legend_html(self.source.data)
 
     def display(self):
         from .bokehjs import show
@@ -494,6 +577,20 @@ class TimelineView:
 
     def _ipython_display_(self):
         self.display()
+
+
+def _legend_html(bars: dict) -> str:
+    """The colours of the op types drawn in the window, most bars first (names escaped)."""
+    if not len(bars["op_type"]):
+        return ""
+    counts = pd.Series(np.asarray(bars["count"], dtype=float), index=list(bars["op_type"])).groupby(level=0).sum()
+    colors = dict(zip(bars["op_type"], bars["color"]))
+    top = counts.sort_values(ascending=False, kind="stable").index[:LEGEND_TYPES]
+    items = "".join(f"<span style='display:inline-block;margin:0 12px 2px 0;white-space:nowrap'>"
+                    f"<span style='color:{_esc(colors[t])}'>■</span> {_esc(str(t))}</span>" for t in top)
+    more = len(counts) - len(top)
+    rest = f"<span style='{theme.MUTED_CSS}'>and {more} more types</span>" if more > 0 else ""
+    return f"<div style='font-size:12px;line-height:1.5'>{items}{rest}</div>"
 
 
 def _esc(text: str) -> str:

@@ -132,9 +132,38 @@ def pixel_diff(a: Path, b: Path, threshold: int = 16) -> float:
     return mask.histogram()[255] / (ia.size[0] * ia.size[1])
 
 
-def open_offline(page, path, settle_ms: int = 2500) -> list[str]:
+# Every BokehJS document on the page has rendered all its roots (BokehJS's own idle state).
+BOKEH_IDLE_JS = "() => !!window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents.every(d => d.is_idle)"
+_TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+
+
+def wait_painted(page, bokeh: bool = True) -> None:
+    """Until BokehJS is idle (``bokeh``) and the browser has presented two more frames: what is on screen
+    is what the page's state says (for screenshots after an interaction)."""
+    if bokeh:
+        page.wait_for_function(BOKEH_IDLE_JS)
+    page.evaluate(_TWO_FRAMES_JS)
+
+
+def wait_stable(page, fn, what: str = "", timeout_s: float = 30.0, interval_s: float = 0.1):
+    """Poll ``fn()`` until it returns the same truthy value twice in a row ``interval_s`` apart (a layout
+    or a value that has stopped changing); returns it."""
+    import time
+    end = time.monotonic() + timeout_s
+    last = object()
+    while time.monotonic() < end:
+        value = fn()
+        if value and value == last:
+            return value
+        last = value
+        page.wait_for_timeout(interval_s * 1000)  # the polling interval, not a wait for a state
+    raise AssertionError(f"{what or fn} did not settle in {timeout_s:.0f} s (last: {last!r})")
+
+
+def open_offline(page, path, ready_js: str | None = BOKEH_IDLE_JS) -> list[str]:
     """Open a local HTML file with every non-``file:``/``data:``/``blob:`` request aborted
-    (STACK_NOTES 3.5). Returns the list of blocked URLs (an offline report should block none)."""
+    (STACK_NOTES 3.5), then wait until ``ready_js`` holds (default: every BokehJS document rendered) and
+    the page has painted. Returns the list of blocked URLs (an offline report should block none)."""
     blocked: list[str] = []
 
     def handler(route):
@@ -147,5 +176,7 @@ def open_offline(page, path, settle_ms: int = 2500) -> list[str]:
 
     page.route("**/*", handler)
     page.goto(Path(path).resolve().as_uri(), wait_until="load")
-    page.wait_for_timeout(settle_ms)
+    if ready_js:
+        page.wait_for_function(ready_js)
+    wait_painted(page, bokeh=False)
     return blocked

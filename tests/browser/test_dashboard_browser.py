@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from helpers import (REPO, bokeh_data, count_canvases, open_and_run_all, save_screenshot,
-                     write_notebook)
+from helpers import (REPO, bokeh_data, count_canvases, open_and_run_all, save_screenshot, wait_painted,
+                     wait_stable, write_notebook)
 
 WIDEDEEP = (REPO.parent / "shared" / "data" / "legacy" / "run_1_widedeep").resolve()
 MAX_GLYPHS = 20_000     # nbprofiler.views.timeline.MAX_GLYPHS
@@ -50,7 +50,7 @@ def _luminance(css: str) -> float:
 def _set_theme(page, name: str, light: bool) -> None:
     page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{name}'}})")
     page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'")
-    page.wait_for_timeout(600)
+    wait_painted(page)
 
 
 def _timeline_plot(page, out):
@@ -71,7 +71,7 @@ def test_dashboard_step_operator_timeline(lab, page):
     # The step-trace tab is built at once, so its canvases exist even while the overview is shown.
     out.locator(".lm-TabBar-tab", has_text="Step trace").first.click()
     out.locator("canvas").first.wait_for(state="visible")
-    page.wait_for_timeout(500)
+    wait_painted(page)
     assert count_canvases(page) >= 3
     assert set(bokeh_data(page, "step_trace_selected_src", "sel")[0]) == {0}
     save_screenshot(out, "dashboard_step_trace_average")
@@ -81,7 +81,7 @@ def test_dashboard_step_operator_timeline(lab, page):
           what="step 5 in step_trace_selected_src")
     totals = bokeh_data(page, "step_trace_selected_src", "dur_ms")[0]
     assert abs(totals[0] - 205.8227) < 0.5  # step 5's total, about the 205 ms average
-    page.wait_for_timeout(400)
+    wait_painted(page)
     save_screenshot(out, "dashboard_step_trace_step5")
 
     # --- Operators: one step note (the view's own), pie legend with swatches, click filters the table
@@ -94,7 +94,7 @@ def test_dashboard_step_operator_timeline(lab, page):
     # Canvases of hidden tabs have no box; the first visible one is the pie (the toggle is HTML).
     box = _poll(lambda: next((b for c in out.locator("canvas").all() if (b := c.bounding_box())
                               and b["height"] > 200), None), what="pie canvas")
-    page.wait_for_timeout(500)
+    wait_painted(page)
     pie_png = save_screenshot(out, "dashboard_operators_pie")
     _assert_legend_swatches(pie_png, out, box)
     # MatMul holds 81 % of AI Core time: its wedge runs clockwise from 12 o'clock past 9 o'clock, so a
@@ -103,16 +103,15 @@ def test_dashboard_step_operator_timeline(lab, page):
     _poll(lambda: any(c and set(c) == {"MatMul"} for c in bokeh_data(page, "op_table_src_ai_core", "op_type")),
           what="table filtered to MatMul")
     page.mouse.move(box["x"] + box["width"] + 200, box["y"] - 40)     # no tooltip over the legend
-    page.wait_for_timeout(400)
+    wait_painted(page)
     _assert_legend_swatches(save_screenshot(out, "dashboard_operators_matmul"), out, box)  # kept after a click
 
     # --- Timeline: fits the cell, zooms with a real mouse wheel, the kernel re-queries the bars
     out.locator(".lm-TabBar-tab", has_text="Timeline").first.click()
     before = _poll(lambda: _x_range(page), what="timeline x range")[0]
-    plot, b = _timeline_plot(page, out)
-    page.wait_for_timeout(500)
+    wait_painted(page)
+    b = wait_stable(page, lambda: _timeline_plot(page, out)[1], what="timeline canvas box")
     cell = out.locator(".jp-OutputArea").first.bounding_box()
-    plot, b = _timeline_plot(page, out)
     assert b["x"] >= cell["x"] - 1 and b["x"] + b["width"] <= cell["x"] + cell["width"] + 1, (b, cell)
     active = page.evaluate("""() => Bokeh.documents.flatMap(d => { const f = d.get_model_by_name('timeline_fig');
         const s = f && f.toolbar.active_scroll; return s ? [s.type + ':' + s.dimensions] : []; })""")
@@ -123,7 +122,6 @@ def test_dashboard_step_operator_timeline(lab, page):
     page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2)
     for _ in range(5):
         page.mouse.wheel(0, -300)
-        page.wait_for_timeout(80)
     after = _poll(lambda: [r for r in _x_range(page) if (r[1] - r[0]) < (before[1] - before[0]) * 0.6],
                   what="timeline zoomed in by the wheel")[0]
     # the kernel re-queried the level of detail for the new window: new bars, all touching the window
@@ -135,9 +133,14 @@ def test_dashboard_step_operator_timeline(lab, page):
     _poll(requeried, what="timeline_src re-queried for the zoomed window")
     left = bokeh_data(page, "timeline_src", "left")[0]
     assert 0 < len(left) <= MAX_GLYPHS
-    status = out.locator(".widget-html", has_text="bars for").first.inner_text()
-    assert "bars for" in status and f"{after[0]:,.1f}"[:4] in status.replace("\u2009", "")
-    page.wait_for_timeout(800)
+    # the status names the window the kernel queried, in the unit of its end, from the start of the trace
+    from nbprofiler.views.theme import format_time_us
+    final = wait_stable(page, lambda: _x_range(page)[0], what="zoomed range")
+    want = f"{format_time_us(max(final[0], 0.0), like=final[1])} – {format_time_us(final[1])}"
+    out.locator(".widget-html", has_text=want).first.wait_for()
+    page.wait_for_function("() => Bokeh.documents.every(d => { const b = d.get_model_by_name('timeline_busy');"
+                           " return !b || b.text === ''; })")  # the re-query indicator is gone
+    wait_painted(page)
     save_screenshot(out, "dashboard_timeline_zoomed")
     save_screenshot(page, "dashboard_page")
 
@@ -146,15 +149,25 @@ def test_dashboard_step_operator_timeline(lab, page):
     try:
         for tab in ("Overview", "Step trace", "Operators", "MindData", "Timeline"):
             out.locator(".lm-TabBar-tab", has_text=tab).first.click()
-            page.wait_for_timeout(1200)
             out.scroll_into_view_if_needed()
+            wait_painted(page)
             save_screenshot(out, f"dashboard_dark_{tab.replace(' ', '_').lower()}")
             html_text = page.evaluate("""(el) => [...el.querySelectorAll('.widget-html-content')]
                 .filter(e => e.offsetParent && e.innerText.trim()).map(e => getComputedStyle(e.firstElementChild
                 || e).color)""", out.element_handle())
             assert all(_luminance(c) > 0.5 for c in html_text), (tab, html_text)
             assert html_text or tab in ("Step trace", "MindData"), tab   # those tabs have no HTML panel
+            if tab == "Timeline":  # its tables show once they hold rows: search to fill the matches
+                box = out.locator("input[placeholder^='regex']").first
+                box.fill("MatMul")
+                box.press("Enter")
+                page.wait_for_function("() => Bokeh.documents.some(d => { const t = d.get_model_by_name("
+                                       "'timeline_matches'); return t && t.visible; })")
+                wait_painted(page)
             if tab in ("Operators", "MindData", "Timeline"):
+                # SlickGrid lays its rows out once its tab has a size: wait for them
+                page.wait_for_function(f"(sel) => ({_WIDGET_COLOURS_JS})(sel).length > 0",
+                                       arg=".slick-row, .slick-header-column")
                 cells_ = page.evaluate(_WIDGET_COLOURS_JS, ".slick-row, .slick-header-column")
                 assert cells_, tab
                 assert all(_luminance(bg) < 0.35 for bg, _ in cells_), (tab, cells_[:4])

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from helpers import (bokeh_data, count_canvases, open_and_run_all, pixel_diff, save_screenshot,
-                     wait_bokeh_data, write_notebook)
+                     wait_bokeh_data, wait_painted, write_notebook)
 
 CELLS = [
     "import ipywidgets as W\n"
@@ -34,7 +34,7 @@ def test_bokeh_widget_renders_and_reacts(lab, page):
     cells = open_and_run_all(page, lab, "smoke.ipynb", 2)
     box = cells.nth(1).locator(".widget-vbox").first
     box.locator("canvas").first.wait_for(state="visible")
-    page.wait_for_timeout(500)  # let painting finish before the screenshot
+    wait_painted(page)
     assert bokeh_data(page, "bar_src", "top") == [[1, 2, 3, 4]]
     assert count_canvases(page) >= 1
     before = save_screenshot(box, "lab_smoke_before")
@@ -45,7 +45,7 @@ def test_bokeh_widget_renders_and_reacts(lab, page):
         handle.press("ArrowRight")
     page.locator(".widget-label:has-text('sum=50')").wait_for()
     wait_bokeh_data(page, "bar_src", "top", [5, 10, 15, 20])
-    page.wait_for_timeout(300)
+    wait_painted(page)
     assert bokeh_data(page, "bar_src", "top") == [[5, 10, 15, 20]]
     after = save_screenshot(box, "lab_smoke_after")
     assert pixel_diff(before, after) > 0.01

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import cell_errors, count_canvases, save_screenshot
+from helpers import cell_errors, count_canvases, save_screenshot, wait_painted
 
 from nbprofiler import _lab
 from nbprofiler.profile import Profile
@@ -275,7 +275,7 @@ def show_tab(cell, tab: str = "Step trace") -> None:
     cell.locator(".lm-TabBar-tab", has_text=tab).first.click()
     cell.locator("canvas").locator("visible=true").first.wait_for(timeout=120_000)
     cell.scroll_into_view_if_needed()
-    cell.page.wait_for_timeout(500)  # let painting finish before screenshots
+    wait_painted(cell.page)
 
 
 def test_runs_endpoint_and_report_endpoint(lab, lab_tree):

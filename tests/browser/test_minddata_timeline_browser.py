@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from helpers import (bokeh_data, cell_errors, count_canvases, open_and_run_all, save_screenshot,
-                     write_notebook)
+                     wait_painted, write_notebook)
 
 from conftest import REPO
 
@@ -32,7 +32,7 @@ def test_minddata_and_timeline_views(lab, page):
     md_cell, tl_cell = cells.nth(1), cells.nth(2)
     md_cell.locator("canvas").first.wait_for(state="visible")
     tl_cell.locator("canvas").first.wait_for(state="visible")
-    page.wait_for_timeout(800)
+    wait_painted(page)
     assert count_canvases(page) >= 6
     # every plot stretches to its cell: none reaches past the output area's right edge
     for cell in (md_cell, tl_cell):
@@ -63,7 +63,7 @@ def test_minddata_and_timeline_views(lab, page):
         if (e.shadowRoot) walk(e.shadowRoot); }); walk(document);
         return out.includes('GeneratorOp_2') && out.includes('98.3471') && !out.includes('BatchOp_0'); }""",
                            timeout=10_000)
-    page.wait_for_timeout(400)
+    wait_painted(page)
     png = save_screenshot(md_cell, "minddata_view_queue2_selected")
     # the now unselected Queue_1 label keeps full contrast (it used to fade to Bokeh's 0.2 alpha)
     assert _darkest_in_box(png, md_cell, page, "Queue_1 (") < 150
@@ -84,7 +84,7 @@ def test_minddata_and_timeline_views(lab, page):
     after_count = bokeh_data(page, "timeline_src", "count")[0]
     assert after_left != before and len(after_left) <= 20_000
     assert max(after_count) == 1                           # zoomed in: single events only
-    page.wait_for_timeout(500)
+    wait_painted(page)
     save_screenshot(tl_cell, "timeline_view_zoomed")
 
 

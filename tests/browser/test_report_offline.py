@@ -12,7 +12,7 @@ import warnings
 import pytest
 from PIL import Image
 
-from helpers import REPO, bokeh_data, open_offline, pixel_diff, save_screenshot
+from helpers import REPO, bokeh_data, open_offline, pixel_diff, save_screenshot, wait_painted
 
 import nbprofiler
 from nbprofiler.report import write_html_report
@@ -267,7 +267,7 @@ def test_every_tab_renders_its_own_content_offline(reports, profiles, offline_pa
         assert shown == {k: k == key for _, k, _ in tabs}, (title, shown)
         CHECKS[name](page, title, profiles[name])
         page.evaluate(_SCROLL_TO_TABS_JS)
-        page.wait_for_timeout(300)  # paint after the scroll
+        wait_painted(page)
         shots[title] = save_screenshot(page, f"report_{name}_{title.replace(' ', '_')}")
         assert _ink(shots[title]) > 0.01, f"{title}: the tab's panel looks blank"
     # each tab looks different from every other; the same tab, shown again, looks the same
@@ -278,7 +278,7 @@ def test_every_tab_renders_its_own_content_offline(reports, profiles, offline_pa
     page.wait_for_function(f"() => ({_ACTIVE_JS})() === 0")
     page.evaluate(_SCROLL_TO_TABS_JS)
     page.mouse.move(0, 999)  # no hover highlight on the tab bar
-    page.wait_for_timeout(300)
+    wait_painted(page)
     again = save_screenshot(page, f"report_{name}_{titles[0].replace(' ', '_')}_again")
     assert pixel_diff(shots[titles[0]], again) < 0.005
     assert not page.page_errors, page.page_errors
@@ -306,16 +306,20 @@ def test_operator_search_filters_offline(reports, offline_page):
     page = offline_page
     assert open_offline(page, reports["widedeep"]) == []
     _tab(page, "Operators").click()
-    page.wait_for_timeout(500)
+    page.wait_for_function(f"(names) => Object.values(({_VIEWS_SHOWN_JS})(names)).every(v => v === true)",
+                           arg=["op_table_ai_core"])
     before = bokeh_data(page, "op_table_src_ai_core", "op_name")[0]
     box = page.locator("input[placeholder^='search operator']").first
     box.fill("MatMul")
     box.press("Enter")
-    page.wait_for_timeout(500)
+    page.wait_for_function("(n) => { const d = Bokeh.documents[0].get_model_by_name('op_table_src_ai_core');"
+                           " const c = d.data.get ? d.data.get('op_name') : d.data.op_name; return c.length < n; }",
+                           arg=len(before))
     after = bokeh_data(page, "op_table_src_ai_core", "op_name")[0]
     assert 0 < len(after) < len(before)
     assert all("matmul" in n.lower() for n in after) or all(
         "matmul" in t.lower() for t in bokeh_data(page, "op_table_src_ai_core", "op_type")[0])
+    wait_painted(page)
     save_screenshot(page, "report_widedeep_operator_search")
 
 
@@ -347,7 +351,9 @@ def test_exported_dashboard_notebook_renders_offline(exported_dashboard, offline
     """The ipywidgets Tab of `prof.show()` and the jupyter_bokeh figures inside it render from the saved
     widget state with every request blocked (stock nbconvert output leaves this cell blank)."""
     page = offline_page
-    blocked = open_offline(page, exported_dashboard, settle_ms=4000)
+    # the widget manager renders the saved state after DOMContentLoaded: ready when the Tab bar is there
+    blocked = open_offline(page, exported_dashboard,
+                           ready_js="() => document.querySelectorAll('.widget-tab .lm-TabBar-tab').length > 0")
     assert blocked == [], f"the exported notebook tried to fetch {blocked}"
     assert page.evaluate("() => window.Bokeh && Bokeh.version") == "3.9.2"
     tabs = page.locator(".widget-tab .lm-TabBar-tab")
@@ -356,7 +362,8 @@ def test_exported_dashboard_notebook_renders_offline(exported_dashboard, offline
     visible = {}
     for title in ("Step trace", "Operators", "MindData", "Timeline"):
         page.locator(".widget-tab .lm-TabBar-tab", has_text=title).first.click()
-        page.wait_for_timeout(1000)
+        page.wait_for_function(f"() => ({_VISIBLE_CANVASES_JS})() > 0")
+        wait_painted(page)
         visible[title] = page.evaluate(_VISIBLE_CANVASES_JS)
         save_screenshot(page, f"exported_dashboard_{title.replace(' ', '_')}", full_page=True)
     assert all(n >= 1 for n in visible.values()), visible

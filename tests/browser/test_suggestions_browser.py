@@ -129,7 +129,7 @@ def test_report_evidence_buttons_work_offline(browser, tmp_path):
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
-        assert open_offline(page, path, settle_ms=0) == []
+        assert open_offline(page, path) == []
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                                "Bokeh.documents[0].get_model_by_name('report_tabs') !== null")
         button = page.locator("button:visible", has_text="Show MindData: GeneratorOp_2").first
