@@ -38,6 +38,14 @@ def compare_many(runs, baseline=0, labels=None):
     return _compare_many(runs, baseline=baseline, labels=labels)
 
 
+def __getattr__(name):
+    # `nbprofiler.samples` without importing it first: the bundled profiles load only when asked for
+    if name == "samples":
+        import importlib
+        return importlib.import_module(".samples", __name__)
+    raise AttributeError(f"module 'nbprofiler' has no attribute {name!r}")
+
+
 def load_ipython_extension(ipython):
     from .magics import register
     register(ipython)

@@ -74,9 +74,26 @@ lab_args=(--ip=127.0.0.1 --ServerApp.root_dir="$REPO" --LabApp.news_url=None
 [[ "$(id -u)" == 0 ]] && lab_args+=(--allow-root)
 export BOKEH_RESOURCES=inline  # BokehJS from the package, not a CDN: the demo works offline
 
+# JupyterLab's "get notified about Jupyter news?" pop-up and update check: off in this venv's own app
+# settings (<venv>/share/jupyter/lab/settings/overrides.json), never in the user's settings.
+quiet_lab() {
+  local dir="$VENV/share/jupyter/lab/settings"
+  mkdir -p "$dir"
+  "$VENV/bin/python" - "$dir/overrides.json" <<'PY'
+import json, pathlib, sys
+path = pathlib.Path(sys.argv[1])
+data = json.loads(path.read_text()) if path.exists() else {}
+# fetchNews takes the string "false", not a boolean
+data.setdefault("@jupyterlab/apputils-extension:notification", {}).update(fetchNews="false", checkForUpdates=False)
+path.write_text(json.dumps(data, indent=2) + "\n")
+PY
+  say "news pop-up off ($dir/overrides.json)"
+}
+
 if [[ $INSTALL == 1 ]]; then ensure_venv; ensure_install; fi
 [[ -x "$VENV/bin/jupyter" ]] || { say "no jupyter in $VENV: run without --no-install"; exit 1; }
 [[ -f "$REPO/$NOTEBOOK" ]] || { say "missing $REPO/$NOTEBOOK"; exit 1; }
+quiet_lab
 if "$VENV/bin/jupyter" labextension list 2>&1 | grep -q 'nbprofiler.*enabled'; then
   say "lab extension: nbprofiler enabled"
 else

@@ -22,6 +22,11 @@ def test_demo_check_starts_server_and_runs_quickstart(tmp_path):
     assert '"started"' in log  # the /api/status body, as the server sent it
     assert "server sees notebooks/quickstart.ipynb" in log
     assert "OK: notebooks/quickstart.ipynb executed" in log
+    # JupyterLab opens without the "get notified about news?" pop-up, set in the venv, not the user's settings
+    import json
+    overrides = json.loads((Path(sys.prefix) / "share/jupyter/lab/settings/overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    assert "news pop-up off" in log
     assert not list(tmp_path.glob("nbprofiler-demo.*")), "the check must remove its temp dir"
 
 
@@ -30,6 +35,14 @@ def test_demo_rejects_unknown_option():
                           timeout=30)
     assert proc.returncode == 2
     assert "unknown option --bogus" in proc.stderr
+
+
+def test_samples_need_no_import_of_their_own():
+    """`nbprofiler.samples` (as the README and the quickstart use it) works after `import nbprofiler`."""
+    code = "import nbprofiler; print(nbprofiler.samples.path('md_fast').name)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "md_fast"
 
 
 def test_samples_are_bundled_and_named():
