@@ -161,6 +161,10 @@ def overview_html(summary: dict, comparison=None, missing: list[tuple[str, str]]
             + "</td>"
             for k, v in avg.items() if k.endswith("_ms"))
         parts.append(f"<h3>Step trace: average of {st['total_steps']:,} steps</h3><table><tr>{cells}</tr></table>")
+        from .views.step_trace import average_note
+        note = average_note(st)
+        if note:
+            parts.append(f"<p class='nbprofiler-note'>{_e(note)}</p>")
     for kind, rows in (summary.get("op_types") or {}).items():
         top = rows[:5]
         if not top:

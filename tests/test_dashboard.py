@@ -117,3 +117,21 @@ def test_operators_per_step_fold_builds_on_open_and_a_clicked_step_selects_it_ev
     points.selected.indices = [i]  # a click on step 4's point
     assert per_step.step == 4 and db.views["Step trace"].step == 4
     assert db.link_note.value.count("Step 4:") == 1 and db.views["Operators"].step == 4
+
+
+def test_an_average_row_that_contradicts_itself_is_said_so_with_the_steps_mean():
+    """legacy/run_2_lenet's average row: total 0 ms, step interval 12.4321 ms (MindInsight shows it as
+    written); the overviews say so and give the mean of the one recorded step, 23.7091 ms."""
+    from nbprofiler.analysis.summary import inconsistent_average
+    from nbprofiler.report import report_layout
+    prof = load_quietly(DATA / "legacy/run_2_lenet")
+    bad = inconsistent_average(prof.summary()["step_trace"])
+    assert bad["written_total_ms"] == 0.0 and bad["stages_sum_ms"] == pytest.approx(12.4321)
+    assert bad["mean"]["total_ms"] == pytest.approx(23.7091)
+    overview = D.overview_html(prof, prof.summary())
+    assert "average row says 0.0000 ms per step but its stages add up to 12.4321 ms" in overview
+    assert "the 1 recorded step average 23.7091 ms" in overview
+    report = report_layout(prof).select_one({"name": "report_overview"}).text
+    assert "the 1 recorded step average 23.7091 ms" in report
+    # a consistent average (widedeep: 205.3809 ms) gets no note
+    assert inconsistent_average(load_quietly(DATA / "legacy/run_1_widedeep").summary()["step_trace"]) is None

@@ -160,3 +160,35 @@ def test_reduce_captions_never_run_into_the_next_event_on_their_row():
     assert not (captioned & (next_start < events["end_ms"] + width)).any()
     # every stream keeps the caption of its last event
     assert set(events.loc[captioned, "row"]) == set(events["row"])
+
+
+def test_captions_stay_inside_their_bar_and_the_plot(widedeep):
+    """A stage caption fits its bar (else it is shortened to the duration, else left out); a reduce
+    caption that would pass the right edge sits before its bar, right-aligned."""
+    p = load_quietly("legacy/cluster_4rank_pipeline")["0"]
+    for prof in (widedeep, p):
+        seg = st.step_segments(prof.step_trace, prof.step_stages, prof.step_trace_average, prof.step_trace_reduce)
+        span = seg.groupby("sel")["end_ms"].transform("max")
+        width = seg["text"].str.len() * st.CAPTION_PX_PER_CHAR / st.NOMINAL_PLOT_PX * span
+        stages = seg[seg["row"] == st.STAGES_ROW]
+        assert (width[stages.index] <= 0.95 * stages["dur_ms"] + 1e-9).all()
+        events = seg[~seg["row"].isin([st.TOTAL_ROW, st.STAGES_ROW])]
+        right = events[events["text_align"] == "left"]
+        assert (right["text_x"] + width[right.index] <= span[right.index] + 1e-9).all()
+        left = events[events["text_align"] == "right"]
+        assert (left["text_x"] == left["start_ms"]).all() and (left["text_dx"] < 0).all()
+    # widedeep's average: the wide stages keep label and duration
+    avg = st.step_segments(widedeep.step_trace, widedeep.step_stages, widedeep.step_trace_average, step=0)
+    texts = set(avg.loc[avg["row"] == st.STAGES_ROW, "text"])
+    assert "Forward + backward: 118.0540 ms" in texts
+
+
+def test_one_trend_per_stage_on_its_own_scale_with_whole_steps(widedeep):
+    layout = st.step_trace_figure(widedeep.step_trace, widedeep.step_stages, widedeep.step_trace_average)
+    figs = {s: layout.select_one({"name": f"step_trace_trend_{s}"}) for s in widedeep.step_stages}
+    assert all(f is not None for f in figs.values())
+    assert len({id(f.y_range) for f in figs.values()}) == len(figs)  # each its own y scale
+    bars = layout.select_one({"name": "step_trace_bars"})
+    assert all(f.x_range is bars.x_range for f in figs.values())  # zooming one zooms all
+    assert bars.xaxis[0].ticker.min_interval == 1
+    assert all(f.xaxis[0].ticker.min_interval == 1 for f in figs.values())

@@ -85,6 +85,24 @@ def _step_trace(prof) -> dict | None:
     }
 
 
+def inconsistent_average(step_trace: dict | None, rel: float = 0.01) -> dict | None:
+    """When the average row a profiler wrote contradicts itself (its total is not the sum of its stages,
+    as in legacy/run_2_lenet: total 0 ms, step interval 12.4321 ms), what the recorded steps say instead:
+    ``{"written_total_ms", "stages_sum_ms", "mean": {stage and total means of the step rows}}``; None
+    when the average is consistent (within ``rel``) or there is no step trace. ``step_trace``: the
+    summary's ``step_trace`` section."""
+    if not step_trace or not step_trace.get("average") or not step_trace.get("steps"):
+        return None
+    avg = step_trace["average"]
+    stages_sum = sum(float(avg.get(k, 0.0) or 0.0) for k in STAGE_KEYS)
+    total = float(avg.get("total_ms", 0.0) or 0.0)
+    if abs(total - stages_sum) <= max(rel * max(abs(total), abs(stages_sum)), 1e-3):
+        return None
+    rows = pd.DataFrame(step_trace["steps"])
+    return {"written_total_ms": total, "stages_sum_ms": stages_sum,
+            "mean": {k: round(float(rows[k].mean()), 4) for k in (*STAGE_KEYS, "total_ms")}}
+
+
 def _op_types(prof) -> dict:
     t = prof.op_types
     out = {}

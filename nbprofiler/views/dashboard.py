@@ -92,6 +92,10 @@ def overview_html(prof, summary: dict, suggestions: bool = True) -> str:
             for k in avg if k.endswith("_ms") and k != "total_ms")
         parts.append(f"<h4 style='margin:8px 0 2px'>Step trace: {st['total_steps']} steps, average "
                      f"{avg.get('total_ms', 0):.4f} ms per step</h4><div>{cells}</div>")
+        from .step_trace import average_note
+        note = average_note(st)
+        if note:
+            parts.append(f"<div style='{theme.MUTED_CSS}'>{escape(note)}</div>")
     for kind, types in (summary.get("op_types") or {}).items():
         top = ", ".join(f"{escape(str(t['op_type']))} {t['percent']:.1f} %" for t in types[:5])
         parts.append(f"<div><b>{escape(theme.kind_label(kind))} top types:</b> {top}</div>")

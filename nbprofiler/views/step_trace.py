@@ -17,9 +17,9 @@ import ipywidgets as W
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.layouts import column
+from bokeh.layouts import column, gridplot
 from bokeh.models import (ColumnDataSource, CustomJS, Div, FactorRange, HoverTool, Legend, LegendItem,
-                          Select, Span)
+                          NumeralTickFormatter, Select, Span)
 from bokeh.core.properties import value
 from bokeh.plotting import figure
 
@@ -32,7 +32,7 @@ STAGES_ROW = "Stages"
 CAPTION_PX_PER_CHAR = 6.0
 NOMINAL_PLOT_PX = 1000.0
 SEGMENT_COLUMNS = ["sel", "row", "stage", "label", "start_ms", "end_ms", "dur_ms", "percent", "color",
-                   "text", "text_x", "text_color"]
+                   "text", "text_x", "text_align", "text_dx", "text_color"]
 
 
 # -- data preparation ------------------------------------------------------------------------------
@@ -141,18 +141,30 @@ def step_segments(steps: pd.DataFrame, stages: list[str], average: dict | None =
     # so theirs follows the bar's end in the neutral grey.
     inside = out["row"].isin([TOTAL_ROW, STAGES_ROW])
     out["text"] = out["label"] + ": " + out["dur_ms"].map("{:,.4f} ms".format)
-    # A caption inside a sliver would overprint its neighbour's; hover still gives the numbers.
-    out.loc[inside & (out["row"] == STAGES_ROW) & (out["percent"] < 12), "text"] = ""
+    span = out.groupby("sel")["end_ms"].transform("max").where(lambda v: v > 0)
+
+    def width_ms(text):
+        return text.str.len() * CAPTION_PX_PER_CHAR / NOMINAL_PLOT_PX * span
+    # A stage caption that would run past its bar into the next stage's is shortened to the duration,
+    # or left out (hover still gives the numbers).
+    stage = inside & (out["row"] == STAGES_ROW)
+    short = out["dur_ms"].map("{:,.4f} ms".format)
+    too_long = stage & (width_ms(out["text"]) > 0.95 * out["dur_ms"])
+    out.loc[too_long, "text"] = short[too_long]
+    out.loc[stage & (width_ms(out["text"]) > 0.95 * out["dur_ms"]), "text"] = ""
     # A reduce caption that would run into the next event on its row is dropped too (busy streams would
     # smear dozens of captions into one another). Its width is estimated for a nominal plot width; the
     # last event of a crowded run keeps its caption.
-    span = out.groupby("sel")["end_ms"].transform("max").where(lambda v: v > 0)
-    caption_ms = out["text"].str.len() * CAPTION_PX_PER_CHAR / NOMINAL_PLOT_PX * span
+    caption_ms = width_ms(out["text"])
     events = out[~inside].sort_values(["sel", "row", "start_ms"])
     next_start = events.groupby(["sel", "row"])["start_ms"].shift(-1)
     crowded = next_start < events["end_ms"] + caption_ms.loc[events.index]
     out.loc[crowded[crowded].index, "text"] = ""
-    out["text_x"] = np.where(inside, out["start_ms"], out["end_ms"])
+    # A reduce caption that would run past the right edge goes before its bar instead.
+    before = ~inside & (out["end_ms"] + caption_ms > span)
+    out["text_x"] = np.where(inside, out["start_ms"], np.where(before, out["start_ms"], out["end_ms"]))
+    out["text_align"] = np.where(before, "right", "left")
+    out["text_dx"] = np.where(before, -3, 3)
     out["text_color"] = np.where(inside, "#ffffff", theme.TEXT)
     return out
 
@@ -209,8 +221,8 @@ def _detail_figure(seg: pd.DataFrame, rows: list[str], title: str) -> tuple:
                  x_axis_label=theme.axis_label("Time from step start", "ms"), name="step_trace_detail")
     fig.hbar(y="row", left="start_ms", right="end_ms", height=0.7, fill_color="color", line_color="color",
              fill_alpha=0.85, source=src)
-    fig.text(x="text_x", y="row", text="text", source=src, text_font_size="10px", x_offset=3,
-             text_baseline="middle", text_color="text_color", text_font=value(theme.FONT))
+    fig.text(x="text_x", y="row", text="text", source=src, text_font_size="10px", x_offset="text_dx",
+             text_align="text_align", text_baseline="middle", text_color="text_color", text_font=value(theme.FONT))
     fig.add_tools(HoverTool(tooltips=[("", "@label"), ("duration", "@dur_ms{0,0.0000} ms"),
                                       ("share", "@percent{0.00} %"), ("from", "@start_ms{0,0.0000} ms")]))
     return theme.style(fig), src
@@ -251,20 +263,27 @@ def step_trace_figure(step_trace_df: pd.DataFrame, stages: list[str], average: d
                   line_width=2, line_dash="dashed", name="step_trace_marker")
     bars.add_layout(marker)
 
-    trend = figure(height=240, sizing_mode="stretch_width", title="Trend across steps", x_range=bars.x_range,
-                   x_axis_label="Step", y_axis_label=theme.axis_label("Time", "ms"),
-                   tools="xpan,xwheel_zoom,box_zoom,reset,save", name="step_trace_trend")
-    items = []
-    for s, lab in zip([*stages, "total_ms"], [*labels, "Total"]):
-        r = trend.line("step", s, source=steps_src, color=theme.stage_color(s), line_width=1.5)
-        items.append(LegendItem(label=lab, renderers=[r]))
-        trend.add_tools(HoverTool(renderers=[r], mode="vline", tooltips=[("step", "@step"),
-                                                                         (lab, f"@{s}{{0,0.0000}} ms")]))
-    trend.add_layout(Legend(items=items, orientation="horizontal", click_policy="hide"), "above")
+    # One trend per stage, each on its own scale (as MindInsight draws them): on one shared axis a 0.2 ms
+    # step interval would be a flat line under a 200 ms forward + backward pass.
+    trends = []
+    for s, lab in zip(stages, labels):
+        f = figure(height=200, sizing_mode="stretch_width", title=lab, x_range=bars.x_range,
+                   x_axis_label="Step", y_axis_label=theme.axis_label(lab, "ms"),
+                   tools="xpan,xwheel_zoom,reset,save", name=f"step_trace_trend_{s}")
+        r = f.line("step", s, source=steps_src, color=theme.stage_color(s), line_width=1.5)
+        f.scatter("step", s, source=steps_src, color=theme.stage_color(s), size=3)
+        f.add_tools(HoverTool(renderers=[r], mode="vline", tooltips=[("step", "@step"), (lab, f"@{s}{{0,0.0000}} ms")]))
+        f.yaxis.formatter = NumeralTickFormatter(format="0,0.[0000]")
+        trends.append(theme.style(f, legend=False))
+    for f in (bars, *trends):
+        f.xaxis.ticker.min_interval = 1  # whole steps only, also on a 1- or 3-step run
+    trend = gridplot(trends, ncols=min(3, len(trends)), sizing_mode="stretch_width", merge_tools=False,
+                     toolbar_location=None)
+    trend.name = "step_trace_trend"
 
     avg = Div(text=averages_html(step_trace_df, stages, average), name="step_trace_averages",
               sizing_mode="stretch_width")
-    parts = [detail, avg, theme.style(bars), theme.style(trend)]
+    parts = [detail, avg, theme.style(bars), trend]
     if selector:
         all_src = ColumnDataSource(all_seg, name="step_trace_all_segments_src")
         select = Select(title="Step", value=str(step), options=_selection_options(step_trace_df),
@@ -290,6 +309,19 @@ title.text = (want ? 'Step ' + want : 'Average') + ': total ' + tot.toFixed(4) +
 def _detail_title(step: int, seg: pd.DataFrame) -> str:
     total = float(seg["dur_ms"].iloc[0]) if len(seg) else 0.0
     return f"{'Step ' + str(step) if step else 'Average'}: total {total:.4f} ms"
+
+
+def average_note(step_trace: dict | None) -> str | None:
+    """Plain text for an overview when the written average contradicts itself (`inconsistent_average`):
+    both numbers, and the mean of the recorded steps; None when there is nothing to say."""
+    from ..analysis.summary import inconsistent_average
+    bad = inconsistent_average(step_trace)
+    if bad is None:
+        return None
+    n = len(step_trace["steps"])
+    return (f"The profiler's average row says {bad['written_total_ms']:.4f} ms per step but its stages add up "
+            f"to {bad['stages_sum_ms']:.4f} ms; the {n} recorded step{'s' if n != 1 else ''} average "
+            f"{bad['mean']['total_ms']:.4f} ms (MindInsight shows the row as written).")
 
 
 def averages_html(steps: pd.DataFrame, stages: list[str], average: dict | None) -> str:
