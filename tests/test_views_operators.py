@@ -133,3 +133,37 @@ def test_set_step_without_step_ids_says_so(lenet_cpu):
     view.set_step(3)
     assert "no step ids" in view.step_note.value
     assert len(view._model("op_table_src_cpu").data["op_name"]) == 29
+
+
+def test_table_shows_the_operator_end_a_percent_and_readable_units():
+    """lenet_pynative's CPU operators: the distinguishing end of each name in its own column (the scope
+    apart), the share of the kind's time, and times in seconds (its largest total is 33.14 s, not
+    33,138,900 us)."""
+    prof = load_quietly("mindspore2/lenet_pynative")
+    lay = O.operators_layout(prof.op_types, prof.ops)
+    src = next(iter(lay.select({"name": "op_table_src_cpu"}))).data
+    table = next(iter(lay.select({"name": "op_table_cpu"})))
+    titles = [c.title for c in table.columns]
+    assert titles[:2] == ["Operator", "Type"] and "Total time (s)" in titles and "%" in titles
+    assert titles[-1] == "Scope"
+    for name, op, scope in zip(src["op_name"], src["op"], src["scope"]):
+        assert (f"{scope}/{op}" if scope else op) == name and "/" not in op
+    cpu = prof.ops[prof.ops["kind"] == "cpu"]
+    assert max(src["total_time"]) == pytest.approx(cpu["total_time_us"].max() / 1e6)
+    assert "Average time (ms)" in titles  # averages (up to 110 ms) in their own unit
+    assert max(src["avg_time"]) == pytest.approx(cpu["avg_time_us"].max() / 1e3)
+    assert sum(src["percent"]) == pytest.approx(100.0)
+    assert max(src["total_time_us"]) == pytest.approx(cpu["total_time_us"].max())  # the frame's us kept
+
+
+def test_type_filter_is_shown_with_a_button_that_clears_it():
+    prof = load_quietly("legacy/run_1_widedeep")
+    view = O.OperatorsView(prof)
+    view.set_type_filter("MatMul")
+    clear = view._model("op_type_clear_ai_core")
+    assert clear is not None and clear.label == "✕ all types"
+    assert {r for r in view._model("op_table_src_ai_core").data["op_type"]} == {"MatMul"}
+    # percent stays the share of the whole kind, not of the filtered rows
+    shown = view._model("op_table_src_ai_core").data
+    total = prof.ops.loc[prof.ops["kind"] == "ai_core", "total_time_us"].sum()
+    assert list(shown["percent"]) == pytest.approx([t / total * 100 for t in shown["total_time_us"]])

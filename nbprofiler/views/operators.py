@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import traitlets
 from bokeh.layouts import column, row
-from bokeh.models import (ColumnDataSource, CustomJS, DataTable, Div, HoverTool, NumberFormatter,
+from bokeh.models import (Button, ColumnDataSource, CustomJS, DataTable, Div, HoverTool, NumberFormatter,
                           RadioButtonGroup, Select, TableColumn, TabPanel, Tabs, TapTool, TextInput)
 from bokeh.plotting import figure
 
@@ -81,11 +81,34 @@ def pie_angles(types_df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _table_data(df: pd.DataFrame) -> dict:
+def time_unit(values_us) -> tuple[str, float]:
+    """The unit a column of microsecond times reads best in (by its largest value) and its divisor."""
+    top = float(np.nanmax(np.abs(np.asarray(values_us, dtype=float)))) if len(values_us) else 0.0
+    if top >= 1e6:
+        return "s", 1e6
+    if top >= 1e3:
+        return "ms", 1e3
+    return "us", 1.0
+
+
+def _table_data(df: pd.DataFrame, divisor: float = 1.0, whole_us: float | None = None,
+                avg_divisor: float | None = None) -> dict:
+    """The table's columns: the frame's (``op_name``, ``op_type``, times in us, ``count``) plus what is
+    shown: ``op`` (the name's last part, the end that tells operators apart), ``scope`` (the rest),
+    ``total_time`` / ``avg_time`` (in the table's units: us / ``divisor``, us / ``avg_divisor``, default
+    the same) and ``percent`` (0..100 of ``whole_us``, default the rows' own total time)."""
     out = {c: df[c].to_numpy() if c in df else np.full(len(df), np.nan) for c in TABLE_COLUMNS}
     out["count"] = pd.to_numeric(pd.Series(out["count"]), errors="coerce").astype(float).to_numpy()
     out["op_name"] = df["op_name"].astype(str).to_numpy()
     out["op_type"] = df["op_type"].astype(str).to_numpy()
+    scope, _, op = (pd.Series(out["op_name"], dtype=str).str.rpartition("/").T.to_numpy()
+                    if len(df) else (np.array([], str),) * 3)
+    out["op"], out["scope"] = op, scope
+    total = np.asarray(out["total_time_us"], dtype=float)
+    out["total_time"] = total / divisor
+    out["avg_time"] = np.asarray(out["avg_time_us"], dtype=float) / (avg_divisor or divisor)
+    whole = np.nansum(total) if whole_us is None else whole_us
+    out["percent"] = total / whole * 100 if whole > 0 else np.full(len(total), np.nan)
     return out
 
 
@@ -143,16 +166,23 @@ def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: s
 
 def op_table(ops_df: pd.DataFrame, kind: str = "", height: int = 360) -> DataTable:
     """Sortable operator table (click a header to sort) on a source named ``op_table_src[_<kind>]``:
-    operator name, type, total time (us), count, average time (us); default order total time
-    descending. Cells are rendered as text by Bokeh (no HTML)."""
+    operator (the name's last part), type, total time and its % of the kind's, count, average time (both
+    times in s, ms or us by the largest total), scope; default order total time descending. Cells are
+    rendered as text by Bokeh (no HTML)."""
     suffix = f"_{kind}" if kind else ""
-    src = ColumnDataSource(_table_data(sort_ops(ops_df)), name=f"op_table_src{suffix}")
+    unit, divisor = time_unit(ops_df["total_time_us"]) if len(ops_df) else ("us", 1.0)
+    avg_unit, avg_divisor = time_unit(ops_df["avg_time_us"]) if len(ops_df) else ("us", 1.0)
+    src = ColumnDataSource(_table_data(sort_ops(ops_df), divisor, avg_divisor=avg_divisor), name=f"op_table_src{suffix}")
     num = NumberFormatter(format="0,0.000")
-    cols = [TableColumn(field="op_name", title="Operator", width=420),
-            TableColumn(field="op_type", title="Type", width=160),
-            TableColumn(field="total_time_us", title="Total time (us)", formatter=num, width=110),
+    # The operator (the name's end, which tells operators apart) first; its scope last, where a long
+    # path may be cut without hiding which operator the row is.
+    cols = [TableColumn(field="op", title="Operator", width=220),
+            TableColumn(field="op_type", title="Type", width=150),
+            TableColumn(field="total_time", title=f"Total time ({unit})", formatter=num, width=110),
+            TableColumn(field="percent", title="%", formatter=NumberFormatter(format="0.00"), width=60),
             TableColumn(field="count", title="Count", formatter=NumberFormatter(format="0,0"), width=70),
-            TableColumn(field="avg_time_us", title="Average time (us)", formatter=num, width=110)]
+            TableColumn(field="avg_time", title=f"Average time ({avg_unit})", formatter=num, width=120),
+            TableColumn(field="scope", title="Scope", width=420)]
     return DataTable(source=src, columns=cols, sortable=True, index_position=None, height=height,
                      sizing_mode="stretch_width", name=f"op_table{suffix}")
 
@@ -172,7 +202,13 @@ for (let i = 0; i < n; i++) {
 }
 table_src.data = out;
 count.text = out.op_name.length + ' of ' + n + ' operators' + (want ? ' of type ' : '');
-count_type.text = want;
+count_type.text = want === 'Other' ? 'Other (not in the chart)' : want;
+clear.visible = want !== '';
+"""
+
+_CLEAR_JS = """
+type_select.value = '';
+types.selected.indices = [];
 """
 
 _TAP_JS = """
@@ -205,15 +241,19 @@ def operators_panel(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kind: str, 
     count = Div(text=f"{len(kind_ops)} of {len(kind_ops)} operators", name=f"op_count_{kind}")
     # Shown as Div text, never HTML: a type name is user data.
     count_type = Div(text="", name=f"op_count_type_{kind}", render_as_text=True)
+    # The type filter a wedge click set is shown, with a button that removes it: a search never stays
+    # silently limited to one type.
+    clear = Button(label="✕ all types", width=100, visible=False, name=f"op_type_clear_{kind}")
+    clear.js_on_click(CustomJS(args=dict(type_select=type_select, types=types_src), code=_CLEAR_JS))
     args = dict(search=search, type_select=type_select, types=types_src, all=all_src,
-                table_src=table.source, count=count, count_type=count_type)
+                table_src=table.source, count=count, count_type=count_type, clear=clear)
     refilter = CustomJS(args=args, code=_FILTER_JS)
     search.js_on_change("value_input", refilter)
     search.js_on_change("value", refilter)
     type_select.js_on_change("value", refilter)
     types_src.selected.js_on_change("indices", CustomJS(args=dict(types=types_src, type_select=type_select),
                                                         code=_TAP_JS))
-    return column(toggle, pie, bar, row(search, type_select, count, count_type), table,
+    return column(toggle, pie, bar, row(search, type_select, count, count_type, clear), table,
                   sizing_mode="stretch_width", name=f"op_panel_{kind}")
 
 
@@ -287,9 +327,15 @@ class OperatorsView(traitlets.HasTraits):
         return sort_ops(filter_ops(self._kind_ops(kind), search, self.type_filter or None, list(types)))
 
     def _refill(self, kind):
-        self._model(f"op_all_src_{kind}").data = _table_data(sort_ops(self._kind_ops(kind)))
+        kind_ops = self._kind_ops(kind)
+        # the unit the table's headers were built with (the kind's whole-run times)
+        built = self.ops[self.ops["kind"] == kind]
+        _, divisor = time_unit(built["total_time_us"])
+        _, avg_divisor = time_unit(built["avg_time_us"])
+        whole = float(kind_ops["total_time_us"].sum())
+        self._model(f"op_all_src_{kind}").data = _table_data(sort_ops(kind_ops), divisor, whole, avg_divisor)
         rows = self.visible_ops(kind)
-        self._model(f"op_table_src_{kind}").data = _table_data(rows)
+        self._model(f"op_table_src_{kind}").data = _table_data(rows, divisor, whole, avg_divisor)
         self._model(f"op_count_{kind}").text = f"{len(rows)} of {len(self._kind_ops(kind))} operators"
 
     def select_kind(self, kind: str) -> None:

@@ -369,7 +369,7 @@ def test_exported_dashboard_notebook_renders_offline(exported_dashboard, offline
     assert all(n >= 1 for n in visible.values()), visible
     # the step-trace table of the snapshot holds run_2_lenet's one step (MindInsight: 23.7091 ms)
     page.locator(".widget-tab .lm-TabBar-tab", has_text="Step trace").first.click()
-    page.get_by_text("23.7091").first.wait_for()
+    page.get_by_text("23.7091").locator("visible=true").first.wait_for()
     page.locator(".widget-tab .lm-TabBar-tab", has_text="Overview").first.click()
     page.get_by_text("Suggestions").first.wait_for()
     assert not page.page_errors, page.page_errors
