@@ -295,3 +295,20 @@ def test_ranks_without_a_step_trace_are_left_out_of_the_rank_figures():
     bars = next(iter(layout.select({"name": "cluster_ranks_src"})))
     with_steps = summary["steps"].loc[summary["steps"]["total_ms"].notna(), "rank"]
     assert sorted(bars.data["rank"]) == sorted(with_steps) and 0 < len(with_steps) < len(cl)
+
+
+def test_only_outlier_ranks_are_outlined(pipeline4, tmp_path):
+    """legacy/cluster_4rank_pipeline: rank 1 is slowest by 0.016 ms over the median (robust z 0.7): named
+    as slowest, 'not an outlier', and not outlined. A synthetic straggler (3x step interval) is outlined."""
+    cl, s = pipeline4
+    layout = cluster_layout(s)
+    bars = layout.select_one({"name": "cluster_ranks"})
+    assert "slowest: rank 1, not an outlier" in bars.title.text
+    assert layout.select_one({"name": "cluster_slowest_src"}).data["rank"].tolist() == []
+    root = write_legacy_cluster(tmp_path / "c", DATA, ranks=6, steps=12)
+    straggler = C.rank_summary(load_quietly(root), engine="serial")
+    flagged = C.slow_ranks(straggler)
+    assert set(flagged.loc[flagged["flagged"], "rank"]) == {"5"}
+    layout = cluster_layout(straggler)
+    assert layout.select_one({"name": "cluster_slowest_src"}).data["rank"].tolist() == ["5"]
+    assert "slowest: rank 5, an outlier" in layout.select_one({"name": "cluster_ranks"}).title.text

@@ -1,4 +1,4 @@
-"""Cluster view: per-rank stacked step bars (slowest rank outlined), a rank x stage heatmap and the
+"""Cluster view: per-rank stacked step bars (outlier ranks outlined), a rank x stage heatmap and the
 slow-rank table. Figure factories take the frames of `nbprofiler.analysis.cluster`."""
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from . import theme
 from ._layout_view import LayoutView
 
 
-def rank_bars_figure(rank_steps_df: pd.DataFrame, stages: list[str], slowest: str | None = None) -> figure:
+def rank_bars_figure(rank_steps_df: pd.DataFrame, stages: list[str], slowest: str | None = None,
+                     outliers: frozenset | set = frozenset()) -> figure:
     """Stacked bars, one per rank (``rank_steps_df``: `analysis.cluster.rank_steps`, indexed by rank),
-    stages in display order; the slowest rank's bar is outlined in the highlight colour."""
+    stages in display order. Only ``outliers`` (ranks `analysis.cluster.slow_ranks` flags) are outlined in
+    red: the slowest rank is named in the title, and called an outlier there only when it is one."""
     df = rank_steps_df.reset_index()
     df["rank"] = df["rank"].astype(str)
     stages = [s for s in stages if s in df.columns]
@@ -26,14 +28,16 @@ def rank_bars_figure(rank_steps_df: pd.DataFrame, stages: list[str], slowest: st
     src = ColumnDataSource(df[["rank", "total_ms", *stages]], name="cluster_ranks_src")
     ranks = df["rank"].tolist()
     fig = figure(x_range=FactorRange(*ranks), height=320, sizing_mode="stretch_width",
-                 title="Average step per rank" + (f" (slowest: rank {slowest})" if slowest else ""),
+                 title="Average step per rank" + (f" (slowest: rank {slowest}, "
+                                                  f"{'an outlier' if slowest in outliers else 'not an outlier'})"
+                                                  if slowest else ""),
                  x_axis_label="Rank", y_axis_label=theme.axis_label("Time", "ms"), tools="xpan,xwheel_zoom,reset,save",
                  name="cluster_ranks")
     if stages:
         fig.vbar_stack(stages, x="rank", width=0.8, source=src, color=[theme.stage_color(s) for s in stages],
                        legend_label=[theme.stage_label(s) for s in stages])
         # the outline is its own glyph (and source) so it frames the whole stack, not one segment
-        hot = df.loc[df["rank"] == slowest, ["rank", "total_ms"]]
+        hot = df.loc[df["rank"].isin({str(r) for r in outliers}), ["rank", "total_ms"]]
         fig.vbar(x="rank", top="total_ms", width=0.86, fill_alpha=0, line_color=theme.HIGHLIGHT, line_width=2.5,
                  source=ColumnDataSource(hot, name="cluster_slowest_src"))
         fig.add_tools(HoverTool(tooltips=[("rank", "@rank"), ("step", "@total_ms{0,0.000} ms")] +
@@ -120,7 +124,8 @@ def cluster_layout(summary: dict):
     steps = C.rank_steps(summary)
     slow = C.slow_ranks(summary)
     return column(findings_div(slow, C.slow_steps(summary)),
-                  rank_bars_figure(steps, summary["stages"], C.slowest_rank(summary)),
+                  rank_bars_figure(steps, summary["stages"], C.slowest_rank(summary),
+                                   set(slow.loc[slow["flagged"], "rank"].astype(str))),
                   row(rank_stage_heatmap(C.rank_stage_matrix(summary)), slow_rank_table(slow),
                       sizing_mode="stretch_width"),
                   sizing_mode="stretch_width", name="cluster_layout")

@@ -181,7 +181,7 @@ def step_percent_frame(steps: pd.DataFrame, stages: list[str]) -> pd.DataFrame:
 def rank_frame(cluster, step: int = AVERAGE) -> pd.DataFrame:
     """One row per rank of a `Cluster` for one selection (0 = each rank's average as shown in
     `average_row`): ``rank`` (str), the stage columns, ``total_ms``, ``slowest`` (bool, the largest
-    total). Ranks without step trace or without that step are left out. Stages: those of the first rank
+    total), ``outlier`` (bool: its total's robust z passes `analysis.cluster.Z_THRESHOLD`). Ranks without step trace or without that step are left out. Stages: those of the first rank
     with step trace (ranks with another stage set are left out)."""
     stages: list[str] | None = None
     rows = []
@@ -205,6 +205,9 @@ def rank_frame(cluster, step: int = AVERAGE) -> pd.DataFrame:
         rows.append({"rank": str(rank), **{c: vals.get(c, 0.0) for c in [*st, "total_ms"]}})
     out = pd.DataFrame(rows, columns=["rank", *(stages or []), "total_ms"])
     out["slowest"] = out["total_ms"] == out["total_ms"].max() if len(out) else pd.Series(dtype=bool)
+    # an outlier by the cluster analysis' rule (robust z of the step total): what is outlined in red
+    from ..analysis.cluster import Z_THRESHOLD, robust_z
+    out["outlier"] = (robust_z(out["total_ms"]) > Z_THRESHOLD).to_numpy() if len(out) > 2 else False
     out.attrs["stages"] = stages or []
     return out
 
@@ -338,21 +341,24 @@ def averages_html(steps: pd.DataFrame, stages: list[str], average: dict | None) 
 
 
 def cluster_step_figure(rank_df: pd.DataFrame, stages: list[str] | None = None, step: int = AVERAGE):
-    """One stacked horizontal bar per rank (from `rank_frame`) for one selection; the slowest rank is
-    outlined in red and named in the title. Source ``step_trace_ranks_src``."""
+    """One stacked horizontal bar per rank (from `rank_frame`) for one selection; outlier ranks are
+    outlined in red, the slowest named in the title with whether it is an outlier. Source
+    ``step_trace_ranks_src``."""
     stages = stages if stages is not None else rank_df.attrs.get("stages", [])
     if rank_df is None or rank_df.empty or not stages:
         return Div(text=_no_data_html("cluster step trace", "no rank has step-trace rows"),
                    name="step_trace_ranks_empty")
     df = rank_df.copy()
     df["rank_label"] = "rank " + df["rank"].astype(str)
-    df["outline"] = np.where(df["slowest"], theme.HIGHLIGHT, "rgba(0,0,0,0)")
+    df["outline"] = np.where(df["outlier"], theme.HIGHLIGHT, "rgba(0,0,0,0)")
     src = ColumnDataSource(df, name="step_trace_ranks_src")
     slow = df.loc[df["slowest"], "rank"].tolist()
+    verdict = "an outlier" if df.loc[df["slowest"], "outlier"].any() else "not an outlier"
     what = f"step {step}" if step else "average"
     fig = figure(y_range=FactorRange(*reversed(df["rank_label"].tolist())), height=60 + 32 * len(df),
                  sizing_mode="stretch_width", x_axis_label=theme.axis_label("Time", "ms"),
-                 title=f"Per rank, {what}; slowest: rank {', '.join(slow)}", tools="xpan,xwheel_zoom,reset,save",
+                 title=f"Per rank, {what}; slowest: rank {', '.join(slow)} ({verdict})",
+                 tools="xpan,xwheel_zoom,reset,save",
                  name="step_trace_ranks")
     labels = [theme.stage_label(s) for s in stages]
     rs = fig.hbar_stack(stages, y="rank_label", height=0.7, color=[theme.stage_color(s) for s in stages],
