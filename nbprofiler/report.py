@@ -29,6 +29,14 @@ from bokeh.resources import INLINE
 from .io.discover import MINDDATA_ROLES, classify
 from .views import theme
 
+# The page around the Bokeh layout: margins, the font and table styles of the notebook views.
+PAGE_CSS = (f"body {{ margin: 0; padding: 20px 28px 40px; font-family: {theme.FONT}; font-size: 14px; "
+            "color: #222; background: #fff; }} "
+            ".bk-Column[data-root-id], body > div {{ max-width: 1640px; margin: 0 auto; }} "
+            "h1, h2, h3 {{ font-weight: 600; margin: 14px 0 6px; }} h3 {{ font-size: 15px; }} "
+            "table {{ border-collapse: collapse; }} td, th {{ padding: 2px 10px 2px 0; text-align: left; }} "
+            "ul {{ margin: 4px 0 8px; padding-left: 20px; }} "
+            ".nbprofiler-note {{ color: #666; }}").replace("{{", "{").replace("}}", "}")
 TIMELINE_BUDGET = 8_000  # bars in the report's timeline: ~2-3 MB of HTML, responsive in a browser
 TIMELINE_WIDTH_PX = 1600
 
@@ -43,17 +51,18 @@ def write_html_report(prof, path, title: str | None = None, compare_with=None) -
     path = Path(path)
     layout = report_layout(prof, title, compare_with=compare_with)
     doc_title = title or _default_title(_primary(prof))
-    text = file_html(layout, resources=INLINE, title=doc_title)
+    text = file_html(layout, resources=INLINE, title=doc_title).replace("</head>", f"<style>{PAGE_CSS}</style></head>", 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
 
 
 def report_layout(prof, title: str | None = None, compare_with=None):
-    """The report as one Bokeh layout (what `write_html_report` embeds). Tabs are named
-    ``report_tabs``; each panel's child is named ``report_<section>``. With ``compare_with`` the
-    first tab is "Compare" (``report_compare``) and the overview starts with the verdict; with a list of
-    runs it is "Runs" (``report_runs``)."""
+    """The report as one Bokeh layout (what `write_html_report` embeds): the header, then the tabs
+    (``report_tabs``), the first "Overview" (``report_summary``: the overview and the suggestions); each
+    other panel's child is named ``report_<section>``. With ``compare_with`` the second tab is "Compare"
+    (``report_compare``) and the overview starts with the verdict; with a list of runs it is "Runs"
+    (``report_runs``)."""
     main = _primary(prof)
     summary = main.summary()
     comparison = runset = None
@@ -92,11 +101,13 @@ def report_layout(prof, title: str | None = None, compare_with=None):
                  sizing_mode="stretch_width", name="report_header")
     overview = Div(text=overview_html(summary, comparison, missing, runset), sizing_mode="stretch_width",
                    name="report_overview")
-    tabs = Tabs(tabs=panels, active=0, sizing_mode="stretch_width", name="report_tabs") if panels else None
-    parts = [header, overview, report_suggestions(summary.get("suggestions") or [], panels, tabs)]
-    if tabs is not None:
-        parts.append(tabs)
-    return column(*parts, sizing_mode="stretch_width", name="report")
+    # The overview and the suggestions are the first tab, so every tab is at the top of the page and a
+    # click on one visibly changes what is shown.
+    summary_panel = TabPanel(child=column(sizing_mode="stretch_width", name="report_summary"), title="Overview")
+    panels.insert(0, summary_panel)
+    tabs = Tabs(tabs=panels, active=0, sizing_mode="stretch_width", name="report_tabs")
+    summary_panel.child.children = [overview, report_suggestions(summary.get("suggestions") or [], panels, tabs)]
+    return column(header, tabs, sizing_mode="stretch_width", name="report")
 
 
 # -- pieces of HTML (every data value escaped) --------------------------------------------------------
@@ -371,12 +382,26 @@ def _compare(cmp):
     return column(*parts, sizing_mode="stretch_width")
 
 
+def column_title(column: str) -> str:
+    """A frame column as a table header: stages by their labels, units in brackets ("total_ms" ->
+    "Step total (ms)", "fp_and_bp_ms" -> "Forward + backward (ms)", "rank" -> "Rank")."""
+    if column == "total_ms":
+        return "Step total (ms)"
+    if column in theme.STAGE_LABELS:
+        return f"{theme.STAGE_LABELS[column]} (ms)"
+    for suffix, unit in (("_ms", "ms"), ("_us", "us"), ("_pct", "%"), ("_mb", "MB")):
+        if column.endswith(suffix):
+            return f"{column[:-len(suffix)].replace('_', ' ').capitalize()} ({unit})"
+    return column.replace("_", " ").capitalize()
+
+
 def _table(df: pd.DataFrame, name: str) -> DataTable:
-    """A read-only DataTable of ``df`` (floats with 4 decimals); cells are rendered as text by Bokeh."""
+    """A read-only DataTable of ``df`` (floats with 4 decimals, headers by `column_title`); cells are
+    rendered as text by Bokeh."""
     src = ColumnDataSource(df, name=f"{name}_src")
     num = NumberFormatter(format="0,0.0000")
-    cols = [TableColumn(field=c, title=c, formatter=num) if pd.api.types.is_float_dtype(df[c])
-            else TableColumn(field=c, title=c) for c in df.columns]
+    cols = [TableColumn(field=c, title=column_title(c), formatter=num) if pd.api.types.is_float_dtype(df[c])
+            else TableColumn(field=c, title=column_title(c)) for c in df.columns]
     return DataTable(source=src, columns=cols, sizing_mode="stretch_width", height=min(60 + 28 * len(df), 600),
                      index_position=None, name=name)
 

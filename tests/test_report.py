@@ -75,6 +75,21 @@ def test_cluster_report_has_rank_table(tmp_path):
     assert "report_ranks_table" in text and '"title":"Ranks"' in text.replace(": ", ":")
 
 
+def test_report_page_is_styled_and_tables_have_human_headers(tmp_path):
+    """The report page has its own margins and fonts (not the browser's 8 px default), its tabs come
+    first after the header, and the Ranks table names stages as the views do."""
+    from nbprofiler.report import PAGE_CSS, column_title, report_layout, write_html_report
+    cl = load_quietly(DATA / "legacy" / "cluster_4rank_pipeline")
+    text = write_html_report(cl, tmp_path / "r.html").read_text()
+    head = text[:text.index("</head>")]
+    assert f"<style>{PAGE_CSS}</style>" in head and "padding: 20px 28px 40px" in PAGE_CSS
+    layout = report_layout(cl)
+    assert [c.name for c in layout.children] == ["report_header", "report_tabs"]
+    titles = [c.title for c in layout.select_one({"name": "report_ranks_table"}).columns]
+    assert titles[:2] == ["Rank", "Step interval (ms)"] and "Step total (ms)" in titles
+    assert column_title("fp_and_bp_ms") == "Forward + backward (ms)" and column_title("wait_ratio") == "Wait ratio"
+
+
 def test_profile_to_html(tmp_path):
     prof = load_quietly(nbprofiler.samples.path("md_bottleneck_map"))
     out = prof.to_html(tmp_path / "md.html")
@@ -102,14 +117,14 @@ def test_report_opens_on_a_tab_with_data_and_names_the_views_left_out():
     the overview says the step trace is missing and which files would have held it."""
     from nbprofiler.report import report_layout
     layout = report_layout(load_quietly(nbprofiler.samples.path("lenet_pynative")))
-    assert _tab_titles(layout) == (["Operators", "MindData", "Memory", "Timeline"], 0)
+    assert _tab_titles(layout) == (["Overview", "Operators", "MindData", "Memory", "Timeline"], 0)
     missing = _missing_items(layout)
     assert list(missing) == ["Step trace", "Operators per step", "FLOPs"]
     assert "none of its files was found" in missing["Step trace"]
     assert "step_trace_raw_*_detail_time.csv" in missing["Step trace"]
     # the tab order is kept; a run without memory records says so
     full = report_layout(load_quietly(DATA / "legacy" / "run_1_widedeep"))
-    assert _tab_titles(full) == (["Step trace", "Operators", "Operators per step", "MindData", "FLOPs",
+    assert _tab_titles(full) == (["Overview", "Step trace", "Operators", "Operators per step", "MindData", "FLOPs",
                                   "Timeline"], 0)
     assert list(_missing_items(full)) == ["Memory"]
 
@@ -117,7 +132,7 @@ def test_report_opens_on_a_tab_with_data_and_names_the_views_left_out():
 def test_cluster_report_leaves_out_views_its_files_do_not_have():
     from nbprofiler.report import report_layout
     layout = report_layout(load_quietly(DATA / "legacy" / "cluster_4rank_pipeline"))
-    assert _tab_titles(layout) == (["Ranks", "Step trace"], 0)
+    assert _tab_titles(layout) == (["Overview", "Ranks", "Step trace"], 0)
     assert list(_missing_items(layout)) == ["Operators", "Operators per step", "MindData", "Memory", "FLOPs",
                                             "Timeline"]
 
@@ -131,13 +146,13 @@ def test_missing_view_reason_names_the_file_that_failed(tmp_path):
     prof = load_quietly(run)
     layout = report_layout(prof)
     assert [Path(p.file).name for p in prof.problems] == ["step_trace_raw_1_detail_time.csv"]
-    assert _tab_titles(layout) == (["Operators", "MindData", "Timeline"], 0)
+    assert _tab_titles(layout) == (["Overview", "Operators", "MindData", "Timeline"], 0)
     missing = _missing_items(layout)
     assert missing["Step trace"] == ("step_trace_raw_1_detail_time.csv could not be read (see the problems "
                                      "listed above)")
     assert missing["Operators per step"] == missing["Step trace"]  # its steps come from that file
     # the undamaged original has the tab
-    assert _tab_titles(report_layout(load_quietly(DATA / "legacy" / "run_2_lenet")))[0][0] == "Step trace"
+    assert _tab_titles(report_layout(load_quietly(DATA / "legacy" / "run_2_lenet")))[0][1] == "Step trace"
 
 
 @pytest.mark.parametrize("layout", ["legacy", "mindspore2"])
@@ -191,7 +206,7 @@ def test_report_compare_with_profile_object(tmp_path):
     layout = report_layout(a, compare_with=b)
     tabs = layout.select_one({"name": "report_tabs"})
     # md_bottleneck_map has MindData files only: the other views are left out of the tabs
-    assert [t.title for t in tabs.tabs] == ["Compare", "MindData"] and tabs.active == 0
+    assert [t.title for t in tabs.tabs] == ["Overview", "Compare", "MindData"] and tabs.active == 0
     verdict = layout.select_one({"name": "compare_verdict"}).text
     assert "MapOp_1 no longer the bottleneck" in verdict
     md = layout.select_one({"name": "report_compare_minddata_src"}).data

@@ -112,7 +112,7 @@ def test_report_with_several_runs_has_a_runs_tab(tmp_path, profiles):
     assert '"title":"Runs"' in text.replace(": ", ":") and "runs_headline_table" in text
     layout = report_layout(profiles[0], compare_with=profiles[1:])
     tabs = layout.select_one({"name": "report_tabs"})
-    assert tabs.tabs[0].title == "Runs" and tabs.active == 0
+    assert [t.title for t in tabs.tabs[:2]] == ["Overview", "Runs"] and tabs.active == 0
     runset = compare_many(profiles)
     drawn = layout.select_one({"name": "runs_headline_src"}).data
     for col in ("host_queue_empty_pct", "host_get_ms"):
@@ -124,4 +124,4 @@ def test_report_with_several_runs_has_a_runs_tab(tmp_path, profiles):
         assert f"<b>{html.escape(r.run)}</b>: {html.escape(r.verdict)}" in overview
     # one other run: the pairwise Compare tab, as before
     pair = report_layout(profiles[0], compare_with=[profiles[1]])
-    assert pair.select_one({"name": "report_tabs"}).tabs[0].title == "Compare"
+    assert pair.select_one({"name": "report_tabs"}).tabs[1].title == "Compare"

@@ -30,22 +30,25 @@ COMPARE_WITH = {"compare_md": DATA / "minddata" / "md_fast",
                 "runs": [DATA / "minddata" / "md_fast", REPO / "nbprofiler" / "samples" / "lenet_pynative"]}
 # report name -> its tabs in order: (title, section key, named models that tab draws). Views without data
 # are left out (lenet_pynative has no step trace; the cluster files hold step traces only).
+OVERVIEW = ("Overview", "summary", ["report_overview", "report_suggestions"])
 TABS = {
-    "widedeep": [("Step trace", "step_trace", ["step_trace_detail", "step_trace_bars", "step_trace_trend"]),
+    "widedeep": [OVERVIEW,
+                 ("Step trace", "step_trace", ["step_trace_detail", "step_trace_bars", "step_trace_trend"]),
                  ("Operators", "operators", ["op_pie_ai_core", "op_table_ai_core"]),
                  ("Operators per step", "op_steps", ["op_steps_chart", "op_steps_table", "op_steps_source"]),
                  ("MindData", "minddata", ["minddata_graph", "minddata_usage_chart"]),
                  ("FLOPs", "flops", ["flops_figures", "flops_icicle", "flops_ops_table"]),
                  ("Timeline", "timeline", ["timeline_fig", "timeline_lod_note"])],
-    "lenet_pynative": [("Operators", "operators", ["op_pie_cpu", "op_table_cpu"]),
+    "lenet_pynative": [OVERVIEW, ("Operators", "operators", ["op_pie_cpu", "op_table_cpu"]),
                        ("MindData", "minddata", ["minddata_graph", "host_queue_fig", "cpu_fig"]),
                        ("Memory", "memory", ["memory_figures", "memory_curve"]),
                        ("Timeline", "timeline", ["timeline_fig", "timeline_lod_note"])],
-    "cluster4": [("Ranks", "ranks", ["report_ranks_table"]),
+    "cluster4": [OVERVIEW, ("Ranks", "ranks", ["report_ranks_table"]),
                  ("Step trace", "step_trace", ["step_trace_detail", "step_trace_bars"])],
-    "compare_md": [("Compare", "compare", ["compare_verdict", "report_compare_minddata", "report_compare_queues"]),
+    "compare_md": [OVERVIEW,
+                   ("Compare", "compare", ["compare_verdict", "report_compare_minddata", "report_compare_queues"]),
                    ("MindData", "minddata", ["minddata_graph", "minddata_usage_chart"])],
-    "runs": [("Runs", "runs", ["runs_verdicts", "runs_headline_table", "runs_trend_host_queue_empty_pct"]),
+    "runs": [OVERVIEW, ("Runs", "runs", ["runs_verdicts", "runs_headline_table", "runs_trend_host_queue_empty_pct"]),
              ("MindData", "minddata", ["minddata_graph", "minddata_usage_chart"])],
 }
 SIZES = REPO / "test-output" / "report_sizes.json"
@@ -294,8 +297,9 @@ def test_compare_report_shows_verdict_offline(reports, offline_page):
     assert open_offline(page, reports["compare_md"]) == []
     # the overview's verdict is rendered as text (escaped markup shown as HTML, not as source)
     page.get_by_text("MapOp_1 no longer the bottleneck").first.wait_for()
-    # Compare is the first tab: its verdict and MindData table are on screen without a click
+    # the report opens on the Overview; Compare is the next tab
     assert page.evaluate(_ACTIVE_JS) == 0
+    _tab(page, "Compare").click()
     page.wait_for_function(f"(names) => Object.values(({_VIEWS_SHOWN_JS})(names)).every(v => v === true)",
                            arg=["compare_verdict", "report_compare_minddata"])
     save_screenshot(page, "report_compare_md_verdict", full_page=True)
