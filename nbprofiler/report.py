@@ -30,7 +30,8 @@ from .io.discover import MINDDATA_ROLES, classify
 from .views import theme
 
 # The page around the Bokeh layout: margins, the font and table styles of the notebook views.
-PAGE_CSS = (f"body {{ margin: 0; padding: 20px 28px 40px; font-family: {theme.FONT}; font-size: 14px; "
+# "html body" outranks the template's own "html, body { padding: 0 }", which follows this sheet.
+PAGE_CSS = (f"html body {{ margin: 0; padding: 20px 28px 40px; font-family: {theme.FONT}; font-size: 14px; "
             "color: #222; background: #fff; }} "
             ".bk-Column[data-root-id], body > div {{ max-width: 1640px; margin: 0 auto; }} "
             "h1, h2, h3 {{ font-weight: 600; margin: 14px 0 6px; }} h3 {{ font-size: 15px; }} "
@@ -51,7 +52,8 @@ def write_html_report(prof, path, title: str | None = None, compare_with=None) -
     path = Path(path)
     layout = report_layout(prof, title, compare_with=compare_with)
     doc_title = title or _default_title(_primary(prof))
-    text = file_html(layout, resources=INLINE, title=doc_title).replace("</head>", f"<style>{PAGE_CSS}</style></head>", 1)
+    # After the <title>, at the top of <head>: later on, "</head>" also occurs inside the inlined BokehJS.
+    text = file_html(layout, resources=INLINE, title=doc_title).replace("</title>", f"</title><style>{PAGE_CSS}</style>", 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path

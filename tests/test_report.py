@@ -81,8 +81,8 @@ def test_report_page_is_styled_and_tables_have_human_headers(tmp_path):
     from nbprofiler.report import PAGE_CSS, column_title, report_layout, write_html_report
     cl = load_quietly(DATA / "legacy" / "cluster_4rank_pipeline")
     text = write_html_report(cl, tmp_path / "r.html").read_text()
-    head = text[:text.index("</head>")]
-    assert f"<style>{PAGE_CSS}</style>" in head and "padding: 20px 28px 40px" in PAGE_CSS
+    head = text[:text.index("<script")]  # before any script: a stylesheet the page applies
+    assert f"<style>{PAGE_CSS}</style>" in head and "html body { margin: 0; padding: 20px 28px 40px" in PAGE_CSS
     layout = report_layout(cl)
     assert [c.name for c in layout.children] == ["report_header", "report_tabs"]
     titles = [c.title for c in layout.select_one({"name": "report_ranks_table"}).columns]
