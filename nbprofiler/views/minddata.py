@@ -405,45 +405,77 @@ def cpu_samples(cpu_df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
+MACHINE_SERIES = [("user_pct", "user", "#0072B2"), ("sys_pct", "sys", "#D55E00"),
+                  ("io_pct", "io wait", "#CC79A7"), ("idle_pct", "idle", "#999999")]
+PROCESS_SERIES = [("process_user_pct", "user", "#56B4E9"), ("process_sys_pct", "sys", "#E69F00")]
+
+
+def cpu_averages_html(cpu_df: pd.DataFrame, start_step: int = 1, end_step: int | None = None) -> str:
+    """The CPU averages MindInsight shows for a step range (`analysis.minddata.cpu_summary`): machine
+    user/sys/io wait/idle (% of all cores) and this process's user/sys (% of one core, so above 100 % on
+    several cores), with the step range and samples they cover."""
+    from ..analysis.minddata import cpu_summary
+    c = cpu_summary(cpu_df, start_step, end_step)
+
+    def cell(label, key):
+        v = c.get(f"{key}_mean")
+        return (f"<td style='padding:0 14px 0 0'>{html.escape(label)}<br><b>"
+                f"{'–' if v is None else f'{v:.2f} %'}</b></td>")
+    steps = cpu_df.attrs.get("step_total")
+    span = f"steps {start_step}–{end_step or steps}" if steps else "the whole run"
+    return (f"<div style=\"{theme.PANEL_CSS}\"><b>Average CPU use</b> <span style='{theme.MUTED_CSS}'>"
+            f"({html.escape(span)}, {c['samples']:,} samples)</span><table><tr>"
+            + cell("machine user", "device_user_pct") + cell("machine sys", "device_sys_pct")
+            + cell("machine io wait", "device_io_pct") + cell("machine idle", "device_idle_pct")
+            + cell("process user", "process_user_pct") + cell("process sys", "process_sys_pct")
+            + "</tr></table></div>")
+
+
 def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = None,
                pipeline_df: pd.DataFrame | None = None):
-    """Machine and process CPU use over time (``cpu_src``) and, below it with a shared time axis, each
-    pipeline op's user+sys CPU (one line per op, source ``op_cpu_src_<op_id>``). Percent 0..100."""
+    """The averages (``cpu_averages``), then on one time axis: the whole machine's CPU (``cpu_fig``: user,
+    sys, io wait, idle; % of all cores), this process's (``process_cpu_fig``: user and sys; % of one core,
+    so it passes 100 % on several cores) and each pipeline op's user+sys (``op_cpu_fig``, one line per op,
+    source ``op_cpu_src_<op_id>``). The machine and the process are apart: their percents are of
+    different wholes. Legends sit right of the plots, not over the data."""
     if cpu_df is None or cpu_df.empty:
         return Div(text="<i>No CPU utilisation records in this profile.</i>", name="cpu_figure_empty")
     df = cpu_samples(cpu_df)
-    fig = figure(name="cpu_fig", title="CPU utilisation (whole machine and this process)", height=260,
-                 sizing_mode="stretch_width", min_width=MIN_WIDTH_PX, max_width=MAX_WIDTH_PX,
-                 tools="xpan,xwheel_zoom,box_zoom,reset,save", x_axis_label=theme.axis_label("Time", "s"),
-                 y_axis_label=theme.axis_label("CPU", "%"))
     src = _cds(df, "cpu_src")
-    series = [("user_pct", "machine user", "#0072B2"), ("sys_pct", "machine sys", "#D55E00"),
-              ("io_pct", "machine io wait", "#CC79A7"), ("idle_pct", "machine idle", "#999999"),
-              ("process_user_pct", "process user", "#56B4E9"), ("process_sys_pct", "process sys", "#E69F00")]
-    for col, label, color in series:
-        if col in df.columns and df[col].notna().any():
-            fig.line("t_s", col, source=src, color=color, legend_label=label, line_width=1.5,
-                     line_dash="dashed" if col.startswith("process") else "solid")
-    fig.add_tools(HoverTool(tooltips=[("t", "@t_s{0.00} s"), ("user", "@user_pct %"), ("sys", "@sys_pct %"),
-                                      ("idle", "@idle_pct %")], mode="vline"))
-    fig.legend.click_policy = "hide"
-    fig.legend.location = "top_left"
-    fig.legend.orientation = "horizontal"
-    fig.y_range.start = 0
-    figs = [theme.style(fig)]
+    figs = [Div(text=cpu_averages_html(cpu_df), name="cpu_averages", sizing_mode="stretch_width")]
+    x_range = None
+    for name, title, series, axis in (
+            ("cpu_fig", "Whole machine", MACHINE_SERIES, "CPU, % of all cores"),
+            ("process_cpu_fig", "This process", PROCESS_SERIES, "CPU, % of one core")):
+        cols = [(c, lab, color) for c, lab, color in series if c in df.columns and df[c].notna().any()]
+        if not cols:
+            continue
+        f = figure(name=name, title=title, height=220, sizing_mode="stretch_width", min_width=MIN_WIDTH_PX,
+                   max_width=MAX_WIDTH_PX, tools="xpan,xwheel_zoom,box_zoom,reset,save",
+                   x_axis_label=theme.axis_label("Time", "s"), y_axis_label=axis,
+                   **({"x_range": x_range} if x_range is not None else {}))
+        x_range = f.x_range
+        lines = [f.line("t_s", c, source=src, color=color, legend_label=lab, line_width=1.5) for c, lab, color in cols]
+        f.add_tools(HoverTool(renderers=lines[:1], mode="vline", tooltips=[("t", "@t_s{0.00} s")] +
+                              [(lab, f"@{c}{{0.0}} %") for c, lab, _ in cols]))
+        f.y_range.start = 0
+        theme.style(f)
+        f.legend.click_policy = "hide"
+        f.add_layout(f.legend[0], "right")
+        figs.append(f)
+    fig = figs[1] if len(figs) > 1 else None
     if op_cpu_df is not None and len(op_cpu_df):
         ops = op_cpu_df.copy()
         ops["cpu_pct"] = ops["user_pct"].fillna(0) + ops["sys_pct"].fillna(0)
-        t0 = cpu_df["time_ms"].min()
-        ops["t_s"] = (ops["time_ms"] - t0) / 1000.0
+        ops["t_s"] = (ops["time_ms"] - cpu_df["time_ms"].min()) / 1000.0
         labels = {}
         if pipeline_df is not None and len(pipeline_df):
             labels = {int(i): op_label(t, i) for i, t in zip(pipeline_df["op_id"], pipeline_df["op_type"])}
         ops["op"] = [labels.get(int(i), f"op_{int(i)}") for i in ops["op_id"]]
-        ofig = figure(name="op_cpu_fig", title="CPU per pipeline op (user + sys)", height=220,
+        ofig = figure(name="op_cpu_fig", title="Per pipeline op (user + sys)", height=220,
                       sizing_mode="stretch_width", min_width=MIN_WIDTH_PX, max_width=MAX_WIDTH_PX,
-                      x_range=fig.x_range, tools="xpan,xwheel_zoom,reset,save",
-                      x_axis_label=theme.axis_label("Time", "s"), y_axis_label=theme.axis_label("CPU", "%"))
+                      tools="xpan,xwheel_zoom,reset,save", **({"x_range": fig.x_range} if fig is not None else {}),
+                      x_axis_label=theme.axis_label("Time", "s"), y_axis_label="CPU, % of one core")
         ofig.add_tools(HoverTool(tooltips=[("op", "@op"), ("t", "@t_s{0.00} s"), ("cpu", "@cpu_pct %")]))
         # One source per op (``op_cpu_src_<op_id>``): Bokeh draws a line over a whole source, not a
         # filtered view of one.
@@ -451,12 +483,12 @@ def cpu_figure(cpu_df: pd.DataFrame | None, op_cpu_df: pd.DataFrame | None = Non
             color = theme.op_type_color(op.rsplit("_", 1)[0])
             ofig.line("t_s", "cpu_pct", source=_cds(one[["t_s", "cpu_pct", "op"]], f"op_cpu_src_{int(op_id)}"),
                       color=color, legend_label=op, line_width=1.2)
-        ofig.legend.click_policy = "hide"
-        ofig.legend.location = "top_left"
-        ofig.legend.orientation = "horizontal"
         ofig.y_range.start = 0
-        figs.append(theme.style(ofig))
-    return column(*figs, sizing_mode="stretch_width")
+        theme.style(ofig)
+        ofig.legend.click_policy = "hide"
+        ofig.add_layout(ofig.legend[0], "right")
+        figs.append(ofig)
+    return column(*figs, sizing_mode="stretch_width", name="cpu_panel")
 
 
 # -- verdict ----------------------------------------------------------------------------------------
@@ -577,11 +609,27 @@ class MindDataView(traitlets.HasTraits):
         from jupyter_bokeh import BokehModel
         self.frames = _frames_of(prof_or_frames)
         self.layout = minddata_layout(self.frames)
-        self.widget = W.VBox([BokehModel(self.layout)], layout=W.Layout(width="100%"))
+        controls = []
+        cpu = self.frames.get("cpu_utilization")
+        steps = cpu.attrs.get("step_total") if cpu is not None and len(cpu) else None
+        if steps and int(steps) > 1:
+            # MindInsight's step-range control of the CPU averages (cpu_summary's start/end steps)
+            self.cpu_steps = W.IntRangeSlider(value=(1, int(steps)), min=1, max=int(steps), step=1,
+                                              description="CPU steps", continuous_update=False,
+                                              layout=W.Layout(width="480px"))
+            self.cpu_steps.observe(lambda ch: self.set_cpu_steps(*ch["new"]), names="value")
+            controls.append(self.cpu_steps)
+        self.widget = W.VBox([*controls, BokehModel(self.layout)], layout=W.Layout(width="100%"))
         edges = self._edges()
         if edges is not None:
             self.set_trait("queue", self.selected_queue)   # the graph starts on the flagged queue
             edges.selected.on_change("indices", lambda attr, old, new: self._on_js_select())
+
+    def set_cpu_steps(self, start_step: int, end_step: int) -> None:
+        """Show the CPU averages of steps ``start_step``..``end_step`` (MindInsight's step range)."""
+        div = self.layout.select_one({"name": "cpu_averages"})
+        if div is not None:
+            div.text = cpu_averages_html(self.frames["cpu_utilization"], int(start_step), int(end_step))
 
     def _edges(self):
         return self.layout.select_one({"name": "minddata_edges_src"})
