@@ -238,7 +238,8 @@ def _step_trace(prof):
     st = prof.step_trace
     if st.empty or not prof.step_stages:
         return None
-    return step_trace_figure(st, prof.step_stages, prof.step_trace_average, reduce_df=prof.step_trace_reduce)
+    return step_trace_figure(st, prof.step_stages, prof.step_trace_average, reduce_df=prof.step_trace_reduce,
+                             point_info=prof.step_point_info)
 
 
 def _operators(prof):

@@ -192,3 +192,19 @@ def test_one_trend_per_stage_on_its_own_scale_with_whole_steps(widedeep):
     assert all(f.x_range is bars.x_range for f in figs.values())  # zooming one zooms all
     assert bars.xaxis[0].ticker.min_interval == 1
     assert all(f.xaxis[0].ticker.min_interval == 1 for f in figs.values())
+
+
+def test_fp_start_and_bp_end_operators_are_shown_as_mindinsight_does(widedeep):
+    """MindInsight shows 'FP start operator: Default/Cast-op6  BP termination operator:
+    Default/TransData-op7' above run_1_widedeep's step trace; run_2_lenet's file names other operators."""
+    layout = st.step_trace_figure(widedeep.step_trace, widedeep.step_stages, widedeep.step_trace_average,
+                                  point_info=widedeep.step_point_info)
+    text = layout.select_one({"name": "step_trace_points"}).text
+    assert "FP start operator: Default/Cast-op6" in text and "BP end operator: Default/TransData-op7" in text
+    lenet = load_quietly("legacy/run_2_lenet")
+    exp = expected("legacy__run_2_lenet__device1")["step_trace"]["point_info_step0"]
+    view = st.StepTraceView(lenet)
+    assert view._points.text == (f"FP start operator: {exp['fp_start']}    BP end operator: {exp['bp_end']}")
+    assert st.point_info_text([{"fp_start": "a", "bp_end": "b"}, {"fp_start": "c", "bp_end": "d"}], 2).startswith(
+        "FP start operator: c")
+    assert st.point_info_text(None) == ""

@@ -231,12 +231,25 @@ def _detail_figure(seg: pd.DataFrame, rows: list[str], title: str) -> tuple:
     return theme.style(fig), src
 
 
+def point_info_text(point_info: dict | list | None, step: int = AVERAGE) -> str:
+    """The operators that mark where a step's forward pass starts and its backward pass ends (as
+    MindInsight shows above its step-trace chart), for ``step`` when the file gives them per step; ""
+    when unknown."""
+    info = point_info
+    if isinstance(point_info, list):  # one object per step: MindInsight indexes it with step - 1
+        info = point_info[step - 1] if step and 0 < step <= len(point_info) else (point_info[0] if point_info else None)
+    if not isinstance(info, dict) or not (info.get("fp_start") or info.get("bp_end")):
+        return ""
+    return f"FP start operator: {info.get('fp_start') or '–'}    BP end operator: {info.get('bp_end') or '–'}"
+
+
 def step_trace_figure(step_trace_df: pd.DataFrame, stages: list[str], average: dict | None = None,
                       step: int | None = None, reduce_df: pd.DataFrame | None = None,
-                      selector: bool = True):
+                      selector: bool = True, point_info: dict | list | None = None):
     """The step-trace layout: a step selector (average or one step), the selected step as a Gantt bar
     (total, stacked stages, one line per reduce stream), the averages, per-step stacked bars, and a
-    per-stage trend line. ``step``: initial selection (None or 0 = average). With ``selector`` the layout
+    per-stage trend line, and (``point_info``: `Profile.step_point_info`) the FP-start and BP-end operator
+    names (``step_trace_points``). ``step``: initial selection (None or 0 = average). With ``selector`` the layout
     carries a Bokeh ``Select`` (name ``step_select``) whose CustomJS swaps the detail bars, so the
     selection works in a standalone HTML file. Returns a Bokeh layout; sources are named
     ``step_trace_selected_src``, ``step_trace_steps_src``, ``step_trace_all_segments_src``."""
@@ -287,6 +300,10 @@ def step_trace_figure(step_trace_df: pd.DataFrame, stages: list[str], average: d
     avg = Div(text=averages_html(step_trace_df, stages, average), name="step_trace_averages",
               sizing_mode="stretch_width")
     parts = [detail, avg, theme.style(bars), trend]
+    points = point_info_text(point_info, step)
+    if points:  # operator names are user strings: the Div renders them as text
+        parts.insert(0, Div(text=points, render_as_text=True, name="step_trace_points",
+                            styles={"font-size": "12px", "white-space": "pre"}))
     if selector:
         all_src = ColumnDataSource(all_seg, name="step_trace_all_segments_src")
         select = Select(title="Step", value=str(step), options=_selection_options(step_trace_df),
@@ -392,17 +409,21 @@ class StepTraceView(traitlets.HasTraits):
             self.steps = prof["step_trace"]
             self.average = prof.get("average")
             self.reduce = prof.get("reduce")
+            self.point_info = prof.get("point_info")
             from ..io.frames import step_stages
             self.stages = step_stages(self.steps)
         else:
             self.steps, self.average = prof.step_trace, prof.step_trace_average
             self.reduce, self.stages = prof.step_trace_reduce, prof.step_stages
+            self.point_info = prof.step_point_info
         self.empty = self.steps is None or self.steps.empty or not self.stages
         self._segments = None if self.empty else step_segments(self.steps, self.stages, self.average, self.reduce)
-        layout = step_trace_figure(self.steps, self.stages, self.average, None, self.reduce, selector=False)
+        layout = step_trace_figure(self.steps, self.stages, self.average, None, self.reduce, selector=False,
+                                   point_info=self.point_info)
         self._sources = {m.name: m for m in layout.select({"type": ColumnDataSource})} if not self.empty else {}
         self._marker = next(iter(layout.select({"name": "step_trace_marker"})), None)
         self._detail = next(iter(layout.select({"name": "step_trace_detail"})), None)
+        self._points = next(iter(layout.select({"name": "step_trace_points"})), None)
         parts = []
         if not self.empty:
             opts = [(label, int(v)) for v, label in _selection_options(self.steps)]
@@ -438,6 +459,8 @@ class StepTraceView(traitlets.HasTraits):
             self.selector.value = s
         seg = self._segments[self._segments["sel"] == s]
         self._sources["step_trace_selected_src"].data = {c: seg[c].to_numpy() for c in SEGMENT_COLUMNS}
+        if isinstance(self.point_info, list) and self._points is not None:
+            self._points.text = point_info_text(self.point_info, s)
         self._marker.location = s if s else -1e9
         self._detail.title.text = _detail_title(s, seg)
         if self._rank_model is not None:
