@@ -39,6 +39,9 @@ from .io.discover import ASCEND_MS, CANN_TIMELINE, PROF_DIR, RunFiles, classify,
 PROFILER_SUBDIRS = {"ASCEND_PROFILER_OUTPUT", "FRAMEWORK", "mindstudio_profiler_output", "timeline",
                     "profiler", "cluster_analysis_output"}
 REPORT_SUFFIX = "-nbprofiler"
+# Request limits: a report request is a few short paths; anything far larger is refused (413), not parsed.
+MAX_BODY_BYTES = 64 * 1024
+MAX_PATH_CHARS = 4096
 
 
 class PathError(ValueError):
@@ -162,12 +165,27 @@ def report_notebook(profile_path: str, device: str | None = None, kernel_name: s
 
 
 def unique_name(folder: Path, stem: str, suffix: str = ".ipynb") -> str:
-    """``stem + suffix``, or ``stem-2 + suffix``, ... the first name not taken in ``folder``."""
+    """``stem + suffix``, or ``stem-2 + suffix``, ... the first name not taken in ``folder`` (a dangling
+    symlink takes its name: writing through it would write wherever it points)."""
     name, n = stem + suffix, 1
-    while (folder / name).exists():
+    while os.path.lexists(folder / name):
         n += 1
         name = f"{stem}-{n}{suffix}"
     return name
+
+
+def reserve_name(folder: Path, stem: str, suffix: str = ".ipynb", attempts: int = 1000) -> str:
+    """Create an empty file under the first free name (`unique_name`) with ``O_CREAT | O_EXCL`` and return
+    the name: never a file or link that exists, and two concurrent requests never get the same name."""
+    for _ in range(attempts):
+        name = unique_name(folder, stem, suffix)
+        try:
+            fd = os.open(folder / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            continue  # taken between the check and the create: try the next free name
+        os.close(fd)
+        return name
+    raise PathError(f"no free report name in {folder.name!r}", status=409)
 
 
 def _newest_mtime(run: RunFiles) -> float | None:
@@ -251,7 +269,8 @@ def create_report(root: Path, api_path: str, device: str | None = None, dir_api_
                   kernel_name: str = "python3", kernel_display_name: str = "Python 3") -> tuple[str, dict, str]:
     """(notebook api path, notebook JSON, profile path written into it) for a report on ``api_path``.
 
-    Nothing is written here; the handler saves through the contents manager.
+    The notebook's name is reserved here (an empty file, created exclusively); the handler saves the
+    notebook into it through the contents manager.
     """
     target = resolve_api_path(root, api_path)
     if dir_api_path:
@@ -259,7 +278,7 @@ def create_report(root: Path, api_path: str, device: str | None = None, dir_api_
     else:
         folder = report_dir(root, target)
     stem = (target.stem if target.is_file() else target.name) or "profile"
-    name = unique_name(folder, stem + REPORT_SUFFIX)
+    name = reserve_name(folder, stem + REPORT_SUFFIX)
     profile_path = Path(os.path.relpath(target, folder)).as_posix()
     nb = report_notebook(profile_path, device, kernel_name, kernel_display_name)
     folder_api = to_api_path(root, folder)
@@ -305,15 +324,22 @@ def _handlers():
     class ReportHandler(_Base):
         @web.authenticated
         async def post(self):
+            if len(self.request.body or b"") > MAX_BODY_BYTES:
+                raise web.HTTPError(413, f"request body over {MAX_BODY_BYTES:,} bytes")
             try:
                 body = json.loads(self.request.body or b"{}")
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise web.HTTPError(400, "request body is not JSON") from None
+            expected = "expected {\"path\": str, \"device\": str|null, \"dir\": str|null}"
+            if not isinstance(body, dict):
+                raise web.HTTPError(400, expected)
             api_path = body.get("path")
             device, dir_api_path = body.get("device"), body.get("dir")
             if not isinstance(api_path, str) or not all(v is None or isinstance(v, str)
                                                         for v in (device, dir_api_path)):
-                raise web.HTTPError(400, "expected {\"path\": str, \"device\": str|null, \"dir\": str|null}")
+                raise web.HTTPError(400, expected)
+            if any(v is not None and len(v) > MAX_PATH_CHARS for v in (api_path, device, dir_api_path)):
+                raise web.HTTPError(413, f"a path over {MAX_PATH_CHARS:,} characters")
             # The server's default kernel, so the report runs in the environment Lab would pick itself.
             kernel_name = getattr(self.kernel_manager, "default_kernel_name", None) or "python3"
             try:
@@ -325,8 +351,12 @@ def _handlers():
                     None, create_report, self.root, api_path, device, dir_api_path, kernel_name, display)
             except PathError as err:
                 raise web.HTTPError(err.status, str(err)) from None
-            await ensure_async(self.contents_manager.save({"type": "notebook", "format": "json",
-                                                            "content": nb}, nb_path))
+            try:
+                await ensure_async(self.contents_manager.save({"type": "notebook", "format": "json",
+                                                                "content": nb}, nb_path))
+            except Exception:
+                (self.root / nb_path).unlink(missing_ok=True)  # the reserved, still empty name
+                raise
             self.set_status(201)
             self.finish(json.dumps({"path": nb_path, "profile_path": profile_path}))
 

@@ -91,6 +91,8 @@ def read_json(path: Path, expansion: float = 12.0):
     text = read_text(path, expansion)
     try:
         return json.loads(text)
+    except RecursionError:
+        raise MalformedFileError(path, "JSON nested deeper than it can be read (no profiler writes that)") from None
     except json.JSONDecodeError as e:
         tail_ws = len(text) - len(text.rstrip())
         if e.pos >= len(text) - tail_ws - 1 or "Unterminated" in e.msg:
@@ -174,6 +176,11 @@ def _record_widths(data: bytes, sep: str) -> np.ndarray | None:
     return per[~blank] + 1
 
 
+# The widest CSV a profiler writes: legacy step_trace_raw files carry a start/end pair per reduce event, a
+# thousand columns on large models; 30,000 fields already cost pandas 3 s.
+MAX_CSV_COLUMNS = 10_000
+
+
 def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict | None = None,
              skipinitialspace: bool = False, usecols=None, sep: str = ",", **kwargs) -> pd.DataFrame:
     """Read a CSV with a single header row, every column as str (convert with `numeric`).
@@ -189,6 +196,11 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
     if not data.strip():
         raise EmptyFileError(path, "file is empty")
     text = decode(path, data)
+    header_fields = text.split("\n", 1)[0].count(sep) + 1
+    if header_fields > MAX_CSV_COLUMNS:
+        # pandas builds one column object per field: a 1,000,000-field header would take minutes
+        raise MalformedFileError(path, f"header has {header_fields:,} fields; no profiler CSV has more than "
+                                       f"{MAX_CSV_COLUMNS:,}", line=1)
     raw = text.encode("utf-8")
     df = None
     widths = _record_widths(raw, sep)

@@ -19,9 +19,10 @@ import json
 import os
 import re
 import time
+import warnings
 from pathlib import Path
 
-from ..errors import NoProfilerDataError
+from ..errors import NoProfilerDataError, ProfilerDataWarning
 
 # Role patterns for files whose name carries an id. The named group ``id`` is the device/rank id.
 ID_ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(rx)) for role, rx in [
@@ -231,6 +232,7 @@ class _Walker:
         self.deadline = time.monotonic() + MAX_SECONDS
         self.truncated = False
         self.raw_cann: list[Path] = []  # PROF_* folders of raw, never-parsed CANN data
+        self.skipped: list[tuple[Path, str]] = []  # entries seen but not readable as files or folders
 
     def scandir(self, path: Path) -> list[os.DirEntry]:
         if self.entries > MAX_ENTRIES or time.monotonic() > self.deadline:
@@ -238,10 +240,24 @@ class _Walker:
             return []
         try:
             with os.scandir(path) as it:
-                out = sorted(it, key=lambda e: e.name)
+                found = sorted(it, key=lambda e: e.name)
         except OSError:
             return []
-        self.entries += len(out)
+        self.entries += len(found)
+        out = []
+        for e in found:
+            try:
+                # DirEntry caches what these find; a symlink loop or a file that vanished raises here
+                is_dir, is_file = e.is_dir(), e.is_file()
+            except OSError as err:
+                if e.is_symlink() or classify(e.name):
+                    self.skipped.append((Path(e.path), f"cannot be read ({err.strerror or err}); skipped"))
+                continue
+            if not is_dir and not is_file and classify(e.name):
+                # a FIFO, a device or a socket named like a profiler file: reading it could block forever
+                self.skipped.append((Path(e.path), "named like a profiler file but not a regular file; skipped"))
+                continue
+            out.append(e)
         return out
 
 
@@ -255,6 +271,8 @@ def discover(path: str | os.PathLike) -> list[RunFiles]:
     walker = _Walker()
     runs: list[RunFiles] = []
     _walk(path, 0, walker, runs)
+    for where, why in walker.skipped:
+        warnings.warn(ProfilerDataWarning(f"{where}: {why}"), stacklevel=2)
     if not runs and walker.raw_cann:
         raise NoProfilerDataError(path, "; ".join(unparsed_message(p, True) for p in walker.raw_cann))
     if not runs:

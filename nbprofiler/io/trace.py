@@ -573,6 +573,8 @@ def _exact_check(path: Path, need_trace_events: bool = False):
             doc = json.loads(text)
         except json.JSONDecodeError as e:
             fail(e)
+        except RecursionError:
+            raise MalformedFileError(path, "JSON nested deeper than it can be read") from None
         if "traceEvents" not in doc:
             raise MissingColumnError(path, "a JSON object without 'traceEvents'", line=1, field="traceEvents")
         if not isinstance(doc["traceEvents"], list):
@@ -586,6 +588,8 @@ def _exact_check(path: Path, need_trace_events: bool = False):
             json.loads(text)
         except json.JSONDecodeError as e:
             fail(e)
+        except RecursionError:
+            raise MalformedFileError(path, "JSON nested deeper than it can be read") from None
         raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
                                        "'traceEvents'", line=line_of(i))
     events = []
@@ -685,7 +689,7 @@ def _meta_events(table: pa.Table, is_meta: np.ndarray) -> list[dict]:
     for m in _rows(table, ["name", "pid", "tid", "args"], is_meta).to_pylist():
         try:
             args = json.loads(m.pop("args")) if m.get("args") else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             args = {}
         args = args if isinstance(args, dict) else {}
         name, sort = args.get("name"), args.get("sort_index")

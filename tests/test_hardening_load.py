@@ -1,0 +1,69 @@
+"""Loading hostile copies of real profiles: each ends with a typed error or warning naming the file, and
+the rest of the profile loads (symlink loops, FIFOs and devices named like profiler files, JSON nested
+10,000 levels deep, a CSV header with a million fields)."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import warnings
+
+import pytest
+
+import nbprofiler
+from nbprofiler.errors import MalformedFileError, ProfilerDataWarning
+from nbprofiler.io._util import MAX_CSV_COLUMNS, read_csv
+
+from .conftest import DATA
+
+
+def _copy(tmp_path, rel: str):
+    dst = tmp_path / rel.replace("/", "_")
+    shutil.copytree(DATA / rel, dst)
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    return dst
+
+
+def test_symlink_loops_and_special_files_are_skipped_with_a_warning(tmp_path):
+    run = _copy(tmp_path, "minddata/md_bottleneck_map")
+    os.symlink("loop_b", run / "loop_a")
+    os.symlink("loop_a", run / "loop_b")
+    os.symlink(run, run / "self")                     # a folder loop
+    os.mkfifo(run / "minddata_pipeline_raw_7.csv")      # would block a reader forever
+    os.symlink("/dev/zero", run / "pipeline_profiling_9.json")
+    start = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prof = nbprofiler.load(run)
+        summary = prof.summary()
+    assert time.monotonic() - start < 60
+    said = [str(w.message) for w in caught if issubclass(w.category, ProfilerDataWarning)]
+    assert any("loop_a" in m and "cannot be read" in m for m in said), said
+    assert any("minddata_pipeline_raw_7.csv" in m and "not a regular file" in m for m in said), said
+    assert any("pipeline_profiling_9.json" in m and "not a regular file" in m for m in said), said
+    # the real files still load: MapOp_1 (op 1) is still the bottleneck
+    assert summary["minddata"]["bottleneck_op_ids"] == [1] and len(prof.host_queue) == 62
+
+
+def test_json_nested_10000_levels_is_a_typed_error_naming_the_file(tmp_path):
+    run = _copy(tmp_path, "minddata/md_bottleneck_map")
+    (run / "pipeline_profiling_0.json").write_text("[" * 10_000 + "]" * 10_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof = nbprofiler.load(run)
+        prof.summary()
+        prof.load_all()
+    bad = [p for p in prof.problems if p.file.endswith("pipeline_profiling_0.json")]
+    assert bad and "nested deeper" in bad[0].error and bad[0].error.startswith("MalformedFileError")
+    assert len(prof.host_queue) > 0  # the rest of the profile loaded
+
+
+def test_a_million_field_csv_header_is_refused_at_once(tmp_path):
+    path = tmp_path / "cpu_op_detail_info_0.csv"
+    path.write_text(",".join(f"c{i}" for i in range(1_000_000)) + "\n" + "1," * 999_999 + "1\n")
+    start = time.monotonic()
+    with pytest.raises(MalformedFileError, match="1,000,000 fields") as err:
+        read_csv(path)
+    assert time.monotonic() - start < 10 and err.value.line == 1
+    assert f"{MAX_CSV_COLUMNS:,}" in str(err.value)
