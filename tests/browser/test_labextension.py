@@ -81,6 +81,8 @@ def test_list_runs_of_a_folder_without_profiler_data_is_empty(tmp_path):
 
 def test_report_goes_next_to_the_folder_never_inside_profiler_output(tree):
     before = snapshot(tree / "proj")
+    md_before = snapshot(tree / "proj" / "minddata" / "md_fast")
+    session_before = snapshot(tree / "proj" / "mindspore2" / "lenet_pynative" / MS2_SESSION)
     # a plain folder holding runs: beside it
     assert _lab.create_report(tree, "proj/mindspore2")[0] == "proj/mindspore2-nbprofiler.ipynb"
     # a MindData profiler folder: beside it, in its parent
@@ -96,7 +98,16 @@ def test_report_goes_next_to_the_folder_never_inside_profiler_output(tree):
     assert rel == f"{MS2_SESSION}/ASCEND_PROFILER_OUTPUT/trace_view.json"
     # a folder at the root: in the root
     assert _lab.create_report(tree, "proj")[0] == "proj-nbprofiler.ipynb"
-    assert snapshot(tree / "proj") == before  # create_report only computes; nothing was written
+    # create_report only reserves each notebook's name (an empty file, created exclusively) beside the
+    # profiler folders; nothing in them changes
+    new = set(snapshot(tree / "proj")) - set(before)
+    assert new == {"mindspore2-nbprofiler.ipynb", "minddata/md_fast-nbprofiler.ipynb",
+                   "mindspore2/lenet_pynative/ASCEND_PROFILER_OUTPUT-nbprofiler.ipynb",
+                   "mindspore2/lenet_pynative/trace_view-nbprofiler.ipynb"}, new
+    assert all((tree / "proj" / n).stat().st_size == 0 for n in new)
+    assert (tree / "proj-nbprofiler.ipynb").stat().st_size == 0
+    assert snapshot(tree / "proj" / "minddata" / "md_fast") == md_before
+    assert snapshot(tree / "proj" / "mindspore2" / "lenet_pynative" / MS2_SESSION) == session_before
 
 
 def test_report_in_a_chosen_folder_and_refusals(tree):
