@@ -336,6 +336,43 @@ class Cluster:
         """The summary of one rank (default: the smallest id), with ``devices_found`` listing all."""
         return self[device if device is not None else self.ranks[0]].summary()
 
+    @property
+    def primary(self) -> Profile:
+        """The rank a single-profile view details: the smallest id."""
+        return self[self.ranks[0]]
+
+    def map(self, fn: Callable[[Profile], object], engine: str | None = "serial") -> dict[str, object]:
+        """``{rank: fn(profile)}`` for every rank. ``engine``: ``"serial"`` (default) or one of
+        `nbprofiler.parallel.ENGINES`, where each worker builds the rank's `Profile` from its files
+        (``fn`` must then be a module-level function, as it is pickled)."""
+        if engine == "serial":
+            return {rank: fn(p) for rank, p in self.profiles.items()}
+        from functools import partial
+        from .parallel import map_ranks
+        out = map_ranks(partial(_on_profile, fn), [p.run for p in self.profiles.values()], engine=engine)
+        return dict(zip(self.ranks, out))
+
+    def concat(self, frame: str) -> pd.DataFrame:
+        """One frame of every rank stacked into one tidy frame, ``rank`` (str: the key in `ranks`) first.
+        ``frame``: a property name of `Profile` (``step_trace``, ``ops``, ``timeline``, ...)."""
+        if frame not in FRAME_NAMES:
+            raise ValueError(f"no frame {frame!r}; frames are {sorted(FRAME_NAMES)}")
+        parts = [getattr(p, frame) for p in self.profiles.values()]
+        keep = [(rank, df) for rank, df in zip(self.ranks, parts) if df is not None and len(df)]
+        if not keep:
+            empty = next((df for df in parts if df is not None), pd.DataFrame())
+            return empty.iloc[0:0].assign(rank=pd.Series(dtype=str))[["rank", *empty.columns]]
+        out = pd.concat([df.assign(rank=rank) for rank, df in keep], ignore_index=True)
+        return out[["rank", *[c for c in out.columns if c != "rank"]]]
+
+    def sql(self, query: str, **tables) -> pd.DataFrame:
+        """SQL (DuckDB) over the ranks' frames stacked (`concat`): each frame a table named like the
+        property, with a ``rank`` column; only the frames a query names are built. ``prof.sql`` rules
+        apply: no file access, extra DataFrames by name."""
+        from .sql import run_sql
+        frames = {n: (lambda n=n: self.concat(n)) for n in sorted(FRAME_NAMES)}
+        return run_sql(query, frames, tables)
+
     def show(self, **kwargs):
         from .views.cluster import ClusterView
         return ClusterView(self, **kwargs).display()
@@ -346,6 +383,11 @@ class Cluster:
 
     def __repr__(self) -> str:
         return f"<nbprofiler.Cluster {self.generation} ranks={self.ranks} source={self.source!r}>"
+
+
+def _on_profile(fn, run):
+    """`Cluster.map`'s work in a worker: the rank's Profile from its files, then ``fn``."""
+    return fn(Profile(run))
 
 
 def _id_key(device: str):
