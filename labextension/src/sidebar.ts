@@ -109,7 +109,8 @@ export class RunsPanel extends Widget {
       name.textContent = run.name;
       const meta = document.createElement('span');
       meta.className = 'jp-nbprofiler-Run-meta';
-      const parts = [run.generation, `device ${run.key ?? run.device}`];
+      // the device in the run's own folder (what the report opens); the entry's name tells runs apart
+      const parts = [run.generation, `device ${run.device}`];
       if (run.date) {
         parts.push(run.date.replace('T', ' ').slice(0, 16));
       }
