@@ -1,4 +1,5 @@
-"""``%load_ext nbprofiler`` then ``%nbprofiler PATH [--device ID] [--as NAME] [--compare PATH_B]``.
+"""``%load_ext nbprofiler`` then ``%nbprofiler PATH [--device ID] [--as NAME] [--compare PATH_B]``, or
+``%%nbprofiler profile [options]`` over a cell of MindSpore code (`nbprofiler.cellprof`).
 
 The magic loads the profile, binds it to a variable (``prof`` unless ``--as`` names another), and shows
 its dashboard; with ``--compare`` it compares PATH with PATH_B and shows the comparison view instead.
@@ -94,10 +95,43 @@ def nbprofiler_magic(line: str, ipython=None):
     return None
 
 
+def profile_magic(line: str, cell: str, ipython) -> None:
+    """``%%nbprofiler profile [options]``: the cell under MindSpore's profiler (see `nbprofiler.cellprof`)."""
+    from IPython.core.error import UsageError
+
+    from . import cellprof
+    words = line.split(None, 1)
+    if not words or words[0] != "profile":
+        raise UsageError(f"as a cell magic: %%nbprofiler profile [options]\n\n{cellprof.HELP}")
+    try:
+        args = cellprof.parse(words[1] if len(words) > 1 else "")
+    except MagicUsageError as err:
+        raise UsageError(str(err)) from None
+    try:
+        prof, result = cellprof.profile_cell(cell, args, ipython)
+    except cellprof.MindSporeMissing as err:
+        print(err)
+        return None
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if result is not None and not result.success:
+        print(f"The cell raised {type(result.error_in_exec or result.error_before_exec).__name__}; "
+              f"the profile holds what ran before it ({args.name}).")
+    if not args.no_show:
+        import nbprofiler
+        nbprofiler.show(prof)
+    if result is not None and not result.success:
+        result.raise_error()  # the cell's own error, after what it profiled is shown
+    return None
+
+
 def register(ipython) -> None:
-    """Register ``%nbprofiler`` on an IPython shell (called by ``%load_ext nbprofiler``)."""
-    def nbprofiler(line):
+    """Register ``%nbprofiler`` / ``%%nbprofiler profile`` on an IPython shell (``%load_ext nbprofiler``)."""
+    def nbprofiler(line, cell=None):
+        if cell is not None:
+            return profile_magic(line, cell, ipython)
         return nbprofiler_magic(line, ipython)
 
-    nbprofiler.__doc__ = HELP  # what `%nbprofiler?` shows
-    ipython.register_magic_function(nbprofiler, magic_kind="line", magic_name="nbprofiler")
+    from .cellprof import HELP as CELL_HELP
+    nbprofiler.__doc__ = HELP + "\n" + CELL_HELP  # what `%nbprofiler?` shows
+    ipython.register_magic_function(nbprofiler, magic_kind="line_cell", magic_name="nbprofiler")
