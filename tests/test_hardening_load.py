@@ -67,3 +67,28 @@ def test_a_million_field_csv_header_is_refused_at_once(tmp_path):
         read_csv(path)
     assert time.monotonic() - start < 10 and err.value.line == 1
     assert f"{MAX_CSV_COLUMNS:,}" in str(err.value)
+
+
+def test_impossible_durations_are_skipped_with_a_warning_naming_the_line(tmp_path):
+    """dur = -1e6 or 1e300 in a copy of a real trace: those events are dropped (the timeline keeps its
+    real end) and a warning names the file, the line and the value."""
+    import json
+    src = DATA / "npu" / "trace_view_torch_npu" / "trace_view.json"
+    events = json.loads(src.read_text())
+    run = tmp_path / "run" / "ASCEND_PROFILER_OUTPUT"
+    run.mkdir(parents=True)
+    good = nbprofiler.load(src.parent)
+    real_end = float((good.timeline["start_us"] + good.timeline["dur_us"]).max())
+    xs = [i for i, e in enumerate(events) if e.get("ph") == "X"]
+    events[xs[3]]["dur"] = -1e6
+    events[xs[5]]["dur"] = 1e300
+    (run / "trace_view.json").write_text(json.dumps(events, indent=0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prof = nbprofiler.load(run.parent)
+        tl = prof.timeline
+    said = [str(w.message) for w in caught if issubclass(w.category, ProfilerDataWarning)]
+    assert any("2 event(s) with an impossible 'dur'" in m and "-1000000.0" in m for m in said), said
+    assert len(tl) == len(good.timeline) - 2
+    assert float((tl["start_us"] + tl["dur_us"]).max()) <= real_end + 1e-6
+    assert prof.summary()["timeline"]

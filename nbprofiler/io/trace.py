@@ -50,6 +50,8 @@ PARSE_EXPANSION = 3.0
 
 # Inputs smaller than this load in well under the progress bar's 1 s delay.
 PROGRESS_MIN_BYTES = 50_000_000
+# The longest event a trace can hold: 30 days in microseconds (a profiled job runs hours, not months).
+MAX_DURATION_US = 30 * 24 * 3600 * 1e6
 
 # Fields read from every event. MindSpore writes ts/dur as strings or numbers and tid/id as strings or
 # ints (FORMATS 4.5, 3.14). ts is read as text and cast in SQL (`_SELECT`): the JSON reader would turn a
@@ -760,6 +762,19 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
                                                   "'ph' skipped (the first is shown)", line=line, field=field))
         for m in (is_x, is_b, is_flow, is_counter, timed):
             m &= ~bad
+
+    # Durations no profiler writes (negative, not finite, or over MAX_DURATION_US) would stretch the
+    # timeline and every sum over it: those events are skipped, reported.
+    absurd = is_x & ~np.isnan(dur) & ((dur < 0) | ~np.isfinite(dur) | (dur > MAX_DURATION_US))
+    if absurd.any():
+        first = int(np.flatnonzero(absurd)[0])
+        line = _line_of_event(paths[0], first) if not multi else None
+        warn_partial(MalformedFileError(paths[0], f"{int(absurd.sum())} event(s) with an impossible 'dur' "
+                                                  f"({dur[first]!r} us: negative, not finite or over "
+                                                  f"{MAX_DURATION_US:.0e} us) skipped (the first is shown)",
+                                        line=line, field="dur"))
+        for m in (is_x, timed):
+            m &= ~absurd
 
     origin_ns = int(ts_ns[timed].min()) if timed.any() else 0
     rel_ns = ts_ns - origin_ns
