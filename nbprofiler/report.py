@@ -410,8 +410,11 @@ def _table(df: pd.DataFrame, name: str) -> DataTable:
 
 
 def _ranks(cluster):
+    from .views.cluster import communication_layout
     from .views.step_trace import rank_frame
-    return _table(rank_frame(cluster), "report_ranks_table")
+    comm = communication_layout(cluster)
+    table = _table(rank_frame(cluster), "report_ranks_table")
+    return table if comm is None else column(table, comm, sizing_mode="stretch_width")
 
 
 def _is_cluster(obj) -> bool:

@@ -55,6 +55,20 @@ def test_mindinsight_cluster_proposers(pipeline4):
     flops = C.pipeline_flops_imbalance(cl)
     ref = mi["parallel_strategy"]["pipeline_parallel_flops"]
     assert (flops["stage"], flops["val"], flops["percent"]) == (ref["stage"], ref["val"], ref["percent"])
+    # cluster_link: the 0->1 SDMA link 74.26 % below the mean SDMA bandwidth
+    links = C.slow_links(cl)
+    named = links[links["slowest"]]
+    [ref] = mi["cluster_link"]
+    assert len(named) == 1
+    link = named.iloc[0]
+    assert (int(link["src"]), int(link["dst"]), link["transport"]) == (ref["src_rank"], ref["des_rank"], ref["link_type"])
+    assert round(link["bandwidth"], 4) == ref["val"] and round(link["below_mean_pct"], 2) == ref["percent"]
+    # pipeline communication between stages (receive) and within the worst stage
+    comm = C.pipeline_communication(cl)
+    between = mi["parallel_strategy"]["pipeline_parallel_between_stage"]
+    within = mi["parallel_strategy"]["pipeline_parallel_within_stage"]
+    assert round(comm["between_stage_pct"], 2) == between["val"] and between["threshold"] == 100 * C.STAGE_COMMUNICATION_FRACTION
+    assert comm["worst_stage"] == within["stage"] and round(comm["worst_stage_pct"], 2) == within["val"]
 
 
 def test_slow_ranks_and_steps(pipeline4):
@@ -258,7 +272,9 @@ def test_cluster_view_html(pipeline4, npu8):
         for name in ("cluster_ranks_src", "cluster_heatmap_src", "cluster_slow_src", "cluster_slowest_src"):
             assert name in html
     view = ClusterView(pipeline4[0], engine="serial")
-    assert view.layout.name == "cluster_layout" and C.slowest_rank(view.summary) == "1"
+    assert view.layout.name == "cluster_page" and C.slowest_rank(view.summary) == "1"
+    assert view.layout.select_one({"name": "cluster_layout"}) is not None
+    assert view.layout.select_one({"name": "cluster_communication"}) is not None
 
 
 @pytest.mark.slow
@@ -312,3 +328,19 @@ def test_only_outlier_ranks_are_outlined(pipeline4, tmp_path):
     layout = cluster_layout(straggler)
     assert layout.select_one({"name": "cluster_slowest_src"}).data["rank"].tolist() == ["5"]
     assert "slowest: rank 5, an outlier" in layout.select_one({"name": "cluster_ranks"}).title.text
+
+
+def test_cluster_page_shows_the_links_and_mindinsights_findings(pipeline4):
+    from nbprofiler.report import report_layout
+    from nbprofiler.views.cluster import communication_layout
+    cl, _ = pipeline4
+    page = communication_layout(cl)
+    text = page.select_one({"name": "cluster_links_findings"}).text
+    assert "link 0→1 (SDMA, recorded by rank 1): bandwidth 107,910,491.8874, 74.26 % below" in text
+    assert "receiving between stages takes 25.82 %" in text and "stage 1: communication within the stage" in text
+    assert "60.30 %" in text
+    drawn = page.select_one({"name": "cluster_comm_matrix_src"}).data
+    matrix = C.communication_matrix(cl)
+    assert list(drawn["bandwidth"]) == pytest.approx(matrix["bandwidth"].tolist())
+    ranks = report_layout(cl).select_one({"name": "report_ranks"})
+    assert ranks.select_one({"name": "cluster_links_findings"}) is not None

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from pathlib import Path
+
 import pandas as pd
 
 from ..parallel import gather_rank_summaries
@@ -234,6 +236,80 @@ def communication_by_rank(cluster) -> pd.DataFrame:
     return g
 
 
+# MindInsight's cluster proposer thresholds (its ParallelProposer): a link 20 % below the mean bandwidth
+# of its transport; communication over 10 % of a stage's time.
+SLOW_LINK_FRACTION = 0.2
+STAGE_COMMUNICATION_FRACTION = 0.1
+
+
+def slow_links(cluster, fraction: float = SLOW_LINK_FRACTION) -> pd.DataFrame:
+    """Links whose bandwidth is more than ``fraction`` below the mean of their transport, slowest first,
+    as MindInsight's cluster_link proposal finds them: from each rank's ``hccl_raw`` average row (the
+    writer's own average per link), every entry whose source and destination differ, the mean taken
+    per transport over those entries. Columns: ``src``, ``dst``, ``transport``, ``bandwidth``,
+    ``mean_bandwidth``, ``below_mean_pct`` (0-100), ``recorded_by`` (rank key), ``slowest`` (bool: the
+    one link per transport MindInsight names)."""
+    frames = []
+    for key in cluster.ranks:
+        avg = cluster[key].hccl_links.attrs.get("average")
+        if avg:
+            frames.append(pd.DataFrame(avg).assign(recorded_by=key))
+    cols = ["src", "dst", "transport", "bandwidth", "mean_bandwidth", "below_mean_pct", "recorded_by", "slowest"]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    links = pd.concat(frames, ignore_index=True)
+    links = links[links["src"] != links["dst"]].copy()
+    links["mean_bandwidth"] = links.groupby("transport")["bandwidth"].transform("mean")
+    below = (links["mean_bandwidth"] - links["bandwidth"]) / links["mean_bandwidth"]
+    links["below_mean_pct"] = below * 100
+    links = links[below > fraction].sort_values("below_mean_pct", ascending=False, kind="stable")
+    links["slowest"] = ~links.duplicated("transport")
+    return links[cols].reset_index(drop=True)
+
+
+def pipeline_communication(cluster) -> dict | None:
+    """MindInsight's pipeline-parallel communication numbers from each rank's ``ascend_cluster_analyse``
+    average row: ``between_stage_pct`` (receive time over computation + communication, all ranks),
+    ``within_stage`` ({stage: collective communication without receive over computation + communication
+    of that stage's ranks, 0-100}) and ``worst_stage`` / ``worst_stage_pct`` (the stage MindInsight names,
+    when over `STAGE_COMMUNICATION_FRACTION`); None when the files are not a pipeline-parallel run."""
+    rows = []
+    for key in cluster.ranks:
+        prof = cluster[key]
+        ca = prof.cluster_analyse
+        avg = ca.attrs.get("average") if ca is not None else None
+        if avg and "receive_alone_time_ms" in avg:
+            rows.append((int(prof.run.device), avg))
+    stages, size = _pipeline_shape(cluster)
+    if not rows or not stages:
+        return None
+    comp = sum(a["computation_time_ms"] for _, a in rows)
+    comm = sum(a["communication_alone_time_ms"] for _, a in rows)
+    recv = sum(a["receive_alone_time_ms"] for _, a in rows)
+    within, spent = {}, {}
+    for rank, a in rows:
+        stage = int(rank // (size / stages) + 1)
+        within[stage] = within.get(stage, 0.0) + a["collective_communication_alone_time_ms"]
+        spent[stage] = spent.get(stage, 0.0) + a["computation_time_ms"] + a["communication_alone_time_ms"]
+    within_pct = {s: within[s] / spent[s] * 100 for s in sorted(within) if spent[s] > 0}
+    worst = max(within_pct, key=within_pct.get) if within_pct else None
+    over = worst is not None and within_pct[worst] > STAGE_COMMUNICATION_FRACTION * 100
+    return {"between_stage_pct": recv / (comp + comm) * 100 if comp > 0 and comm > 0 and recv > 0 else 0.0,
+            "within_stage": within_pct, "worst_stage": worst if over else None,
+            "worst_stage_pct": within_pct[worst] if over else None}
+
+
+def _pipeline_shape(cluster) -> tuple[int, int]:
+    """(stages, ranks) from an ``ascend_cluster_analyse_pipeline-parallel_<stages>_<ranks>_<id>.csv``."""
+    import re
+    for prof in cluster:
+        for path in prof.run.files.get("cluster_analyse", []):
+            m = re.search(r"pipeline-parallel_(\d+)_(\d+)_\d+\.csv$", Path(path).name)
+            if m:
+                return int(m.group(1)), int(m.group(2))
+    return 0, 0
+
+
 def _rank_key(r):
     s = str(r)
     return (0, int(s), "") if s.isdigit() else (1, 0, s)
@@ -241,4 +317,5 @@ def _rank_key(r):
 
 __all__ = ["rank_summary", "rank_steps", "rank_stage_matrix", "robust_z", "slow_ranks", "slowest_rank",
            "slow_steps", "step_interval_proposal", "pipeline_flops_imbalance", "communication_matrix",
-           "link_bandwidth", "communication_by_rank"]
+           "link_bandwidth", "communication_by_rank", "slow_links", "pipeline_communication",
+           "SLOW_LINK_FRACTION", "STAGE_COMMUNICATION_FRACTION"]

@@ -333,7 +333,8 @@ def hccl(run: RunFiles, prof) -> pd.DataFrame:
 def hccl_links(run: RunFiles, prof) -> pd.DataFrame:
     """``link_info`` of ``hccl_raw_{id}.csv`` per step and link (frames.hccl_links): ``step``, ``src``,
     ``dst`` (int64 ranks from the ``"src-dst"`` key), ``transport`` (SDMA, RDMA ...), ``time_ms``,
-    ``size``, ``bandwidth`` (float64; units not labelled in the file, FORMATS 3.18)."""
+    ``size``, ``bandwidth`` (float64; units not labelled in the file, FORMATS 3.18). The ``-`` average
+    row's links, as written, in ``attrs["average"]`` (a list of dicts with the columns but ``step``)."""
     path, df, _ = _hccl_rows(run)
     if "link_info" not in df.columns:
         raise MissingColumnError(path, "missing column 'link_info'", line=1, field="link_info")
@@ -349,9 +350,18 @@ def hccl_links(run: RunFiles, prof) -> pd.DataFrame:
         except ValueError as e:  # a damaged cell costs its row's links (see `skipped_rows`)
             bad.append((line, f"link_info: {e}"))
     skipped_rows(path, bad, n)
-    return pd.DataFrame(rows, columns=["step", "src", "dst", "transport", "time_ms", "size", "bandwidth"]).astype(
-        {"step": "int64", "src": "int64", "dst": "int64", "time_ms": "float64", "size": "float64",
-         "bandwidth": "float64"})
+    columns = ["step", "src", "dst", "transport", "time_ms", "size", "bandwidth"]
+    dtypes = {"step": "int64", "src": "int64", "dst": "int64", "time_ms": "float64", "size": "float64",
+              "bandwidth": "float64"}
+    out = pd.DataFrame(rows, columns=columns).astype(dtypes)
+    average = _hccl_rows(run)[2]
+    if average is not None and str(average.get("link_info", "")).strip():
+        try:  # the writer's own average of each link (what MindInsight's cluster link analysis reads)
+            # records, not a DataFrame: pandas compares attrs when frames are combined
+            out.attrs["average"] = [dict(zip(columns[1:], link)) for link in _link_cell(average["link_info"])]
+        except ValueError as e:
+            skipped_rows(path, [(len(steps) + 2, f"link_info of the average row: {e}")], n + 1)
+    return out
 
 
 def _link_cell(cell: str) -> list[tuple]:

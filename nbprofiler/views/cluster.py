@@ -131,6 +131,76 @@ def cluster_layout(summary: dict):
                   sizing_mode="stretch_width", name="cluster_layout")
 
 
+def communication_figure(matrix: pd.DataFrame, measure: str = "bandwidth"):
+    """Source rank x destination rank, one cell per link and transport, coloured by ``measure``
+    (``bandwidth``, ``time_ms`` or ``size``) from `analysis.cluster.communication_matrix`; hover gives all
+    three. Source ``cluster_comm_matrix_src``."""
+    df = matrix.copy()
+    df["src"], df["dst"] = df["src"].astype(str), df["dst"].astype(str)
+    df["link"] = df["src"] + "→" + df["dst"]
+    ranks = sorted(set(df["src"]) | set(df["dst"]), key=lambda r: (len(r), r))
+    transports = sorted(df["transport"].astype(str).unique())
+    df["dst_label"] = df["dst"] + " · " + df["transport"].astype(str)
+    ys = [f"{r} · {t}" for r in ranks for t in transports if f"{r} · {t}" in set(df["dst_label"])]
+    mapper = LinearColorMapper(palette=Viridis256, low=float(df[measure].min()), high=float(df[measure].max()))
+    fig = figure(x_range=FactorRange(*ranks), y_range=FactorRange(*reversed(ys)), height=max(200, 40 * len(ys) + 90),
+                 sizing_mode="stretch_width", title=f"Communication matrix: {measure.replace('_', ' ')} per link",
+                 x_axis_label="Source rank", y_axis_label="Destination rank · transport", tools="save",
+                 name="cluster_comm_matrix")
+    src = ColumnDataSource(df[["src", "dst", "dst_label", "transport", "time_ms", "size", "bandwidth", "link"]],
+                           name="cluster_comm_matrix_src")
+    fig.rect(x="src", y="dst_label", width=0.95, height=0.95, source=src,
+             fill_color={"field": measure, "transform": mapper}, line_color=None)
+    fig.add_tools(HoverTool(tooltips=[("link", "@link (@transport)"), ("time", "@time_ms{0,0.000} ms"),
+                                      ("size", "@size{0,0.0}"), ("bandwidth", "@bandwidth{0,0.0}")]))
+    fig.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
+    return theme.style(fig, legend=False)
+
+
+def links_div(slow: pd.DataFrame, pipeline: dict | None) -> Div:
+    """MindInsight's cluster findings on communication: the slow link per transport and the pipeline
+    stages' communication shares; every number from `analysis.cluster`, escaped."""
+    items = []
+    for r in slow[slow["slowest"]].itertuples():
+        items.append(f"link {r.src}→{r.dst} ({html.escape(str(r.transport))}, recorded by rank "
+                     f"{html.escape(str(r.recorded_by))}): bandwidth {r.bandwidth:,.4f}, {r.below_mean_pct:.2f} % "
+                     f"below the mean of its transport ({r.mean_bandwidth:,.4f})")
+    if pipeline:
+        items.append(f"pipeline: receiving between stages takes {pipeline['between_stage_pct']:.2f} % of "
+                     "computation + communication")
+        if pipeline["worst_stage"] is not None:
+            items.append(f"stage {pipeline['worst_stage']}: communication within the stage (receive excluded) "
+                         f"is {pipeline['worst_stage_pct']:.2f} % of its computation + communication")
+    if not items:
+        items.append("no link more than 20 % below its transport's mean bandwidth")
+    lis = "".join(f"<li>{i}</li>" for i in items)
+    return Div(text=f'<div style="{theme.PANEL_CSS}"><b>Communication</b><ul style="margin:4px 0">{lis}</ul></div>',
+               name="cluster_links_findings", sizing_mode="stretch_width")
+
+
+def communication_layout(cluster):
+    """The cluster's communication: findings, matrix heatmap (hccl_raw link data, or the new-format
+    communication matrix) and the links table; None when the files hold no link data."""
+    from ..analysis import cluster as C
+    matrix = C.communication_matrix(cluster)
+    if matrix is None or matrix.empty:
+        return None
+    slow = C.slow_links(cluster)
+    table = DataTable(source=ColumnDataSource(matrix.assign(src=matrix["src"].astype(str),
+                                                            dst=matrix["dst"].astype(str)),
+                                              name="cluster_links_src"),
+                      columns=[TableColumn(field="src", title="Source"), TableColumn(field="dst", title="Destination"),
+                               TableColumn(field="transport", title="Transport"),
+                               TableColumn(field="time_ms", title="Time (ms)", formatter=NumberFormatter(format="0,0.000")),
+                               TableColumn(field="size", title="Size", formatter=NumberFormatter(format="0,0.0")),
+                               TableColumn(field="bandwidth", title="Bandwidth", formatter=NumberFormatter(format="0,0.0")),
+                               TableColumn(field="steps", title="Steps")],
+                      height=min(400, 30 * len(matrix) + 40), sizing_mode="stretch_width", index_position=None,
+                      name="cluster_links_table")
+    return column(links_div(slow, C.pipeline_communication(cluster)), communication_figure(matrix), table,
+                  sizing_mode="stretch_width", name="cluster_communication")
+
+
 class ClusterView(LayoutView):
     """``ClusterView(cluster, engine=None).display()``: per-rank bars, heatmap and slow-rank table."""
 
@@ -139,7 +209,10 @@ class ClusterView(LayoutView):
         self.cluster = cluster
         self.summary = rank_summary(cluster, engine=engine)
         self.layout = cluster_layout(self.summary)
+        comm = communication_layout(cluster)
+        if comm is not None:
+            self.layout = column(self.layout, comm, sizing_mode="stretch_width", name="cluster_page")
 
 
 __all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",
-           "ClusterView"]
+           "communication_figure", "links_div", "communication_layout", "ClusterView"]
