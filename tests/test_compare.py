@@ -10,7 +10,7 @@ from bokeh.resources import INLINE
 import nbprofiler
 from nbprofiler.views.compare import CompareView, compare_layout, verdict_div
 
-from .conftest import DATA, expected
+from .conftest import DATA, expected, load_quietly
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +100,23 @@ def test_compare_rejects_a_cluster():
         warnings.simplefilter("ignore")
         with pytest.raises(TypeError, match="several devices"):
             nbprofiler.compare(DATA / "legacy/cluster_4rank_pipeline", DATA / "legacy/run_2_lenet")
+
+
+def test_runs_without_a_step_trace_compare_their_host_queue_timing():
+    """md_bottleneck_map vs md_fast: neither has a step trace; each step is the time between batches the
+    host queue handed out (62 and 200 records), and the verdict says where the numbers come from."""
+    import numpy as np
+    import nbprofiler
+    from nbprofiler.analysis.compare import HOST_QUEUE_SOURCE, host_queue_steps
+    a = load_quietly(DATA / "minddata" / "md_bottleneck_map")
+    b = load_quietly(DATA / "minddata" / "md_fast")
+    c = nbprofiler.compare(a, b)
+    assert c.step_sources == {"a": HOST_QUEUE_SOURCE, "b": HOST_QUEUE_SOURCE}
+    tot = c.steps.set_index("stage").loc["total_ms"]
+    for k, p in (("a", a), ("b", b)):
+        t = p.host_queue.sort_values("step")["timestamp_ms"].to_numpy(float)
+        assert tot[f"{k}_steps"] == len(t) - 1 and tot[f"{k}_ms"] == pytest.approx(np.diff(t).mean())
+    assert c.verdict[0].startswith("step time -72% (149 -> 41.7 ms), from the host-queue batch timestamps")
+    # a run with a step trace keeps it as its source
+    wd = nbprofiler.compare(load_quietly(DATA / "legacy" / "run_1_widedeep"), load_quietly(DATA / "legacy" / "run_2_lenet"))
+    assert wd.step_sources == {"a": "step trace", "b": "step trace"} and "from the" not in wd.verdict[0]

@@ -190,9 +190,9 @@ def test_report_compare_tab_and_verdict(tmp_path):
                  str(DATA / "minddata" / "md_fast"), "-o", str(out)]) == 0
     text = out.read_text()
     assert '"title":"Compare"' in text.replace(": ", ":")
-    # MindData-only runs: verdict and tables, no empty step / op-type chart frames
+    # MindData-only runs: verdict, the step chart from the host queue's timing, tables; no empty op-type chart
     assert "compare_verdict" in text and "report_compare_minddata" in text
-    assert "compare_op_types" not in text and "compare_steps" not in text
+    assert "compare_op_types" not in text and "compare_steps" in text
     # file_html stores the document as HTML-escaped JSON: unescape once to see the Div's markup
     overview = re.search(r"Compared with md_fast \(device 0\).*?</ul>", html.unescape(text))
     assert overview, "the overview shows the verdict"

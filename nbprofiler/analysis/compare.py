@@ -38,7 +38,9 @@ class Comparison:
     - ``queues``: ``queue`` ("host", "device"), ``a_steps``, ``a_empty``, ``a_empty_rate``, ``b_steps``,
       ``b_empty``, ``b_empty_rate``.
     ``stage_set`` says which stages were compared: the runs' own when they match, else both mapped to
-    the legacy three (step interval, forward+backward, tail). ``verdict`` is a list of sentences.
+    the legacy three (step interval, forward+backward, tail); a run without a step trace contributes its
+    step totals from the host queue's batch timestamps (``step_sources`` says which). ``verdict`` is a
+    list of sentences.
     """
 
     a_label: str
@@ -51,6 +53,9 @@ class Comparison:
     queues: pd.DataFrame
     stage_set: list[str]
     verdict: list[str]
+    # where each run's step times come from: "step trace", or "host-queue batch timestamps" for a run
+    # without one (CPU runs), or None when the run holds no step timing at all
+    step_sources: dict = dataclasses.field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -74,12 +79,13 @@ def compare(a, b, top_n: int = TOP_OPS, labels: tuple[str, str] | None = None) -
     a, b = _profile(a), _profile(b)
     la, lb = labels or (_label(a), _label(b))
     stage_set, step_values = _step_values(a, b)
+    sources = step_values.attrs.get("sources", {})
     steps = _steps_table(a, b, stage_set, step_values)
     op_types = _op_types(a.op_types, b.op_types)
     top = _top_ops(a.ops, b.ops, top_n)
     md, queues = _minddata(a, b)
-    verdict = _verdict(steps, op_types, md, queues)
-    return Comparison(la, lb, steps, step_values, op_types, top, md, queues, stage_set, verdict)
+    verdict = _verdict(steps, op_types, md, queues, sources)
+    return Comparison(la, lb, steps, step_values, op_types, top, md, queues, stage_set, verdict, sources)
 
 
 def _profile(x):
@@ -114,6 +120,14 @@ def _step_values(a, b) -> tuple[list[str], pd.DataFrame]:
             st = p.step_trace
             frames[k] = legacy_stage_view(st) if len(st) and "total_ms" in st.columns else \
                 pd.DataFrame(columns=["step"] + stages + ["total_ms"])
+    sources = {}
+    for k, p in (("a", a), ("b", b)):
+        st = frames.get(k)
+        if st is not None and len(st):
+            sources[k] = "step trace"
+        else:  # no step trace (a CPU run): each step is the time between two batches the host queue handed out
+            frames[k] = host_queue_steps(p)
+            sources[k] = HOST_QUEUE_SOURCE if len(frames[k]) else None
     rows = []
     for k, st in frames.items():
         cols = [c for c in stages + ["total_ms"] if c in st.columns]
@@ -124,7 +138,22 @@ def _step_values(a, b) -> tuple[list[str], pd.DataFrame]:
         rows.append(long)
     values = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["run", "step", "stage", "ms"])
     values["ms"] = values["ms"].astype(float)
+    values.attrs["sources"] = sources
     return stages, values
+
+
+HOST_QUEUE_SOURCE = "host-queue batch timestamps"
+
+
+def host_queue_steps(p) -> pd.DataFrame:
+    """``step``, ``total_ms``: the time between consecutive batches the host queue handed to the step
+    (its records' ``timestamp_ms``), for runs without a step trace; empty without timestamps."""
+    hq = p.host_queue
+    if hq is None or len(hq) < 2 or "timestamp_ms" not in hq.columns:
+        return pd.DataFrame(columns=["step", "total_ms"])
+    t = pd.to_numeric(hq.sort_values("step")["timestamp_ms"], errors="coerce").to_numpy(float)
+    steps = hq.sort_values("step")["step"].to_numpy()[1:]
+    return pd.DataFrame({"step": steps, "total_ms": np.diff(t)}).dropna()
 
 
 def _shown_average(p, stages: list[str], values: pd.DataFrame) -> dict:
@@ -266,13 +295,17 @@ def _fmt(ms: float) -> str:
     return f"{ms:.3g}" if abs(ms) < 100 else f"{ms:,.0f}"
 
 
-def _verdict(steps: pd.DataFrame, op_types: pd.DataFrame, md: pd.DataFrame, queues: pd.DataFrame) -> list[str]:
+def _verdict(steps: pd.DataFrame, op_types: pd.DataFrame, md: pd.DataFrame, queues: pd.DataFrame,
+             sources: dict | None = None) -> list[str]:
     out = []
     tot = steps.set_index("stage").loc["total_ms"] if "total_ms" in set(steps["stage"]) else None
     if tot is not None and not (math.isnan(tot["a_ms"]) or math.isnan(tot["b_ms"])):
         stage_rows = steps[steps["stage"] != "total_ms"].dropna(subset=["delta_ms"])
         head = (f"step time {tot['delta_pct']:+.0f}% ({_fmt(tot['a_ms'])} -> {_fmt(tot['b_ms'])} ms)"
                 if tot["a_ms"] else f"step time {_fmt(tot['a_ms'])} -> {_fmt(tot['b_ms'])} ms")
+        used = sorted({v for v in (sources or {}).values() if v and v != "step trace"})
+        if used:
+            head += f", from the {' and '.join(used)}"
         if len(stage_rows):
             big = stage_rows.loc[stage_rows["delta_ms"].abs().idxmax()]
             head += (f": {STAGE_WORDS.get(big['stage'], big['stage'])} {_fmt(big['a_ms'])} -> "

@@ -18,9 +18,12 @@ LOSS = "#D55E00"   # time added in run b
 
 def step_compare_figure(steps_df: pd.DataFrame, labels: tuple[str, str] = ("a", "b")) -> figure:
     """Two stacked bars (run a, run b) of the average step, one segment per stage. ``steps_df``: the
-    `Comparison.steps` frame (``stage``, ``a_ms``, ``b_ms``; the ``total_ms`` row is not drawn)."""
-    stages = [s for s in steps_df["stage"] if s != "total_ms"]
+    `Comparison.steps` frame (``stage``, ``a_ms``, ``b_ms``; the ``total_ms`` row is drawn only when no
+    stage has values: runs timed by the host queue have step totals, not stages)."""
     vals = steps_df.set_index("stage")
+    stages = [s for s in steps_df["stage"] if s != "total_ms" and vals.loc[s, ["a_ms", "b_ms"]].notna().any()]
+    if not stages and "total_ms" in vals.index and vals.loc["total_ms", ["a_ms", "b_ms"]].notna().any():
+        stages = ["total_ms"]  # step totals without stages (timing from the host queue): one bar each
     data = {"run": list(labels)}
     for s in stages:
         data[s] = [float(vals.at[s, "a_ms"]) if pd.notna(vals.at[s, "a_ms"]) else 0.0,
