@@ -201,3 +201,22 @@ def test_pin_dropdown_puts_tracks_first_in_the_order_chosen(widedeep):
     assert view.fig.yaxis.major_label_overrides[1] == labels[other]
     view.unpin_button.click()
     assert view.pinned == []
+
+
+def test_counters_are_drawn_under_the_timeline_one_series_at_a_time():
+    """npu/ascend_pt_text_2rank holds 5,952 counter samples (HBM, LLC, memory, QoS ...): they are drawn
+    under the timeline on its time axis, the select lists every series, and the first is the one shown."""
+    prof = nbprofiler.load(DATA / "npu" / "ascend_pt_text_2rank")
+    prof = prof[prof.ranks[0]]
+    view = T.TimelineView(prof, debounce_s=0)
+    panel = view.layout.select_one({"name": "timeline_counters_panel"})
+    fig = panel.select_one({"name": "timeline_counters"})
+    assert fig.x_range is view.x_range  # zooming the timeline zooms the counters
+    select = panel.select_one({"name": "timeline_counter_select"})
+    c = prof.timeline_counters
+    assert len(select.options) == c.groupby(["name", "series"]).ngroups
+    src = panel.select_one({"name": "timeline_counters_src"}).data
+    assert len(src["value"]) == len(c)  # all 5,952 samples fit the budget
+    shown = [lbl for lbl, keep in zip(src["series_label"], fig.renderers[0].view.filter.booleans) if keep]
+    assert set(shown) == {select.value} and fig.title.text == select.value
+    assert T.counter_figure(nbprofiler.load(DATA / "legacy" / "run_1_widedeep").timeline_counters, view.x_range) is None

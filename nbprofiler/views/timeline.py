@@ -24,8 +24,9 @@ import re
 import numpy as np
 import pandas as pd
 from bokeh.layouts import column, row
-from bokeh.models import (Arrow, BoxSelectTool, ColumnDataSource, CustomJS, DataTable, Div, FixedTicker,
-                          HoverTool, NumberFormatter, Range1d, RangeTool, TableColumn, TapTool, VeeHead)
+from bokeh.models import (Arrow, BooleanFilter, BoxSelectTool, CDSView, ColumnDataSource, CustomJS, DataTable, Div,
+                          FixedTicker, HoverTool, NumberFormatter, Range1d, RangeTool, Select, TableColumn, TapTool,
+                          VeeHead)
 from bokeh.plotting import figure
 
 from . import theme
@@ -311,9 +312,54 @@ def matches_table(matches_df: pd.DataFrame | None, x_range: Range1d, tracks: pd.
                               TableColumn(field="dur_us", title="duration (us)", formatter=num)])
 
 
+# Counter samples shipped to the page: enough for every series of a real trace (~6,000 on a torch_npu
+# run), bounded so that a long sampled run stays light (each series thinned evenly past it).
+MAX_COUNTER_POINTS = 50_000
+
+_COUNTER_SELECT_JS = """
+const want = cb_obj.value;
+const names = src.data.series_label;
+filter.booleans = Array.from(names, (n) => n === want);
+src.change.emit();
+fig.title.text = want;
+"""
+
+
+def counter_figure(counters_df: pd.DataFrame | None, x_range: Range1d, width: int = MAX_WIDTH_PX):
+    """The trace's counter samples (``timeline_counters``: memory, bandwidth, frequency ...) under the
+    timeline on the same time axis: one series at a time, chosen in a select (``timeline_counter_select``,
+    CustomJS, works in a standalone file), drawn as a step line. None without counters."""
+    if counters_df is None or counters_df.empty:
+        return None
+    df = counters_df.copy()
+    df["series_label"] = (df["name"].astype(str) + " (" + df["series"].astype(str) + ")").str.replace(
+        r" \(value\)$", "", regex=True)
+    per_series = max(1, MAX_COUNTER_POINTS // max(df["series_label"].nunique(), 1))
+    df = df.sort_values(["series_label", "start_us"], kind="stable")
+    by = df.groupby("series_label", sort=False)
+    stride = (by["series_label"].transform("size") // per_series).clip(lower=1)
+    df = df[by.cumcount() % stride == 0]  # every stride-th sample of each series
+    labels = list(dict.fromkeys(df["series_label"]))
+    first = labels[0]
+    src = ColumnDataSource({"start_us": df["start_us"].to_numpy(float), "value": df["value"].to_numpy(float),
+                            "series_label": df["series_label"].tolist()}, name="timeline_counters_src")
+    filt = BooleanFilter([lbl == first for lbl in src.data["series_label"]])
+    fig = figure(name="timeline_counters", title=first, height=150, sizing_mode="stretch_width",
+                 min_width=MIN_WIDTH_PX, max_width=max(width, MIN_WIDTH_PX), x_range=x_range,
+                 tools="xpan,xwheel_zoom,reset,save", active_scroll="xwheel_zoom", output_backend="webgl")
+    fig.step("start_us", "value", source=src, view=CDSView(filter=filt), mode="after", color=theme.OP_TYPE_PALETTE[0],
+             line_width=1.5)
+    fig.add_tools(HoverTool(tooltips=[("", "@series_label"), ("at", "@start_us{0,0.0} us"),
+                                      ("value", "@value{0,0.000}")]))
+    theme.time_us_axis(fig.xaxis)
+    select = Select(title="Counter", value=first, options=labels, width=360, name="timeline_counter_select")
+    select.js_on_change("value", CustomJS(args=dict(src=src, filter=filt, fig=fig), code=_COUNTER_SELECT_JS))
+    return column(select, theme.style(fig, legend=False), sizing_mode="stretch_width", name="timeline_counters_panel")
+
+
 # -- widget -----------------------------------------------------------------------------------------
 def _frames_of(prof_or_frames) -> dict:
-    keys = ("timeline", "timeline_tracks", "timeline_flows")
+    keys = ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters")
     if isinstance(prof_or_frames, dict):
         return {k: prof_or_frames.get(k) for k in keys}
     return {k: getattr(prof_or_frames, k) for k in keys}
@@ -370,7 +416,8 @@ class TimelineView:
         self.x_range.js_on_change("start", busy_js)
         self.x_range.js_on_change("end", busy_js)
         self.source.js_on_change("data", CustomJS(args=dict(busy=self.busy), code="busy.text = '';"))
-        self.layout = column(self.busy, self.minimap, self.plot,
+        counters = counter_figure(frames.get("timeline_counters"), self.x_range, width=width)
+        self.layout = column(self.busy, self.minimap, self.plot, *([counters] if counters is not None else []),
                              row(self.matches_table, self.stats, sizing_mode="stretch_width"),
                              sizing_mode="stretch_width", name="timeline_layout")
         for part in (self.minimap, self.matches_table, self.stats):
