@@ -135,3 +135,22 @@ def test_an_average_row_that_contradicts_itself_is_said_so_with_the_steps_mean()
     assert "the 1 recorded step average 23.7091 ms" in report
     # a consistent average (widedeep: 205.3809 ms) gets no note
     assert inconsistent_average(load_quietly(DATA / "legacy/run_1_widedeep").summary()["step_trace"]) is None
+
+
+def test_a_clicked_timeline_event_names_its_step_and_shows_its_operator_row():
+    """npu/ascend_pt_text_2rank rank 0: a click on the Conv2D1 kernel's bar names step 50 (the kernels'
+    own step id) and searches the NPU operator table for it."""
+    prof = load_quietly(DATA / "npu/ascend_pt_text_2rank")
+    prof = prof[prof.ranks[0]]
+    db = D.Dashboard(prof)
+    tl = db.select("Timeline")
+    w = prof.step_windows.iloc[0]
+    tl.set_window(w["start_us"], w["end_us"])
+    d = tl.source.data
+    i = next(k for k, (n, c) in enumerate(zip(d["name"], d["count"])) if c == 1 and n == "Conv2D1")
+    tl.source.selected.indices = [i]  # a click on that bar
+    assert tl.event["name"] == "Conv2D1" and D.step_of_time(prof, tl.event["start_us"]) == 50
+    assert "Conv2D1 (Conv2D1" in db.link_note.value and "step 50" in db.link_note.value
+    assert "its row is shown in the Operators tab" in db.link_note.value
+    ops = db.views["Operators"]
+    assert ops.kind == "npu" and set(ops._model("op_table_src_npu").data["op_name"]) == {"Conv2D1"}

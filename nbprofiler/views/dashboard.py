@@ -50,6 +50,15 @@ def step_window_us(prof, step: int) -> tuple[float, float] | None:
     return float(hit["start_us"].iloc[0]), float(hit["end_us"].iloc[0])
 
 
+def step_of_time(prof, t_us: float) -> int | None:
+    """The step whose window (``prof.step_windows``, on the timeline's clock) holds ``t_us``, or None."""
+    windows = prof.step_windows
+    if windows is None or windows.empty:
+        return None
+    hit = windows[(windows["start_us"] <= t_us) & (windows["end_us"] > t_us)]
+    return int(hit["step"].iloc[0]) if len(hit) else None
+
+
 def no_data_html(tab: str, prof, why: str = "") -> str:
     """Why a tab is empty: the file patterns it reads and the problems met with them (all escaped)."""
     looked = "".join(f"<li><code>{escape(p)}</code></li>" for p in LOOKED_FOR.get(tab, []))
@@ -255,6 +264,7 @@ class Dashboard(traitlets.HasTraits):
                 return None
             from .timeline import TimelineView
             view = TimelineView(prof)
+            view.observe(self._on_event, names="event")
             memory = self.views.get("Memory")
             window = step_window_us(prof, self._current_step()) or (memory.window if memory else None)
             if window:
@@ -288,6 +298,20 @@ class Dashboard(traitlets.HasTraits):
             view.step = int(step)
         else:
             self._on_step({"new": step})
+
+    def _on_event(self, change):
+        """A clicked timeline event: say which step it ran in, and show its operator row (the Operators
+        tab's table searched for its name)."""
+        ev = change["new"]
+        if not ev:
+            return
+        step = step_of_time(self.prof, ev["start_us"] + ev["dur_us"] / 2)
+        where = f"step {step}" if step else "no step window (this profile cannot place events in steps)"
+        ops = self.views.get("Operators") or self._build("Operators")
+        shown = ops is not None and ops.show_operator(ev["name"])
+        self.link_note.value = (f"<span style=\"{theme.MUTED_CSS}\">{escape(ev['name'])} ({escape(ev['op_type'])}, "
+                                f"{escape(ev['track'])}) at {ev['start_us'] / 1000:,.3f} ms: {escape(where)}"
+                                f"{'; its row is shown in the Operators tab' if shown else ''}.</span>")
 
     def _on_memory_window(self, change):
         window = change["new"]

@@ -338,6 +338,19 @@ class OperatorsView(traitlets.HasTraits):
         self._model(f"op_table_src_{kind}").data = _table_data(rows, divisor, whole, avg_divisor)
         self._model(f"op_count_{kind}").text = f"{len(rows)} of {len(self._kind_ops(kind))} operators"
 
+    def show_operator(self, name: str) -> bool:
+        """Search the table of the kind that has an operator named ``name`` (or ending in it: a trace
+        event carries the short name of a scoped operator) for it; False when no kind has it."""
+        for kind in self.kinds:
+            ops = self._kind_ops(kind)
+            names = ops["op_name"].astype(str)
+            if (names == name).any() or names.str.endswith("/" + name).any():
+                self.select_kind(kind)
+                self._model(f"op_search_{kind}").value = name
+                self._refill(kind)
+                return True
+        return False
+
     def select_kind(self, kind: str) -> None:
         """Show the tab of device kind ``kind`` (``ai_core``, ``cpu``, ...)."""
         if kind not in self.kinds:

@@ -23,6 +23,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import traitlets
 from bokeh.layouts import column, row
 from bokeh.models import (Arrow, BooleanFilter, BoxSelectTool, CDSView, ColumnDataSource, CustomJS, DataTable, Div,
                           FixedTicker, HoverTool, NumberFormatter, Range1d, RangeTool, Select, TableColumn, TapTool,
@@ -365,7 +366,7 @@ def _frames_of(prof_or_frames) -> dict:
     return {k: getattr(prof_or_frames, k) for k in keys}
 
 
-class TimelineView:
+class TimelineView(traitlets.HasTraits):
     """The timeline in a notebook, re-queried from Python on zoom and pan.
 
     ``prof_or_frames``: a `Profile` or a dict with ``timeline``, ``timeline_tracks`` and optionally
@@ -376,7 +377,11 @@ class TimelineView:
     a box-selected time range (`select_range`) and a minimap. ``queries`` counts the re-queries.
     """
 
+    # the single event last clicked (name, op_type, track, start_us, dur_us; empty: none): linkable state
+    event = traitlets.Dict()
+
     def __init__(self, prof_or_frames, width: int = MAX_WIDTH_PX, debounce_s: float = DEBOUNCE_S):
+        super().__init__()
         import ipywidgets as W
         from bokeh.events import SelectionGeometry
         from jupyter_bokeh import BokehModel
@@ -422,6 +427,7 @@ class TimelineView:
                              sizing_mode="stretch_width", name="timeline_layout")
         for part in (self.minimap, self.matches_table, self.stats):
             theme.themed(part)
+        self.source.selected.on_change("indices", self._on_tap)
         self.x_range.on_change("start", self._on_range)
         self.x_range.on_change("end", self._on_range)
         self.fig.on_event(SelectionGeometry, self._on_select)
@@ -580,6 +586,14 @@ class TimelineView:
         m = m[m["track"].astype(int).isin(rows.keys())]
         src.data = {"y": [rows[int(t)] for t in m["track"]], "left": m["start_us"].to_numpy(),
                     "right": (m["start_us"] + m["dur_us"]).to_numpy()}
+
+    def _on_tap(self, attr, old, new) -> None:
+        d = self.source.data
+        if len(new) != 1 or d["count"][new[0]] != 1:
+            return  # a merged bar is many events: nothing to link to
+        i = new[0]
+        self.event = {"name": str(d["name"][i]), "op_type": str(d["op_type"][i]), "track": str(d["track_label"][i]),
+                      "start_us": float(d["start_us"][i]), "dur_us": float(d["dur_us"][i])}
 
     # -- range statistics ---------------------------------------------------------------------------
     def select_range(self, t0_us: float, t1_us: float) -> pd.DataFrame:
