@@ -313,11 +313,17 @@ class Dashboard(traitlets.HasTraits):
                                 f"{escape(ev['track'])}) at {ev['start_us'] / 1000:,.3f} ms: {escape(where)}"
                                 f"{'; its row is shown in the Operators tab' if shown else ''}.</span>")
 
-    def _on_memory_window(self, change):
-        window = change["new"]
+    def _move_timeline(self, window) -> None:
+        """Show ``window`` on the timeline, if it is built. Its widget is re-snapshotted too: a view created
+        while the change was on its way (the Timeline tab opened a moment before) would miss it."""
         tl = self.views.get("Timeline")
         if window and tl is not None:
+            from .bokehjs import resync
             tl.set_window(*window)
+            resync(tl.widget)
+
+    def _on_memory_window(self, change):
+        self._move_timeline(change["new"])
 
     def _current_step(self) -> int:
         v = self.views.get("Step trace")
@@ -329,9 +335,7 @@ class Dashboard(traitlets.HasTraits):
         if ops is not None:
             ops.set_step(step or None)
         window = step_window_us(self.prof, step)
-        tl = self.views.get("Timeline")
-        if window and tl is not None:
-            tl.set_window(*window)
+        self._move_timeline(window)
         if not step:
             self.link_note.value = ""
         elif window:
