@@ -235,13 +235,54 @@ def test_frame_cache_round_trip(tmp_path, monkeypatch):
 
 
 def test_cache_never_inside_profiler_dir(tmp_path, monkeypatch):
+    """NBPROFILER_CACHE_DIR pointing into the run folder, at it, or at a folder above it: the entry goes
+    to the user cache directory instead, with a warning; nothing appears beside the profiler files."""
     monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    src = tmp_path / "profiles" / "src"
+    shutil.copytree(TORCH.parent, src)
+    before = sorted(p.relative_to(tmp_path / "profiles") for p in (tmp_path / "profiles").rglob("*"))
+    for target in (src / "cache", src, tmp_path / "profiles"):
+        monkeypatch.setenv(cache.ENV, str(target))
+        with pytest.warns(UserWarning, match="holds the profiler files being cached"):
+            trace.trace_data(discover(src)[0])
+        cache.wait()
+        assert sorted(p.relative_to(tmp_path / "profiles") for p in (tmp_path / "profiles").rglob("*")) == before
+    assert list((tmp_path / "user-cache").rglob("meta.json"))
+
+
+def test_cache_entries_that_do_not_match_their_meta_are_not_served(tmp_path, monkeypatch):
+    """An incomplete meta, another frame's table under a frame's name, or a same-size edit of the source
+    that kept its mtime: each time the trace is parsed again, never served wrong or raising."""
+    import os
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
     src = tmp_path / "src"
     shutil.copytree(TORCH.parent, src)
-    monkeypatch.setenv(cache.ENV, str(src / "cache"))
-    trace.trace_data(discover(src)[0])
+    run = discover(src)[0]
+    first = trace.trace_data(run)
     cache.wait()
-    assert not (src / "cache").exists()
+    [entry] = list((tmp_path / "cache").iterdir())
+    meta = json.loads((entry / "meta.json").read_text())
+    assert meta["schema"]["timeline"] == {"columns": list(first.timeline.columns), "rows": len(first.timeline)}
+    # another frame's table in timeline.arrow: not served
+    shutil.copy(entry / "flows.arrow", entry / "timeline.arrow")
+    again = trace.trace_data(run)
+    pd.testing.assert_frame_equal(again.timeline, first.timeline)
+    cache.wait()
+    # valid JSON, but incomplete: not served, no KeyError
+    [entry] = list((tmp_path / "cache").iterdir())
+    (entry / "meta.json").write_text(json.dumps({"frames": ["timeline"]}))
+    pd.testing.assert_frame_equal(trace.trace_data(run).timeline, first.timeline)
+    cache.wait()
+    # a same-size edit with the old mtime put back: a new key (the inode's ctime moved)
+    path = src / "trace_view.json"
+    st = path.stat()
+    text = path.read_text()
+    path.write_text(text.replace("aten::empty", "aten::EMPTY"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    assert "aten::EMPTY" in set(trace.trace_data(discover(src)[0]).timeline["name"].astype(str))
 
 
 def test_synthetic_trace_is_seeded_and_shaped_like_real(tmp_path):

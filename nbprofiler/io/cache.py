@@ -5,9 +5,10 @@ keep their dictionary encoding and string columns stay Arrow strings, so re-open
 plus a zero-copy conversion. Measured on the frames of a 1 GB synthetic trace (3.3M events): 71 MB on
 disk, opened in ~0.18 s, where snappy Parquet took ~0.6 s (76 MB) and writing it was 3x slower.
 
-An entry is keyed by what was parsed (a kind, e.g. "trace", and the absolute path, size and mtime of
-every source file), so editing or replacing a source file makes a new key and the old entry is simply
-not used again. Where: ``$NBPROFILER_CACHE_DIR`` if set (``off`` disables caching), else the platform
+An entry is keyed by what was parsed (a kind, e.g. "trace", and the absolute path, size, mtime, inode and
+ctime of every source file), so editing or replacing a source file makes a new key and the old entry is
+simply not used again. Its meta (written last) records each frame's columns and row count; an entry that
+does not match them is not served. Where: ``$NBPROFILER_CACHE_DIR`` if set (``off`` disables caching), else the platform
 cache dir (``~/.cache/nbprofiler`` on Linux, ``~/Library/Caches/nbprofiler`` on macOS,
 ``%LOCALAPPDATA%\\nbprofiler\\Cache`` on Windows). Sources smaller than `MIN_BYTES` are not cached:
 parsing them is faster than a cache round trip. A cache that cannot be read or written is ignored.
@@ -25,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 # Bump when the layout of cached frames changes, so stale entries are not read.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 COMPRESSION = "lz4"
 MIN_BYTES = 8 * 1024 * 1024
 ENV = "NBPROFILER_CACHE_DIR"
@@ -41,14 +42,15 @@ def cache_dir() -> Path | None:
 
 
 def key_for(kind: str, paths: list[Path]) -> str | None:
-    """A key naming these exact file versions (path, size, mtime), or None if one cannot be stat'ed."""
+    """A key naming these exact file versions (path, size, mtime, inode, ctime: a same-size edit that
+    keeps the mtime still changes the ctime), or None if one cannot be stat'ed."""
     ident = [kind, FORMAT_VERSION]
     for p in paths:
         try:
             st = Path(p).stat()
         except OSError:
             return None
-        ident.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns])
+        ident.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns])
     return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:32]
 
 
@@ -59,11 +61,27 @@ def _entry(key: str | None, paths: list[Path]) -> Path | None:
     if sum(_size(p) for p in paths) < MIN_BYTES:
         return None
     root = root.resolve()
-    for p in paths:
-        # Never write into (or under) a profiler directory, even when pointed there by the env variable.
-        if root == Path(p).resolve().parent or Path(p).resolve().parent in root.parents:
+    if _beside_sources(root, paths):
+        # Never into (or under) a folder holding the sources, whatever the environment says: the user
+        # cache directory instead.
+        import warnings
+
+        import platformdirs
+        warnings.warn(f"{ENV}={root} holds the profiler files being cached; caching in the user cache "
+                      "directory instead", stacklevel=3)
+        root = Path(platformdirs.user_cache_dir("nbprofiler", appauthor=False)).resolve()
+        if _beside_sources(root, paths):
             return None
     return root / key
+
+
+def _beside_sources(root: Path, paths: list[Path]) -> bool:
+    """Whether ``root`` is a folder above a source file (where a profile lives) or inside one's folder."""
+    for p in paths:
+        folder = Path(p).resolve().parent
+        if root == folder or root in folder.parents or folder in root.parents:
+            return True
+    return False
 
 
 def _size(p: Path) -> int:
@@ -81,10 +99,17 @@ def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], d
     try:
         import pyarrow.feather as feather
         meta = json.loads((entry / "meta.json").read_text())
-        frames = {name: feather.read_table(entry / f"{name}.arrow", memory_map=False).to_pandas()
-                  for name in meta["frames"]}
+        frames = {}
+        for name, shape in meta["schema"].items():
+            table = feather.read_table(entry / f"{name}.arrow", memory_map=False)
+            # an entry must hold what its meta says it holds: the frame's own columns and row count
+            if table.column_names != shape["columns"] or table.num_rows != shape["rows"]:
+                return None
+            frames[name] = table.to_pandas()
+        if set(frames) != set(meta["frames"]) or not isinstance(meta["meta"], dict):
+            return None
         return frames, meta["meta"]
-    except Exception:  # a half-written or foreign entry: ignore it, the caller parses the source
+    except Exception:  # a half-written, incomplete or foreign entry: ignore it, the caller parses the source
         return None
 
 
@@ -155,7 +180,9 @@ def _write(entry: Path, paths: list[Path], tables: dict, meta: dict) -> Path | N
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
         for name, table in tables.items():
             feather.write_feather(table, tmp / f"{name}.arrow", compression=COMPRESSION)
-        (tmp / "meta.json").write_text(json.dumps({"frames": list(tables), "meta": meta,
+        # the meta is written last: an entry without it is never read
+        schema = {name: {"columns": t.column_names, "rows": t.num_rows} for name, t in tables.items()}
+        (tmp / "meta.json").write_text(json.dumps({"frames": list(tables), "schema": schema, "meta": meta,
                                                    "sources": [str(p) for p in paths]}))
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)

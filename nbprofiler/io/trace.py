@@ -92,7 +92,10 @@ class TraceData:
     counters: pd.DataFrame
 
     def frames(self) -> dict[str, pd.DataFrame]:
-        return {"timeline": self.timeline, "tracks": self.tracks, "flows": self.flows, "counters": self.counters}
+        return {name: getattr(self, name) for name in TRACE_FRAMES}
+
+
+TRACE_FRAMES = ("timeline", "tracks", "flows", "counters")  # what a trace's cache entry must hold
 
 
 # -- public builders (see frames.py for the contracts) ----------------------------------------------
@@ -217,7 +220,7 @@ def _trace_data(run: RunFiles) -> TraceData | None:
     role, paths = src
     key = cache.key_for("trace", paths)
     cached = cache.load(key, paths)
-    if cached is not None:
+    if cached is not None and "origin_us" in cached[1] and set(cached[0]) == set(TRACE_FRAMES):
         frames, meta = cached
         return TraceData(origin_us=float(meta["origin_us"]), **frames)
     data = load_trace(paths, legacy=(role == "timeline"))
