@@ -92,3 +92,22 @@ def test_impossible_durations_are_skipped_with_a_warning_naming_the_line(tmp_pat
     assert len(tl) == len(good.timeline) - 2
     assert float((tl["start_us"] + tl["dur_us"]).max()) <= real_end + 1e-6
     assert prof.summary()["timeline"]
+
+
+def test_a_file_that_grows_while_it_is_read_is_read_only_as_far_as_it_was_checked(tmp_path, monkeypatch):
+    """The memory guard checked a smaller file than the one read (a profiler still writing it): a CSV is
+    read up to the checked size, with a warning; a trace stops with an error naming the file, instead of
+    reading on (a trace appended to during a load once grew to 5 GB)."""
+    from nbprofiler.errors import ProfilerDataError
+    from nbprofiler.io import _util, trace
+    src = DATA / "mindspore2" / "lenet_pynative"
+    csv = next(src.rglob("cpu_op_type_info_0.csv"))
+    real = _util.check_size
+    monkeypatch.setattr(_util, "check_size", lambda path, expansion=10.0: real(path, expansion) - 20)
+    with pytest.warns(ProfilerDataWarning, match="grew while it was read"):
+        data = _util.read_bytes(csv)
+    assert data == csv.read_bytes()[:-20]
+    monkeypatch.setattr(trace, "check_size", lambda path, expansion=3.0: real(path, expansion) - 1000)
+    with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
+        trace.load_trace(next(src.rglob("trace_view.json")), progress=False)
+    assert err.value.path.name == "trace_view.json"

@@ -59,11 +59,19 @@ def _line_of_offset(data: bytes, offset: int) -> int:
 
 
 def read_bytes(path: Path, expansion: float = 10.0) -> bytes:
-    check_size(path, expansion)
+    """The file's bytes, at most as many as its size when the memory guard checked it: a file that grows
+    while it is read (a profiler still writing it) is read up to that size, with a warning."""
+    size = check_size(path, expansion)
     try:
-        return path.read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(size + 1)
     except OSError as e:
         raise ProfilerDataError(path, f"cannot read: {e.strerror or e}") from None
+    if len(data) > size:
+        warn_partial(ProfilerDataError(path, f"the file grew while it was read (is it still being written?); "
+                                             f"read its first {size:,} bytes"))
+        data = data[:size]
+    return data
 
 
 def decode(path: Path, data: bytes) -> str:

@@ -388,7 +388,7 @@ def _dict_chunk(col) -> pa.DictionaryArray:
 
 
 def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
-            span: tuple[int, int] | None = None, on_batch=None) -> list[_Chunk]:
+            span: tuple[int, int] | None = None, on_batch=None, checked_size: int | None = None) -> list[_Chunk]:
     """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
     duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
     a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
@@ -449,6 +449,10 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
                 offset += item.num_rows
                 if on_batch is not None:
                     on_batch(_json_bytes(item))
+                if checked_size is not None and path.stat().st_size > checked_size:
+                    # the memory guard checked a smaller file: stop before reading what it did not allow
+                    raise ProfilerDataError(path, f"the file grew while it was read (from {checked_size:,} bytes; "
+                                                  "is the profiler still writing it?); load it once it is complete")
     finally:
         stop.set()
         reader_thread.join()
@@ -461,7 +465,7 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
     """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s.
     ``on_batch(nbytes)``: called after each batch with an estimate of the JSON bytes it was read from."""
     path = Path(path)
-    check_size(path, PARSE_EXPANSION)
+    checked = check_size(path, PARSE_EXPANSION)
     first = _first_byte(path)
     if first not in (b"[", b"{"):
         _exact_check(path)  # raises with the line of the first bad byte
@@ -479,7 +483,7 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
         attempts.append((_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, None))
     for n, (columns, dur_sql, max_event, where) in enumerate(attempts, 1):
         try:
-            chunks = _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch)
+            chunks = _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch, checked)
             break
         except read_errors as e:
             if n == len(attempts):
