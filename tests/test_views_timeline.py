@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import numpy as np
@@ -220,3 +221,22 @@ def test_counters_are_drawn_under_the_timeline_one_series_at_a_time():
     shown = [lbl for lbl, keep in zip(src["series_label"], fig.renderers[0].view.filter.booleans) if keep]
     assert set(shown) == {select.value} and fig.title.text == select.value
     assert T.counter_figure(nbprofiler.load(DATA / "legacy" / "run_1_widedeep").timeline_counters, view.x_range) is None
+
+
+def test_bars_ship_without_args_and_a_click_fetches_the_events(torch_npu):
+    """A re-query sends no args (the longest strings of a trace); a click on one event puts its args,
+    from the frame, into the details below the plot."""
+    view = T.TimelineView(torch_npu, debounce_s=0)
+    ev = torch_npu.timeline
+    hw = ev[ev["track"] == 7].sort_values("start_us")
+    t0 = float(hw["start_us"].iloc[10])
+    view.set_window(t0, t0 + 100.0)
+    d = view.source.data
+    assert "args" not in d and len(d["row"]) == len(d["left"])
+    i = next(k for k, (c, r) in enumerate(zip(d["count"], d["row"])) if c == 1 and r >= 0
+             and isinstance(ev["args"].iloc[r], str) and ev["args"].iloc[r])
+    view.source.selected.indices = [i]
+    details = view.plot.select_one({"name": "timeline_details"})
+    args = json.loads(ev["args"].iloc[int(d["row"][i])])
+    key = next(iter(args))
+    assert details.render_as_text and d["name"][i] in details.text and f'"{key}"' in details.text

@@ -50,7 +50,7 @@ MIN_WIDTH_PX = 480
 MAX_WIDTH_PX = 1600
 AGGREGATE_MIN_ALPHA = 0.6     # merged bars: opaque enough to see at one pixel wide
 
-_SOURCE_COLUMNS = ["y", "left", "right", "start_us", "dur_us", "busy_us", "name", "op_type", "count", "args", "track_label",
+_SOURCE_COLUMNS = ["y", "left", "right", "start_us", "dur_us", "busy_us", "name", "op_type", "count", "row", "track_label",
                    "color", "alpha"]
 
 
@@ -110,14 +110,14 @@ def bar_data(lod_df: pd.DataFrame, tracks: pd.DataFrame) -> dict:
     # AGGREGATE_MIN_ALPHA: a sub-pixel bar at low alpha all but vanishes).
     extent = np.maximum(dur, 1e-9)
     alpha = np.where(aggregate, np.clip(busy / extent, AGGREGATE_MIN_ALPHA, 1.0), 0.9)
-    if "args" in df.columns:
-        args = [_short(a) for a in df["args"]]
-    else:
-        args = [""] * n
     name = np.where(aggregate, [f"{c} events (zoom in)" for c in count], name)
-    return {"y": [rows[t] for t in track], "left": start, "right": start + np.maximum(dur, 0.0),
-            "start_us": start, "dur_us": dur, "busy_us": busy, "name": list(name), "op_type": list(op_type), "count": count,
-            "args": args, "track_label": [labels[t] for t in track], "color": list(color), "alpha": alpha}
+    out = {"y": [rows[t] for t in track], "left": start, "right": start + np.maximum(dur, 0.0),
+           "start_us": start, "dur_us": dur, "busy_us": busy, "name": list(name), "op_type": list(op_type), "count": count,
+           "track_label": [labels[t] for t in track], "color": list(color), "alpha": alpha,
+           "row": df["row"].to_numpy(dtype="int64") if "row" in df.columns else np.full(n, -1, dtype="int64")}
+    if "args" in df.columns:  # a standalone page carries them; the notebook view fetches them on a click
+        out["args"] = [_short(a) for a in df["args"]]
+    return out
 
 
 def _short(args) -> str:
@@ -235,8 +235,8 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
                          line_alpha=0.7, line_width=1, name="timeline_flows"))
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[
         ("name", "@name"), ("type", "@op_type"), ("track", "@track_label"), ("start", "@start_us{0,0.000} us"),
-        ("duration", "@dur_us{0,0.000} us"), ("events", "@count"), ("busy", "@busy_us{0,0.000} us"),
-        ("args", "@args")]))
+        ("duration", "@dur_us{0,0.000} us"), ("events", "@count"), ("busy", "@busy_us{0,0.000} us")]
+        + ([("args", "@args")] if "args" in data else [])))
     fig.add_tools(TapTool(renderers=[bars]), BoxSelectTool(dimensions="width", renderers=[bars],
                                                            name="timeline_box_select"))
     fig.yaxis.ticker = FixedTicker(ticks=list(range(len(tracks))))
@@ -427,6 +427,10 @@ class TimelineView(traitlets.HasTraits):
                              sizing_mode="stretch_width", name="timeline_layout")
         for part in (self.minimap, self.matches_table, self.stats):
             theme.themed(part)
+        # looked up once: a select over the whole layout costs ~25 ms, three of them per re-query
+        self._sources = {n: self.plot.select_one({"name": n}) for n in
+                         ("timeline_flows_src", "timeline_highlight_src", "timeline_current_src")}
+        self._details = self.plot.select_one({"name": "timeline_details"})  # rendered as text, never HTML
         self.source.selected.on_change("indices", self._on_tap)
         self.x_range.on_change("start", self._on_range)
         self.x_range.on_change("end", self._on_range)
@@ -455,14 +459,8 @@ class TimelineView(traitlets.HasTraits):
 
     # -- querying -----------------------------------------------------------------------------------
     def _query(self, t0: float, t1: float) -> pd.DataFrame:
+        # No args with the bars: a click fetches the one event's (`_on_tap`), so a zoom ships less.
         lod = self._engine.lod_query(self._index, t0, t1, self.width, max_glyphs=MAX_GLYPHS)
-        if "args" in self.events.columns and len(lod):
-            # single events carry their args (hover, details); aggregate bars (row -1) have none
-            rows = lod["row"].to_numpy()
-            args = np.full(len(lod), None, dtype=object)
-            # take the few rows drawn, not the whole column (millions of events on every pan/zoom)
-            args[rows >= 0] = self.events["args"].take(rows[rows >= 0]).to_numpy(dtype=object)
-            lod = lod.assign(args=args)
         return lod.head(MAX_GLYPHS)   # the engine keeps to about max_glyphs; this makes it a hard cap
 
     def requery(self) -> None:
@@ -472,7 +470,7 @@ class TimelineView(traitlets.HasTraits):
         lod = self._query(t0, t1)
         self.queries += 1
         self.source.data = bar_data(lod, self.tracks)
-        flows = self.layout.select_one({"name": "timeline_flows_src"})
+        flows = self._sources["timeline_flows_src"]
         flows.data = flow_data(self.flows, self.tracks, t0, t1)
         self._update_highlight()
         self._set_status()
@@ -566,8 +564,8 @@ class TimelineView(traitlets.HasTraits):
         self.set_window(mid - width / 2, mid + width / 2)
 
     def _update_highlight(self) -> None:
-        src = self.layout.select_one({"name": "timeline_highlight_src"})
-        current = self.layout.select_one({"name": "timeline_current_src"})
+        src = self._sources["timeline_highlight_src"]
+        current = self._sources["timeline_current_src"]
         rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
         empty = {"y": [], "left": [], "right": []}
         if self.matches is None or not len(self.matches):
@@ -594,6 +592,17 @@ class TimelineView(traitlets.HasTraits):
         i = new[0]
         self.event = {"name": str(d["name"][i]), "op_type": str(d["op_type"][i]), "track": str(d["track_label"][i]),
                       "start_us": float(d["start_us"][i]), "dur_us": float(d["dur_us"][i])}
+        row = int(d["row"][i])
+        if row >= 0 and "args" in self.events.columns:
+            args = self.events["args"].iloc[row]
+            if isinstance(args, str) and args:
+                try:
+                    args = json.dumps(json.loads(args), indent=2)
+                except ValueError:
+                    pass
+                self._details.text = (f"{self.event['name']}\ntype: {self.event['op_type']}    track: "
+                                      f"{self.event['track']}\nstart: {self.event['start_us']:.3f} us    duration: "
+                                      f"{self.event['dur_us']:.3f} us\nargs: {args[:MAX_ARGS_CHARS]}")
 
     # -- range statistics ---------------------------------------------------------------------------
     def select_range(self, t0_us: float, t1_us: float) -> pd.DataFrame:
