@@ -1,14 +1,14 @@
 """`Profile` (one device/rank of one session) and `Cluster` (many): the public data model.
 
 A `Profile` holds the `RunFiles` found by discovery and turns them into pandas DataFrames on first
-access (lazily, cached per object). Each frame is built by one *builder* function in ``nbprofiler.io``
-that takes the `RunFiles` and returns a DataFrame (or a dict for the few non-tabular items). A builder
-raises `ProfilerDataError` for a file it cannot read; the Profile records it in ``problems``, warns, and
-returns an empty frame with the documented columns, so "why is this view empty?" is always answered by
-``prof.problems`` and ``prof.files``.
+access (lazily, cached per object). Every frame is declared in `nbprofiler.schema` (columns, dtypes,
+units, clock, sources) and built by the builder of the same name in ``nbprofiler.io.frames``; the result
+is cast to the declared dtypes. A builder raises `ProfilerDataError` for a file it cannot read; the
+Profile records it in ``problems``, warns, and returns the declared empty frame, so "why is this view
+empty?" is always answered by ``prof.problems`` and ``prof.files``.
 
-Units: every time column carries its unit in its name (``_us``, ``_ms``); timestamps are relative to the
-profile's ``origin_us`` (absolute microseconds, Unix epoch where the source clock is the wall clock).
+Units: every time column carries its unit in its name (``_us``, ``_ms``); each frame's clock is stated
+in its schema entry (most count from ``origin_us``, absolute microseconds of the timeline's start).
 """
 from __future__ import annotations
 
@@ -18,21 +18,23 @@ from typing import Callable
 
 import pandas as pd
 
+from . import schema
 from .errors import Problem, ProfilerDataError, ProfilerDataWarning
 from .io.discover import RunFiles
 from .io import frames as F
 
 
-def _frame(builder: Callable[[RunFiles, "Profile"], pd.DataFrame], columns: list[str]):
-    """A cached property that builds a frame with ``builder`` and turns load errors into problems."""
+def _frame(spec: schema.FrameSpec):
+    """A cached property for a declared frame: built by the io builder of the same name, cast to the
+    declared dtypes, load errors turned into problems (and the declared empty frame)."""
+    builder = getattr(F, spec.name)
 
     def getter(self: "Profile") -> pd.DataFrame:
-        key = builder.__name__
-        if key not in self._cache:
-            self._cache[key] = self._build(builder, columns)
-        return self._cache[key]
+        if spec.name not in self._cache:
+            self._cache[spec.name] = self._build(builder, spec)
+        return self._cache[spec.name]
 
-    getter.__doc__ = builder.__doc__
+    getter.__doc__ = spec.doc()
     return property(getter)
 
 
@@ -46,7 +48,8 @@ class Profile:
     for a later session of the same rank), ``other_sessions`` (keys of the rank's other sessions),
     ``origin_us`` (absolute
     time that relative ``start_*`` columns count from), ``files`` (what was found), ``problems`` (what
-    failed). Frames: see each property's docstring and the README's "Data model" table.
+    failed). Frames: `nbprofiler.schema.FRAMES`, each property's docstring and the README's "Data model"
+    table.
     """
 
     def __init__(self, run: RunFiles, source: str | Path | None = None, devices_found: list[str] | None = None,
@@ -72,7 +75,7 @@ class Profile:
         return [k for k in self.devices_found if k != self.key and k.split("@", 1)[0] == mine]
 
     # -- plumbing -----------------------------------------------------------------------------------
-    def _build(self, builder, columns):
+    def _build(self, builder, spec: schema.FrameSpec):
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ProfilerDataWarning)
@@ -88,9 +91,7 @@ class Profile:
             self._note(Problem.from_error(err))
             warnings.warn(f"{err} (skipped; see prof.problems)", ProfilerDataWarning, stacklevel=3)
             out = None
-        if out is None:
-            out = pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
-        return out
+        return spec.empty() if out is None else spec.conform(out)
 
     def _note(self, problem: Problem) -> None:
         if problem not in self._problems:
@@ -113,9 +114,10 @@ class Profile:
         feeds (str: the frames the file is read into, comma-separated; "" for a file no frame reads)."""
         rows = []
         # a database beside the text export only feeds the frames no text file gives
-        from_text = {f for r in self.run.files if r not in F.DB_FALLBACK_ROLES for f in F.FEEDS.get(r, ())}
+        feeds_of = schema.feeds()
+        from_text = {f for r in self.run.files if r not in schema.DB_FALLBACK_ROLES for f in feeds_of.get(r, ())}
         for role, paths in sorted(self.run.files.items()):
-            feeds = [f for f in F.FEEDS.get(role, ()) if role not in F.DB_FALLBACK_ROLES or f not in from_text]
+            feeds = [f for f in feeds_of.get(role, ()) if role not in schema.DB_FALLBACK_ROLES or f not in from_text]
             for p in sorted(paths):
                 try:
                     size = p.stat().st_size
@@ -146,92 +148,38 @@ class Profile:
             getattr(self, n)
         return self
 
-    # -- step trace ---------------------------------------------------------------------------------
-    step_trace = _frame(F.step_trace, ["step", "total_ms"])
-    step_trace_reduce = _frame(F.step_trace_reduce, ["step", "stream_id", "name", "start_ms", "dur_ms"])
-
+    # -- records and derived lists (the frames are declared in nbprofiler.schema and attached below) --
     @property
     def step_trace_average(self) -> dict | None:
         """The average MindInsight shows: the step-trace file's own average row as written (ms, dict of
         ``<stage>_ms`` and ``total_ms``), or None when the source has no such row."""
-        self.step_trace  # noqa: B018  (loading the frame fills the cache entry)
-        return self._cache.get("step_trace_average")
+        return self.step_trace.attrs.get("file_average")
 
     @property
     def step_stages(self) -> list[str]:
         """The columns of ``step_trace`` that stack up to ``total_ms``, in display order."""
-        return F.step_stages(self.step_trace)
-
-    step_windows = _frame(F.step_windows, ["step", "start_us", "end_us", "source"])
+        return schema.step_stages(self.step_trace)
 
     @property
     def step_point_info(self) -> dict | list | None:
         """FP start / BP end anchor operators (``{"fp_start": ..., "bp_end": ...}``), a per-step list, or None."""
         return self.cached("step_point_info", lambda: F.step_point_info(self.run, self))
 
-    # -- operators ----------------------------------------------------------------------------------
-    op_types = _frame(F.op_types, ["kind", "op_type", "total_time_us", "count", "avg_time_us", "percent",
-                                   "file_percent"])
-    ops = _frame(F.ops, ["kind", "op_name", "op_type", "total_time_us", "count", "avg_time_us"])
-    kernels = _frame(F.kernels, ["step", "name", "type", "accelerator_core", "start_us", "dur_us", "wait_us"])
-    flops = _frame(F.flops, ["op_name"])
-
     @property
     def op_kinds(self) -> list[str]:
         """Device kinds with operator data, in display order (ai_core, ai_cpu, cpu, gpu, npu)."""
         kinds = set(self.op_types["kind"].dropna()) | set(self.ops["kind"].dropna())
-        return [k for k in F.OP_KINDS if k in kinds]
-
-    # -- MindData -----------------------------------------------------------------------------------
-    minddata_pipeline = _frame(F.minddata_pipeline, [
-        "op_id", "op_type", "num_workers", "parent_id", "children_ids", "output_queue_length",
-        "output_queue_average_size", "output_queue_usage_rate", "sample_interval_ms"])
-    minddata_queues = _frame(F.minddata_queues, ["op_id", "sample", "time_ms", "size", "length"])
-    host_queue = _frame(F.host_queue, ["step", "size", "capacity", "get_ms", "push_ms", "batch_ms",
-                                       "timestamp_ms"])
-    device_queue = _frame(F.device_queue, ["index", "name", "start_us", "end_us", "get_next_ms", "size"])
-    cpu_utilization = _frame(F.cpu_utilization, ["sample", "time_ms", "user_pct", "sys_pct", "io_pct",
-                                                 "idle_pct"])
-    op_cpu_utilization = _frame(F.op_cpu_utilization, ["op_id", "sample", "time_ms", "user_pct", "sys_pct"])
+        return [k for k in schema.OP_KINDS if k in kinds]
 
     @property
     def minddata_summary(self) -> dict | None:
         """MindSpore's own ``minddata_pipeline_summary_*`` (JSON preferred, else CSV) as a dict, or None."""
         return self.cached("minddata_summary", lambda: self._safe(F.minddata_summary))
 
-    # -- timeline -----------------------------------------------------------------------------------
-    timeline = _frame(F.timeline, ["track", "name", "op_type", "ph", "cat", "start_us", "dur_us", "args"])
-    timeline_tracks = _frame(F.timeline_tracks, ["track", "pid", "tid", "process", "thread", "events"])
-    timeline_flows = _frame(F.timeline_flows, ["cat", "id", "name", "start_track", "start_us",
-                                               "end_track", "end_us"])
-    timeline_counters = _frame(F.timeline_counters, ["pid", "name", "series", "start_us", "value"])
-
     @property
     def timeline_summary(self) -> dict | None:
         """The writer's ``*_timeline_summary_*.json`` as a dict (total_time in us), or None."""
         return self.cached("timeline_summary", lambda: self._safe(F.timeline_summary))
-
-    # -- memory, communication, cluster files -------------------------------------------------------
-    memory = _frame(F.memory, ["component", "time_us", "allocated_mb", "reserved_mb", "active_mb", "device"])
-    operator_memory = _frame(F.operator_memory, ["name", "size_kb", "alloc_us", "release_us", "dur_us"])
-    communication = _frame(F.communication, ["step", "group", "op_name", "rank", "start_us", "elapse_ms",
-                                             "transit_ms", "wait_ms", "sync_ms", "idle_ms"])
-    communication_links = _frame(F.communication_links, ["step", "group", "op_name", "rank", "transport",
-                                                         "size_mb", "transit_ms", "bandwidth_gbps"])
-    communication_matrix = _frame(F.communication_matrix, ["step", "group", "op_name", "src", "dst", "transport",
-                                                           "size_mb", "transit_ms", "bandwidth_gbps"])
-    communication_groups = _frame(F.communication_groups, ["kind", "group", "ranks", "size"])
-    npu_module_mem = _frame(F.npu_module_mem, ["component", "time_us", "reserved_mb", "device"])
-    api_statistic = _frame(F.api_statistic, ["api_name"])
-    operator_details = _frame(F.operator_details, ["name"])
-    l2_cache = _frame(F.l2_cache, ["stream_id", "task_id", "hit_rate", "victim_rate", "op_name"])
-    static_op_mem = _frame(F.static_op_mem, ["op_name"])
-    data_preprocess = _frame(F.data_preprocess, [])
-    dataset = _frame(F.dataset, [])
-    input_shapes = _frame(F.input_shapes, ["op_name", "op_type", "input_shapes", "count"])
-    hccl = _frame(F.hccl, ["step", "communication_cost_ms", "wait_cost_ms"])
-    hccl_links = _frame(F.hccl_links, ["step", "src", "dst", "transport", "time_ms", "size", "bandwidth"])
-    cluster_analyse = _frame(F.cluster_analyse, ["step"])
 
     @property
     def flops_summary(self) -> dict | None:
@@ -280,9 +228,11 @@ class Profile:
                 f"files={sum(len(v) for v in self.run.files.values())} root={str(self.root)!r}>")
 
 
-FRAME_NAMES = {n for n, v in vars(Profile).items() if isinstance(v, property)} - {
-    "problems", "files", "origin_us", "info", "step_trace_average", "step_stages", "step_point_info",
-    "op_kinds", "other_sessions"}
+# Each declared frame is a lazily built, cached property of the same name (docstring from its spec).
+for _spec in schema.FRAMES.values():
+    setattr(Profile, _spec.name, _frame(_spec))
+
+FRAME_NAMES = set(schema.FRAMES)
 
 
 class Cluster:

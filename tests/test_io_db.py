@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from nbprofiler.io import db
+from nbprofiler.schema import FRAMES
 
 from .conftest import DATA, load_quietly
 
@@ -138,7 +139,7 @@ def test_step_memory_communication_equal_sql():
     rows = _sql(path, "SELECT (SELECT value FROM STRING_IDS WHERE id = opName), (endNs - startNs) / 1e6 "
                       "FROM COMMUNICATION_OP ORDER BY startNs")
     assert list(zip(comm["op_name"], comm["elapse_ms"])) == [(n, pytest.approx(ms)) for n, ms in rows]
-    assert set(comm["step"]) == {"step50"} and set(comm["rank"]) == {"0"}
+    assert set(comm["step"]) == {50} and set(comm["rank"]) == {"0"}
     om = prof.operator_memory
     (n_op, total_kb), = _sql(path, "SELECT count(*), sum(size) / 1024.0 FROM OP_MEMORY")
     assert len(om) == n_op and om["size_kb"].sum() == pytest.approx(total_kb)
@@ -222,7 +223,7 @@ def test_op_types_aggregated_in_sql_equal_the_kernels_grouped(folder):
     prof = load_quietly(folder)
     from_sql = prof.op_types  # built first: aggregated inside the database, kernels never loaded
     assert "kernels" not in prof._cache
-    from_kernels = npu_types_from_kernels(prof.kernels)
+    from_kernels = FRAMES["op_types"].conform(npu_types_from_kernels(prof.kernels))
     key = ["kind", "op_type"]
     a = from_sql.sort_values(key).reset_index(drop=True)
     b = from_kernels.sort_values(key).reset_index(drop=True)
@@ -248,19 +249,20 @@ def test_analysis_db_communication_tables_give_the_json_frames(tmp_path):
                     "idle_time NUMERIC, synchronization_time_ratio NUMERIC, wait_time_ratio NUMERIC, step TEXT, type TEXT)")
         con.executemany("INSERT INTO CommAnalyzerTime VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                         [(r.op_name, r.group, r.start_us, r.elapse_ms, r.transit_ms, r.wait_ms, r.sync_ms, r.idle_ms,
-                          r.sync_ratio, r.wait_ratio, r.step, "collective") for r in comm.itertuples()])
+                          r.sync_ratio, r.wait_ratio, f"step{r.step}", "collective") for r in comm.itertuples()])
         con.execute("CREATE TABLE CommAnalyzerBandwidth (hccl_op_name TEXT, group_name TEXT, band_type TEXT, "
                     "transit_size NUMERIC, transit_time NUMERIC, bandwidth NUMERIC, large_packet_ratio NUMERIC, "
                     "package_size NUMERIC, count NUMERIC, total_duration NUMERIC, step TEXT, type TEXT)")
         con.executemany("INSERT INTO CommAnalyzerBandwidth VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                         [(r.op_name, r.group, r.transport, r.size_mb, r.transit_ms, r.bandwidth_gbps,
-                          r.large_packet_ratio, None, r.packets, None, r.step, "collective") for r in links.itertuples()])
+                          r.large_packet_ratio, None, r.packets, None, f"step{r.step}", "collective")
+                         for r in links.itertuples()])
         con.execute("CREATE TABLE CommAnalyzerMatrix (hccl_op_name TEXT, group_name TEXT, src_rank INTEGER, "
                     "dst_rank INTEGER, transport_type TEXT, transit_size NUMERIC, transit_time NUMERIC, "
                     "bandwidth NUMERIC, step TEXT, type TEXT, op_name TEXT)")
         con.executemany("INSERT INTO CommAnalyzerMatrix VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                         [(r.op_name.split("@")[0] + "-top1", r.group, int(r.src), int(r.dst), r.transport, r.size_mb,
-                          r.transit_ms, r.bandwidth_gbps, r.step, "collective", r.op_name) for r in matrix.itertuples()])
+                          r.transit_ms, r.bandwidth_gbps, f"step{r.step}", "collective", r.op_name) for r in matrix.itertuples()])
     con.close()
     prof = load_quietly(out.parent)
     got = prof.communication
@@ -307,11 +309,11 @@ def test_cluster_analysis_db_gives_the_cluster_files_frames(tmp_path):
                     "transport_type TEXT, op_name TEXT)")
         for prof in text:
             con.executemany("INSERT INTO ClusterCommAnalyzerTime VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                            [("", r.step, int(r.rank), r.op_name, r.group, r.start_us, r.elapse_ms, r.transit_ms,
-                              r.wait_ms, r.sync_ms, r.idle_ms, r.sync_ratio, r.wait_ratio)
+                            [("", f"step{r.step}", int(r.rank), r.op_name, r.group, r.start_us, r.elapse_ms,
+                              r.transit_ms, r.wait_ms, r.sync_ms, r.idle_ms, r.sync_ratio, r.wait_ratio)
                              for r in prof.communication.itertuples()])
             con.executemany("INSERT INTO ClusterCommAnalyzerMatrix VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                            [(r.group, r.step, r.op_name, r.group, r.src, r.dst, r.size_mb, r.transit_ms,
+                            [(r.group, f"step{r.step}", r.op_name, r.group, r.src, r.dst, r.size_mb, r.transit_ms,
                               r.bandwidth_gbps, r.transport, r.op_name) for r in prof.communication_matrix.itertuples()])
         groups = json_mod.loads((c16 / "communication_group.json").read_text())
         con.execute("CREATE TABLE CommunicationGroup (type TEXT, rank_set TEXT, group_name TEXT, group_id TEXT, pg_name TEXT)")

@@ -155,4 +155,4 @@ def test_the_notebook_summary_names_the_session_and_the_others(two_sessions):
 
 def test_info_verbose_says_which_frames_each_file_feeds():
     out = _cli("info", PT_TEXT, "-v")
-    assert "l2_cache.csv  -> l2_cache" in out and "kernel_details.csv  -> kernels, op_types, ops" in out
+    assert "l2_cache.csv  -> l2_cache" in out and "kernel_details.csv  -> step_windows, op_types, ops, kernels" in out

@@ -6,16 +6,16 @@ several generations' files), calls the parser of that file family (``legacy``, `
 Parsers raise `ProfilerDataError`; partial loads warn with `ProfilerDataWarning` (an instance whose
 ``error`` attribute is the `ProfilerDataError`), which `Profile` records as a problem.
 
-The docstrings here are the data-model contract (copied to README "Data model").
+What each frame holds (columns, dtypes, units, clock) is declared once in `nbprofiler.schema`; the
+docstrings here say only which files a builder prefers.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from ..errors import ProfilerDataError
+from ..schema import OP_KINDS, step_stages  # noqa: F401  (their home before the schema; kept for callers)
 from .discover import RunFiles
-
-OP_KINDS = ["ai_core", "ai_cpu", "cpu", "gpu", "npu", "communication"]
 
 
 def origin_us(run: RunFiles, prof) -> float:
@@ -33,22 +33,10 @@ def run_info(run: RunFiles, prof) -> dict:
 
 # -- step trace -------------------------------------------------------------------------------------
 def step_trace(run: RunFiles, prof) -> pd.DataFrame | None:
-    """One row per real step (an average row is not a step).
-
-    Columns: ``step`` (int64, 1-based as in the file), ``total_ms`` (float64) and the stage columns
-    (float64 ms) that stack up to ``total_ms``:
-    - legacy ``step_trace_raw_*`` and CANN step_trace: ``iteration_interval_ms`` (step gap: waiting for
-      data), ``fp_and_bp_ms`` (forward + backward), ``tail_ms`` (step tail: gradient aggregation,
-      parameter update); inference files ``fp_ms`` instead of the last two. Also ``start_ms``,
-      ``fp_start_ms``, ``bp_end_ms``, ``end_ms`` (absolute points ÷1e5, float64 ms on the device clock).
-      Values are ticks ÷ 100 000 rounded to 4 decimals, exactly as MindInsight shows them.
-    - new format ``step_trace_time.csv`` / ``cluster_step_trace_time.csv``: ``preparing_ms``,
-      ``computing_ms``, ``communication_not_overlapped_ms``, ``free_ms`` (stages) and
-      ``overlapped_ms``, ``communication_ms``, ``stage_ms``, ``bubble_ms``,
-      ``communication_not_overlapped_exclude_receive_ms`` (extras).
-    The file's own average row (MindInsight's "average") goes to ``prof.step_trace_average``; set it with
-    ``prof._cache["step_trace_average"] = {...}``.
-    """
+    """The `step_trace` frame (declared in `nbprofiler.schema`) from legacy step_trace_raw_*, else
+    step_trace_time.csv, cluster_step_trace_time.csv, the cluster database, a CANN step trace, then a
+    profiler database. The file's own average row goes to ``attrs['file_average']``
+    (``prof.step_trace_average``)."""
     from . import ascend_ms, cann, legacy
     if run.has("step_trace"):
         return legacy.step_trace(run, prof)
@@ -67,23 +55,9 @@ def step_trace(run: RunFiles, prof) -> pd.DataFrame | None:
     return None
 
 
-def step_stages(df: pd.DataFrame) -> list[str]:
-    """Stage columns of a step_trace frame, in display order."""
-    for stages in (["iteration_interval_ms", "fp_and_bp_ms", "tail_ms"], ["iteration_interval_ms", "fp_ms"],
-                   ["preparing_ms", "computing_ms", "communication_not_overlapped_ms", "free_ms"],
-                   ["computing_ms", "communication_not_overlapped_ms", "free_ms"]):
-        if all(c in df.columns for c in stages):
-            return stages
-    return []
-
-
 def step_trace_reduce(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Reduce / communication sub-stages of each step (legacy ``stream_*`` columns, CANN ``Reduce_*``).
-
-    Columns: ``step`` (int64), ``stream_id`` (int64), ``name`` (str: the column prefix, e.g.
-    ``stream_48_0_Receive-op663``), ``start_ms`` (float64, relative to the step's ``start_ms``),
-    ``dur_ms`` (float64). Events written as 0 (missing) are dropped, as MindInsight drops them.
-    """
+    """The `step_trace_reduce` frame (declared in `nbprofiler.schema`) from the legacy stream_* columns,
+    else CANN Reduce_* events."""
     from . import cann, legacy
     if run.has("step_trace"):
         return legacy.step_trace_reduce(run, prof)
@@ -93,13 +67,11 @@ def step_trace_reduce(run: RunFiles, prof) -> pd.DataFrame | None:
 
 
 def step_windows(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Each step's span on the timeline's clock, for linking a step to the timeline: ``step`` (int64),
-    ``start_us``, ``end_us`` (float64, relative to ``origin_us``), ``source`` (str: how the clocks were
-    matched). From the kernels' step ids where they exist; else from the step trace's points: CANN step
-    traces share the timeline's monotonic clock, legacy points (device ticks) are shifted by the device
-    time of the first AI Core op (``min_cycle_counter_*`` or ``output_timeline_data_*``) against that op on
-    the timeline. None when the
-    clocks cannot be matched, or when the result does not overlap the timeline at all."""
+    """The `step_windows` frame (declared in `nbprofiler.schema`) from from the kernels' step ids where they
+    exist; else from the step trace's points: CANN step traces share the timeline's monotonic clock, legacy
+    points (device ticks) are shifted by the device time of the first AI Core op (``min_cycle_counter_*`` or
+    ``output_timeline_data_*``) against that op on the timeline. None when the clocks cannot be matched, or
+    when the result does not overlap the timeline at all."""
     import numpy as np
 
     from . import legacy
@@ -155,29 +127,15 @@ def step_point_info(run: RunFiles, prof):
 
 # -- operators --------------------------------------------------------------------------------------
 def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Per operator type and device kind, sorted by ``kind`` then ``total_time_us`` descending.
-
-    Columns: ``kind`` (str: ai_core, ai_cpu, cpu, gpu, npu, communication — HCCL kernels, never
-    operators), ``op_type`` (str), ``total_time_us``
-    (float64, summed execution time), ``count`` (int64, executions), ``avg_time_us`` (float64,
-    total/count), ``percent`` (float64, 0..100: this type's share of the kind's total, recomputed from
-    the times), ``file_percent`` (float64, the file's own percent column as written, NaN if none; its
-    scale varies between writers, see FORMATS.md 3.3).
-    Sources: aicore_intermediate_*_type, aicpu_intermediate_* (grouped), cpu_op_type_info,
-    gpu_op_type_info, kernel_details.csv / op_statistic.csv (kind "npu").
-    """
+    """The `op_types` frame (declared in `nbprofiler.schema`) from every operator-type file of the run, one
+    kind each (`nbprofiler.io.ops`)."""
     from .ops import op_types as build
     return build(run, prof)
 
 
 def ops(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Per operator (full scope name) and device kind, sorted by ``kind`` then ``total_time_us`` desc.
-
-    Columns: ``kind``, ``op_name`` (full scope name as in the files), ``op_type``, ``total_time_us``,
-    ``count`` (Int64, <NA> where the file does not say), ``avg_time_us``; optional: ``short_name``,
-    ``stream_id``, ``task_id``, ``block_dim``, ``op_info`` (str, JSON), ``dispatch_time_us`` (AI CPU),
-    ``mflops_cube``/``gflops_cube``/... (joined from flops files).
-    """
+    """The `ops` frame (declared in `nbprofiler.schema`) from every operator-detail file of the run
+    (`nbprofiler.io.ops`), input shapes joined from FRAMEWORK/cpu_framework_*."""
     from .ops import ops as build
     out = build(run, prof)
     if run.has("cpu_framework") and out is not None:
@@ -191,10 +149,8 @@ def ops(run: RunFiles, prof) -> pd.DataFrame | None:
 
 
 def kernels(run: RunFiles, prof) -> pd.DataFrame | None:
-    """One row per device task from ``kernel_details.csv``: ``step`` (Int64), ``model_id``, ``task_id``,
-    ``stream_id`` (Int64, <NA> for N/A), ``name``, ``type``, ``accelerator_core``, ``start_us``
-    (float64, relative to ``origin_us``), ``dur_us``, ``wait_us`` (float64), ``block_dim``, and every
-    other column present, snake_cased, with units in the name (``aicore_time_us`` ...)."""
+    """The `kernels` frame (declared in `nbprofiler.schema`) from kernel_details.csv, else a profiler
+    database."""
     from . import ascend_ms, db
     if run.has("kernel_details"):
         return ascend_ms.kernels(run, prof)
@@ -204,9 +160,7 @@ def kernels(run: RunFiles, prof) -> pd.DataFrame | None:
 
 
 def flops(run: RunFiles, prof) -> pd.DataFrame | None:
-    """``flops_*.txt`` per op: ``op_name`` plus the numeric columns mapped by header name
-    (``mflops_cube``, ``gflops_cube``, ``utilization_cube_pct``, ``mflops_vector``, ``gflops_vector``,
-    ``utilization_vector_pct``; 4-column files: ``mflops``, ``gflops``, ``utilization_pct``)."""
+    """The `flops` frame (declared in `nbprofiler.schema`) from flops_*.txt."""
     from . import legacy
     if run.has("flops"):
         return legacy.flops(run, prof)
@@ -222,58 +176,42 @@ def flops_summary(run: RunFiles, prof) -> dict | None:
 
 # -- MindData ---------------------------------------------------------------------------------------
 def minddata_pipeline(run: RunFiles, prof) -> pd.DataFrame | None:
-    """One row per pipeline op, in breadth-first order from the root (op 0).
-
-    Columns: ``op_id`` (int64), ``op_type`` (str as written, e.g. ``BatchOp``), ``num_workers`` (int64),
-    ``parent_id`` (Int64, <NA> for the root), ``children_ids`` (list of int), ``output_queue_length``
-    (Int64 capacity, <NA> without queue), ``output_queue_average_size`` (float64, NaN without queue),
-    ``output_queue_usage_rate`` (float64, 0..1 = average/capacity), ``sample_interval_ms`` (float64).
-    Source: minddata_pipeline_raw_*.csv, else derived from pipeline_profiling_*.json as MindSpore does.
-    """
+    """The `minddata_pipeline` frame (declared in `nbprofiler.schema`) from minddata_pipeline_raw_*.csv,
+    else derived from pipeline_profiling_*.json as MindSpore does."""
     from . import minddata
     return minddata.pipeline(run, prof)
 
 
 def minddata_queues(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Sampled output-queue sizes, long form: ``op_id`` (int64), ``sample`` (int64, 0-based),
-    ``time_ms`` (float64, the CPU-utilisation time stamp of that sample where the lengths agree, else
-    NaN), ``size`` (int64 items in the queue), ``length`` (int64 capacity)."""
+    """The `minddata_queues` frame (declared in `nbprofiler.schema`) from pipeline_profiling_*.json (or the
+    raw CSV's queue columns)."""
     from . import minddata
     return minddata.queues(run, prof)
 
 
 def host_queue(run: RunFiles, prof) -> pd.DataFrame | None:
-    """The host-side queue feeding the device, one row per step: ``step`` (int64), ``size`` (int64),
-    ``capacity`` (int64), ``get_ms``, ``push_ms``, ``batch_ms`` (float64 ms; NaN if absent),
-    ``timestamp_ms`` (float64, NaN in old files). ``attrs["source"]`` = "device_queue" (sink mode,
-    device_queue_profiling_*) or "dataset_iterator" (non-sink, dataset_iterator_profiling_*)."""
+    """The `host_queue` frame (declared in `nbprofiler.schema`) from device_queue_profiling_* (sink mode),
+    else dataset_iterator_profiling_*."""
     from . import minddata
     return minddata.host_queue(run, prof)
 
 
 def device_queue(run: RunFiles, prof) -> pd.DataFrame | None:
-    """The device-side data queue (GetNext), one row per record: ``index`` (int64), ``name`` (str),
-    ``start_us``, ``end_us`` (float64, device clock), ``get_next_ms`` (float64), ``size`` (Int64)."""
+    """The `device_queue` frame (declared in `nbprofiler.schema`) from minddata_aicpu_* (µs), else
+    minddata_getnext_profiling_* (ns)."""
     from . import minddata
     return minddata.device_queue(run, prof)
 
 
 def cpu_utilization(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Whole-machine and process CPU use per sample: ``sample`` (int64), ``time_ms`` (float64),
-    ``user_pct``, ``sys_pct``, ``io_pct``, ``idle_pct`` (float64, device), ``context_switches``,
-    ``runnable_processes`` (float64), ``process_user_pct``, ``process_sys_pct`` (float64, NaN where the
-    series is shorter). Series of unequal length are aligned by index against ``time_stamp`` (the 2N
-    series are truncated to N, as MindInsight does). Also ``step`` (Int64: the step MindInsight maps the
-    sample to, 0 before the first host-queue record, <NA> without a host-queue file) and, where written,
-    ``process_pss_mb``/``process_rss_mb``/``process_vss_mb``/``sys_total_mb``/``sys_available_mb``/
-    ``sys_used_mb`` (float64 MB)."""
+    """The `cpu_utilization` frame (declared in `nbprofiler.schema`) from minddata_cpu_utilization_*.json."""
     from . import minddata
     return minddata.cpu_utilization(run, prof)
 
 
 def op_cpu_utilization(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Per pipeline op CPU use: ``op_id``, ``sample``, ``time_ms``, ``user_pct``, ``sys_pct`` (an op -1
-    entry, CPU outside any op, is kept as written; analyses drop it)."""
+    """The `op_cpu_utilization` frame (declared in `nbprofiler.schema`) from
+    minddata_cpu_utilization_*.json."""
     from . import minddata
     return minddata.op_cpu_utilization(run, prof)
 
@@ -285,13 +223,8 @@ def minddata_summary(run: RunFiles, prof) -> dict | None:
 
 # -- timeline ---------------------------------------------------------------------------------------
 def timeline(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Complete events (``X``, and ``B``/``E`` pairs) of the timeline, sorted by ``track``, ``start_us``.
-
-    Columns: ``track`` (int32, index into ``timeline_tracks``), ``name`` (category dtype), ``op_type``
-    (category: ``args.type`` where present, else derived from the name), ``ph`` (category), ``cat``
-    (category), ``start_us`` (float64, relative to ``origin_us``), ``dur_us`` (float64), ``args`` (str
-    JSON or None). Sources: trace_view.json, ascend/gpu/legacy timeline_display, CANN msprof timelines.
-    """
+    """The `timeline` frame (declared in `nbprofiler.schema`) from the run's trace JSON
+    (`nbprofiler.io.trace`), else the database's tasks and API calls."""
     from . import trace
     if _db_timeline(run):
         tl, tracks, _ = _db_trace(run, prof)
@@ -300,9 +233,8 @@ def timeline(run: RunFiles, prof) -> pd.DataFrame | None:
 
 
 def timeline_tracks(run: RunFiles, prof) -> pd.DataFrame | None:
-    """One row per (process, thread): ``track`` (int32), ``pid``, ``tid`` (str), ``process``,
-    ``thread`` (str names from the ``M`` events, else the ids), ``process_sort``, ``thread_sort``
-    (int64), ``events`` (int64)."""
+    """The `timeline_tracks` frame (declared in `nbprofiler.schema`) from the trace's ``M`` events and
+    pid/tid conventions, else the database."""
     from . import trace
     if _db_timeline(run):
         return _db_trace(run, prof)[1]
@@ -322,8 +254,8 @@ def _db_trace(run: RunFiles, prof):
 
 
 def timeline_flows(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Flow arrows paired by (cat, id): ``cat``, ``id`` (str), ``name``, ``start_track``, ``start_us``,
-    ``end_track``, ``end_us``."""
+    """The `timeline_flows` frame (declared in `nbprofiler.schema`) from the trace's ``s``/``f`` events,
+    else the database's launch arrows."""
     from . import trace
     if _db_timeline(run):
         return _db_trace(run, prof)[2]
@@ -331,7 +263,7 @@ def timeline_flows(run: RunFiles, prof) -> pd.DataFrame | None:
 
 
 def timeline_counters(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Counter (``C``) samples: ``pid``, ``name``, ``series`` (args key), ``start_us``, ``value``."""
+    """The `timeline_counters` frame (declared in `nbprofiler.schema`) from the trace's ``C`` events."""
     from . import trace
     return trace.counters_frame(run, prof)
 
@@ -345,9 +277,8 @@ def timeline_summary(run: RunFiles, prof) -> dict | None:
 
 # -- memory, communication, cluster -----------------------------------------------------------------
 def memory(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Allocator totals over time: ``component`` (str), ``time_us`` (float64, relative to origin),
-    ``allocated_mb``, ``reserved_mb``, ``active_mb`` (float64 MB), ``device`` (str).
-    Sources: memory_record.csv, FRAMEWORK/cpu_ms_memory_record_*.txt (ns, bytes)."""
+    """The `memory` frame (declared in `nbprofiler.schema`) from memory_record.csv, else
+    FRAMEWORK/cpu_ms_memory_record_*.txt, else a profiler database."""
     from . import ascend_ms, db, framework
     if run.has("memory_record"):
         return ascend_ms.memory_record(run, prof)
@@ -359,8 +290,8 @@ def memory(run: RunFiles, prof) -> pd.DataFrame | None:
 
 
 def operator_memory(run: RunFiles, prof) -> pd.DataFrame | None:
-    """operator_memory.csv: ``name``, ``size_kb``, ``alloc_us``, ``release_us``, ``dur_us`` and the
-    other columns snake_cased."""
+    """The `operator_memory` frame (declared in `nbprofiler.schema`) from operator_memory.csv, else a
+    profiler database."""
     from . import ascend_ms, db
     if run.has("operator_memory"):
         return ascend_ms.operator_memory(run, prof)
@@ -369,37 +300,45 @@ def operator_memory(run: RunFiles, prof) -> pd.DataFrame | None:
     return None
 
 
+def _step_numbers(df: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The communication files key ops by ``"step<N>"`` (or a bare ``"step"``): ``step`` as the number
+    (Int64, <NA> where the key names no step)."""
+    if df is not None and "step" in df.columns and not pd.api.types.is_integer_dtype(df["step"].dtype):
+        digits = df["step"].astype("string").str.extract(r"(\d+)\s*$", expand=False)
+        df["step"] = pd.to_numeric(digits, errors="coerce").astype("Int64")
+    return df
+
+
 def communication(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Per communication op (and rank): ``step`` (str key, "step1" or "step"), ``group``, ``op_name``,
-    ``rank`` (str), ``start_us`` (float64, absolute), ``elapse_ms``, ``transit_ms``, ``wait_ms``,
-    ``sync_ms``, ``idle_ms`` (float64), ``wait_ratio``, ``sync_ratio`` (float64).
-    Sources: communication.json, cluster_communication.json, the database's COMMUNICATION_OP."""
+    """The `communication` frame (declared in `nbprofiler.schema`) from communication.json /
+    cluster_communication.json, else analysis.db or cluster_analysis.db, else a profiler database's
+    COMMUNICATION_OP."""
     from . import ascend_ms, db
     if not run.has("communication", "cluster_communication"):
         found = db.analysis_communication(run) if run.has("analysis_db") else None
         if found is None and run.has("cluster_analysis_db"):
             found = db.analysis_communication(run, cluster=True)
         if found is not None:
-            return found
+            return _step_numbers(found)
         if db.has_db(run):
-            return db.communication(run, prof)
-    return ascend_ms.communication(run, prof)
+            return _step_numbers(db.communication(run, prof))
+    return _step_numbers(ascend_ms.communication(run, prof))
 
 
 def communication_links(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Per op, rank and transport: ``transport`` (RDMA/HCCS/PCIE/SDMA/SIO), ``size_mb``, ``transit_ms``,
-    ``bandwidth_gbps``, ``large_packet_ratio`` (and the keys of ``communication``)."""
+    """The `communication_links` frame (declared in `nbprofiler.schema`) from communication.json /
+    cluster_communication.json, else analysis.db or cluster_analysis.db."""
     from . import ascend_ms, db
     if not run.has("communication", "cluster_communication") and run.has("analysis_db"):
-        return db.analysis_links(run)
+        return _step_numbers(db.analysis_links(run))
     if not run.has("communication", "cluster_communication") and run.has("cluster_analysis_db"):
-        return db.analysis_links(run, cluster=True)
-    return ascend_ms.communication_links(run, prof)
+        return _step_numbers(db.analysis_links(run, cluster=True))
+    return _step_numbers(ascend_ms.communication_links(run, prof))
 
 
 def hccl(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Legacy ``hccl_raw_*.csv`` per step: ``step`` (int64; the average row excluded and kept in
-    ``attrs["average"]``), ``communication_cost_ms``, ``wait_cost_ms`` (float64)."""
+    """The `hccl` frame (declared in `nbprofiler.schema`) from legacy hccl_raw_*.csv (the average row in
+    ``attrs['average']``)."""
     from . import legacy
     if run.has("hccl_raw"):
         return legacy.hccl(run, prof)
@@ -407,8 +346,7 @@ def hccl(run: RunFiles, prof) -> pd.DataFrame | None:
 
 
 def hccl_links(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Legacy ``hccl_raw_*.csv`` link_info per step: ``step``, ``src``, ``dst`` (int64 ranks),
-    ``transport``, ``time_ms``, ``size``, ``bandwidth`` (float64; size/bandwidth units unlabelled)."""
+    """The `hccl_links` frame (declared in `nbprofiler.schema`) from legacy hccl_raw_*.csv link_info cells."""
     from . import legacy
     if run.has("hccl_raw"):
         return legacy.hccl_links(run, prof)
@@ -416,119 +354,70 @@ def hccl_links(run: RunFiles, prof) -> pd.DataFrame | None:
 
 
 def communication_matrix(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Per op and link (src rank -> dst rank): ``step``, ``group``, ``op_name``, ``src``, ``dst`` (str),
-    ``transport`` (LOCAL/HCCS/RDMA/SDMA/PCIE/SIO), ``size_mb``, ``transit_ms``, ``bandwidth_gbps``
-    (float64). Sources: communication_matrix.json (this rank), cluster_communication_matrix.json (the
-    links whose source is this rank). Feeds `analysis.cluster.communication_matrix` like ``hccl_raw``."""
+    """The `communication_matrix` frame (declared in `nbprofiler.schema`) from communication_matrix.json
+    (this rank), else the links of cluster_communication_matrix.json whose source is this rank."""
     from . import families
-    return families.communication_matrix(run, prof)
+    return _step_numbers(families.communication_matrix(run, prof))
 
 
 def communication_groups(run: RunFiles, prof) -> pd.DataFrame | None:
-    """communication_group.json: ``kind`` (collective/p2p), ``group`` (int64), ``ranks`` (tuple of str),
-    ``size`` (int64)."""
+    """The `communication_groups` frame (declared in `nbprofiler.schema`) from communication_group.json."""
     from . import families
     return families.communication_groups(run, prof)
 
 
 def npu_module_mem(run: RunFiles, prof) -> pd.DataFrame | None:
-    """CANN per-module reserved memory: ``component``, ``time_us`` (relative), ``reserved_mb``,
-    ``device``. Sources: npu_module_mem.csv, the database's NPU_MODULE_MEM."""
+    """The `npu_module_mem` frame (declared in `nbprofiler.schema`) from npu_module_mem.csv, else the
+    database's NPU_MODULE_MEM."""
     from . import families
     return families.npu_module_mem(run, prof)
 
 
 def api_statistic(run: RunFiles, prof) -> pd.DataFrame | None:
-    """api_statistic.csv by header name: ``level``, ``api_name``, ``time_us``, ``count``, ``avg_us``,
-    ``min_us``, ``max_us``, ``variance``."""
+    """The `api_statistic` frame (declared in `nbprofiler.schema`) from api_statistic.csv."""
     from . import families
     return families.api_statistic(run, prof)
 
 
 def operator_details(run: RunFiles, prof) -> pd.DataFrame | None:
-    """operator_details.csv: ``name``, ``input_shapes``, ``call_stack``, ``host_self_duration_us``,
-    ``host_total_duration_us``, ``device_self_duration_us``, ``device_total_duration_us``, ... (us)."""
+    """The `operator_details` frame (declared in `nbprofiler.schema`) from operator_details.csv."""
     from . import families
     return families.operator_details(run, prof)
 
 
 def l2_cache(run: RunFiles, prof) -> pd.DataFrame | None:
-    """l2_cache.csv: ``stream_id``, ``task_id``, ``hit_rate``, ``victim_rate`` (0..1), ``op_name``."""
+    """The `l2_cache` frame (declared in `nbprofiler.schema`) from l2_cache.csv."""
     from . import families
     return families.l2_cache(run, prof)
 
 
 def static_op_mem(run: RunFiles, prof) -> pd.DataFrame | None:
-    """static_op_mem.csv by header name (snake_case, units in the names)."""
+    """The `static_op_mem` frame (declared in `nbprofiler.schema`) from static_op_mem.csv."""
     from . import families
     return families.static_op_mem(run, prof)
 
 
 def data_preprocess(run: RunFiles, prof) -> pd.DataFrame | None:
-    """data_preprocess.csv (CANN AI CPU preprocessing) by header name."""
+    """The `data_preprocess` frame (declared in `nbprofiler.schema`) from data_preprocess.csv."""
     from . import families
     return families.data_preprocess(run, prof)
 
 
 def dataset(run: RunFiles, prof) -> pd.DataFrame | None:
-    """dataset.csv (MindSpore dataset ranges) by header name."""
+    """The `dataset` frame (declared in `nbprofiler.schema`) from dataset.csv."""
     from . import families
     return families.dataset(run, prof)
 
 
 def input_shapes(run: RunFiles, prof) -> pd.DataFrame | None:
-    """FRAMEWORK/cpu_framework_*: ``op_name`` (short name), ``op_type``, ``input_shapes``, ``count`` per
-    operator and distinct input shapes; joined into ``ops`` as ``input_shapes``."""
+    """The `input_shapes` frame (declared in `nbprofiler.schema`) from FRAMEWORK/cpu_framework_*."""
     from . import families
     return families.input_shapes(run, prof)
 
 
-# Which frames each file role is read into (`Profile.files` shows it; a role absent here feeds nothing).
-FEEDS: dict[str, tuple[str, ...]] = {
-    "step_trace": ("step_trace", "step_trace_reduce", "step_windows"), "step_trace_point_info": ("step_point_info",),
-    "aicore_type": ("op_types",), "aicore_detail": ("ops",), "aicpu": ("op_types", "ops"),
-    "framework": ("ops",), "cpu_op_type": ("op_types",), "cpu_op_detail": ("ops", "timeline"),
-    "cpu_op_timestamp": ("timeline",), "cpu_framework": ("input_shapes", "ops"),
-    "cpu_memory_record": ("memory",), "gpu_op_type": ("op_types",), "gpu_op_detail": ("ops",),
-    "timeline": ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters"),
-    "timeline_summary": ("timeline_summary",), "min_cycle_counter": ("step_windows",),
-    "output_timeline_data": ("step_windows",), "flops": ("flops", "ops"), "flops_summary": ("flops_summary",),
-    "hccl_raw": ("hccl", "hccl_links"), "cluster_analyse": ("cluster_analyse",), "profiler_info": ("info",),
-    "profiler_metadata": ("info",), "pipeline_profiling": ("minddata_pipeline", "minddata_queues"),
-    "minddata_cpu_utilization": ("cpu_utilization", "op_cpu_utilization"),
-    "device_queue": ("host_queue",), "dataset_iterator": ("host_queue",), "minddata_aicpu": ("device_queue",),
-    "minddata_getnext": ("device_queue",), "minddata_pipeline_raw": ("minddata_pipeline", "minddata_queues"),
-    "minddata_pipeline_summary_json": ("minddata_summary",), "minddata_pipeline_summary_csv": ("minddata_summary",),
-    "kernel_details": ("kernels", "op_types", "ops", "step_windows"), "op_statistic": ("op_types",),
-    "step_trace_time": ("step_trace",), "trace_view": ("timeline", "timeline_tracks", "timeline_flows",
-                                                       "timeline_counters"),
-    "memory_record": ("memory",), "operator_memory": ("operator_memory",), "npu_module_mem": ("npu_module_mem",),
-    "communication": ("communication", "communication_links"), "communication_matrix": ("communication_matrix",),
-    "dataset": ("dataset",), "api_statistic": ("api_statistic",), "operator_details": ("operator_details",),
-    "l2_cache": ("l2_cache",), "static_op_mem": ("static_op_mem",), "data_preprocess": ("data_preprocess",),
-    "communication_group": ("communication_groups",),
-    "cluster_step_trace_time": ("step_trace",), "cluster_communication": ("communication", "communication_links"),
-    "cluster_communication_matrix": ("communication_matrix",),
-    "profiler_db": ("kernels", "op_types", "ops", "step_trace", "memory", "operator_memory", "npu_module_mem",
-                    "communication", "timeline", "timeline_tracks", "info"),
-    "msprof_db": ("kernels", "op_types", "ops", "step_trace", "memory", "operator_memory", "npu_module_mem",
-                  "communication", "timeline", "timeline_tracks", "info"),
-    "analysis_db": ("step_trace", "communication", "communication_links", "communication_matrix"),
-    "cluster_analysis_db": ("step_trace", "communication", "communication_links", "communication_matrix",
-                            "communication_groups"),
-    "cann_timeline": ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters"),
-    "cann_hccl": ("timeline",), "cann_task_time": ("timeline",), "cann_step_trace": ("step_trace", "step_trace_reduce"),
-    "cann_info": ("info",), "cann_start_info": ("info",), "cann_end_info": ("info",),
-}
-
-
-# Roles read only for the frames that no text file of the run gives (the text export wins when both exist).
-DB_FALLBACK_ROLES = {"profiler_db", "msprof_db"}
-
-
 def cluster_analyse(run: RunFiles, prof) -> pd.DataFrame | None:
-    """Legacy ``ascend_cluster_analyse_*`` per step: ``step`` (int64; last row = average in
-    ``attrs["average"]``) and the file's columns in ms (ticks converted for data-parallel files)."""
+    """The `cluster_analyse` frame (declared in `nbprofiler.schema`) from legacy ascend_cluster_analyse_*
+    (the average row in ``attrs['average']``)."""
     from . import legacy
     if run.has("cluster_analyse"):
         return legacy.cluster_analyse(run, prof)

@@ -32,7 +32,8 @@ def cpu_op_types(path: Path) -> pd.DataFrame:
 
     Columns: ``op_type``, ``total_time_us`` (``total_compute_time`` ms x 1000), ``count``
     (``type_occurrences``: executions), ``avg_time_us`` (total/count), ``file_percent`` (the file's
-    ``percent`` as written: a fraction 0..1 in the shipped files), ``op_names`` (int64, the file's
+    ``percent``, a fraction 0..1 in the shipped files, × 100 onto the 0..100 scale of every other
+    writer), ``op_names`` (int64, the file's
     ``execution_frequency(per-step)``, which in the real files is the number of distinct op names of the
     type, not calls per step; FORMATS 4.12).
     """
@@ -41,7 +42,7 @@ def cpu_op_types(path: Path) -> pd.DataFrame:
                         "total_time_us": numeric(df, "total_compute_time", path) * US_PER_MS,
                         "count": numeric(df, "type_occurrences", path, dtype=int, allow_missing=False)})
     out["avg_time_us"] = out["total_time_us"] / out["count"].replace(0, np.nan)
-    out["file_percent"] = numeric(df, "percent", path) if "percent" in df else np.nan
+    out["file_percent"] = numeric(df, "percent", path) * 100 if "percent" in df else np.nan
     freq = next((c for c in df.columns if c.startswith("execution_frequency")), None)
     if freq is not None:
         out["op_names"] = numeric(df, freq, path, dtype=int)
@@ -53,7 +54,7 @@ def cpu_ops(path: Path) -> pd.DataFrame:
 
     Columns: ``op_name`` (``full_op_name``), ``short_name`` (``op_name``), ``op_type``,
     ``total_time_us`` (``op_total_time(ms)`` x 1000), ``count`` (``op_occurrences``), ``avg_time_us``
-    (total/count), ``file_percent`` (``total_proportion`` as written, a fraction), ``subgraph``.
+    (total/count), ``file_percent`` (``total_proportion``, a fraction, × 100), ``subgraph``.
     PyNative runs name some ops by their bare type (``MatMul``): op_name = short_name = op_type then.
     """
     df = read_csv(path, required=["op_type", "full_op_name", "op_occurrences"])
@@ -69,7 +70,7 @@ def cpu_ops(path: Path) -> pd.DataFrame:
     out["short_name"] = df["op_name"].str.strip() if "op_name" in df else out["op_name"].map(
         lambda n: n.rsplit("/", 1)[-1])
     if "total_proportion" in df:
-        out["file_percent"] = numeric(df, "total_proportion", path)
+        out["file_percent"] = numeric(df, "total_proportion", path) * 100
     if "subgraph" in df:
         out["subgraph"] = df["subgraph"]
     return out.reset_index(drop=True)

@@ -117,7 +117,7 @@ def step_trace(run: RunFiles, prof) -> pd.DataFrame:
     Columns: ``step`` (int64), ``total_ms``, ``iteration_interval_ms`` and ``fp_and_bp_ms``/``tail_ms``
     (inference files: ``fp_ms``), ``start_ms``, ``fp_start_ms``, ``bp_end_ms``, ``end_ms`` (float64 ms:
     ticks / 100 000 rounded to 4 decimals). The file's own average row (as written, whatever it holds)
-    goes to ``prof._cache["step_trace_average"]`` as ``{"iteration_interval_ms", "fp_and_bp_ms",
+    goes to ``attrs["file_average"]`` as ``{"iteration_interval_ms", "fp_and_bp_ms",
     "tail_ms", "total_ms"}`` (inference: ``fp_ms`` instead of the last two stages); recomputed means are
     in ``attrs["mean_all_steps"]`` and ``attrs["mean_excluding_step1"]`` (None for a single step).
     """
@@ -155,7 +155,7 @@ def step_trace(run: RunFiles, prof) -> pd.DataFrame:
             except ValueError:
                 raise MalformedFileError(path, f"average row: not a number: {cell!r}", line=len(df) + 2,
                                          field=col) from None
-        prof._cache["step_trace_average"] = avg
+        out.attrs["file_average"] = avg
     value_cols = ["total_ms", *stages.values()]
     out.attrs["mean_all_steps"] = {c: round(float(out[c].mean()), MS_DECIMALS) for c in value_cols} \
         if len(out) else None

@@ -25,7 +25,7 @@ from ..errors import MalformedFileError, MissingColumnError, ProfilerDataError
 from . import framework
 from ._util import line_of, numeric, read_csv, snake, too_many_bad, warn_partial
 from .discover import RunFiles
-from .frames import OP_KINDS
+from ..schema import OP_KINDS
 
 US_PER_MS = 1000.0
 TYPE_COLUMNS = ["kind", "op_type", "total_time_us", "count", "avg_time_us", "percent", "file_percent"]

@@ -23,7 +23,7 @@ from bokeh.models import (Button, ColumnDataSource, CustomJS, DataTable, Div, Ho
 from bokeh.plotting import figure
 
 from ..analysis import operators as A
-from ..io.frames import OP_KINDS
+from ..schema import OP_KINDS
 from . import theme
 
 OTHER = "Other"     # the folded row of analysis.operators.top_types
@@ -261,7 +261,6 @@ def operators_layout(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kinds: lis
                      top_n: int = 20, mode: str = "pie"):
     """One tab per device kind present (AI Core, AI CPU, CPU, GPU, NPU), each an `operators_panel`."""
     if kinds is None:
-        from ..io.frames import OP_KINDS
         present = set(op_types_df["kind"].dropna()) | set(ops_df["kind"].dropna())
         kinds = [k for k in OP_KINDS if k in present]
     if not kinds:

@@ -410,7 +410,7 @@ class StepTraceView(traitlets.HasTraits):
             self.average = prof.get("average")
             self.reduce = prof.get("reduce")
             self.point_info = prof.get("point_info")
-            from ..io.frames import step_stages
+            from ..schema import step_stages
             self.stages = step_stages(self.steps)
         else:
             self.steps, self.average = prof.step_trace, prof.step_trace_average

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import zlib
 
+from .. import schema
+
 # Canvas text cannot use CSS variables, so name a font stack close to JupyterLab's UI font.
 FONT = '-apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, Helvetica, Arial, sans-serif'
 MONO_FONT = 'Menlo, Consolas, "DejaVu Sans Mono", monospace'
@@ -50,21 +52,8 @@ STAGE_COLORS: dict[str, str] = {
     "total_ms": "#555555",
 }
 
-STAGE_LABELS: dict[str, str] = {
-    "iteration_interval_ms": "Step interval",
-    "fp_and_bp_ms": "Forward + backward",
-    "fp_ms": "Forward",
-    "tail_ms": "Step tail",
-    "preparing_ms": "Preparing",
-    "computing_ms": "Computing",
-    "communication_not_overlapped_ms": "Communication (not overlapped)",
-    "free_ms": "Free",
-    "overlapped_ms": "Overlapped",
-    "communication_ms": "Communication",
-    "bubble_ms": "Bubble",
-    "stage_ms": "Stage",
-    "total_ms": "Total",
-}
+# Stage and device-kind display names: the shared vocabulary in nbprofiler.schema.
+STAGE_LABELS, KIND_LABELS = schema.STAGE_LABELS, schema.KIND_LABELS
 
 # Reduce / communication sub-stages (AllReduce, Receive ...) draw from their own ramp so they do not
 # take a stage colour.
@@ -82,8 +71,6 @@ OP_TYPE_PALETTE = [
 # Colours handed out so far in this session, so two types never share one until the palette is used up.
 _OP_TYPE_ASSIGNED: dict[str, str] = {}
 
-KIND_LABELS = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "CPU", "gpu": "GPU", "npu": "NPU",
-               "communication": "Communication"}
 
 
 def stage_color(stage: str) -> str:

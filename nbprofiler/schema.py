@@ -1,0 +1,594 @@
+"""The data model, declared once: every frame a `Profile` exposes, its columns (dtype, unit, meaning), the
+clock its time columns are on, and the profiler files that feed it.
+
+Everything else is generated from or checked against these declarations: `Profile`'s frame properties
+and their docstrings, the typed empty frame a view gets when a run lacks the data, ``prof.files``'s
+``feeds`` column, the dashboard's and the report's "looked for" lists, and the README's "Data model"
+table (``python -m nbprofiler.schema --readme README.md`` rewrites it; a test fails when it drifts).
+
+The shared vocabulary (operator kinds, step-trace stages and their display names) lives here too.
+This module imports nothing from nbprofiler: the io layer, the model, the analyses and the views all
+build on it.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+# -- vocabulary -------------------------------------------------------------------------------------------
+# Device kinds of the operator frames, in display order ("communication": HCCL kernels, never operators).
+OP_KINDS = ["ai_core", "ai_cpu", "cpu", "gpu", "npu", "communication"]
+KIND_LABELS = {"ai_core": "AI Core", "ai_cpu": "AI CPU", "cpu": "CPU", "gpu": "GPU", "npu": "NPU",
+               "communication": "Communication"}
+
+# The stage columns of ``step_trace`` that stack up to ``total_ms``, per generation (first match wins):
+# legacy training, legacy inference, step_trace_time.csv with and without a preparing column.
+STAGE_SETS = (
+    ("iteration_interval_ms", "fp_and_bp_ms", "tail_ms"),
+    ("iteration_interval_ms", "fp_ms"),
+    ("preparing_ms", "computing_ms", "communication_not_overlapped_ms", "free_ms"),
+    ("computing_ms", "communication_not_overlapped_ms", "free_ms"),
+)
+STAGE_LABELS: dict[str, str] = {
+    "iteration_interval_ms": "Step interval",
+    "fp_and_bp_ms": "Forward + backward",
+    "fp_ms": "Forward",
+    "tail_ms": "Step tail",
+    "preparing_ms": "Preparing",
+    "computing_ms": "Computing",
+    "communication_not_overlapped_ms": "Communication (not overlapped)",
+    "free_ms": "Free",
+    "overlapped_ms": "Overlapped",
+    "communication_ms": "Communication",
+    "bubble_ms": "Bubble",
+    "stage_ms": "Stage",
+    "total_ms": "Total",
+}
+
+
+def step_stages(columns) -> list[str]:
+    """The stage columns among ``columns`` (a step_trace frame or its column names), in display order."""
+    have = set(columns.columns if hasattr(columns, "columns") else columns)
+    return next((list(s) for s in STAGE_SETS if set(s) <= have), [])
+
+
+# -- clocks -----------------------------------------------------------------------------------------------
+# What a frame's time-of-day columns count from, and how they map onto the timeline.
+CLOCKS: dict[str, str] = {
+    "timeline": "µs from `prof.origin_us` (the earliest timeline event, absolute µs; else the earliest "
+                "kernel): the timeline's own clock",
+    "device": "ms on the device's clock (10 ns ticks ÷ 1e5); `step_windows` places each step on the "
+              "timeline (legacy points aligned on the first AI Core op, CANN points share its clock)",
+    "step": "ms from the start of the row's own step",
+    "epoch": "absolute µs (Unix epoch) as written; minus `prof.origin_us` it is the timeline's clock "
+             "where the run has a timeline on the same host",
+    "minddata": "ms on MindData's steady clock (since the machine booted), shared by `cpu_utilization`, "
+                "`minddata_queues` and `host_queue`; the files give no mapping onto the timeline",
+    "device_queue": "µs on the device's clock (`minddata_aicpu_*`) or the host's (`minddata_getnext_*`, "
+                    "ns ÷ 1000); no mapping onto the timeline",
+    "none": "no time-of-day columns (durations and totals only)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One column of a frame: ``dtype`` is a pandas dtype name (``str`` also admits object columns of
+    strings, ``object`` admits anything: lists, tuples, JSON text or None), ``unit`` e.g. ``us``, ``ms``,
+    ``MB``, ``%`` (0–100), ``0-1`` (a fraction) or "" (a count, an id, a name)."""
+
+    name: str
+    dtype: str
+    unit: str
+    meaning: str
+    required: bool = True   # present whenever the frame has rows; optional ones only where the source has them
+
+
+def col(name: str, dtype: str, unit: str, meaning: str) -> Column:
+    return Column(name, dtype, unit, meaning)
+
+
+def opt(name: str, dtype: str, unit: str, meaning: str) -> Column:
+    return Column(name, dtype, unit, meaning, required=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameSpec:
+    """A frame: ``row`` (what one row is), ``columns``, ``clock`` (a key of `CLOCKS`), ``files`` (the file
+    patterns as the profilers write them), ``roles`` (the discovery roles of those files, see
+    `nbprofiler.io.discover`), ``more`` (the further columns a frame carries as the file names them, or "":
+    then every column is declared), ``note`` (how the values relate to the files)."""
+
+    name: str
+    row: str
+    columns: tuple[Column, ...]
+    clock: str
+    files: tuple[str, ...]
+    roles: frozenset[str]
+    more: str = ""
+    note: str = ""
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+    def empty(self) -> pd.DataFrame:
+        """A frame with no rows and the required columns in their declared dtypes."""
+        return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in self.columns if c.required})
+
+    def mismatches(self, df: pd.DataFrame) -> list[str]:
+        """How ``df`` breaks this declaration: missing required columns, dtypes other than declared,
+        columns not declared (unless the frame takes ``more``). Empty list: it conforms."""
+        out = [f"{self.name}: missing column {c.name!r}" for c in self.columns
+               if c.required and c.name not in df.columns and len(df)]
+        for name in df.columns:
+            spec = self.column(name)
+            if spec is None:
+                if not self.more:
+                    out.append(f"{self.name}: column {name!r} is not declared")
+            elif not dtype_matches(df[name].dtype, spec.dtype):
+                out.append(f"{self.name}.{name}: dtype {df[name].dtype}, declared {spec.dtype}")
+        return out
+
+    def conform(self, df: pd.DataFrame) -> pd.DataFrame:
+        """``df`` with declared numeric columns cast to their declared dtype (e.g. ``int64`` -> ``Int64``)
+        where a source gave another; columns it cannot cast are left as they are."""
+        casts = {}
+        for c in self.columns:
+            if c.name in df.columns and c.dtype in _NUMERIC and str(df[c.name].dtype) != c.dtype:
+                casts[c.name] = c.dtype
+        for name, dtype in casts.items():
+            try:
+                df[name] = df[name].astype(dtype)
+            except (TypeError, ValueError):
+                pass
+        return df
+
+    def doc(self) -> str:
+        """The property docstring: what a row is, each column, the clock, the sources."""
+        lines = [f"One row per {self.row}.", ""]
+        for c in self.columns:
+            unit = f", {c.unit}" if c.unit else ""
+            where = "" if c.required else " (where the source has it)"
+            lines.append(f"- ``{c.name}`` ({c.dtype}{unit}): {c.meaning}{where}")
+        if self.more:
+            lines.append(f"- {self.more}")
+        lines += ["", f"Clock: {CLOCKS[self.clock]}.", f"Sources: {', '.join(self.files)}."]
+        if self.note:
+            lines.append(self.note)
+        return "\n".join(lines)
+
+
+_NUMERIC = {"int64", "Int64", "int32", "float64", "bool"}
+
+
+def dtype_matches(dtype, declared: str) -> bool:
+    if declared == "object":
+        return True
+    if declared == "str":
+        return pd.api.types.is_string_dtype(dtype) or dtype == object
+    if declared == "category":
+        return isinstance(dtype, pd.CategoricalDtype)
+    return str(dtype) == declared
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordSpec:
+    """A non-tabular item of a `Profile` (a dict or a number): name, meaning, files and roles."""
+
+    name: str
+    meaning: str
+    files: tuple[str, ...]
+    roles: frozenset[str]
+
+
+# -- the frames -------------------------------------------------------------------------------------------
+_STEP_FILES = ("step_trace_raw_*_detail_time.csv", "ASCEND_PROFILER_OUTPUT/step_trace_time.csv",
+               "cluster_step_trace_time.csv", "PROF_*/device_*/timeline/step_trace_*.json",
+               "*.db (STEP_TIME, StepTraceTime)")
+_OP_TYPE_FILES = ("aicore_intermediate_*_type.csv", "aicpu_intermediate_*.csv", "cpu_op_type_info_*.csv",
+                  "gpu_op_type_info_*.csv", "ASCEND_PROFILER_OUTPUT/kernel_details.csv", "op_statistic.csv",
+                  "*.db (TASK, COMPUTE_TASK_INFO)")
+_TIMELINE_FILES = ("ASCEND_PROFILER_OUTPUT/trace_view.json", "ascend_timeline_display_*.json",
+                   "timeline_display_*.json", "gpu_timeline_display_*.json", "PROF_*/device_*/timeline/*.json",
+                   "FRAMEWORK/cpu_op_execute_timestamp_*.txt", "*.db")
+_TIMELINE_ROLES = frozenset({"timeline", "trace_view", "cann_timeline"})
+_DB = frozenset({"profiler_db", "msprof_db"})
+_COMM_KEYS = (col("step", "Int64", "", "the step the op ran in (the file's `stepN` key; <NA> where it names none)"),
+              col("group", "str", "", "the communication group (its name or hashed id as written)"),
+              col("op_name", "str", "", "the collective or P2P op, as the file keys it"),
+              col("rank", "str", "", "the rank the row was measured on"))
+
+FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
+    FrameSpec("step_trace", "training step (the file's average row is not a step)", (
+        col("step", "int64", "", "step number, 1-based as in the file"),
+        col("total_ms", "float64", "ms", "the step's duration"),
+        opt("iteration_interval_ms", "float64", "ms", "step interval (step gap): waiting for data"),
+        opt("fp_and_bp_ms", "float64", "ms", "forward and backward propagation"),
+        opt("tail_ms", "float64", "ms", "step tail: gradient aggregation, parameter update"),
+        opt("fp_ms", "float64", "ms", "forward (inference step traces)"),
+        opt("start_ms", "float64", "ms", "step start (a point on the device clock)"),
+        opt("fp_start_ms", "float64", "ms", "forward start (device clock)"),
+        opt("bp_end_ms", "float64", "ms", "backward end (device clock)"),
+        opt("end_ms", "float64", "ms", "step end (device clock)"),
+        opt("preparing_ms", "float64", "ms", "step_trace_time: preparing"),
+        opt("computing_ms", "float64", "ms", "step_trace_time: computing"),
+        opt("communication_not_overlapped_ms", "float64", "ms", "communication not overlapped by computing"),
+        opt("free_ms", "float64", "ms", "step_trace_time: free (nothing on the device)"),
+        opt("overlapped_ms", "float64", "ms", "communication overlapped by computing"),
+        opt("communication_ms", "float64", "ms", "all communication"),
+        opt("stage_ms", "float64", "ms", "pipeline stage time"),
+        opt("bubble_ms", "float64", "ms", "pipeline bubble"),
+        opt("communication_not_overlapped_exclude_receive_ms", "float64", "ms",
+            "communication not overlapped, receive excluded"),
+    ), "device", _STEP_FILES, frozenset({"step_trace", "step_trace_time", "cluster_step_trace_time",
+                                          "cann_step_trace", "analysis_db", "cluster_analysis_db"}) | _DB,
+        note="The stage columns (`nbprofiler.schema.STAGE_SETS`) stack up to `total_ms`; legacy values are "
+             "ticks ÷ 1e5 rounded to 4 decimals as MindInsight shows them. The file's own average row is "
+             "`prof.step_trace_average`; `attrs` hold `mean_all_steps` and `mean_excluding_step1`."),
+    FrameSpec("step_trace_reduce", "reduce or communication event of a step", (
+        col("step", "int64", "", "step number"),
+        col("stream_id", "Int64", "", "the stream the event ran on"),
+        col("name", "str", "", "the column prefix in the file, e.g. `stream_48_0_Receive-op663`"),
+        col("start_ms", "float64", "ms", "start, from the step's `start_ms`"),
+        col("dur_ms", "float64", "ms", "duration"),
+    ), "step", ("step_trace_raw_*_detail_time.csv (stream_* columns)", "PROF_*/.../step_trace_*.json (Reduce_*)"),
+        frozenset({"step_trace", "cann_step_trace"}), note="Events written as 0 (missing) are dropped, as "
+                                                           "MindInsight drops them."),
+    FrameSpec("step_windows", "step placed on the timeline", (
+        col("step", "int64", "", "step number"),
+        col("start_us", "float64", "us", "the step's start on the timeline"),
+        col("end_us", "float64", "us", "the step's end on the timeline"),
+        col("source", "str", "", "how the clocks were matched"),
+    ), "timeline", ("ASCEND_PROFILER_OUTPUT/kernel_details.csv (step ids)", "a step trace and its timeline",
+                    "min_cycle_counter_*.txt", "output_timeline_data_*.txt"),
+        frozenset({"kernel_details", "step_trace", "min_cycle_counter", "output_timeline_data"}) | _DB,
+        note="Derived: from the kernels' step ids, else the step trace's points (CANN: the timeline's clock; "
+             "legacy: shifted by the first AI Core op's device time against the timeline)."),
+    FrameSpec("op_types", "operator type and device kind", (
+        col("kind", "str", "", "device kind (`nbprofiler.schema.OP_KINDS`)"),
+        col("op_type", "str", "", "operator type"),
+        col("total_time_us", "float64", "us", "summed execution time"),
+        col("count", "Int64", "", "executions"),
+        col("avg_time_us", "float64", "us", "total_time_us / count"),
+        col("percent", "float64", "%", "this type's share of the kind's total time (recomputed)"),
+        col("file_percent", "float64", "%", "the file's own share column, on the same 0–100 scale (files "
+                                            "writing a fraction are scaled); NaN where the file has none"),
+        opt("accelerator_core", "str", "", "NPU: the core the type ran on (AI_CORE, AI_VECTOR_CORE, ...)"),
+        opt("op_names", "Int64", "", "CPU: distinct operator names of the type (the file's "
+                                     "`execution_frequency(per-step)`)"),
+    ), "none", _OP_TYPE_FILES, frozenset({"aicore_type", "aicpu", "cpu_op_type", "gpu_op_type", "kernel_details",
+                                          "op_statistic"}) | _DB,
+        note="Sorted by `kind`, then `total_time_us` descending."),
+    FrameSpec("ops", "operator (full scope name) and device kind", (
+        col("kind", "str", "", "device kind"),
+        col("op_name", "str", "", "full scope name as in the files"),
+        col("op_type", "str", "", "operator type"),
+        col("total_time_us", "float64", "us", "summed execution time"),
+        col("count", "Int64", "", "executions (<NA> where the file does not say)"),
+        col("avg_time_us", "float64", "us", "total_time_us / count"),
+        opt("short_name", "str", "", "the name's last scope component"),
+        opt("stream_id", "Int64", "", "stream"), opt("task_id", "Int64", "", "task"),
+        opt("block_dim", "Int64", "", "cores the op was launched on"),
+        opt("graph_id", "Int64", "", "graph the op belongs to"),
+        opt("subgraph", "str", "", "CPU: the subgraph as written"),
+        opt("op_info", "str", "", "shapes, formats and types (JSON text, from framework_raw_*)"),
+        opt("dispatch_time_us", "float64", "us", "AI CPU dispatch time"),
+        opt("file_percent", "float64", "%", "the file's own share column, 0–100"),
+        opt("input_shapes", "str", "", "the input shapes it ran with (FRAMEWORK/cpu_framework_*)"),
+        opt("accelerator_core", "str", "", "NPU: its core"),
+        opt("mflops", "float64", "MFLOPs", "floating-point operations"),
+        opt("gflops", "float64", "GFLOPS", "throughput"),
+        opt("utilization_pct", "float64", "%", "FLOPs utilisation"),
+        opt("mflops_cube", "float64", "MFLOPs", "cube unit operations"),
+        opt("gflops_cube", "float64", "GFLOPS", "cube unit throughput"),
+        opt("utilization_cube_pct", "float64", "%", "cube unit utilisation"),
+        opt("mflops_vector", "float64", "MFLOPs", "vector unit operations"),
+        opt("gflops_vector", "float64", "GFLOPS", "vector unit throughput"),
+        opt("utilization_vector_pct", "float64", "%", "vector unit utilisation"),
+    ), "none", ("aicore_intermediate_*_detail.csv", "aicpu_intermediate_*.csv", "cpu_op_detail_info_*.csv",
+                "gpu_op_detail_info_*.csv", "framework_raw_*.csv", "flops_*.txt",
+                "ASCEND_PROFILER_OUTPUT/kernel_details.csv", "*.db"),
+        frozenset({"aicore_detail", "aicpu", "framework", "cpu_op_detail", "cpu_framework", "gpu_op_detail",
+                   "flops", "kernel_details"}) | _DB, note="Sorted by `kind`, then `total_time_us` descending."),
+    FrameSpec("kernels", "device task", (
+        col("step", "Int64", "", "step id (<NA> where none)"),
+        opt("model_id", "Int64", "", "model"), opt("task_id", "Int64", "", "task"),
+        opt("stream_id", "Int64", "", "stream (<NA> for N/A)"),
+        col("name", "str", "", "kernel (operator) name"), col("type", "str", "", "operator type"),
+        col("accelerator_core", "str", "", "AI_CORE, AI_VECTOR_CORE, AI_CPU, HCCL, ..."),
+        col("start_us", "float64", "us", "start"), col("dur_us", "float64", "us", "duration"),
+        col("wait_us", "float64", "us", "wait before the task"),
+        opt("block_dim", "Int64", "", "cores"), opt("mix_block_dim", "Int64", "", "mixed cores"),
+        opt("device_id", "Int64", "", "device"),
+        opt("input_shapes", "str", "", "as written"), opt("output_shapes", "str", "", "as written"),
+    ), "timeline", ("ASCEND_PROFILER_OUTPUT/kernel_details.csv", "*.db (TASK, COMPUTE_TASK_INFO)"),
+        frozenset({"kernel_details"}) | _DB,
+        more="every other column of the file snake_cased with its unit in the name (`aicore_time_us`, "
+             "`aic_mac_ratio`, ...), numeric where it holds numbers"),
+    FrameSpec("flops", "operator", (
+        col("op_name", "str", "", "full scope name"),
+        opt("mflops", "float64", "MFLOPs", "operations (4-column files)"),
+        opt("gflops", "float64", "GFLOPS", "throughput"),
+        opt("utilization_pct", "float64", "%", "utilisation"),
+        opt("mflops_cube", "float64", "MFLOPs", "cube unit operations"),
+        opt("gflops_cube", "float64", "GFLOPS", "cube unit throughput"),
+        opt("utilization_cube_pct", "float64", "%", "cube unit utilisation"),
+        opt("mflops_vector", "float64", "MFLOPs", "vector unit operations"),
+        opt("gflops_vector", "float64", "GFLOPS", "vector unit throughput"),
+        opt("utilization_vector_pct", "float64", "%", "vector unit utilisation"),
+    ), "none", ("flops_*.txt",), frozenset({"flops"})),
+    FrameSpec("minddata_pipeline", "pipeline op, breadth-first from the root (op 0)", (
+        col("op_id", "int64", "", "op id"), col("op_type", "str", "", "as written, e.g. `BatchOp`"),
+        col("num_workers", "int64", "", "parallel workers"),
+        col("parent_id", "Int64", "", "the consuming op (<NA> for the root)"),
+        col("children_ids", "object", "", "list of the ops feeding it"),
+        col("output_queue_length", "Int64", "", "output queue capacity (<NA> without a queue)"),
+        col("output_queue_average_size", "float64", "", "average items in the output queue"),
+        col("output_queue_usage_rate", "float64", "0-1", "average / capacity"),
+        col("sample_interval_ms", "float64", "ms", "queue sampling interval"),
+    ), "none", ("minddata_pipeline_raw_*.csv", "pipeline_profiling_*.json"),
+        frozenset({"minddata_pipeline_raw", "pipeline_profiling"}),
+        note="From minddata_pipeline_raw_*.csv, else derived from pipeline_profiling_*.json as MindSpore does."),
+    FrameSpec("minddata_queues", "queue sample (long form)", (
+        col("op_id", "int64", "", "op id"), col("sample", "int64", "", "0-based sample index"),
+        col("time_ms", "float64", "ms", "the CPU-utilisation time stamp of that sample (NaN where the series "
+                                        "lengths disagree)"),
+        col("size", "int64", "", "items in the queue"), col("length", "int64", "", "queue capacity"),
+    ), "minddata", ("pipeline_profiling_*.json",), frozenset({"pipeline_profiling", "minddata_pipeline_raw"})),
+    FrameSpec("host_queue", "step (the host-side queue feeding the device)", (
+        col("step", "int64", "", "step number"), col("size", "int64", "", "batches in the queue"),
+        col("capacity", "int64", "", "queue capacity"),
+        col("get_ms", "float64", "ms", "time to get the batch"), col("push_ms", "float64", "ms", "time to push it"),
+        col("batch_ms", "float64", "ms", "time to make the batch (NaN where absent)"),
+        col("timestamp_ms", "float64", "ms", "when the batch was handed out (NaN in old files)"),
+    ), "minddata", ("device_queue_profiling_*.txt", "dataset_iterator_profiling_*.txt"),
+        frozenset({"device_queue", "dataset_iterator"}),
+        note="`attrs['source']`: `device_queue` (sink mode) or `dataset_iterator` (non-sink). MindInsight calls "
+             "this queue the device queue."),
+    FrameSpec("device_queue", "GetNext record (the device-side data queue)", (
+        col("index", "int64", "", "record index"), col("name", "str", "", "record name"),
+        col("start_us", "float64", "us", "start"), col("end_us", "float64", "us", "end"),
+        col("get_next_ms", "float64", "ms", "GetNext duration"), col("size", "Int64", "", "items in the queue"),
+    ), "device_queue", ("minddata_aicpu_*.txt", "minddata_getnext_profiling_*.txt"),
+        frozenset({"minddata_aicpu", "minddata_getnext"}), note="MindInsight calls it the get_next queue."),
+    FrameSpec("cpu_utilization", "CPU sample", (
+        col("sample", "int64", "", "0-based sample index"), col("time_ms", "float64", "ms", "sample time"),
+        col("user_pct", "float64", "%", "machine: user"), col("sys_pct", "float64", "%", "machine: system"),
+        col("io_pct", "float64", "%", "machine: I/O wait"), col("idle_pct", "float64", "%", "machine: idle"),
+        opt("context_switches", "float64", "", "context switches"),
+        opt("runnable_processes", "float64", "", "runnable processes"),
+        opt("process_user_pct", "float64", "%", "this process: user, % of one core"),
+        opt("process_sys_pct", "float64", "%", "this process: system, % of one core"),
+        opt("step", "Int64", "", "the step MindInsight maps the sample to (0 before the first host-queue "
+                                 "record)"),
+        opt("process_pss_mb", "float64", "MB", "process PSS"), opt("process_rss_mb", "float64", "MB", "process RSS"),
+        opt("process_vss_mb", "float64", "MB", "process VSS"), opt("sys_total_mb", "float64", "MB", "machine total"),
+        opt("sys_available_mb", "float64", "MB", "machine available"),
+        opt("sys_used_mb", "float64", "MB", "machine used"),
+    ), "minddata", ("minddata_cpu_utilization_*.json",), frozenset({"minddata_cpu_utilization"}),
+        note="Series of unequal length are aligned by index (the 2N series truncated to N, as MindInsight does)."),
+    FrameSpec("op_cpu_utilization", "pipeline op and CPU sample", (
+        col("op_id", "int64", "", "op id (-1: CPU outside any op, kept as written)"),
+        col("sample", "int64", "", "sample index"), col("time_ms", "float64", "ms", "sample time"),
+        col("user_pct", "float64", "%", "user"), col("sys_pct", "float64", "%", "system"),
+    ), "minddata", ("minddata_cpu_utilization_*.json",), frozenset({"minddata_cpu_utilization"})),
+    FrameSpec("timeline", "complete event (`X`, or a `B`/`E` pair)", (
+        col("track", "int32", "", "index into `timeline_tracks`"),
+        col("name", "category", "", "event name"),
+        col("op_type", "category", "", "`args.type` where present, else derived from the name"),
+        col("ph", "category", "", "trace phase"), col("cat", "category", "", "trace category"),
+        col("start_us", "float64", "us", "start"), col("dur_us", "float64", "us", "duration"),
+        col("args", "object", "", "the event's args as JSON text, or None"),
+        opt("is_scope", "bool", "", "a scope-layer bar (its op_type is `Scope Layer`)"),
+    ), "timeline", _TIMELINE_FILES, _TIMELINE_ROLES | {"cpu_op_timestamp", "cpu_op_detail", "cann_hccl",
+                                                        "cann_task_time"} | _DB,
+        note="Sorted by `track`, then `start_us`."),
+    FrameSpec("timeline_tracks", "process × thread of the timeline", (
+        col("track", "int32", "", "track id"), col("pid", "str", "", "process id"),
+        col("tid", "str", "", "thread id"), col("process", "str", "", "process name (`M` events, else the id)"),
+        col("thread", "str", "", "thread name"), col("process_sort", "int64", "", "the writer's process order"),
+        col("thread_sort", "int64", "", "the writer's thread order"), col("events", "int64", "", "events on it"),
+    ), "none", _TIMELINE_FILES, _TIMELINE_ROLES | _DB),
+    FrameSpec("timeline_flows", "flow arrow (paired by cat and id)", (
+        col("cat", "str", "", "category"), col("id", "str", "", "flow id"), col("name", "str", "", "name"),
+        col("start_track", "int32", "", "track of the arrow's tail"), col("start_us", "float64", "us", "tail"),
+        col("end_track", "int32", "", "track of the arrow's head"), col("end_us", "float64", "us", "head"),
+    ), "timeline", _TIMELINE_FILES, _TIMELINE_ROLES | _DB),
+    FrameSpec("timeline_counters", "counter sample (`C` event)", (
+        col("pid", "str", "", "process"), col("name", "str", "", "counter"),
+        col("series", "str", "", "the args key"), col("start_us", "float64", "us", "sample time"),
+        col("value", "float64", "", "value, in the counter's own unit"),
+    ), "timeline", _TIMELINE_FILES, _TIMELINE_ROLES),
+    FrameSpec("memory", "allocator sample", (
+        col("component", "str", "", "who allocated (APP, PTA, GE, MindSpore, ...)"),
+        col("time_us", "float64", "us", "sample time"),
+        col("allocated_mb", "float64", "MB", "allocated"), col("reserved_mb", "float64", "MB", "reserved"),
+        col("active_mb", "float64", "MB", "active"), col("device", "str", "", "device as written"),
+    ), "timeline", ("ASCEND_PROFILER_OUTPUT/memory_record.csv", "FRAMEWORK/cpu_ms_memory_record_*.txt",
+                    "*.db (MEMORY_RECORD, NPU_MEM)"), frozenset({"memory_record", "cpu_memory_record"}) | _DB),
+    FrameSpec("operator_memory", "allocation by an operator", (
+        col("name", "str", "", "operator"), col("size_kb", "float64", "KB", "size"),
+        col("alloc_us", "float64", "us", "allocation time"), col("release_us", "float64", "us", "release time"),
+        col("dur_us", "float64", "us", "held for"),
+    ), "timeline", ("ASCEND_PROFILER_OUTPUT/operator_memory.csv", "*.db (OP_MEMORY)"),
+        frozenset({"operator_memory"}) | _DB, more="the file's other columns snake_cased with their units"),
+    FrameSpec("communication", "communication op and rank", (
+        *_COMM_KEYS,
+        col("start_us", "float64", "us", "start"),
+        col("elapse_ms", "float64", "ms", "elapsed"), col("transit_ms", "float64", "ms", "transit"),
+        col("wait_ms", "float64", "ms", "wait"), col("sync_ms", "float64", "ms", "synchronisation"),
+        col("idle_ms", "float64", "ms", "idle"),
+        opt("kind", "str", "", "collective or p2p (the file's section)"),
+        opt("wait_ratio", "float64", "0-1", "wait / (wait + transit)"),
+        opt("sync_ratio", "float64", "0-1", "sync / (sync + transit)"),
+    ), "epoch", ("ASCEND_PROFILER_OUTPUT/communication.json", "cluster_communication.json",
+                 "*.db (COMMUNICATION_OP, CommAnalyzerTime)"),
+        frozenset({"communication", "cluster_communication", "analysis_db", "cluster_analysis_db"}) | _DB),
+    FrameSpec("communication_links", "communication op, rank and transport", (
+        *_COMM_KEYS,
+        col("transport", "str", "", "RDMA, HCCS, PCIE, SDMA, SIO"), col("size_mb", "float64", "MB", "data moved"),
+        col("transit_ms", "float64", "ms", "transit"), col("bandwidth_gbps", "float64", "GB/s", "bandwidth"),
+        opt("kind", "str", "", "collective or p2p"),
+        opt("large_packet_ratio", "float64", "0-1", "share of large packets"),
+        opt("packets", "int64", "", "packets (summed over the packet-size rows)"),
+    ), "none", ("ASCEND_PROFILER_OUTPUT/communication.json", "cluster_communication.json",
+                "*.db (CommAnalyzerBandwidth)"),
+        frozenset({"communication", "cluster_communication", "analysis_db", "cluster_analysis_db"})),
+    FrameSpec("communication_matrix", "communication op and link (src rank -> dst rank)", (
+        col("step", "Int64", "", "the step (<NA> where the file names none)"),
+        col("group", "str", "", "group"), col("op_name", "str", "", "op"),
+        col("src", "str", "", "source rank"), col("dst", "str", "", "destination rank"),
+        col("transport", "str", "", "LOCAL, HCCS, RDMA, SDMA, PCIE, SIO"),
+        col("size_mb", "float64", "MB", "data moved"), col("transit_ms", "float64", "ms", "transit"),
+        col("bandwidth_gbps", "float64", "GB/s", "bandwidth"),
+    ), "none", ("communication_matrix.json", "cluster_communication_matrix.json", "*.db (CommAnalyzerMatrix)"),
+        frozenset({"communication_matrix", "cluster_communication_matrix", "analysis_db", "cluster_analysis_db"}),
+        note="A cluster file gives each rank the links whose source it is."),
+    FrameSpec("communication_groups", "communication group", (
+        col("kind", "str", "", "collective or p2p"), col("group", "int64", "", "group index"),
+        col("ranks", "object", "", "tuple of the member ranks (str)"), col("size", "int64", "", "members"),
+    ), "none", ("communication_group.json",), frozenset({"communication_group", "cluster_analysis_db"})),
+    FrameSpec("npu_module_mem", "module memory sample", (
+        col("component", "str", "", "CANN module"), col("time_us", "float64", "us", "sample time"),
+        col("reserved_mb", "float64", "MB", "reserved"), col("device", "str", "", "device as written"),
+    ), "timeline", ("ASCEND_PROFILER_OUTPUT/npu_module_mem.csv", "*.db (NPU_MODULE_MEM)"),
+        frozenset({"npu_module_mem"}) | _DB),
+    FrameSpec("api_statistic", "CANN API", (col("api_name", "str", "", "API"),), "none",
+              ("ASCEND_PROFILER_OUTPUT/api_statistic.csv",), frozenset({"api_statistic"}),
+              more="the file's columns by header name: `level`, `time_us`, `count`, `avg_us`, `min_us`, `max_us`, "
+                   "`variance`"),
+    FrameSpec("operator_details", "framework operator", (col("name", "str", "", "operator"),), "none",
+              ("ASCEND_PROFILER_OUTPUT/operator_details.csv",), frozenset({"operator_details"}),
+              more="`input_shapes`, `call_stack`, `host_self_duration_us`, `host_total_duration_us`, "
+                   "`device_self_duration_us`, `device_total_duration_us`, ... (us)"),
+    FrameSpec("l2_cache", "task", (
+        col("stream_id", "Int64", "", "stream"), col("task_id", "Int64", "", "task"),
+        col("hit_rate", "float64", "0-1", "L2 hit rate"), col("victim_rate", "float64", "0-1", "L2 victim rate"),
+        col("op_name", "str", "", "operator"),
+    ), "none", ("ASCEND_PROFILER_OUTPUT/l2_cache.csv",), frozenset({"l2_cache"})),
+    FrameSpec("static_op_mem", "static-graph operator allocation", (col("op_name", "str", "", "operator"),),
+              "none", ("ASCEND_PROFILER_OUTPUT/static_op_mem.csv",), frozenset({"static_op_mem"}),
+              more="the file's columns snake_cased with units in the names"),
+    FrameSpec("data_preprocess", "CANN AI CPU preprocessing record", (), "none",
+              ("ASCEND_PROFILER_OUTPUT/data_preprocess.csv",), frozenset({"data_preprocess"}),
+              more="the file's columns snake_cased with units in the names"),
+    FrameSpec("dataset", "MindSpore dataset range", (), "none", ("ASCEND_PROFILER_OUTPUT/dataset.csv",),
+              frozenset({"dataset"}), more="the file's columns snake_cased with units in the names"),
+    FrameSpec("input_shapes", "operator and distinct input shapes", (
+        col("op_name", "str", "", "short operator name"), col("op_type", "str", "", "type"),
+        col("input_shapes", "str", "", "the shapes"), col("count", "Int64", "", "calls with those shapes"),
+    ), "none", ("FRAMEWORK/cpu_framework_*.txt",), frozenset({"cpu_framework"}),
+        note="Also joined into `ops.input_shapes`."),
+    FrameSpec("hccl", "step (legacy HCCL)", (
+        col("step", "int64", "", "step number (the average row is in `attrs['average']`)"),
+        col("communication_cost_ms", "float64", "ms", "communication"),
+        col("wait_cost_ms", "float64", "ms", "waiting"),
+    ), "none", ("hccl_raw_*.csv",), frozenset({"hccl_raw"})),
+    FrameSpec("hccl_links", "step and link (legacy HCCL)", (
+        col("step", "int64", "", "step number"), col("src", "int64", "", "source rank"),
+        col("dst", "int64", "", "destination rank"), col("transport", "str", "", "link type"),
+        col("time_ms", "float64", "ms", "time on the link"),
+        col("size", "float64", "", "data moved (the file gives no unit)"),
+        col("bandwidth", "float64", "", "bandwidth (the file gives no unit)"),
+    ), "none", ("hccl_raw_*.csv (link_info)",), frozenset({"hccl_raw"})),
+    FrameSpec("cluster_analyse", "step (legacy cluster analysis)", (
+        col("step", "int64", "", "step number (the average row is in `attrs['average']`)"),
+    ), "none", ("ascend_cluster_analyse_*.csv",), frozenset({"cluster_analyse"}),
+        more="the file's metric columns in ms (ticks converted for data-parallel files)"),
+)}
+
+RECORDS: dict[str, RecordSpec] = {r.name: r for r in (
+    RecordSpec("step_trace_average", "dict: the step-trace file's own average row as written (MindInsight's "
+               "\"average\"), `<stage>_ms` and `total_ms`; None when the file has none", _STEP_FILES[:1],
+               frozenset({"step_trace"})),
+    RecordSpec("step_point_info", "the FP-start and BP-end anchor operators (a dict, or a list per step)",
+               ("step_trace_point_info_*.json",), frozenset({"step_trace_point_info"})),
+    RecordSpec("minddata_summary", "MindSpore's own pipeline summary as a dict", (
+        "minddata_pipeline_summary_*.json", "minddata_pipeline_summary_*.csv"),
+        frozenset({"minddata_pipeline_summary_json", "minddata_pipeline_summary_csv"})),
+    RecordSpec("timeline_summary", "the writer's timeline summary (total_time in us)",
+               ("*_timeline_summary_*.json",), frozenset({"timeline_summary"})),
+    RecordSpec("flops_summary", "FLOPs totals as written (MFLOPs, GFLOPS, percent)", ("flops_summary_*.json",),
+               frozenset({"flops_summary"})),
+    RecordSpec("info", "run metadata merged into one dict", (
+        "profiler_info_*.json", "profiler_metadata.json", "PROF_*/*/info.json*", "*.db (META_DATA, ...)"),
+        frozenset({"profiler_info", "profiler_metadata", "cann_info", "cann_start_info", "cann_end_info"}) | _DB),
+)}
+
+# Roles read only for the frames no text file of the run gives (the text export wins when both exist).
+DB_FALLBACK_ROLES = _DB
+
+
+def feeds() -> dict[str, tuple[str, ...]]:
+    """Role -> the frames and records its files are read into (``prof.files``'s ``feeds`` column)."""
+    out: dict[str, list[str]] = {}
+    for spec in (*FRAMES.values(), *RECORDS.values()):
+        for role in sorted(spec.roles):
+            out.setdefault(role, []).append(spec.name)
+    return {role: tuple(names) for role, names in out.items()}
+
+
+def looked_for(*names: str) -> list[str]:
+    """The file patterns that feed these frames or records, in declaration order without repeats (a view's
+    "looked for" list)."""
+    out: list[str] = []
+    for n in names:
+        spec = FRAMES.get(n) or RECORDS[n]
+        out += [f for f in spec.files if f not in out]
+    return out
+
+
+def roles_of(*names: str) -> frozenset[str]:
+    """The discovery roles that feed these frames or records."""
+    return frozenset().union(*((FRAMES.get(n) or RECORDS[n]).roles for n in names))
+
+
+# -- the README table ---------------------------------------------------------------------------------------
+def _columns_cell(spec: FrameSpec) -> str:
+    parts = []
+    for c in spec.columns:
+        unit = f" {c.unit}" if c.unit and c.unit not in ("",) else ""
+        text = f"`{c.name}` ({c.dtype}{unit})"
+        parts.append(text if c.required else f"{text}?")
+    if spec.more:
+        parts.append(spec.more)
+    return ", ".join(parts) or spec.more
+
+
+def markdown_table() -> str:
+    """The README's "Data model" table: one line per frame, then the records."""
+    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+    lines = ["| frame | one row per | columns (dtype unit; `?` where the source has it) | clock | sources |",
+             "|---|---|---|---|---|"]
+    for spec in FRAMES.values():
+        lines.append(f"| `{spec.name}` | {esc(spec.row)} | {esc(_columns_cell(spec))} | {spec.clock} | "
+                     f"{esc(', '.join(f'`{f}`' for f in spec.files))} |")
+    lines += ["", "| record | what it is | sources |", "|---|---|---|"]
+    for rec in RECORDS.values():
+        lines.append(f"| `{rec.name}` | {esc(rec.meaning)} | {esc(', '.join(f'`{f}`' for f in rec.files))} |")
+    lines += ["", "| clock | what the time columns count from |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in CLOCKS.items()]
+    return "\n".join(lines)
+
+
+def write_readme(path: str) -> None:
+    """Replace the table between the README's data-model markers with `markdown_table`."""
+    import re
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    new = re.sub(r"(<!-- data-model table:[^\n]*-->\n).*?(\n<!-- end of data-model table -->)",
+                 lambda m: m.group(1) + markdown_table() + m.group(2), text, flags=re.S)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(new)
+
+
+if __name__ == "__main__":  # python -m nbprofiler.schema [--readme README.md]
+    import sys
+    if sys.argv[1:2] == ["--readme"]:
+        write_readme(sys.argv[2])
+    else:
+        print(markdown_table())
