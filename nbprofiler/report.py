@@ -26,8 +26,9 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, DataTable, Div, NumberFormatter, TableColumn, TabPanel, Tabs
 from bokeh.resources import INLINE
 
-from .io.discover import MINDDATA_ROLES, classify
+from .io.discover import classify
 from .views import theme
+from .views.pages import PAGES, Page
 
 # The page around the Bokeh layout: margins, the font and table styles of the notebook views.
 # "html body" outranks the template's own "html, body { padding: 0 }", which follows this sheet.
@@ -295,40 +296,20 @@ def _timeline(prof):
 
 @dataclass(frozen=True)
 class Section:
-    """One tab of the report: ``key`` (its panel child is named ``report_<key>``), ``title``, ``build``
-    (profile -> Bokeh layout, or None when the profile holds no data for it), ``roles`` (the discovery
-    roles of the files it is drawn from) and ``files`` (those files' names, for the reader)."""
+    """One tab of the report: a page of `nbprofiler.views.pages` (its panel child is named
+    ``report_<key>``) and ``build`` (profile -> Bokeh layout, or None when the profile holds no data)."""
 
-    key: str
-    title: str
+    page: Page
     build: Callable
-    roles: frozenset
-    files: str
+
+    key = property(lambda self: self.page.key)
+    title = property(lambda self: self.page.title)
+    roles = property(lambda self: self.page.roles)
 
 
-SECTIONS = (
-    Section("step_trace", "Step trace", _step_trace,
-            frozenset({"step_trace", "step_trace_time", "cluster_step_trace_time", "cann_step_trace"}),
-            "step_trace_raw_*_detail_time.csv, step_trace_time.csv or a CANN step_trace file; CPU-only "
-            "and PyNative runs write none"),
-    Section("operators", "Operators", _operators,
-            frozenset({"aicore_type", "aicore_detail", "aicpu", "cpu_op_type", "cpu_op_detail", "gpu_op_type",
-                       "gpu_op_detail", "kernel_details", "op_statistic"}),
-            "aicore/aicpu_intermediate_*, cpu/gpu_op_type_info_*, kernel_details.csv or op_statistic.csv"),
-    Section("op_steps", "Operators per step", _op_steps,
-            frozenset({"kernel_details", "step_trace", "step_trace_time", "cann_step_trace"}),
-            "kernel_details.csv with step ids, or a step trace whose steps the timeline covers"),
-    Section("minddata", "MindData", _minddata, frozenset(MINDDATA_ROLES),
-            "pipeline_profiling_*, minddata_pipeline_raw_*, device_queue/dataset_iterator profiling or "
-            "minddata_cpu_utilization_*"),
-    Section("memory", "Memory", _memory, frozenset({"memory_record", "operator_memory", "cpu_memory_record"}),
-            "memory_record.csv, operator_memory.csv or FRAMEWORK/cpu_ms_memory_record_*.txt"),
-    Section("flops", "FLOPs", _flops, frozenset({"flops", "flops_summary"}), "flops_*.txt and flops_summary_*.json"),
-    Section("timeline", "Timeline", _timeline,
-            frozenset({"trace_view", "timeline", "output_timeline_data", "cann_timeline", "cann_task_time",
-                       "cann_hccl"}),
-            "trace_view.json, *timeline_display_*.json, output_timeline_data_*.txt or CANN msprof timelines"),
-)
+_BUILDERS = {"step_trace": _step_trace, "operators": _operators, "op_steps": _op_steps, "minddata": _minddata,
+             "memory": _memory, "flops": _flops, "timeline": _timeline}
+SECTIONS = tuple(Section(p, _BUILDERS[p.key]) for p in PAGES)
 
 
 def missing_reason(prof, section: Section) -> str:
@@ -340,7 +321,8 @@ def missing_reason(prof, section: Section) -> str:
         return f"{', '.join(failed)} could not be read (see the problems listed above)"
     if prof.has(*section.roles):
         return "its files were found but hold no records"
-    return f"none of its files was found ({section.files})"
+    note = f"; {section.page.note}" if section.page.note else ""
+    return f"none of its files was found ({', '.join(section.page.files)}){note}"
 
 
 def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple[pd.DataFrame, str]:

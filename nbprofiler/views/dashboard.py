@@ -18,24 +18,10 @@ import ipywidgets as W
 import traitlets
 
 from . import theme
+from .pages import DASHBOARD_TABS, page
 
-TABS = ["Overview", "Step trace", "Operators", "MindData", "Memory", "FLOPs", "Timeline"]
+TABS = DASHBOARD_TABS  # "Overview", then the dashboard pages of `nbprofiler.views.pages`
 
-# What each tab reads, for the "no data" panel (file patterns as written by the profilers).
-LOOKED_FOR = {
-    "Step trace": ["step_trace_raw_*_detail_time.csv", "ASCEND_PROFILER_OUTPUT/step_trace_time.csv",
-                   "cluster_step_trace_time.csv", "PROF_*/device_*/timeline/step_trace_*.json"],
-    "Operators": ["aicore_intermediate_*_type.csv / _detail.csv", "aicpu_intermediate_*.csv",
-                  "cpu_op_type_info_*.csv / cpu_op_detail_info_*.csv", "gpu_op_type_info_*.csv",
-                  "ASCEND_PROFILER_OUTPUT/kernel_details.csv", "op_statistic.csv"],
-    "MindData": ["minddata_pipeline_raw_*.csv", "pipeline_profiling_*.json", "device_queue_profiling_*.txt",
-                 "dataset_iterator_profiling_*.txt", "minddata_aicpu_*.txt", "minddata_cpu_utilization_*.json"],
-    "Memory": ["ASCEND_PROFILER_OUTPUT/memory_record.csv", "ASCEND_PROFILER_OUTPUT/operator_memory.csv",
-               "FRAMEWORK/cpu_ms_memory_record_*.txt"],
-    "FLOPs": ["flops_*.txt", "flops_summary_*.json"],
-    "Timeline": ["ASCEND_PROFILER_OUTPUT/trace_view.json", "ascend_timeline_display_*.json",
-                 "timeline_display_*.json", "gpu_timeline_display_*.json", "PROF_*/device_*/timeline/*.json"],
-}
 
 def step_window_us(prof, step: int) -> tuple[float, float] | None:
     """(t0_us, t1_us) of a step on the timeline's clock (relative to ``prof.origin_us``), from
@@ -61,7 +47,8 @@ def step_of_time(prof, t_us: float) -> int | None:
 
 def no_data_html(tab: str, prof, why: str = "") -> str:
     """Why a tab is empty: the file patterns it reads and the problems met with them (all escaped)."""
-    looked = "".join(f"<li><code>{escape(p)}</code></li>" for p in LOOKED_FOR.get(tab, []))
+    files = page(tab).files if tab != "Overview" else []
+    looked = "".join(f"<li><code>{escape(p)}</code></li>" for p in files)
     probs = "".join(f"<li>{escape(str(p.file))}: {escape(str(p.error))}</li>" for p in prof.problems)
     probs = f"<div>Problems while loading:</div><ul>{probs}</ul>" if probs else ""
     return (f"<div style=\"{theme.PANEL_CSS}padding:8px\"><b>No {escape(tab.lower())} data</b>"

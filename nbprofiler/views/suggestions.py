@@ -23,14 +23,13 @@ from html import escape
 
 from ..analysis.advisor import RULES_BY_ID, Evidence, Suggestion, format_number, format_us
 from . import theme
+from .pages import PAGES
 
 SEVERITY_STYLE = {"high": ("#d62728", "high"), "medium": ("#E69F00", "medium"), "info": ("#0072B2", "info")}
 
-# Which dashboard tab shows a frame (the frames the advisor's evidence cites).
-FRAME_TABS = {"step_trace": "Step trace", "step_windows": "Timeline", "op_types": "Operators", "ops": "Operators",
-              "minddata_pipeline": "MindData", "minddata_queues": "MindData", "host_queue": "MindData",
-              "device_queue": "MindData", "cpu_utilization": "MindData", "op_cpu_utilization": "MindData",
-              "timeline": "Timeline"}
+# Which dashboard tab shows a frame (the frames the advisor's evidence cites); a step's window is
+# evidence on the timeline.
+FRAME_TABS = {f: p.title for p in PAGES if p.dashboard for f in p.frames} | {"step_windows": "Timeline"}
 
 
 def as_suggestion(s) -> Suggestion:
@@ -144,7 +143,7 @@ def _why(s: Suggestion) -> str:
     parts = [head, _evidence_items(s)]
     for a in s.also:
         other = RULES_BY_ID.get(a.rule)
-        parts.append(f"<div style='margin-top:4px'><b>Also found</b>"
+        parts.append("<div style='margin-top:4px'><b>Also found</b>"
                      + (f" by {escape(other.origin)}" if other else "") + f": {escape(a.text)}</div>"
                      + _evidence_items(a))
     return (f"<details class='nbprofiler-why' style='margin:2px 0 0 0'><summary style='cursor:pointer;"
