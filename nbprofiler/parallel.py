@@ -1,10 +1,9 @@
-"""Gather per-rank results of a `Cluster`: serially, on local processes, or on dask.
+"""Run a function over the ranks of a `Cluster`: serially, on local processes, or on dask.
 
-Workers receive a rank's `RunFiles` (file paths only, cheap to pickle), build a `Profile` in their own
-process, parse only what the cluster frames need (step trace, op-type totals) and return the *reduced*
-frames (step averages, per-step totals, op-type totals). Ranks travel in chunks: a worker reduces a
-whole chunk and concatenates it before replying, so one reply carries a few small frames for many
-ranks, and the raw events of 512 ranks never travel back to, or accumulate in, the notebook kernel.
+Workers receive a rank's `RunFiles` (file paths only, cheap to pickle) and build a `Profile` in their own
+process; ranks travel in chunks, so one reply carries the results of many ranks. What is computed per
+rank is the caller's: `nbprofiler.analysis.cluster_reduce` reduces each rank to a few small frames, so the
+raw events of 512 ranks never travel back to, or accumulate in, the notebook kernel.
 
 Engines (``engine=`` of `nbprofiler.load` and `nbprofiler.analysis.cluster.rank_summary`):
 - ``None`` (default): serial below `MIN_RANKS_FOR_PROCESSES` ranks or on one usable CPU; otherwise the
@@ -26,11 +25,9 @@ import math
 import multiprocessing
 import os
 import time
-import warnings
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable, Sequence
 
-import pandas as pd
 
 from .io.discover import RunFiles
 
@@ -48,7 +45,8 @@ POOL_WORTH_S = 1.0
 CHUNKS_PER_WORKER = 4
 # Imported once by the fork server, so forked workers start with every module a reduce touches.
 FORKSERVER_PRELOAD = ["nbprofiler.parallel", "nbprofiler.profile", "nbprofiler.io.frames", "nbprofiler.io.legacy",
-                      "nbprofiler.io.ascend_ms", "nbprofiler.io.cann", "nbprofiler.io.ops"]
+                      "nbprofiler.io.ascend_ms", "nbprofiler.io.cann", "nbprofiler.io.ops",
+                      "nbprofiler.analysis.cluster_reduce"]
 
 
 def usable_cpus() -> int:
@@ -77,68 +75,6 @@ def chunked(items: Sequence, workers: int) -> list[list]:
         return []
     size = max(1, math.ceil(len(items) / (max(1, workers) * CHUNKS_PER_WORKER)))
     return [list(items[i:i + size]) for i in range(0, len(items), size)]
-
-
-def reduce_rank(run: RunFiles) -> dict:
-    """The reduced results of one rank, computed where the rank is parsed (a worker).
-
-    Keys: ``rank`` (str), ``stages`` (the step-stage columns, display order), ``steps`` (one-row
-    DataFrame: ``rank``, ``steps``, ``<stage>`` averages in ms, ``total_ms``, ``average_source`` "file"
-    when the file's own average row is used, as MindInsight does, else "mean" over all steps; plus
-    ``stage_ms``/``bubble_ms``/``overlapped_ms``/``communication_ms`` where the source has them),
-    ``step_totals`` (``rank``, ``step``, ``total_ms`` and the stage columns, ms: one row per step),
-    ``op_types`` (``rank``, ``kind``, ``op_type``, ``total_time_us``, ``count``), ``problems`` (list of
-    dicts). Only the step-trace and op-type frames are built; nothing large is returned.
-    """
-    from .profile import Profile
-    from .io import frames as F
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # problems are returned as data below
-        prof = Profile(run)
-        rank = str(run.info.get("label", prof.rank))
-        steps = prof.step_trace
-        stages = F.step_stages(steps)
-        avg = prof.step_trace_average
-        row: dict = {"rank": rank, "steps": int(len(steps))}
-        extras = [c for c in ("stage_ms", "bubble_ms", "overlapped_ms", "communication_ms") if c in steps.columns]
-        # MindInsight's cluster step trace shows each rank's average row as written; without one, the mean.
-        use_file = bool(avg) and all(c in avg for c in stages) and float(avg.get("total_ms") or 0) > 0
-        for c in stages + ["total_ms"] + extras:
-            if use_file and c in avg:
-                row[c] = float(avg[c])
-            elif c in steps.columns and len(steps):
-                row[c] = float(pd.to_numeric(steps[c], errors="coerce").mean())
-        row["average_source"] = "file" if use_file else "mean"
-        step_totals = steps[["step"] + [c for c in stages + ["total_ms"] if c in steps.columns]].copy() \
-            if len(steps) and "step" in steps.columns else pd.DataFrame(columns=["step", "total_ms"])
-        step_totals.insert(0, "rank", rank)
-        ops = prof.op_types
-        op_cols = ["kind", "op_type", "total_time_us", "count"]
-        ops = ops[op_cols].copy() if len(ops) and all(c in ops.columns for c in op_cols) else \
-            pd.DataFrame(columns=op_cols)
-        ops.insert(0, "rank", rank)
-        return {"rank": rank, "stages": stages, "steps": pd.DataFrame([row]), "step_totals": step_totals,
-                "op_types": ops, "problems": [p.as_dict() for p in prof.problems]}
-
-
-def combine(parts: list[dict]) -> dict:
-    """Reduced results of several ranks (or chunks) as one: ``steps``, ``step_totals`` and ``op_types``
-    concatenated in order, ``stages`` of the first part that has any, ``problems`` joined."""
-    def cat(key):
-        frames = [p[key] for p in parts if len(p[key])]
-        if frames:
-            return pd.concat(frames, ignore_index=True)
-        return parts[0][key].iloc[:0] if parts else pd.DataFrame()
-
-    return {"steps": cat("steps"), "step_totals": cat("step_totals"), "op_types": cat("op_types"),
-            "stages": next((p["stages"] for p in parts if p["stages"]), []),
-            "problems": [pr for p in parts for pr in p["problems"]]}
-
-
-def reduce_ranks(runs: list[RunFiles]) -> dict:
-    """`reduce_rank` over a chunk of ranks, combined where they were parsed: one reply per chunk."""
-    return combine([reduce_rank(r) for r in runs])
 
 
 def _apply_each(fn: Callable, chunk: list) -> list:
@@ -223,13 +159,4 @@ def _map_dask(fn, chunks: list[list], workers: int) -> list:
     return list(dask.compute(*tasks, scheduler="processes", num_workers=workers))
 
 
-def gather_rank_summaries(runs: Iterable[RunFiles], engine: str | None = None,
-                          max_workers: int | None = None) -> dict:
-    """`reduce_rank` over every run, combined (see `combine`): ``steps`` (one row per rank),
-    ``step_totals``, ``op_types`` (long, with ``rank``), ``stages``, ``problems``. Ranks are reduced in
-    chunks on the chosen engine (`choose_engine`)."""
-    return combine(map_chunks(reduce_ranks, list(runs), engine=engine, max_workers=max_workers))
-
-
-__all__ = ["reduce_rank", "reduce_ranks", "combine", "map_chunks", "map_ranks", "gather_rank_summaries",
-           "choose_engine", "chunked", "usable_cpus", "ENGINES", "MIN_RANKS_FOR_PROCESSES", "POOL_WORTH_S"]
+__all__ = ["map_chunks", "map_ranks", "choose_engine", "chunked", "usable_cpus", "ENGINES", "MIN_RANKS_FOR_PROCESSES", "POOL_WORTH_S"]

@@ -12,8 +12,8 @@ from bokeh.resources import INLINE
 import nbprofiler
 from nbprofiler.analysis import cluster as C
 from nbprofiler.errors import ProfilerDataWarning
-from nbprofiler.parallel import (MIN_RANKS_FOR_PROCESSES, choose_engine, chunked, gather_rank_summaries,
-                                 map_ranks)
+from nbprofiler.analysis.cluster_reduce import gather_rank_summaries
+from nbprofiler.parallel import MIN_RANKS_FOR_PROCESSES, choose_engine, chunked, map_ranks
 from nbprofiler.synthetic_cluster import write_legacy_cluster
 from nbprofiler.views.cluster import ClusterView, cluster_layout
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..parallel import gather_rank_summaries
+from .cluster_reduce import gather_rank_summaries
 
 Z_THRESHOLD = 3.5
 # MAD -> standard deviation of a normal distribution; the mean absolute deviation stands in when more
@@ -205,14 +205,9 @@ def link_bandwidth(cluster) -> pd.DataFrame:
     """New-format per-rank, per-transport communication totals from communication.json /
     cluster_communication.json: ``rank``, ``transport``, ``size_mb``, ``transit_ms`` (sums over ops)
     and ``bandwidth_gbps`` (= size_mb / transit_ms, MB/ms = GB/s), ``ops``. Idle transports are dropped."""
-    frames = []
-    for key, prof in cluster.profiles.items():
-        links = prof.communication_links
-        if len(links) and "transport" in links.columns:
-            frames.append(links.assign(rank=key))
-    if not frames:
+    links = cluster.concat("communication_links")
+    if links.empty:
         return pd.DataFrame(columns=["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"])
-    links = pd.concat(frames, ignore_index=True)
     g = links.groupby(["rank", "transport"], as_index=False).agg(
         size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"), ops=("op_name", "nunique"))
     g = g[g["transit_ms"] > 0].copy()
@@ -223,15 +218,10 @@ def link_bandwidth(cluster) -> pd.DataFrame:
 def communication_by_rank(cluster) -> pd.DataFrame:
     """Per rank, communication time summed over its ops: ``rank``, ``ops``, ``elapse_ms``,
     ``transit_ms``, ``wait_ms``, ``sync_ms``, ``idle_ms`` (new-format sources)."""
-    frames = []
-    for key, prof in cluster.profiles.items():
-        comm = prof.communication
-        if len(comm) and "elapse_ms" in comm.columns:
-            frames.append(comm.assign(rank=key))
+    comm = cluster.concat("communication")
     cols = ["elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"]
-    if not frames:
+    if comm.empty:
         return pd.DataFrame(columns=["rank", "ops"] + cols)
-    comm = pd.concat(frames, ignore_index=True)
     g = comm.groupby("rank", as_index=False).agg(ops=("op_name", "nunique"), **{c: (c, "sum") for c in cols})
     return g
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .summary import legacy_stage_view
+from .steps import STAGE_KEYS, legacy_stage_view, step_average
 
 TOP_OPS = 10
 
@@ -115,7 +115,7 @@ def _step_values(a, b) -> tuple[list[str], pd.DataFrame]:
         stages = sa
         frames = {"a": a.step_trace, "b": b.step_trace}
     else:
-        stages = ["iteration_interval_ms", "fp_and_bp_ms", "tail_ms"]
+        stages = list(STAGE_KEYS)
         for k, p in (("a", a), ("b", b)):
             st = p.step_trace
             frames[k] = legacy_stage_view(st) if len(st) and "total_ms" in st.columns else \
@@ -157,12 +157,11 @@ def host_queue_steps(p) -> pd.DataFrame:
 
 
 def _shown_average(p, stages: list[str], values: pd.DataFrame) -> dict:
-    """The average a run shows: its file's average row when it covers these stages and is a real step
-    (MindInsight's choice; run_2_lenet's row has total 0, which no step has), else the step mean."""
-    avg = p.step_trace_average
-    if avg and all(s in avg for s in stages) and float(avg.get("total_ms") or 0) > 0:
-        return {s: float(avg[s]) for s in stages + ["total_ms"] if s in avg}
-    return values.groupby("stage")["ms"].mean().to_dict()
+    """The run's comparable average (`nbprofiler.analysis.steps`) over ``stages``: its file's average row
+    where that is a real step, else the mean of the step values compared."""
+    steps = values.pivot_table(index="step", columns="stage", values="ms").reset_index() if len(values) else \
+        pd.DataFrame(columns=["step", *stages, "total_ms"])
+    return step_average(steps, stages, p.step_trace_average).comparable
 
 
 def _steps_table(a, b, stages, values) -> pd.DataFrame:

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from .._version import __version__
+from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average  # noqa: F401  (STAGE_KEYS: old home)
 
-STAGE_KEYS = ("iteration_interval_ms", "fp_and_bp_ms", "tail_ms")
 
 
 def summarize(prof) -> dict:
@@ -45,32 +45,14 @@ def session_info(prof) -> dict | None:
                             f"of {others}") if others else None}
 
 
-def legacy_stage_view(steps: pd.DataFrame) -> pd.DataFrame:
-    """Step frame with the three MindInsight stages. New-format stage sets are mapped: step interval =
-    ``preparing_ms`` (the gap before the first device task), forward+backward = ``computing_ms`` +
-    ``communication_not_overlapped_ms``, tail = ``free_ms``; inference files: ``fp_ms`` is fp_and_bp."""
-    df = pd.DataFrame({"step": steps["step"]}) if "step" in steps else pd.DataFrame(index=steps.index)
-    col = lambda c: steps[c].astype(float) if c in steps else pd.Series(0.0, index=steps.index)  # noqa: E731
-    if "fp_and_bp_ms" in steps or "fp_ms" in steps:
-        df["iteration_interval_ms"] = col("iteration_interval_ms")
-        df["fp_and_bp_ms"] = col("fp_and_bp_ms") if "fp_and_bp_ms" in steps else col("fp_ms")
-        df["tail_ms"] = col("tail_ms")
-    else:
-        df["iteration_interval_ms"] = col("preparing_ms")
-        df["fp_and_bp_ms"] = col("computing_ms") + col("communication_not_overlapped_ms")
-        df["tail_ms"] = col("free_ms")
-    df["total_ms"] = steps["total_ms"].astype(float) if "total_ms" in steps else df[list(STAGE_KEYS)].sum(axis=1)
-    return df
-
-
 def _step_trace(prof) -> dict | None:
     steps = prof.step_trace
     if steps is None or steps.empty or "total_ms" not in steps:
         return None
     view = legacy_stage_view(steps)
-    avg = prof.step_trace_average
-    if avg:
-        a = legacy_stage_view(pd.DataFrame([avg])).iloc[0]
+    written = profile_step_average(prof).written  # MindInsight's average: the file's row as written
+    if written is not None:
+        a = legacy_stage_view(pd.DataFrame([written])).iloc[0]
         average = {k: float(a[k]) for k in (*STAGE_KEYS, "total_ms")}
     else:
         average = {k: float(view[k].mean()) for k in (*STAGE_KEYS, "total_ms")}

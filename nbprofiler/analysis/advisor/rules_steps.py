@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...schema import step_stages
+from ..steps import legacy_stage_view, step_average
 from .model import Context, Evidence, Rule
 
 # What each stage is called in a suggestion, and what to do when it dominates the step.
@@ -31,17 +33,14 @@ STAGES = {
 def _steps(ctx: Context):
     """(average in the profile's own stage columns, where that average comes from, the steps with the three
     MindInsight stages, the stage columns) or None without a step trace."""
-    from ...io.frames import step_stages
-    from ..summary import legacy_stage_view
     steps = ctx.step_trace
     if not ctx.has("step_trace") or "total_ms" not in steps:
         return None
-    src = ctx.step_trace_average
-    if src:
-        avg, origin = pd.Series(src), "the step-trace file's own average row"
-    else:
-        avg, origin = steps.mean(numeric_only=True), f"mean of {len(steps)} steps"
-    return avg, origin, legacy_stage_view(steps), step_stages(steps)
+    stages = step_stages(steps)
+    average = step_average(steps, stages, ctx.step_trace_average)  # the average the views show
+    origin = ("the step-trace file's own average row" if average.written is not None
+              else f"mean of {len(steps)} steps")
+    return pd.Series(average.shown), origin, legacy_stage_view(steps), stages
 
 
 def _step_range(view: pd.DataFrame) -> tuple[int, int] | None:
