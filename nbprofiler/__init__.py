@@ -9,8 +9,7 @@
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from ._version import __version__  # noqa: F401
 from .errors import (EmptyFileError, FileTooLargeError, MalformedFileError, MissingColumnError,  # noqa: E402
                      NoProfilerDataError, Problem, ProfilerDataError, ProfilerDataWarning, TruncatedFileError)
 from .loader import load  # noqa: E402

@@ -1,0 +1,92 @@
+"""The package's layers: errors/schema -> io -> model -> analysis -> views -> faces. No module imports
+from a later layer (at module level or inside a function), except the documented lazy hooks: a model or
+analysis object's ``show()``/``summary()``/``to_html()``/``_repr_html_`` reaching the layer that draws it."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "nbprofiler"
+LAYERS = ["errors/schema", "io", "model", "analysis", "views", "faces"]
+
+# (importing module, imported module): the lazy hooks, each inside the method named.
+LAZY_HOOKS = {
+    ("nbprofiler.profile", "nbprofiler.analysis.summary"),   # Profile.summary
+    ("nbprofiler.profile", "nbprofiler.views.dashboard"),    # Profile.show
+    ("nbprofiler.profile", "nbprofiler.report"),             # Profile.to_html
+    ("nbprofiler.profile", "nbprofiler.views.repr"),         # Profile/Cluster._repr_html_
+    ("nbprofiler.profile", "nbprofiler.views.cluster"),      # Cluster.show
+    ("nbprofiler.analysis.compare", "nbprofiler.views.compare"),  # Comparison.show
+    ("nbprofiler.analysis.runs", "nbprofiler.views.runs"),        # RunSet.show
+}
+
+
+def layer(module: str) -> int:
+    part = module.split(".")[1] if "." in module else ""
+    if part in ("errors", "schema", "_version"):
+        return 0
+    if part == "io":
+        return 1
+    if part in ("profile", "loader", "parallel", "sql"):
+        return 2
+    if part == "analysis":
+        return 3
+    if part == "views":
+        return 4
+    return 5  # cli, magics, report, nbconvert_offline, _lab, cellprof, testing, samples, synthetic*, the root
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, source: str | None = None):
+    """(imported module, line) for every nbprofiler import in the file (or ``source`` as if it were that
+    file), at any depth."""
+    mod = module_name(path)
+    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    source = path.read_text(encoding="utf-8") if source is None else source
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            if not base.startswith("nbprofiler"):
+                continue
+            if node.module is None:  # from . import x: x is a module
+                yield from ((f"{base}.{a.name}", node.lineno) for a in node.names)
+            else:
+                yield base, node.lineno
+        elif isinstance(node, ast.Import):
+            yield from ((a.name, node.lineno) for a in node.names if a.name.startswith("nbprofiler"))
+
+
+def test_no_module_imports_from_a_later_layer():
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "labextension" in path.parts:
+            continue
+        mod = module_name(path)
+        if mod == "nbprofiler":  # the facade re-exports every layer
+            continue
+        for target, line in imports(path):
+            if layer(target) > layer(mod) and (mod, target) not in LAZY_HOOKS:
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {LAYERS[layer(mod)]} module {mod} "
+                           f"imports {target} ({LAYERS[layer(target)]})")
+    assert bad == []
+
+
+def test_the_layer_rule_catches_an_upward_import():
+    """The check itself: a parser importing the model inside a function is found and ranked upward."""
+    parser = PACKAGE / "io" / "legacy.py"
+    found = [t for t, _ in imports(parser, "def f():\n    from ..profile import Profile\n")]
+    assert found == ["nbprofiler.profile"] and layer(found[0]) > layer(module_name(parser))
+
+
+def test_the_version_is_declared_once_in_step_with_the_package_metadata():
+    from nbprofiler import __version__
+    meta = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^version = "([^"]+)"', meta, re.M).group(1) == __version__
