@@ -107,7 +107,7 @@ def test_runs_without_a_step_trace_compare_their_host_queue_timing():
     host queue handed out (62 and 200 records), and the verdict says where the numbers come from."""
     import numpy as np
     import nbprofiler
-    from nbprofiler.analysis.compare import HOST_QUEUE_SOURCE, host_queue_steps
+    from nbprofiler.analysis.compare import HOST_QUEUE_SOURCE
     a = load_quietly(DATA / "minddata" / "md_bottleneck_map")
     b = load_quietly(DATA / "minddata" / "md_fast")
     c = nbprofiler.compare(a, b)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import nbprofiler
-from nbprofiler.errors import (MalformedFileError, MissingColumnError, ProfilerDataWarning,
+from nbprofiler.errors import (MissingColumnError, ProfilerDataWarning,
                                TruncatedFileError)
 from nbprofiler.io import ascend_ms
 from nbprofiler.io.discover import discover

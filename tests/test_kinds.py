@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import DATA, load_quietly
+from .conftest import load_quietly
 
 
 def test_scope_layers_are_not_op_types():

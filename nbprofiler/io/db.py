@@ -583,7 +583,7 @@ def cluster_step_trace(run: RunFiles) -> pd.DataFrame | None:
         return None
     path, cols = found
     from .ascend_ms import STACKED, STEP_TRACE_COLUMNS
-    df = query(path, f'SELECT * FROM ClusterStepTraceTime WHERE lower("type") = \'rank\' AND "index" = ?',
+    df = query(path, 'SELECT * FROM ClusterStepTraceTime WHERE lower("type") = \'rank\' AND "index" = ?',
                (str(run.device),))
     out = pd.DataFrame({"step": pd.to_numeric(df["step"].astype(str).str.extract(r"(\d+)")[0], errors="coerce")
                         .fillna(0).astype("int64")})
