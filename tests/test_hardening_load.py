@@ -103,11 +103,11 @@ def test_a_file_that_grows_while_it_is_read_is_read_only_as_far_as_it_was_checke
     src = DATA / "mindspore2" / "lenet_pynative"
     csv = next(src.rglob("cpu_op_type_info_0.csv"))
     real = _util.check_size
-    monkeypatch.setattr(_util, "check_size", lambda path, expansion=10.0: real(path, expansion) - 20)
+    monkeypatch.setattr(_util, "check_size", lambda path, family, **kw: real(path, family, **kw) - 20)
     with pytest.warns(ProfilerDataWarning, match="grew while it was read"):
         data = _util.read_bytes(csv)
     assert data == csv.read_bytes()[:-20]
-    monkeypatch.setattr(trace, "check_size", lambda path, expansion=3.0: real(path, expansion) - 1000)
+    monkeypatch.setattr(trace, "check_size", lambda path, family, **kw: real(path, family, **kw) - 1000)
     with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
         trace.load_trace(next(src.rglob("trace_view.json")), progress=False)
     assert err.value.path.name == "trace_view.json"

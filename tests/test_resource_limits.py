@@ -35,5 +35,5 @@ def test_check_size_message_names_file_and_sizes(tmp_path, monkeypatch):
     f.write_bytes(b"[" + b" " * 1_000_000 + b"]")
     monkeypatch.setattr(_util, "available_memory_bytes", lambda: 1_000_000)
     with pytest.raises(FileTooLargeError) as e:
-        _util.check_size(f, expansion=10)
+        _util.check_size(f, "csv")
     assert str(f) in str(e.value)

@@ -15,11 +15,30 @@ from ..errors import (EmptyFileError, FileTooLargeError, MalformedFileError, Mis
                       ProfilerDataError, ProfilerDataWarning, TruncatedFileError)
 
 # A file is refused when parsing it would need more than this fraction of the available memory,
-# given a parser's memory per byte of input (``expansion``).
+# given the parser family's peak memory per byte of input (`EXPANSION`).
 MEMORY_FRACTION = 0.8
+
+# Peak memory of loading a file (through nbprofiler.load and its frame), per byte of the file, by parser
+# family and shape: the worst case measured by benchmarks/bench_memory_guard.py on 100 MB files (peak RSS
+# of a fresh process minus that of an import-only one) x 1.25. Every `check_size` caller names its row.
+# Shapes that cost much more than their family's usual ones are charged only when they are seen:
+# ``trace_big_event`` when an event is too large for the first read (`trace._MAX_EVENT`),
+# ``trace_document`` when an object-form trace has to be read as one document, ``trace_exact`` before the
+# stdlib parse that locates an error, ``csv_careful`` when a CSV's rows are not all as wide as its header.
+EXPANSION = {
+    "trace": 4.7,             # measured 3.72 (object form, many small events; array form 3.50)
+    "trace_big_event": 10.8,  # measured 8.60 (one 100 MB name string; in args 3.47)
+    "trace_document": 10.0,   # measured 8.00 (object form whose event array cannot be placed)
+    "trace_exact": 9.3,       # measured 7.38 (invalid JSON 90 % into an object-form trace; array form 4.69)
+    "csv": 8.7,               # measured 6.94 (short numeric fields; kernel_details rows 6.50, one field 6.06)
+    "csv_careful": 24.7,      # measured 19.70 (kernel_details rows + one short row; a row of commas 16.03)
+    "json": 12.8,             # measured 10.22 (arrays of numbers; nested objects 5.97, one string 5.96)
+    "text": 19.7,             # measured 15.73 (one line of numbers; short records 14.94, op records 13.19)
+}
 
 
 def available_memory_bytes() -> int:
+    """Memory that can be allocated without swapping: psutil's ``available``, else MemAvailable."""
     try:
         import psutil
         return int(psutil.virtual_memory().available)
@@ -33,17 +52,24 @@ def available_memory_bytes() -> int:
     return 1 << 62
 
 
-def check_size(path: Path, expansion: float = 10.0) -> int:
-    """The file's size; raises `FileTooLargeError` if parsing it would exhaust memory."""
+def check_size(path: Path, family: str, extra_bytes: int = 0) -> int:
+    """The file's size; raises `FileTooLargeError` if parsing it as ``family`` (a key of `EXPANSION`)
+    would need more than `MEMORY_FRACTION` of the available memory. ``extra_bytes``: memory the parse
+    needs besides the file's share (e.g. for one event the size of the reader's largest object)."""
+    try:
+        factor = EXPANSION[family]
+    except KeyError:
+        raise ValueError(f"unknown parser family {family!r}; the memory guard knows {sorted(EXPANSION)}") from None
     try:
         size = path.stat().st_size
     except OSError as e:
         raise ProfilerDataError(path, f"cannot read: {e.strerror or e}") from None
-    need = size * expansion
+    need = size * factor + extra_bytes
     avail = available_memory_bytes()
     if need > avail * MEMORY_FRACTION:
         raise FileTooLargeError(path, f"{size / 1e9:.1f} GB would need ~{need / 1e9:.1f} GB of memory to "
-                                      f"parse, {avail / 1e9:.1f} GB available; refused before loading")
+                                      f"parse ({family}: {factor:g}x the file), {avail / 1e9:.1f} GB available; "
+                                      "refused before loading")
     return size
 
 
@@ -58,10 +84,11 @@ def _line_of_offset(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
 
-def read_bytes(path: Path, expansion: float = 10.0) -> bytes:
-    """The file's bytes, at most as many as its size when the memory guard checked it: a file that grows
-    while it is read (a profiler still writing it) is read up to that size, with a warning."""
-    size = check_size(path, expansion)
+def read_bytes(path: Path, family: str = "text") -> bytes:
+    """The file's bytes, at most as many as its size when the memory guard checked it (as ``family``,
+    see `EXPANSION`): a file that grows while it is read (a profiler still writing it) is read up to that
+    size, with a warning."""
+    size = check_size(path, family)
     try:
         with open(path, "rb") as f:
             data = f.read(size + 1)
@@ -87,16 +114,16 @@ def decode(path: Path, data: bytes) -> str:
     return text.lstrip("\ufeff")
 
 
-def read_text(path: Path, expansion: float = 10.0) -> str:
-    data = read_bytes(path, expansion)
+def read_text(path: Path, family: str = "text") -> str:
+    data = read_bytes(path, family)
     if not data.strip():
         raise EmptyFileError(path, "file is empty")
     return decode(path, data)
 
 
-def read_json(path: Path, expansion: float = 12.0):
+def read_json(path: Path, family: str = "json"):
     """Parse a JSON file. Truncation (the document ends early) raises `TruncatedFileError`."""
-    text = read_text(path, expansion)
+    text = read_text(path, family)
     try:
         return json.loads(text)
     except RecursionError:
@@ -200,7 +227,7 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
     that stops in the middle of its last row loads without that row and warns (`TruncatedFileError`).
     ``usecols`` (list or callable on the stripped-or-not header name) selects columns as in pandas.
     """
-    data = read_bytes(path, expansion=8.0)
+    data = read_bytes(path, "csv")
     if not data.strip():
         raise EmptyFileError(path, "file is empty")
     text = decode(path, data)
@@ -230,6 +257,8 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
         except pd.errors.ParserError:
             df = None
     if df is None:
+        # rows as Python lists cost ~3x the fast path: checked now that this reader is needed
+        check_size(path, "csv_careful")
         df = _read_rows(path, text, sep, skipinitialspace, usecols)
     df.columns = [str(c).strip() for c in df.columns]
     if header_map:
@@ -363,5 +392,5 @@ def snake(name: str) -> str:
 
 
 __all__ = ["read_text", "read_json", "read_csv", "read_bytes", "decode", "numeric", "require_keys", "snake",
-           "warn_partial", "check_size", "available_memory_bytes", "skipped_rows", "too_many_bad", "line_of",
-           "BAD_ROW_LIMIT"]
+           "warn_partial", "check_size", "available_memory_bytes", "EXPANSION", "skipped_rows", "too_many_bad",
+           "line_of", "BAD_ROW_LIMIT"]

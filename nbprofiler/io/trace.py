@@ -38,15 +38,11 @@ import pyarrow.compute as pc
 from ..errors import (EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError,
                       TruncatedFileError)
 from . import cache, json_slice
-from ._util import check_size, decode, read_bytes, warn_partial
+from ._util import EXPANSION, check_size, decode, read_bytes, warn_partial
 from .discover import RunFiles
 
 # Roles that hold Chrome-trace JSON, in order of preference.
 TRACE_ROLES = ("trace_view", "timeline", "cann_timeline", "cann_task_time", "cann_hccl")
-
-# Peak memory of the fast path per byte of input (duckdb buffers + Arrow columns + pandas frames);
-# measured by benchmarks/bench_trace_load.py, with headroom.
-PARSE_EXPANSION = 3.0
 
 # Inputs smaller than this load in well under the progress bar's 1 s delay.
 PROGRESS_MIN_BYTES = 50_000_000
@@ -238,7 +234,7 @@ def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: b
     if legacy is None:
         legacy = any("timeline_display" in p.name for p in paths)
     gpu = any(p.name.startswith("gpu_") for p in paths)
-    total = sum(check_size(p, PARSE_EXPANSION) for p in paths)
+    total = sum(check_size(p, "trace") for p in paths)
     with _Progress(total, f"parsing {paths[0].name}" + (f" (+{len(paths) - 1})" if len(paths) > 1 else ""),
                    enabled=progress) as bar:
         chunks: list[_Chunk] = []
@@ -312,9 +308,14 @@ _MIN_BATCH_ROWS = 32768
 _BATCHES_PER_FILE = 32
 _BYTES_PER_EVENT = 200  # typical of MindSpore / torch_npu trace events
 # duckdb's maximum_object_size: first try (one event of an array file; real events are < 1 KB), and the
-# retry / the size of a whole {"traceEvents": [...]} document.
-_MAX_EVENT = 64 * 1024 * 1024
+# retry / the size of a whole {"traceEvents": [...]} document. duckdb reads no less than 16 MB and accepts
+# objects up to about twice the size it is given; an event larger than that (a hostile one) fails the first
+# read, and the retry is charged the memory guard's ``trace_big_event`` factor first.
+_MAX_EVENT = 16 * 1024 * 1024
 _MAX_OBJECT = 2147483647
+# A string value longer than this (no real one is) makes the memory guard check the file again, charging
+# the value ``trace_big_event`` times its length on top (a huge name costs ~8 copies of itself).
+_BIG_VALUE = 1 << 20
 
 
 @dataclasses.dataclass
@@ -388,12 +389,16 @@ def _dict_chunk(col) -> pa.DictionaryArray:
 
 
 def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
-            span: tuple[int, int] | None = None, on_batch=None, checked_size: int | None = None) -> list[_Chunk]:
+            span: tuple[int, int] | None = None, on_batch=None, checked_size: int | None = None,
+            stats: dict | None = None) -> list[_Chunk]:
     """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
     duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
     a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
-    range of the event array of an object-form file (`json_slice.array_span`), read as an array file."""
+    range of the event array of an object-form file (`json_slice.array_span`), read as an array file.
+    ``stats`` (a dict) receives ``longest`` (bytes of the longest string value read)."""
     import queue
+    stats = {} if stats is None else stats
+    stats["longest"] = 0
     url = json_slice.slice_url(path, *span) if span else None
     lit = "'" + (url or str(path)).replace("'", "''") + "'"
     if first == b"[" or span:
@@ -445,6 +450,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
             if isinstance(item, BaseException):
                 raise item
             if item.num_rows:
+                stats["longest"] = max(stats["longest"], _longest(item))
                 chunks.append(_digest(item, offset, dur_sql))
                 offset += item.num_rows
                 if on_batch is not None:
@@ -461,11 +467,22 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     return chunks
 
 
+def _longest(batch: pa.RecordBatch) -> int:
+    """Bytes of the longest string value in ``batch``."""
+    n = 0
+    for col in batch.columns:
+        if isinstance(col.type, pa.ExtensionType):  # duckdb's JSON type arrives as an extension of string
+            col = col.storage
+        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and len(col):
+            n = max(n, int(pc.max(pc.binary_length(col)).as_py() or 0))
+    return n
+
+
 def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
     """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s.
     ``on_batch(nbytes)``: called after each batch with an estimate of the JSON bytes it was read from."""
     path = Path(path)
-    checked = check_size(path, PARSE_EXPANSION)
+    checked = check_size(path, "trace")
     first = _first_byte(path)
     if first not in (b"[", b"{"):
         _exact_check(path)  # raises with the line of the first bad byte
@@ -481,16 +498,27 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
     attempts = [(_COLUMNS, "dur", _MAX_EVENT, span), (_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, span)]
     if span:
         attempts.append((_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, None))
+    stats: dict = {}
+    too_big = False
     for n, (columns, dur_sql, max_event, where) in enumerate(attempts, 1):
+        if where is None and first == b"{":
+            check_size(path, "trace_document")  # duckdb holds the whole document
+        elif too_big and max_event == _MAX_OBJECT:
+            check_size(path, "trace_big_event")  # an event larger than the first read allows
         try:
-            chunks = _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch, checked)
+            chunks = _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch, checked,
+                             stats=stats)
             break
         except read_errors as e:
+            too_big = too_big or "maximum_object_size" in str(e)
             if n == len(attempts):
                 _exact_check(path)
                 raise MalformedFileError(path, f"not a readable Chrome trace: {str(e).splitlines()[0]}") from None
     if first == b"{" and not chunks:
         _exact_check(path, need_trace_events=True)
+    if stats.get("longest", 0) > _BIG_VALUE:
+        # a huge string costs several copies of itself in the frames built next
+        check_size(path, "trace", extra_bytes=int(stats["longest"] * EXPANSION["trace_big_event"]))
     return chunks
 
 
@@ -551,16 +579,17 @@ _WS = re.compile(r"[ \t\r\n]*")
 def exact_events(path: Path) -> list[dict]:
     """The slow exact reference parse (stdlib json): the list of events. Used to locate errors (line
     numbers) and by the tests to check the fast path."""
-    doc = _exact_check(path)
+    doc = _exact_check(path, keep=True)
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
-def _exact_check(path: Path, need_trace_events: bool = False):
+def _exact_check(path: Path, need_trace_events: bool = False, keep: bool = False):
     """Parse ``path`` exactly and raise the typed error (with its line) for whatever is wrong with it.
 
-    Array files are decoded one element at a time so a huge file needs no more than its text in memory.
-    Returns the document when nothing is wrong."""
-    data = read_bytes(path, expansion=PARSE_EXPANSION)
+    Array files are decoded one element at a time so a huge file needs no more than its text in memory
+    (events are kept only with ``keep``). Returns the document (with ``keep`` or for an object-form file;
+    else an empty list) when nothing is wrong."""
+    data = read_bytes(path, "trace_exact")
     if not data.strip():
         raise EmptyFileError(path, "file is empty")
     text = decode(path, data)
@@ -602,6 +631,7 @@ def _exact_check(path: Path, need_trace_events: bool = False):
         raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
                                        "'traceEvents'", line=line_of(i))
     events = []
+    n = 0
     i = _WS.match(text, i + 1).end()
     if text.startswith("]", i):
         return events
@@ -612,15 +642,17 @@ def _exact_check(path: Path, need_trace_events: bool = False):
         except json.JSONDecodeError as e:
             fail(e)
         if not isinstance(obj, dict):
-            raise MalformedFileError(path, f"event {len(events)} is not an object", line=line_of(start))
-        events.append(obj)
+            raise MalformedFileError(path, f"event {n} is not an object", line=line_of(start))
+        if keep:
+            events.append(obj)
+        n += 1
         i = _WS.match(text, i).end()
         if i >= len(text):
             raise TruncatedFileError(path, "JSON ends early (the event array is not closed)", line=line_of(i))
         if text[i] == "]":
             break
         if text[i] != ",":
-            raise MalformedFileError(path, f"invalid JSON: expected ',' or ']' after event {len(events) - 1}",
+            raise MalformedFileError(path, f"invalid JSON: expected ',' or ']' after event {n - 1}",
                                      line=line_of(i))
         i = _WS.match(text, i + 1).end()
     rest = _WS.match(text, i + 1).end()
@@ -632,7 +664,7 @@ def _exact_check(path: Path, need_trace_events: bool = False):
 def _line_of_event(path: Path, index: int) -> int | None:
     """Line (1-based) where event number ``index`` (0-based, file order) starts; exact but slow."""
     try:
-        text = decode(path, read_bytes(path, expansion=PARSE_EXPANSION))
+        text = decode(path, read_bytes(path, "trace"))
     except ProfilerDataError:
         return None
     dec = json.JSONDecoder()
