@@ -158,6 +158,16 @@ def trace_object_invalid(d: Path, size: int) -> Path:
     return p
 
 
+def trace_array_trailing(d: Path, size: int) -> Path:
+    """Valid events followed by other data: the exact parse places the end of the array, then the array
+    alone is read."""
+    p = d / "trace_view.json"
+    _events_array(p, size)
+    with open(p, "ab") as f:
+        f.write(b"\n[garbage after the array]\n")
+    return p
+
+
 def trace_array_invalid(d: Path, size: int) -> Path:
     """Events with a syntax error 90 % into the file: duckdb rejects it, the exact (stdlib json) parse
     then finds the error's line."""
@@ -336,6 +346,7 @@ CASES = [
     ("trace", "object, array not placeable (one document)", trace_object_document, "timeline", "trace_document"),
     ("trace", "array, invalid JSON at 90 % (exact parse)", trace_array_invalid, "timeline", "trace_exact"),
     ("trace", "object, invalid JSON at 90 % (exact parse)", trace_object_invalid, "timeline", "trace_exact"),
+    ("trace", "array, data after it (exact parse, then a read)", trace_array_trailing, "timeline", "trace_exact"),
     ("csv", "kernel_details rows", csv_rows, "kernels", "csv"),
     ("csv", "kernel_details rows, one bad row", csv_rows_one_bad, "kernels", "csv_careful"),
     ("csv", "memory_record short fields", csv_short_fields, "memory", "csv"),

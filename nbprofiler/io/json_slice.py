@@ -128,16 +128,17 @@ def _walk_back(tail: bytes, marks: list[int], open_at: int):
     return _UNDECIDED
 
 
-def array_span(path) -> tuple[int, int] | None:
+def array_span(path, end: int | None = None) -> tuple[int, int] | None:
     """(start, end) byte offsets of the ``traceEvents`` array of an object-form trace, ``[`` to ``]``
     inclusive, checked by decoding everything around it as the rest of the object; None when the array
-    cannot be placed that way (then read the file as one document)."""
+    cannot be placed that way (then read the file as one document). ``end``: the object ends at this
+    byte (data follows it), else at the end of the file."""
     path = Path(path)
-    size = path.stat().st_size
+    size = path.stat().st_size if end is None else end
     with open(path, "rb") as f:
         head = f.read(min(size, EDGE_BYTES))
         f.seek(max(0, size - EDGE_BYTES))
-        tail = f.read()
+        tail = f.read(size - max(0, size - EDGE_BYTES))
     start = _head_start(head)
     if start is None:
         return None

@@ -281,7 +281,7 @@ def parse_events(path: Path) -> pa.Table:
 # digests each batch meanwhile (casts, dictionary codes, and the per-batch sort and gather of the
 # timeline's args), so that little is left once the last batch arrives.
 
-_RAW_SELECT = "SELECT ph, name, cat, pid, tid, id, ts, dur, args FROM {source}"
+_RAW_SELECT = "SELECT ph, name, cat, pid, tid, id, ts, dur, args{extra} FROM {source}"
 
 # Per batch, on the digesting thread. ts is cast from its text: the JSON reader would turn a numeric
 # ts into a double first and lose its sub-us digits. args.type is extracted only where the text can
@@ -390,25 +390,33 @@ def _dict_chunk(col) -> pa.DictionaryArray:
 
 def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
             span: tuple[int, int] | None = None, on_batch=None, checked_size: int | None = None,
-            stats: dict | None = None) -> list[_Chunk]:
+            limit: int | None = None, stats: dict | None = None) -> list[_Chunk]:
     """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
     duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
     a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
-    range of the event array of an object-form file (`json_slice.array_span`), read as an array file.
-    ``stats`` (a dict) receives ``longest`` (bytes of the longest string value read)."""
+    range of an event array (of an object-form file, `json_slice.array_span`, or the array a file starts
+    with when other data follows it), read as an array file. ``limit``: an object-form file read as one
+    document is read up to this byte. ``stats`` (a dict) receives ``longest`` (bytes of the longest string
+    value read) and, for a document read, ``docs`` (how many JSON documents the file holds; only the
+    first one's events are read)."""
     import queue
     stats = {} if stats is None else stats
     stats["longest"] = 0
-    url = json_slice.slice_url(path, *span) if span else None
+    url = json_slice.slice_url(path, *span) if span else \
+        json_slice.slice_url(path, 0, limit) if limit is not None else None
     lit = "'" + (url or str(path)).replace("'", "''") + "'"
-    if first == b"[" or span:
+    as_document = not (first == b"[" or span)
+    if not as_document:
         cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
         source = f"read_json({lit}, format='array', columns={cols}, maximum_object_size={max_event})"
     else:  # one object holding the event list, not placed by array_span: read as one JSON document
+        # duckdb reads every JSON document of the file: only the first one's events are taken, and the
+        # count of the others tells that data follows the document (the caller reports it)
         struct = "STRUCT(" + ", ".join(f"{k} {v}" for k, v in columns.items()) + ")[]"
-        source = (f"(SELECT unnest(traceEvents, recursive := true) FROM read_json({lit}, format='unstructured', "
-                  f"columns={{traceEvents: '{struct}'}}, maximum_object_size={_MAX_OBJECT}))")
-    sql = _RAW_SELECT.format(source=source)
+        source = (f"(SELECT unnest(traceEvents, recursive := true), docs FROM (SELECT traceEvents, count(*) OVER () "
+                  f"AS docs FROM read_json({lit}, format='unstructured', columns={{traceEvents: '{struct}'}}, "
+                  f"maximum_object_size={_MAX_OBJECT}) QUALIFY row_number() OVER () = 1))")
+    sql = _RAW_SELECT.format(source=source, extra=", docs" if as_document else "")
     size = path.stat().st_size
     batches: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
@@ -450,6 +458,8 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
             if isinstance(item, BaseException):
                 raise item
             if item.num_rows:
+                if as_document and "docs" not in stats:
+                    stats["docs"] = int(item.column("docs")[0].as_py())
                 stats["longest"] = max(stats["longest"], _longest(item))
                 chunks.append(_digest(item, offset, dur_sql))
                 offset += item.num_rows
@@ -480,7 +490,9 @@ def _longest(batch: pa.RecordBatch) -> int:
 
 def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
     """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s.
-    ``on_batch(nbytes)``: called after each batch with an estimate of the JSON bytes it was read from."""
+    ``on_batch(nbytes)``: called after each batch with an estimate of the JSON bytes it was read from.
+    Data after the end of the JSON document is ignored with a warning naming its byte offset and line;
+    the document's events load."""
     path = Path(path)
     checked = check_size(path, "trace")
     first = _first_byte(path)
@@ -491,35 +503,100 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
     import duckdb
     # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
     read_errors = (duckdb.Error, pa.ArrowException, OSError)
-    # An object-form trace's event array is read like an array file when its bytes can be placed.
-    span = json_slice.array_span(path) if first == b"{" else None
+    end = None  # the end of the JSON document, when other data follows it
+    if not _ends_like(path, first):
+        # something other than the closing bracket ends the file: the exact parse says what, and where
+        end = _document_end(path)
+    stats: dict = {}
+    while True:
+        chunks, error = _read_attempts(path, first, offset, on_batch, checked, end, stats, read_errors)
+        if chunks is not None:
+            break
+        if end is None:
+            end = _document_end(path)  # raises the error that made every read fail, if not data after it
+        else:  # the document alone cannot be read either
+            _exact_check(path, upto=end)
+            end = None
+        if end is None:
+            raise MalformedFileError(path, f"not a readable Chrome trace: {str(error).splitlines()[0]}")
+    if stats.get("docs", 1) > 1 and end is None:
+        # read as one document: more documents follow the first one (only its events were taken)
+        try:
+            end = _document_end(path)
+        except ProfilerDataError:  # too large for the exact parse, or an error only it sees
+            _warn_trailing(path, None)
+    if first == b"{" and not chunks:
+        _exact_check(path, need_trace_events=True, upto=end)
+    if stats.get("longest", 0) > _BIG_VALUE:
+        # a huge string costs several copies of itself in the frames built next
+        check_size(path, "trace", extra_bytes=int(stats["longest"] * EXPANSION["trace_big_event"]))
+    return chunks
+
+
+def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int, end: int | None,
+                   stats: dict, read_errors) -> tuple[list[_Chunk] | None, Exception | None]:
+    """The fast reads of ``path`` (up to byte ``end`` when given), in order, until one succeeds:
+    (its chunks, None), or (None, the last read's error) when all of them fail."""
+    if end is not None and first == b"[":
+        span = (0, end)  # the array, without what follows it
+    else:
+        # An object-form trace's event array is read like an array file when its bytes can be placed.
+        span = json_slice.array_span(path, end=end) if first == b"{" else None
     # Then, if that fails (some dur is not a number, an event is larger than _MAX_EVENT, or the file is
     # broken): dur read as text (cast what casts) with no practical size limit; an object as one document.
     attempts = [(_COLUMNS, "dur", _MAX_EVENT, span), (_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, span)]
-    if span:
+    if span and first == b"{":
         attempts.append((_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, None))
-    stats: dict = {}
-    too_big = False
-    for n, (columns, dur_sql, max_event, where) in enumerate(attempts, 1):
+    too_big, error = False, None
+    for columns, dur_sql, max_event, where in attempts:
         if where is None and first == b"{":
             check_size(path, "trace_document")  # duckdb holds the whole document
         elif too_big and max_event == _MAX_OBJECT:
             check_size(path, "trace_big_event")  # an event larger than the first read allows
         try:
-            chunks = _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch, checked,
-                             stats=stats)
-            break
+            return _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch, checked,
+                           limit=end, stats=stats), None
         except read_errors as e:
-            too_big = too_big or "maximum_object_size" in str(e)
-            if n == len(attempts):
-                _exact_check(path)
-                raise MalformedFileError(path, f"not a readable Chrome trace: {str(e).splitlines()[0]}") from None
-    if first == b"{" and not chunks:
-        _exact_check(path, need_trace_events=True)
-    if stats.get("longest", 0) > _BIG_VALUE:
-        # a huge string costs several copies of itself in the frames built next
-        check_size(path, "trace", extra_bytes=int(stats["longest"] * EXPANSION["trace_big_event"]))
-    return chunks
+            too_big, error = too_big or "maximum_object_size" in str(e), e
+    return None, error
+
+
+def _ends_like(path: Path, first: bytes) -> bool:
+    """Whether the file's last non-blank byte is the bracket that closes a document opened by ``first``."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        f.seek(max(0, size - 4096))
+        tail = f.read().rstrip(b" \t\r\n")
+    if not tail and size > 4096:
+        return True  # 4 KB of blank space at the end: let the reads decide
+    return tail[-1:] == (b"]" if first == b"[" else b"}")
+
+
+class _TrailingData(MalformedFileError):
+    """The JSON document ends at byte ``end`` and other data starts at byte ``at`` (on line ``line``)."""
+
+    def __init__(self, path, end: int, at: int, line: int):
+        super().__init__(path, f"invalid JSON: data after the end of the document (byte {at:,})", line=line)
+        self.end, self.at = end, at
+
+
+def _document_end(path: Path) -> int | None:
+    """The byte offset where the JSON document ends when data that is not blank follows it (reported
+    with `_warn_trailing`); None when the whole file is one valid document. Raises the error of a file
+    that is invalid otherwise."""
+    try:
+        _exact_check(path)
+    except _TrailingData as t:
+        _warn_trailing(path, t)
+        return t.end
+    return None
+
+
+def _warn_trailing(path: Path, t: _TrailingData | None) -> None:
+    where = f" at byte {t.at:,}" if t is not None else " (a second JSON document; its offset was not located)"
+    warn_partial(MalformedFileError(path, f"data after the end of the JSON document{where} was ignored (the file "
+                                          "is not valid JSON past that point); the document's events loaded",
+                                    line=t.line if t is not None else None))
 
 
 _local = threading.local()
@@ -578,20 +655,26 @@ _WS = re.compile(r"[ \t\r\n]*")
 
 def exact_events(path: Path) -> list[dict]:
     """The slow exact reference parse (stdlib json): the list of events. Used to locate errors (line
-    numbers) and by the tests to check the fast path."""
+    numbers) and by the tests to check the fast path. Data after the document is an error here."""
     doc = _exact_check(path, keep=True)
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
-def _exact_check(path: Path, need_trace_events: bool = False, keep: bool = False):
-    """Parse ``path`` exactly and raise the typed error (with its line) for whatever is wrong with it.
+def _exact_check(path: Path, need_trace_events: bool = False, keep: bool = False, upto: int | None = None):
+    """Parse ``path`` exactly and raise the typed error (with its line) for whatever is wrong with it;
+    `_TrailingData` (a `MalformedFileError`) when the only thing wrong is data after a valid document.
 
     Array files are decoded one element at a time so a huge file needs no more than its text in memory
-    (events are kept only with ``keep``). Returns the document (with ``keep`` or for an object-form file;
-    else an empty list) when nothing is wrong."""
+    (events are kept only with ``keep``). ``upto``: check only the file's first ``upto`` bytes. Returns
+    the document (with ``keep`` or for an object-form file; else an empty list) when nothing is wrong."""
     data = read_bytes(path, "trace_exact")
+    if upto is not None:
+        data = data[:upto]
     if not data.strip():
         raise EmptyFileError(path, "file is empty")
+    bom = 0
+    while data.startswith(b"\xef\xbb\xbf", bom):
+        bom += 3
     text = decode(path, data)
     del data
     dec = json.JSONDecoder()
@@ -605,10 +688,19 @@ def _exact_check(path: Path, need_trace_events: bool = False, keep: bool = False
     def line_of(pos: int) -> int:
         return text.count("\n", 0, pos) + 1
 
+    def byte_of(pos: int) -> int:
+        return bom + (pos if text.isascii() else len(text[:pos].encode("utf-8")))
+
+    def after(doc_end: int) -> None:
+        """Raise `_TrailingData` when anything but blank space follows the document ending at ``doc_end``."""
+        rest = _WS.match(text, doc_end).end()
+        if rest < len(text):
+            raise _TrailingData(path, byte_of(doc_end), byte_of(rest), line_of(rest))
+
     i = _WS.match(text, 0).end()
     if text.startswith("{", i):
         try:
-            doc = json.loads(text)
+            doc, doc_end = dec.raw_decode(text, i)
         except json.JSONDecodeError as e:
             fail(e)
         except RecursionError:
@@ -620,6 +712,7 @@ def _exact_check(path: Path, need_trace_events: bool = False, keep: bool = False
         for n, e in enumerate(doc["traceEvents"]):
             if not isinstance(e, dict):
                 raise MalformedFileError(path, f"event {n} is not an object", field="traceEvents")
+        after(doc_end)
         return doc
     if not text.startswith("[", i):
         try:
@@ -633,31 +726,28 @@ def _exact_check(path: Path, need_trace_events: bool = False, keep: bool = False
     events = []
     n = 0
     i = _WS.match(text, i + 1).end()
-    if text.startswith("]", i):
-        return events
-    while True:
-        start = i
-        try:
-            obj, i = dec.raw_decode(text, i)
-        except json.JSONDecodeError as e:
-            fail(e)
-        if not isinstance(obj, dict):
-            raise MalformedFileError(path, f"event {n} is not an object", line=line_of(start))
-        if keep:
-            events.append(obj)
-        n += 1
-        i = _WS.match(text, i).end()
-        if i >= len(text):
-            raise TruncatedFileError(path, "JSON ends early (the event array is not closed)", line=line_of(i))
-        if text[i] == "]":
-            break
-        if text[i] != ",":
-            raise MalformedFileError(path, f"invalid JSON: expected ',' or ']' after event {n - 1}",
-                                     line=line_of(i))
-        i = _WS.match(text, i + 1).end()
-    rest = _WS.match(text, i + 1).end()
-    if rest < len(text):
-        raise MalformedFileError(path, "invalid JSON: extra data after the event array", line=line_of(rest))
+    if not text.startswith("]", i):
+        while True:
+            start = i
+            try:
+                obj, i = dec.raw_decode(text, i)
+            except json.JSONDecodeError as e:
+                fail(e)
+            if not isinstance(obj, dict):
+                raise MalformedFileError(path, f"event {n} is not an object", line=line_of(start))
+            if keep:
+                events.append(obj)
+            n += 1
+            i = _WS.match(text, i).end()
+            if i >= len(text):
+                raise TruncatedFileError(path, "JSON ends early (the event array is not closed)", line=line_of(i))
+            if text[i] == "]":
+                break
+            if text[i] != ",":
+                raise MalformedFileError(path, f"invalid JSON: expected ',' or ']' after event {n - 1}",
+                                         line=line_of(i))
+            i = _WS.match(text, i + 1).end()
+    after(i + 1)
     return events
 
 
