@@ -2,10 +2,11 @@
 
 A `Profile` holds the `RunFiles` found by discovery and turns them into pandas DataFrames on first
 access (lazily, cached per object). Every frame is declared in `nbprofiler.schema` (columns, dtypes,
-units, clock, sources) and built by the builder of the same name in ``nbprofiler.io.frames``; the result
-is cast to the declared dtypes. A builder raises `ProfilerDataError` for a file it cannot read; the
-Profile records it in ``problems``, warns, and returns the declared empty frame, so "why is this view
-empty?" is always answered by ``prof.problems`` and ``prof.files``.
+units, clock, sources) and built by `builder_of` its name: ``nbprofiler.derive`` for the frames that join
+several file families, else ``nbprofiler.io.frames``; the result is cast to the declared dtypes. A
+builder raises `ProfilerDataError` for a file it cannot read; the Profile records it in ``problems``,
+warns, and returns the declared empty frame, so "why is this view empty?" is always answered by
+``prof.problems`` and ``prof.files``.
 
 Units: every time column carries its unit in its name (``_us``, ``_ms``); each frame's clock is stated
 in its schema entry (most count from ``origin_us``, absolute microseconds of the timeline's start).
@@ -18,16 +19,22 @@ from typing import Callable
 
 import pandas as pd
 
-from . import schema
+from . import derive, schema
 from .errors import Problem, ProfilerDataError, ProfilerDataWarning
 from .io.discover import RunFiles
 from .io import frames as F
 
 
+def builder_of(name: str) -> Callable:
+    """The function that builds frame ``name`` from a run's files: ``nbprofiler.derive``'s for the frames
+    that join several file families, else ``nbprofiler.io.frames``'s."""
+    return getattr(derive, name, None) or getattr(F, name)
+
+
 def _frame(spec: schema.FrameSpec):
-    """A cached property for a declared frame: built by the io builder of the same name, cast to the
-    declared dtypes, load errors turned into problems (and the declared empty frame)."""
-    builder = getattr(F, spec.name)
+    """A cached property for a declared frame: built by `builder_of` its name, cast to the declared
+    dtypes, load errors turned into problems (and the declared empty frame)."""
+    builder = builder_of(spec.name)
 
     def getter(self: "Profile") -> pd.DataFrame:
         if spec.name not in self._cache:
@@ -42,8 +49,8 @@ class Profile:
     """One device/rank of one profiling session. Create with `nbprofiler.load`.
 
     Metadata: ``generation`` ("legacy", "mindspore2", "database", "minddata", "cann", "cluster_analysis",
-    "trace", "metadata"), ``device`` (the id as in the file names), ``rank`` (the rank id where known, else the device id),
-    ``root`` (the folder), ``session`` (the ``*_ascend_ms`` folder name or ""), ``key`` (how
+    "trace", "metadata"), ``device`` (the id as in the file names), ``rank`` (the rank id where known, else
+    the device id), ``root`` (the folder), ``session`` (the ``*_ascend_ms`` folder name or ""), ``key`` (how
     ``devices_found``, ``load(device=...)`` and ``--device`` name it: the rank, or ``"<rank>@<session>"``
     for a later session of the same rank), ``other_sessions`` (keys of the rank's other sessions),
     ``origin_us`` (absolute

@@ -211,3 +211,15 @@ def test_missing_type_column_names_it(tmp_path):
         assert prof.op_types.empty
     (problem,) = prof.problems
     assert problem.kind == "error" and problem.field == "op_type" and "MissingColumnError" in problem.error
+
+
+def test_operators_of_a_device_run_do_not_parse_its_trace():
+    """The operator tables need the device tasks' durations, not their place on the timeline: reading
+    ``ops`` and ``op_types`` leaves trace_view.json unread (its origin is what kernels' start_us needs)."""
+    prof = nbprofiler.load(DATA / "npu/ascend_pt_text_2rank/rank0_ascend_pt")
+    ops, types = prof.ops, prof.op_types
+    assert len(ops) and len(types) and "_trace_data" not in prof._cache and "kernels" not in prof._cache
+    # the same totals as from the kernels frame, whose start times are on the trace's clock
+    again = nbprofiler.load(DATA / "npu/ascend_pt_text_2rank/rank0_ascend_pt")
+    again.kernels
+    assert again.ops[["op_name", "total_time_us", "count"]].equals(ops[["op_name", "total_time_us", "count"]])

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 from nbprofiler import schema
-from nbprofiler.io import frames as F
-from nbprofiler.profile import FRAME_NAMES, Cluster, Profile
+from nbprofiler.profile import FRAME_NAMES, Cluster, Profile, builder_of
 from nbprofiler.views.pages import PAGES
 
 from .conftest import DATA, load_quietly
@@ -34,7 +33,7 @@ def test_every_frame_of_every_dataset_is_as_declared(dataset):
         for name, spec in schema.FRAMES.items():
             df = getattr(prof, name)
             assert spec.mismatches(df) == [], (dataset, prof.key)
-            raw = getattr(F, name)(prof.run, prof)
+            raw = builder_of(name)(prof.run, prof)
             if raw is not None and len(raw):
                 assert [m for m in spec.mismatches(raw) if "dtype" not in m] == [], (dataset, prof.key)
                 seen += 1
@@ -46,7 +45,7 @@ def test_the_schema_declares_exactly_the_profile_frames():
     for name, spec in schema.FRAMES.items():
         prop = getattr(Profile, name)
         assert isinstance(prop, property) and prop.__doc__ == spec.doc()
-        assert callable(getattr(F, name)), f"no builder io.frames.{name}"
+        assert callable(builder_of(name)), f"no builder for {name}"
     for spec in schema.FRAMES.values():
         assert spec.clock in schema.CLOCKS
         assert len(spec.column_names) == len(set(spec.column_names)), spec.name

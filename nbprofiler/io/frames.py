@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..errors import ProfilerDataError
 from ..schema import OP_KINDS, step_stages  # noqa: F401  (their home before the schema; kept for callers)
 from .discover import RunFiles
 
@@ -66,60 +65,6 @@ def step_trace_reduce(run: RunFiles, prof) -> pd.DataFrame | None:
     return None
 
 
-def step_windows(run: RunFiles, prof) -> pd.DataFrame | None:
-    """The `step_windows` frame (declared in `nbprofiler.schema`) from from the kernels' step ids where they
-    exist; else from the step trace's points: CANN step traces share the timeline's monotonic clock, legacy
-    points (device ticks) are shifted by the device time of the first AI Core op (``min_cycle_counter_*`` or
-    ``output_timeline_data_*``) against that op on the timeline. None when the clocks cannot be matched, or
-    when the result does not overlap the timeline at all."""
-    import numpy as np
-
-    from . import legacy
-    kernels = prof.kernels
-    if kernels is not None and not kernels.empty and kernels["step"].notna().any():
-        k = kernels.dropna(subset=["step"])
-        g = (k.assign(end_us=k["start_us"] + k["dur_us"]).groupby("step")
-             .agg(start_us=("start_us", "min"), end_us=("end_us", "max")).reset_index())
-        out = g.assign(step=g["step"].astype("int64"), source="kernel step ids")
-    else:
-        steps = prof.step_trace
-        if steps is None or steps.empty or not {"start_ms", "end_ms"} <= set(steps.columns):
-            return None
-        if run.generation == "cann":
-            shift_us, source = prof.origin_us, "CANN step trace (the timeline's clock)"
-        else:
-            # The earliest AI Core op on the device clock (ms) is the earliest event of the device's own
-            # stream tracks on the timeline; the difference of the two maps device time to timeline time.
-            first_op_ms = legacy.timeline_device_origin_ms(run)
-            anchor_us = _first_device_op_us(prof)
-            if first_op_ms is None or anchor_us is None:
-                return None
-            shift_us, source = first_op_ms * 1000.0 - anchor_us, "step-trace points aligned on the first AI Core op"
-        out = pd.DataFrame({"step": steps["step"].astype("int64"),
-                            "start_us": steps["start_ms"].astype(float) * 1000.0 - shift_us,
-                            "end_us": steps["end_ms"].astype(float) * 1000.0 - shift_us,
-                            "source": source})
-    events = prof.timeline
-    if events is None or events.empty:
-        return out
-    t0, t1 = float(events["start_us"].min()), float((events["start_us"] + events["dur_us"].fillna(0)).max())
-    overlaps = (out["end_us"] > t0) & (out["start_us"] < t1)
-    return out if bool(np.any(overlaps)) else None
-
-
-def _first_device_op_us(prof) -> float | None:
-    """Start (relative us) of the earliest event on the device's own stream tracks of a legacy timeline
-    (pid = the device id; not the AI CPU 9000, communication 10000 or host 11000 processes)."""
-    tracks, events = prof.timeline_tracks, prof.timeline
-    if tracks is None or tracks.empty or events is None or events.empty:
-        return None
-    own = tracks.loc[tracks["pid"].astype(str) == str(prof.device), "track"]
-    if own.empty:
-        own = tracks.loc[~tracks["pid"].astype(str).isin(["9000", "10000", "11000"]), "track"]
-    starts = events.loc[events["track"].isin(own), "start_us"]
-    return float(starts.min()) if len(starts) else None
-
-
 def step_point_info(run: RunFiles, prof):
     from . import legacy
     return legacy.step_point_info(run, prof)
@@ -135,17 +80,9 @@ def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
 
 def ops(run: RunFiles, prof) -> pd.DataFrame | None:
     """The `ops` frame (declared in `nbprofiler.schema`) from every operator-detail file of the run
-    (`nbprofiler.io.ops`), input shapes joined from FRAMEWORK/cpu_framework_*."""
+    (`nbprofiler.io.ops`); `nbprofiler.derive.ops` joins the input shapes of FRAMEWORK/cpu_framework_*."""
     from .ops import ops as build
-    out = build(run, prof)
-    if run.has("cpu_framework") and out is not None:
-        from ._util import warn_partial
-        from .families import input_shapes, join_input_shapes
-        try:
-            out = join_input_shapes(out, prof.input_shapes if prof is not None else input_shapes(run))
-        except ProfilerDataError as err:
-            warn_partial(err)
-    return out
+    return build(run, prof)
 
 
 def kernels(run: RunFiles, prof) -> pd.DataFrame | None:

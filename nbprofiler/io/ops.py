@@ -6,7 +6,8 @@ Kinds and sources (FORMATS.md 3.3-3.5, 3.7, 3.8, 3.16, 3.17, 4.2, 4.3, 5.2, 5.3)
 - ``ai_cpu``: ``aicpu_intermediate_{id}.csv`` (one row per execution, grouped here);
 - ``cpu``: ``cpu_op_type_info_{id}.csv`` / ``cpu_op_detail_info_{id}.csv`` (via `framework`);
 - ``gpu``: ``gpu_op_type_info_{id}.csv`` / ``gpu_op_detail_info_{id}.csv``;
-- ``npu``: ``kernel_details.csv`` (``prof.kernels``) grouped by type / name, or ``op_statistic.csv``.
+- ``npu``: ``kernel_details.csv`` or a profiler database (the device tasks) grouped by type / name, or
+  ``op_statistic.csv``.
 
 Every time is converted to us; ``count`` is the number of executions. ``percent`` in ``op_types`` is
 recomputed from the times (the type's share of its kind's total, 0..100), because the files' own
@@ -287,11 +288,23 @@ def is_communication(k: pd.DataFrame) -> pd.Series:
     return core.isin(COMMUNICATION_CORES) | k["name"].astype(str).str.startswith(("hcom_", "hccl_"))
 
 
-def _npu_part(prof, build, communication: bool | None = None, **assign) -> pd.DataFrame | None:
-    """``build(prof.kernels)``; None when the kernels frame is empty (its own load problems are already
-    in ``prof.problems``: the colleague's kernels builder reports them). ``communication``: True builds
-    from the communication kernels only, False from the others, None from all (``build`` then splits)."""
-    k = prof.kernels
+def _task_rows(run: RunFiles, prof) -> pd.DataFrame | None:
+    """The device tasks: the profile's kernels frame where it is already built; else read for their
+    durations only, start times on the file's own origin (the profile's origin is the trace's earliest
+    event: reading it would parse the whole trace, and no total needs it)."""
+    if prof is not None and "kernels" in getattr(prof, "_cache", {}):
+        return prof.kernels
+    from . import ascend_ms, db
+    if run.has("kernel_details"):
+        return ascend_ms.kernels(run, None)
+    return db.kernels(run, None) if db.has_db(run) else None
+
+
+def _npu_part(run: RunFiles, prof, build, communication: bool | None = None,
+              **assign) -> pd.DataFrame | None:
+    """``build(device tasks)``; None without tasks. ``communication``: True builds from the communication
+    kernels only, False from the others, None from all (``build`` then splits)."""
+    k = _task_rows(run, prof)
     if k is None or k.empty or not {"name", "type", "dur_us"} <= set(k.columns):
         return None
     if communication is not None:
@@ -347,17 +360,17 @@ def npu_types_from_kernel_file(path: Path) -> pd.DataFrame | None:
 def _npu_types(run: RunFiles, prof) -> pd.DataFrame | None:
     # reuse the kernels frame when it is already parsed; else read just the two columns needed
     if prof is not None and "kernels" in getattr(prof, "_cache", {}):
-        return _npu_part(prof, npu_types_from_kernels)
+        return _npu_part(run, prof, npu_types_from_kernels)
     types = npu_types_from_kernel_file(run.get("kernel_details"))
     if types is None:
-        return _npu_part(prof, npu_types_from_kernels)
+        return _npu_part(run, prof, npu_types_from_kernels)
     return types if len(types) else None
 
 
 def _db_types(run: RunFiles, prof) -> pd.DataFrame | None:
     # the kernels frame when it is already built; else the totals aggregated inside the database
     if prof is not None and "kernels" in getattr(prof, "_cache", {}):
-        return _npu_part(prof, npu_types_from_kernels)
+        return _npu_part(run, prof, npu_types_from_kernels)
     from . import db
     return db.op_type_totals(run)
 
@@ -426,7 +439,7 @@ def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
         loaders.append(lambda: npu_types_from_statistic(run.get("op_statistic")).assign(kind="npu"))
         if run.has("kernel_details", "profiler_db", "msprof_db"):
             # op_statistic.csv leaves communication out: its kind comes from the HCCL kernels
-            loaders.append(lambda: _npu_part(prof, npu_types_from_kernels, communication=True))
+            loaders.append(lambda: _npu_part(run, prof, npu_types_from_kernels, communication=True))
     elif run.has("kernel_details"):
         loaders.append(lambda: _npu_types(run, prof))
     elif run.has("profiler_db", "msprof_db"):
@@ -456,7 +469,7 @@ def ops(run: RunFiles, prof) -> pd.DataFrame | None:
     if run.has("gpu_op_detail"):
         loaders.append(lambda: gpu_ops(run.get("gpu_op_detail")))
     if run.has("kernel_details", "profiler_db", "msprof_db"):
-        loaders.append(lambda: _npu_part(prof, npu_ops))
+        loaders.append(lambda: _npu_part(run, prof, npu_ops))
     out = _finish(_collect(loaders), OP_COLUMNS)
     if out is not None:
         out["count"] = out["count"].astype("Int64")
