@@ -74,6 +74,8 @@ class Profile:
         self._problems: list[Problem] = []
         if run.info.get("unparsed"):
             self._problems.append(Problem(file=str(run.root), error=f"NoProfilerDataError: {run.info['unparsed']}"))
+        for where, why in run.info.get("skipped", []):  # seen by discovery, not readable
+            self._problems.append(Problem(file=where, error=why, kind="warning"))
 
     @property
     def other_sessions(self) -> list[str]:

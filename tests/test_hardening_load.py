@@ -44,6 +44,29 @@ def test_symlink_loops_and_special_files_are_skipped_with_a_warning(tmp_path):
     assert any("pipeline_profiling_9.json" in m and "not a regular file" in m for m in said), said
     # the real files still load: MapOp_1 (op 1) is still the bottleneck
     assert summary["minddata"]["bottleneck_op_ids"] == [1] and len(prof.host_queue) == 62
+    # and each entry discovery saw but could not read is a problem of the profile, not only a warning
+    skipped = {os.path.basename(p.file) for p in prof.problems if p.kind == "warning"}
+    assert {"loop_a", "minddata_pipeline_raw_7.csv", "pipeline_profiling_9.json"} <= skipped
+
+
+def test_an_unreadable_framework_folder_is_a_problem_and_the_rest_loads(tmp_path, monkeypatch):
+    """A FRAMEWORK folder that cannot be listed (no read permission: simulated, the tests may run as root)
+    costs its files, named in ``prof.problems``; the session's other files load."""
+    run = _copy(tmp_path, "mindspore2/lenet_pynative")
+    framework = next(run.rglob("FRAMEWORK"))
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path) == os.fspath(framework):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.warns(ProfilerDataWarning, match="FRAMEWORK: folder cannot be listed"):
+        prof = nbprofiler.load(run)
+    problem = next(p for p in prof.problems if p.file == str(framework))
+    assert problem.kind == "warning" and "Permission denied" in problem.error
+    assert prof.ops.empty and len(prof.timeline) == 13801  # trace_view.json (ASCEND_PROFILER_OUTPUT) still loads
 
 
 def test_json_nested_10000_levels_is_a_typed_error_naming_the_file(tmp_path):

@@ -241,7 +241,9 @@ class _Walker:
         try:
             with os.scandir(path) as it:
                 found = sorted(it, key=lambda e: e.name)
-        except OSError:
+        except OSError as err:
+            # an unreadable folder (permissions, a vanished mount): whatever it holds is not read, say so
+            self.skipped.append((path, f"folder cannot be listed ({err.strerror or err}); its files were not read"))
             return []
         self.entries += len(found)
         out = []
@@ -273,6 +275,10 @@ def discover(path: str | os.PathLike) -> list[RunFiles]:
     _walk(path, 0, walker, runs)
     for where, why in walker.skipped:
         warnings.warn(ProfilerDataWarning(f"{where}: {why}"), stacklevel=2)
+        # and a problem entry in every run the entry belongs to (its folder or one above it)
+        for run in runs:
+            if Path(where).is_relative_to(run.root):
+                run.info.setdefault("skipped", []).append((str(where), why))
     if not runs and walker.raw_cann:
         raise NoProfilerDataError(path, "; ".join(unparsed_message(p, True) for p in walker.raw_cann))
     if not runs:
