@@ -28,6 +28,7 @@ from bokeh.resources import INLINE
 
 from .io.discover import classify
 from .views import theme
+from .views.overview import overview_html
 from .views.pages import PAGES, Page
 
 # The page around the Bokeh layout: margins, the font and table styles of the notebook views.
@@ -102,8 +103,9 @@ def report_layout(prof, title: str | None = None, compare_with=None):
         panels.insert(0, TabPanel(child=_section("runs", runs_layout(runset)), title="Runs"))
     header = Div(text=header_html(main, summary, title, prof if _is_cluster(prof) else None),
                  sizing_mode="stretch_width", name="report_header")
-    overview = Div(text=overview_html(summary, comparison, missing, runset), sizing_mode="stretch_width",
-                   name="report_overview")
+    overview = Div(text=overview_html(summary, comparison=comparison, runset=runset, missing=missing,
+                                      problems=False),  # the header lists the problems
+                   sizing_mode="stretch_width", name="report_overview")
     # The overview and the suggestions are the first tab, so every tab is at the top of the page and a
     # click on one visibly changes what is shown.
     summary_panel = TabPanel(child=column(sizing_mode="stretch_width", name="report_summary"), title="Overview")
@@ -149,68 +151,6 @@ def header_html(prof, summary: dict, title: str | None, cluster=None) -> str:
         probs = f"<details><summary>{len(problems)} file(s) could not be read fully</summary><ul>{items}</ul></details>"
     return (f"<div style=\"{theme.PANEL_CSS}\"><h1 style='margin:0 0 6px 0'>{_e(title or _default_title(prof))}</h1>"
             f"<table>{body}</table>{probs}</div>")
-
-
-def overview_html(summary: dict, comparison=None, missing: list[tuple[str, str]] | None = None,
-                  runset=None) -> str:
-    """The numbers a performance engineer reads first: step-trace averages, top operator types per
-    kind, MindData queues and bottleneck, timeline size; with a `Comparison` (or a `RunSet`), its
-    verdicts first; last, ``missing``: (view title, reason) of the views left out of the tabs for lack
-    of data."""
-    parts = []
-    if runset is not None:
-        items = "".join(f"<li><b>{_e(r.run)}</b>: {_e(r.verdict)}</li>" for r in runset.verdicts.itertuples())
-        parts.append(f"<h3>{len(runset.headline)} runs, against the baseline {_e(runset.baseline)}</h3>"
-                     f"<ul class='nbprofiler-verdict'>{items}</ul>")
-    if comparison is not None:
-        items = "".join(f"<li>{_e(s)}</li>" for s in comparison.verdict)
-        parts.append(f"<h3>Compared with {_e(comparison.b_label)} (this run: {_e(comparison.a_label)})</h3>"
-                     f"<ul class='nbprofiler-verdict'>{items}</ul>")
-    st = summary.get("step_trace")
-    if st and st.get("average"):
-        avg = st["average"]
-        cells = "".join(
-            f"<td style='padding:0 10px'>{_e(theme.stage_label(k))}<br><b>{_num(v)} ms</b>"
-            + (f" ({_num(avg.get(k[:-3] + '_percent'), 2)} %)" if avg.get(k[:-3] + "_percent") is not None else "")
-            + "</td>"
-            for k, v in avg.items() if k.endswith("_ms"))
-        parts.append(f"<h3>Step trace: average of {st['total_steps']:,} steps</h3><table><tr>{cells}</tr></table>")
-        from .views.step_trace import average_note
-        note = average_note(st)
-        if note:
-            parts.append(f"<p class='nbprofiler-note'>{_e(note)}</p>")
-    for kind, rows in (summary.get("op_types") or {}).items():
-        top = rows[:5]
-        if not top:
-            continue
-        lis = "".join(f"<tr><td>{_e(r['op_type'])}</td><td style='text-align:right;padding:0 10px'>"
-                      f"{_num(r['total_time_us'], 3)} us</td><td style='text-align:right'>{_num(r['percent'], 2)} %"
-                      f"</td><td style='text-align:right;padding:0 10px'>{_num(r['count'])} calls</td></tr>"
-                      for r in top)
-        parts.append(f"<h3>Top operator types: {_e(theme.kind_label(kind))}</h3><table>{lis}</table>")
-    md = summary.get("minddata")
-    if md:
-        lines = []
-        hq = md.get("host_queue")
-        if hq:
-            lines.append(f"host queue: empty at {hq['empty_steps']:,} of {hq['steps']:,} steps, full at "
-                         f"{hq['full_steps']:,}; average get time {_num(hq.get('avg_get_ms'), 3)} ms")
-        if md.get("pipeline"):
-            names = {p["op_id"]: f"{p['op_type']} (op {p['op_id']})" for p in md["pipeline"]}
-            b = md.get("bottleneck_op_ids") or []
-            lines.append("pipeline bottleneck: " + (", ".join(names.get(i, str(i)) for i in b) if b else "none found"))
-        if lines:
-            parts.append("<h3>MindData</h3><ul>" + "".join(f"<li>{_e(x)}</li>" for x in lines) + "</ul>")
-    tl = summary.get("timeline")
-    if tl:
-        parts.append(f"<h3>Timeline</h3><p>{tl['events']:,} events on {tl['tracks']:,} tracks over "
-                     f"{_num((tl['end_us'] - tl['start_us']) / 1000, 3)} ms</p>")
-    if not parts:
-        parts.append("<p>No step trace, operator, MindData or timeline data was found.</p>")
-    if missing:
-        items = "".join(f"<li><b>{_e(title)}</b>: {_e(reason)}</li>" for title, reason in missing)
-        parts.append(f"<h3>Not in this report (no data)</h3><ul class='nbprofiler-missing'>{items}</ul>")
-    return f"<div style=\"{theme.PANEL_CSS}\"><h2 style='margin:0'>Overview</h2>{''.join(parts)}</div>"
 
 
 def report_suggestions(suggestions: list[dict], panels: list, tabs):

@@ -128,7 +128,7 @@ def test_an_average_row_that_contradicts_itself_is_said_so_with_the_steps_mean()
     bad = inconsistent_average(prof.summary()["step_trace"])
     assert bad["written_total_ms"] == 0.0 and bad["stages_sum_ms"] == pytest.approx(12.4321)
     assert bad["mean"]["total_ms"] == pytest.approx(23.7091)
-    overview = D.overview_html(prof, prof.summary())
+    overview = D.overview_html(prof.summary(), root=prof.root)
     assert "average row says 0.0000 ms per step but its stages add up to 12.4321 ms" in overview
     assert "the 1 recorded step average 23.7091 ms" in overview
     report = report_layout(prof).select_one({"name": "report_overview"}).text

@@ -1,10 +1,25 @@
-"""A view that is one Bokeh layout shown as a widget: the plumbing shared by the compare and cluster views."""
+"""The display plumbing every view shares: a view has a ``widget`` (ipywidgets, holding its Bokeh models
+through jupyter_bokeh) and shows it in the notebook with BokehJS loaded into the page (`bokehjs.show`).
+Views with linkable state (a step, a window, a selected queue) also derive from `traitlets.HasTraits`."""
 from __future__ import annotations
 
 
-class LayoutView:
-    """Subclasses set ``self.layout`` (a Bokeh layout); this adds ``.widget`` (a jupyter_bokeh
-    `BokehModel`, built on first use) and notebook display."""
+class View:
+    """Subclasses set ``self.widget``; this adds ``display()`` and the notebook's rich display."""
+
+    widget = None
+
+    def display(self) -> None:
+        from .bokehjs import show
+        show(self.widget)
+
+    def _ipython_display_(self):
+        self.display()
+
+
+class LayoutView(View):
+    """A view that is one Bokeh layout: subclasses set ``self.layout``; ``widget`` (a jupyter_bokeh
+    `BokehModel`) is built on first use."""
 
     layout = None
     _widget = None
@@ -15,10 +30,3 @@ class LayoutView:
             from jupyter_bokeh import BokehModel
             self._widget = BokehModel(self.layout)
         return self._widget
-
-    def display(self) -> None:
-        from .bokehjs import show
-        show(self.widget)
-
-    def _ipython_display_(self):
-        self.display()

@@ -13,7 +13,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 from . import theme
-from ._layout_view import LayoutView
+from .base import LayoutView
 
 
 def rank_bars_figure(rank_steps_df: pd.DataFrame, stages: list[str], slowest: str | None = None,

@@ -10,7 +10,7 @@ from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool
 from bokeh.plotting import figure
 
 from . import theme
-from ._layout_view import LayoutView
+from .base import LayoutView
 
 GAIN = "#009E73"   # time saved in run b
 LOSS = "#D55E00"   # time added in run b

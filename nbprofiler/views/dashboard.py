@@ -18,6 +18,8 @@ import ipywidgets as W
 import traitlets
 
 from . import theme
+from .base import View
+from .overview import overview_html
 from .pages import DASHBOARD_TABS, page
 
 TABS = DASHBOARD_TABS  # "Overview", then the dashboard pages of `nbprofiler.views.pages`
@@ -56,63 +58,7 @@ def no_data_html(tab: str, prof, why: str = "") -> str:
             f"<div style='{theme.MUTED_CSS}'>Looked for:</div><ul>{looked}</ul>{probs}</div>")
 
 
-def _session_rows(row, ses: dict | None) -> str:
-    """Which session is shown and how to pick another (the rank was profiled several times)."""
-    if not ses:
-        return ""
-    out = row("session", f"{ses['key']} ({ses['folder']})" if ses.get("folder") else ses["key"])
-    if ses.get("other_sessions"):
-        out += row("other sessions", f"{', '.join(ses['other_sessions'])}: nbprofiler.load(path, device=KEY), "
-                                     "%nbprofiler PATH --device KEY or --device KEY on the command line")
-    return out
-
-
-def overview_html(prof, summary: dict, suggestions: bool = True) -> str:
-    """The overview tab: run facts, the average step and its stages, top operator types per kind, the
-    MindData digest and (``suggestions``) the advisor's suggestions. Every value is escaped."""
-    def row(k, v):
-        return f"<tr><th style='text-align:left;padding:1px 12px 1px 0'>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
-
-    parts = [f"<div style=\"{theme.PANEL_CSS}\">",
-             f"<div style='font-size:1.2em;font-weight:600'>{escape(str(prof.root))}</div>",
-             f"<table>{row('generation', summary.get('generation'))}{row('device', summary.get('device'))}"
-             f"{row('devices found', ', '.join(map(str, summary.get('devices_found') or [])))}"
-             f"{_session_rows(row, summary.get('session'))}</table>"]
-    st = summary.get("step_trace")
-    if st:
-        avg = st["average"]
-        cells = "".join(
-            f"<span style='display:inline-block;margin:4px 18px 4px 0'><span style='color:"
-            f"{theme.stage_color(k)}'>■</span> {escape(theme.stage_label(k))}: <b>{avg[k]:.4f} ms</b> "
-            f"({avg.get(k[:-3] + '_percent', 0):.2f} %)</span>"
-            for k in avg if k.endswith("_ms") and k != "total_ms")
-        parts.append(f"<h4 style='margin:8px 0 2px'>Step trace: {st['total_steps']} steps, average "
-                     f"{avg.get('total_ms', 0):.4f} ms per step</h4><div>{cells}</div>")
-        from .step_trace import average_note
-        note = average_note(st)
-        if note:
-            parts.append(f"<div style='{theme.MUTED_CSS}'>{escape(note)}</div>")
-    for kind, types in (summary.get("op_types") or {}).items():
-        top = ", ".join(f"{escape(str(t['op_type']))} {t['percent']:.1f} %" for t in types[:5])
-        parts.append(f"<div><b>{escape(theme.kind_label(kind))} top types:</b> {top}</div>")
-    md = summary.get("minddata")
-    if md and md.get("host_queue"):
-        hq = md["host_queue"]
-        parts.append(f"<div><b>Host queue:</b> empty in {hq['empty_steps']} of {hq['steps']} steps, "
-                     f"full in {hq['full_steps']}</div>")
-    sugg = summary.get("suggestions") or []
-    if sugg and suggestions:
-        from .suggestions import suggestions_html
-        parts.append(suggestions_html(sugg))
-    if summary.get("problems"):
-        items = "".join(f"<li>{escape(str(p.get('file')))}: {escape(str(p.get('error')))}</li>"
-                        for p in summary["problems"])
-        parts.append(f"<h4 style='margin:8px 0 2px'>Problems</h4><ul style='margin:0'>{items}</ul>")
-    parts.append("</div>")
-    return "".join(parts)
-
-
-class Dashboard(traitlets.HasTraits):
+class Dashboard(traitlets.HasTraits, View):
     """Tabs: overview, step trace, operators, MindData, memory, FLOPs, timeline, linked by the selected
     step (a step clicked in the per-step operator chart selects it too); a range box-selected on the
     memory curve moves the timeline there; each suggestion of the overview has buttons that open the
@@ -136,7 +82,7 @@ class Dashboard(traitlets.HasTraits):
         self._panels = {name: W.VBox([], layout=W.Layout(width="100%")) for name in TABS}
         from .suggestions import SuggestionsWidget
         self.suggestions = SuggestionsWidget(self.summary.get("suggestions") or [], on_open=self.open_target)
-        self._panels["Overview"].children = [W.HTML(overview_html(prof, self.summary, suggestions=False)),
+        self._panels["Overview"].children = [W.HTML(overview_html(self.summary, root=prof.root)),
                                              self.suggestions.widget]
         self.widget = W.Tab(children=[self._panels[n] for n in TABS], titles=TABS,
                             layout=W.Layout(width="100%"))
@@ -336,9 +282,3 @@ class Dashboard(traitlets.HasTraits):
                                     "ids, no CANN step trace, no min_cycle_counter/output_timeline_data to align "
                                     "them), so the timeline shows the whole run.</span>")
 
-    def display(self):
-        from .bokehjs import show
-        show(self.widget)
-
-    def _ipython_display_(self):
-        self.display()

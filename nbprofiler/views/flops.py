@@ -15,7 +15,7 @@ from bokeh.plotting import figure
 
 from ..analysis import flops as A
 from . import theme
-from ._layout_view import LayoutView
+from .base import LayoutView
 
 ROW_HEIGHT = 34
 

@@ -22,7 +22,7 @@ from bokeh.plotting import figure
 
 from ..analysis import memory as M
 from . import theme
-from ._layout_view import LayoutView
+from .base import LayoutView
 
 CURVE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8E44AD", "#7F3B08"]
 

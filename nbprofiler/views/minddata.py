@@ -33,6 +33,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 from . import theme
+from .base import View
 from .step_gap import step_gap_figures
 
 # Queue usage 0..100 %: a perceptually uniform ramp; a nearly empty queue is dark, a full one yellow.
@@ -590,7 +591,7 @@ def minddata_layout(frames: dict):
     return theme.themed(column(*parts, sizing_mode="stretch_width", name="minddata_layout"))
 
 
-class MindDataView(traitlets.HasTraits):
+class MindDataView(traitlets.HasTraits, View):
     """The MindData page in a notebook: verdict, pipeline graph (click a queue to see its size over
     time), host/device queues per step, CPU utilisation.
 
@@ -681,9 +682,3 @@ class MindDataView(traitlets.HasTraits):
         if list(edges.selected.indices) != want:
             edges.selected.indices = want
 
-    def display(self):
-        from .bokehjs import show
-        show(self.widget)
-
-    def _ipython_display_(self):
-        self.display()

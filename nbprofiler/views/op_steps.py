@@ -19,7 +19,7 @@ from bokeh.plotting import figure
 
 from ..analysis import op_steps as A
 from . import theme
-from ._layout_view import LayoutView
+from .base import LayoutView
 
 TOP_TYPES = 8
 # Per step, the longest executions shipped to the page: enough to find what made a step slow, few enough

@@ -25,6 +25,7 @@ from bokeh.plotting import figure
 from ..analysis import operators as A
 from ..schema import OP_KINDS
 from . import theme
+from .base import View
 
 OTHER = "Other"     # the folded row of analysis.operators.top_types
 ALL_TYPES = ""          # type filter value meaning "every type"
@@ -272,7 +273,7 @@ def operators_layout(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kinds: lis
 
 
 # -- widget ----------------------------------------------------------------------------------------
-class OperatorsView(traitlets.HasTraits):
+class OperatorsView(traitlets.HasTraits, View):
     """Notebook operators view of a `Profile`. ``top_n`` (int) re-folds the charts; ``type_filter``
     (str, "" = all) and ``step`` (int or None) are the linkable state, set with `set_type_filter` /
     `set_step`; a click on a chart type updates ``type_filter`` through jupyter_bokeh."""
@@ -401,9 +402,3 @@ class OperatorsView(traitlets.HasTraits):
             bar.y_range.factors = list(reversed(list(self._model(f"op_types_src_{k}").data["op_type"])))
             self._refill(k)
 
-    def display(self):
-        from .bokehjs import show
-        show(self.widget)
-
-    def _ipython_display_(self):
-        self.display()

@@ -14,7 +14,7 @@ from bokeh.plotting import figure
 
 from ..analysis.runs import HEADLINE
 from . import theme
-from ._layout_view import LayoutView
+from .base import LayoutView
 
 LINE = "#0072B2"
 

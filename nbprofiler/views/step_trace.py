@@ -24,6 +24,7 @@ from bokeh.core.properties import value
 from bokeh.plotting import figure
 
 from . import theme
+from .base import View
 
 AVERAGE = 0
 TOTAL_ROW = "Total"
@@ -394,7 +395,7 @@ def _no_data_html(what: str, why: str) -> str:
 
 
 # -- widget ----------------------------------------------------------------------------------------
-class StepTraceView(traitlets.HasTraits):
+class StepTraceView(traitlets.HasTraits, View):
     """Notebook step-trace view of a `Profile` (or a `Cluster`: adds one stacked bar per rank for the
     selected step). ``step`` (int, 0 = average) is the linkable state; ``.widget`` is the ipywidget."""
 
@@ -474,9 +475,3 @@ class StepTraceView(traitlets.HasTraits):
         hit = self.steps[self.steps["step"] == s]
         return (float(hit["start_ms"].iloc[0]), float(hit["end_ms"].iloc[0])) if len(hit) else None
 
-    def display(self):
-        from .bokehjs import show
-        show(self.widget)
-
-    def _ipython_display_(self):
-        self.display()

@@ -31,6 +31,7 @@ from bokeh.models import (Arrow, BooleanFilter, BoxSelectTool, CDSView, ColumnDa
 from bokeh.plotting import figure
 
 from . import theme
+from .base import View
 
 MAX_GLYPHS = 20_000          # never send more bars than this to the browser
 MAX_FLOWS = 2_000
@@ -366,7 +367,7 @@ def _frames_of(prof_or_frames) -> dict:
     return {k: getattr(prof_or_frames, k) for k in keys}
 
 
-class TimelineView(traitlets.HasTraits):
+class TimelineView(traitlets.HasTraits, View):
     """The timeline in a notebook, re-queried from Python on zoom and pan.
 
     ``prof_or_frames``: a `Profile` or a dict with ``timeline``, ``timeline_tracks`` and optionally
@@ -640,13 +641,6 @@ class TimelineView(traitlets.HasTraits):
                 text += f"; {total:,} matches"
         self.status.value = f"<span style='{theme.MUTED_CSS}'>{_esc(text)}</span>"
         self.legend.value = _legend_html(self.source.data)
-
-    def display(self):
-        from .bokehjs import show
-        show(self.widget)
-
-    def _ipython_display_(self):
-        self.display()
 
 
 def _legend_html(bars: dict) -> str:

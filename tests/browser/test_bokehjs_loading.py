@@ -1,11 +1,13 @@
 """BokehJS is the page's, not the kernel's: every display path draws its plots after a page reload with the
-kernel still running, in a second tab, and in a fresh notebook (`compare(a, b).show()`, `cluster.show()`,
-a view's own `display()`). Plots are counted as rendered canvases; a missing BokehJS shows jupyter_bokeh's
-"javascript error" instead, and raises in the page."""
+kernel still running, in a second tab, in a notebook restored from disk with a new kernel, and in a fresh
+notebook (`compare(a, b).show()`, `cluster.show()`, a view's own `display()`). Plots are counted as
+rendered canvases; a missing BokehJS shows jupyter_bokeh's "javascript error" instead, and raises in the
+page."""
 from __future__ import annotations
 
+import nbformat
 from conftest import guard_page
-from helpers import REPO, open_and_run_all, open_notebook, run_all, save_screenshot, write_notebook
+from helpers import REPO, open_and_run_all, open_notebook, run_all, save_screenshot, wait_stable, write_notebook
 
 DATA = (REPO.parent / "shared" / "data").resolve()
 WIDEDEEP = DATA / "legacy" / "run_1_widedeep"
@@ -23,6 +25,14 @@ def _wait_plots(page, at_least: int) -> int:
     """Until the notebook's outputs hold ``at_least`` canvases; returns how many."""
     page.wait_for_function(f"() => ({_OUTPUT_CANVASES_JS})() >= {at_least}")
     return page.evaluate(_OUTPUT_CANVASES_JS)
+
+
+def _saved_outputs(path) -> int | None:
+    """Outputs of the notebook's second cell on disk (None while the file is missing them or being written)."""
+    try:
+        return len(nbformat.read(str(path), as_version=4).cells[1].outputs) or None
+    except Exception:  # noqa: BLE001 - a file half written by the server reads as not saved yet
+        return None
 
 
 def _no_bokeh_errors(page) -> None:
@@ -52,6 +62,27 @@ def test_dashboard_draws_after_a_reload_and_in_a_second_tab(lab, page):
     assert _wait_plots(second, first) >= first
     _no_bokeh_errors(second)
     second.close()
+
+
+def test_a_restored_notebook_draws_when_run_again(lab, page):
+    """The next day: the notebook was saved with its outputs, its kernel is gone, JupyterLab opens it
+    from disk. Its old outputs must not break the page, and running it again draws every plot."""
+    path = write_notebook(lab.root / "restored.ipynb", ["%load_ext nbprofiler",
+                                                        f"%nbprofiler {str(WIDEDEEP)!r} --as wd"])
+    open_and_run_all(page, lab, "restored.ipynb", 2)
+    first = _wait_plots(page, 1)
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    wait_stable(page, lambda: _saved_outputs(path), "the notebook saved with its outputs")
+    for kernel in lab.api("GET", "/api/kernels"):
+        lab.api("DELETE", f"/api/kernels/{kernel['id']}")
+    open_notebook(page, lab, "restored.ipynb")  # a new kernel; the outputs are the saved ones
+    restored = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").nth(1)
+    restored.locator(".jp-OutputArea-output").first.wait_for(state="attached")
+    _no_bokeh_errors(page)
+    run_all(page, 2)
+    assert _wait_plots(page, first) >= first
+    _no_bokeh_errors(page)
+    save_screenshot(page, "bokehjs_restored_notebook")
 
 
 def test_fresh_notebook_compare_cluster_and_a_view_draw(lab, page):

@@ -1,0 +1,114 @@
+"""The overview of a run, rendered once from its summary (`Profile.summary()`): the dashboard's Overview
+tab and the offline report's Overview tab show this HTML (the dashboard adds the suggestions as widgets,
+the report as buttons that work without a kernel). Every value is escaped."""
+from __future__ import annotations
+
+import math
+from html import escape
+
+from . import theme
+
+
+def _num(value, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{float(value):,.{digits}f}"
+
+
+def _row(key, value) -> str:
+    return (f"<tr><th style='text-align:left;padding:1px 12px 1px 0'>{escape(str(key))}</th>"
+            f"<td>{escape(str(value))}</td></tr>")
+
+
+def _facts(summary: dict, root) -> str:
+    rows = [_row("generation", summary.get("generation")), _row("device", summary.get("device")),
+            _row("devices found", ", ".join(map(str, summary.get("devices_found") or [])))]
+    ses = summary.get("session")
+    if ses:  # the rank was profiled several times: which session is shown, and how to pick another
+        rows.append(_row("session", f"{ses['key']} ({ses['folder']})" if ses.get("folder") else ses["key"]))
+        if ses.get("other_sessions"):
+            rows.append(_row("other sessions", f"{', '.join(ses['other_sessions'])}: nbprofiler.load(path, "
+                                               "device=KEY), %nbprofiler PATH --device KEY or --device KEY on "
+                                               "the command line"))
+    return (f"<div style='font-size:1.2em;font-weight:600'>{escape(str(root))}</div>"
+            f"<table>{''.join(rows)}</table>")
+
+
+def _step_trace(st: dict) -> str:
+    avg = st["average"]
+    cells = "".join(
+        f"<span style='display:inline-block;margin:4px 18px 4px 0'><span style='color:"
+        f"{theme.stage_color(k)}'>■</span> {escape(theme.stage_label(k))}: <b>{_num(avg[k])} ms</b>"
+        + (f" ({_num(avg.get(k[:-3] + '_percent'), 2)} %)" if avg.get(k[:-3] + "_percent") is not None else "")
+        + "</span>"
+        for k in avg if k.endswith("_ms") and k != "total_ms")
+    out = (f"<h4 style='margin:8px 0 2px'>Step trace: average of {st['total_steps']:,} steps, "
+           f"{_num(avg.get('total_ms', 0.0))} ms per step</h4><div>{cells}</div>")
+    from .step_trace import average_note
+    note = average_note(st)
+    if note:
+        out += f"<div style='{theme.MUTED_CSS}' class='nbprofiler-note'>{escape(note)}</div>"
+    return out
+
+
+def _operators(op_types: dict) -> str:
+    lines = []
+    for kind, types in op_types.items():
+        if not types:
+            continue
+        top = ", ".join(f"{escape(str(t['op_type']))} {t['percent']:.1f} % ({_num(t['total_time_us'] / 1000, 3)} ms, "
+                        f"{_num(t['count'])} calls)" for t in types[:5])
+        lines.append(f"<div><b>{escape(theme.kind_label(kind))} top types:</b> {top}</div>")
+    return "".join(lines)
+
+
+def _minddata(md: dict) -> str:
+    lines = []
+    hq = md.get("host_queue")
+    if hq:
+        lines.append(f"host queue: empty at {hq['empty_steps']:,} of {hq['steps']:,} steps, full at "
+                     f"{hq['full_steps']:,}; average get time {_num(hq.get('avg_get_ms'), 3)} ms")
+    if md.get("pipeline"):
+        names = {p["op_id"]: f"{p['op_type']} (op {p['op_id']})" for p in md["pipeline"]}
+        b = md.get("bottleneck_op_ids") or []
+        lines.append("pipeline bottleneck: " + (", ".join(names.get(i, str(i)) for i in b) if b else "none found"))
+    return f"<div><b>MindData:</b> {escape('; '.join(lines))}</div>" if lines else ""
+
+
+def overview_html(summary: dict, root=None, comparison=None, runset=None,
+                  missing: list[tuple[str, str]] | None = None, problems: bool = True) -> str:
+    """The overview: (``root`` given) the run's folder and facts; a `RunSet`'s or a `Comparison`'s verdicts;
+    the average step and its stages; the top operator types per kind; the MindData digest; the timeline's
+    size; ``missing`` ((view title, reason) of the views without data); (``problems``) what failed to load."""
+    parts = [_facts(summary, root)] if root is not None else []
+    if runset is not None:
+        items = "".join(f"<li><b>{escape(str(r.run))}</b>: {escape(str(r.verdict))}</li>"
+                        for r in runset.verdicts.itertuples())
+        parts.append(f"<h4 style='margin:8px 0 2px'>{len(runset.headline)} runs, against the baseline "
+                     f"{escape(str(runset.baseline))}</h4><ul class='nbprofiler-verdict'>{items}</ul>")
+    if comparison is not None:
+        items = "".join(f"<li>{escape(s)}</li>" for s in comparison.verdict)
+        parts.append(f"<h4 style='margin:8px 0 2px'>Compared with {escape(comparison.b_label)} (this run: "
+                     f"{escape(comparison.a_label)})</h4><ul class='nbprofiler-verdict'>{items}</ul>")
+    body = []
+    if (summary.get("step_trace") or {}).get("average"):
+        body.append(_step_trace(summary["step_trace"]))
+    body.append(_operators(summary.get("op_types") or {}))
+    body.append(_minddata(summary.get("minddata") or {}))
+    tl = summary.get("timeline")
+    if tl:
+        body.append(f"<div><b>Timeline:</b> {tl['events']:,} events on {tl['tracks']:,} tracks over "
+                    f"{_num((tl['end_us'] - tl['start_us']) / 1000, 3)} ms</div>")
+    body = [b for b in body if b]
+    parts += body or ["<p>No step trace, operator, MindData or timeline data was found.</p>"]
+    if missing:
+        items = "".join(f"<li><b>{escape(title)}</b>: {escape(reason)}</li>" for title, reason in missing)
+        parts.append(f"<h4 style='margin:8px 0 2px'>Not in this report (no data)</h4>"
+                     f"<ul class='nbprofiler-missing'>{items}</ul>")
+    if problems and summary.get("problems"):
+        items = "".join(f"<li>{escape(str(p.get('file')))}: {escape(str(p.get('error')))}</li>"
+                        for p in summary["problems"])
+        parts.append(f"<h4 style='margin:8px 0 2px'>Problems</h4><ul style='margin:0'>{items}</ul>")
+    return f"<div style=\"{theme.PANEL_CSS}\" class='nbprofiler-overview'>{''.join(parts)}</div>"
