@@ -122,10 +122,35 @@ def test_set_step_uses_kernel_steps_where_present():
     assert len(steps) >= 1
     s = int(steps[0])
     view.set_step(s)
-    src = view._model("op_table_src_npu")
     k = prof.kernels[prof.kernels["step"] == s]
-    assert sum(src.data["count"]) == len(k)
-    assert sum(src.data["total_time_us"]) == pytest.approx(k["dur_us"].sum())
+    for core in ("AI_CORE", "AI_VECTOR_CORE"):  # each core's tab: that core's tasks of the step
+        src = view._model(f"op_table_src_{O.core_kind(core)}")
+        mine = k[k["accelerator_core"] == core]
+        assert sum(src.data["count"]) == len(mine) > 0
+        assert sum(src.data["total_time_us"]) == pytest.approx(mine["dur_us"].sum())
+
+
+def test_npu_operators_have_a_tab_per_accelerator_core_and_communication_apart():
+    """kernel_details_591 ran on five cores (520 AI Vector Core tasks, 25 MIX AIV, 13 AI Core, 7 AI CPU,
+    7 DSA SQE) plus 19 HCCL tasks: one tab per core, busiest first, the collectives in their own tab."""
+    prof = load_quietly("npu/kernel_details_591")
+    view = O.OperatorsView(prof)
+    titles = [t.title for t in view._model("operators_tabs").tabs]
+    assert titles[0] == "NPU · AI Vector Core" and titles[-1] == "Communication"
+    assert set(titles) == {"NPU · AI Vector Core", "NPU · AI Core", "NPU · DSA SQE", "NPU · AI CPU",
+                           "NPU · MIX AIV", "Communication"}
+    k = prof.kernels
+    for core in ("AI_VECTOR_CORE", "AI_CORE", "AI_CPU", "MIX_AIV", "DSA_SQE"):
+        kind = O.core_kind(core)
+        table = view._model(f"op_table_src_{kind}").data
+        assert sum(table["count"]) == (k["accelerator_core"] == core).sum()
+        types = view._model(f"op_types_src_{kind}").data  # the chart: that core's types, shares of its time
+        assert sum(types["percent"]) == pytest.approx(100.0)
+    assert sum(view._model("op_table_src_communication").data["count"]) == 19
+    view.select_kind("npu")  # the advisor's evidence names the kind: the busiest core's tab opens
+    assert view.kind == "npu_ai_vector_core"
+    # one core only (the database run): one NPU tab as before
+    assert [t.title for t in O.OperatorsView(load_quietly("npu/msprof_db"))._model("operators_tabs").tabs] == ["NPU"]
 
 
 def test_set_step_without_step_ids_says_so(lenet_cpu):

@@ -11,6 +11,8 @@ Times are microseconds (``_us``) as in the frames; ``percent`` is 0..100 of the 
 """
 from __future__ import annotations
 
+import re
+
 import math
 
 import ipywidgets as W
@@ -60,13 +62,59 @@ def sort_ops(ops_df: pd.DataFrame, by: str = "total_time_us", descending: bool =
 def step_ops(kernels_df: pd.DataFrame, step: int) -> pd.DataFrame:
     """The operators of one step from the ``kernels`` frame (which carries ``step``), in the ``ops``
     layout: ``kind`` ("npu"), ``op_name``, ``op_type``, ``total_time_us`` (sum of ``dur_us``), ``count``,
-    ``avg_time_us``; sorted by total time descending."""
+    ``avg_time_us`` and, where the kernels say, ``accelerator_core``; sorted by total time descending."""
     k = kernels_df[kernels_df["step"] == step]
-    g = k.groupby(["name", "type"], sort=False, observed=True)["dur_us"].agg(["sum", "count"]).reset_index()
+    keys = ["name", "type"] + (["accelerator_core"] if "accelerator_core" in k.columns else [])
+    g = k.groupby(keys, sort=False, observed=True)["dur_us"].agg(["sum", "count"]).reset_index()
     out = pd.DataFrame({"kind": "npu", "op_name": g["name"].astype(str), "op_type": g["type"].astype(str),
                         "total_time_us": g["sum"].astype(float), "count": g["count"].astype("int64")})
+    if "accelerator_core" in g.columns:
+        out["accelerator_core"] = g["accelerator_core"].astype(str).to_numpy()
     out["avg_time_us"] = out["total_time_us"] / out["count"]
     return sort_ops(out).reset_index(drop=True)
+
+
+def core_kind(core) -> str:
+    """The panel key of NPU operators that ran on accelerator core ``core``: ``AI_VECTOR_CORE`` ->
+    ``npu_ai_vector_core`` (its tab reads "NPU · AI Vector Core"); a core the file leaves out (N/A)
+    -> ``npu_unknown``."""
+    key = re.sub(r"[^a-z0-9]+", "_", str(core).strip().lower()).strip("_")
+    return "npu_" + (key if key not in ("", "n_a", "nan", "none") else "unknown")
+
+
+def split_by_core(op_types_df: pd.DataFrame, ops_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Where the NPU operators ran on several accelerator cores: ``ops`` with each NPU row's ``kind``
+    re-keyed by its core (`core_kind`), and ``op_types`` with the NPU types regrouped from those rows per
+    core (``percent`` of that core's time; a type on two cores is in both tabs). Else both unchanged."""
+    if ops_df.empty or "accelerator_core" not in ops_df.columns:
+        return op_types_df, ops_df
+    npu = ops_df["kind"] == "npu"
+    keys = ops_df.loc[npu, "accelerator_core"].map(core_kind)
+    if keys.nunique() < 2:
+        return op_types_df, ops_df
+    ops = ops_df.copy()
+    ops.loc[npu, "kind"] = keys
+    g = (ops[npu].groupby(["kind", "op_type"], observed=True)
+         .agg(total_time_us=("total_time_us", "sum"), count=("count", "sum")).reset_index())
+    g["avg_time_us"] = g["total_time_us"] / g["count"].astype("float64")
+    g["percent"] = g["total_time_us"] / g.groupby("kind")["total_time_us"].transform("sum") * 100
+    g["file_percent"] = float("nan")
+    types = pd.concat([op_types_df[op_types_df["kind"] != "npu"], g], ignore_index=True)
+    return types, ops
+
+
+def panel_kinds(op_types_df: pd.DataFrame, ops_df: pd.DataFrame) -> list[str]:
+    """The operator panels in display order: the device kinds present in `OP_KINDS` order, the NPU's
+    cores (after `split_by_core`) in its place, busiest first."""
+    present = set(op_types_df["kind"].dropna()) | set(ops_df["kind"].dropna())
+    cores = (op_types_df[op_types_df["kind"].astype(str).str.startswith("npu_")]
+             .groupby("kind")["total_time_us"].sum().sort_values(ascending=False).index.tolist())
+    out = []
+    for k in OP_KINDS:
+        out += cores if k == "npu" else []
+        if k in present:
+            out.append(k)
+    return out
 
 
 def pie_angles(types_df: pd.DataFrame) -> pd.DataFrame:
@@ -260,10 +308,11 @@ def operators_panel(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kind: str, 
 
 def operators_layout(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kinds: list[str] | None = None,
                      top_n: int = 20, mode: str = "pie"):
-    """One tab per device kind present (AI Core, AI CPU, CPU, GPU, NPU), each an `operators_panel`."""
+    """One tab per device kind present (AI Core, AI CPU, CPU, GPU, NPU: one per accelerator core where its
+    operators ran on several, communication apart), each an `operators_panel`."""
     if kinds is None:
-        present = set(op_types_df["kind"].dropna()) | set(ops_df["kind"].dropna())
-        kinds = [k for k in OP_KINDS if k in present]
+        op_types_df, ops_df = split_by_core(op_types_df, ops_df)
+        kinds = panel_kinds(op_types_df, ops_df)
     if not kinds:
         return Div(text=f"<div style=\"{theme.PANEL_CSS}{theme.MUTED_CSS}\">No operator data.</div>",
                    name="operators_empty")
@@ -291,9 +340,10 @@ class OperatorsView(traitlets.HasTraits, View):
         else:
             self.op_types, self.ops, self.kernels = prof_or_frames.op_types, prof_or_frames.ops, prof_or_frames.kernels
         self.set_trait("top_n", top_n)
-        self.layout = operators_layout(self.op_types, self.ops, None, top_n, mode)
-        self.kinds = [k for k in OP_KINDS
-                      if self._model(f"op_panel_{k}") is not None]
+        # NPU operators that ran on several accelerator cores get a tab per core (kind npu_<core>)
+        self.op_types, self.ops = split_by_core(self.op_types, self.ops)
+        self.kinds = panel_kinds(self.op_types, self.ops)
+        self.layout = operators_layout(self.op_types, self.ops, self.kinds, top_n, mode)
         self.kind = self.kinds[0] if self.kinds else None
         for k in self.kinds:
             self._model(f"op_type_filter_{k}").on_change("value", self._on_js_filter)
@@ -315,8 +365,11 @@ class OperatorsView(traitlets.HasTraits, View):
             self.type_filter = new
 
     def _kind_ops(self, kind) -> pd.DataFrame:
-        if self.step is not None and self.kernels is not None and "step" in self.kernels and kind == "npu":
-            return step_ops(self.kernels, self.step)
+        if self.step is not None and self.kernels is not None and "step" in self.kernels and kind.startswith("npu"):
+            ops = step_ops(self.kernels, self.step)
+            if kind != "npu":
+                ops = ops.assign(kind=ops["accelerator_core"].map(core_kind))
+            return ops[ops["kind"] == kind]
         return self.ops[self.ops["kind"] == kind]
 
     def visible_ops(self, kind: str | None = None) -> pd.DataFrame:
@@ -352,7 +405,10 @@ class OperatorsView(traitlets.HasTraits, View):
         return False
 
     def select_kind(self, kind: str) -> None:
-        """Show the tab of device kind ``kind`` (``ai_core``, ``cpu``, ...)."""
+        """Show the tab of device kind ``kind`` (``ai_core``, ``cpu``, ...; ``npu`` is the busiest core's
+        tab where NPU operators have a tab per core)."""
+        if kind == "npu" and kind not in self.kinds:
+            kind = next((k for k in self.kinds if k.startswith("npu_")), kind)
         if kind not in self.kinds:
             raise ValueError(f"no {kind!r} operators here; kinds: {self.kinds}")
         self.kind = kind

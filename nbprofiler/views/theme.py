@@ -150,8 +150,14 @@ def op_type_color(op_type: str) -> str:
 
 
 def kind_label(kind: str) -> str:
-    """Display name of a device kind: ``ai_core`` -> "AI Core"."""
-    return KIND_LABELS.get(kind, kind)
+    """Display name of a device kind: ``ai_core`` -> "AI Core"; an NPU core's panel ``npu_ai_vector_core``
+    -> "NPU · AI Vector Core"."""
+    if kind in KIND_LABELS:
+        return KIND_LABELS[kind]
+    if kind.startswith("npu_"):
+        core = " ".join(w.upper() if len(w) <= 3 else w.capitalize() for w in kind[4:].split("_"))  # AI, SQE
+        return f"NPU · {core}"
+    return kind
 
 
 def axis_label(quantity: str, unit: str | None = None) -> str:
