@@ -12,6 +12,7 @@ from bokeh.models import (ColorBar, ColumnDataSource, DataTable, Div, FactorRang
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
+from .. import schema
 from . import theme
 from .base import LayoutView
 
@@ -201,17 +202,48 @@ def communication_layout(cluster):
                   sizing_mode="stretch_width", name="cluster_communication")
 
 
+# The ranks a cluster page's timeline stacks at first (their tracks fit a screen); any others with
+# TimelineView(cluster, ranks=[...]).
+TIMELINE_RANKS = 8
+
+
 class ClusterView(LayoutView):
-    """``ClusterView(cluster, engine=None).display()``: per-rank bars, heatmap and slow-rank table."""
+    """``ClusterView(cluster, engine=None).display()``: per-rank bars, heatmap and slow-rank table, the
+    communication matrix and links, and (where the ranks have timelines) a folded timeline of the first
+    `TIMELINE_RANKS` ranks stacked on one clock, built when unfolded (``.timeline``, a `TimelineView`)."""
 
     def __init__(self, cluster, engine: str | None = None):
         from ..analysis.cluster import rank_summary
         self.cluster = cluster
         self.summary = rank_summary(cluster, engine=engine)
         self.layout = cluster_layout(self.summary)
+        self.timeline = None
         comm = communication_layout(cluster)
         if comm is not None:
             self.layout = column(self.layout, comm, sizing_mode="stretch_width", name="cluster_page")
+
+    @property
+    def widget(self):
+        if self._widget is None:
+            import ipywidgets as W
+            from jupyter_bokeh import BokehModel
+            parts = [BokehModel(self.layout)]
+            roles = schema.FRAMES["timeline"].roles
+            ranks = [r for r in self.cluster.ranks if self.cluster[r].has(*roles)][:TIMELINE_RANKS]
+            if len(ranks) > 1:
+                holder = W.VBox([])
+                fold = W.Accordion(children=[holder], selected_index=None, layout=W.Layout(width="100%"),
+                                   titles=(f"Timeline of ranks {', '.join(ranks)} on one clock",))
+
+                def build(change):
+                    if change["new"] == 0 and not holder.children:
+                        from .timeline import TimelineView
+                        self.timeline = TimelineView(self.cluster, ranks=ranks)
+                        holder.children = [self.timeline.widget]
+                fold.observe(build, names="selected_index")
+                parts.append(fold)
+            self._widget = W.VBox(parts, layout=W.Layout(width="100%"))
+        return self._widget
 
 
 __all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",

@@ -360,33 +360,40 @@ def counter_figure(counters_df: pd.DataFrame | None, x_range: Range1d, width: in
 
 
 # -- widget -----------------------------------------------------------------------------------------
-def _frames_of(prof_or_frames) -> dict:
+def _frames_of(prof_or_frames, ranks=None, align: str = "clock", offsets_us: dict | None = None) -> dict:
     keys = ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters")
     if isinstance(prof_or_frames, dict):
         return {k: prof_or_frames.get(k) for k in keys}
+    if hasattr(prof_or_frames, "ranks"):  # a Cluster: the chosen ranks stacked on one clock
+        from ..analysis.cluster_timeline import stacked_timeline
+        return stacked_timeline(prof_or_frames, ranks, align, offsets_us)
     return {k: getattr(prof_or_frames, k) for k in keys}
 
 
 class TimelineView(traitlets.HasTraits, View):
     """The timeline in a notebook, re-queried from Python on zoom and pan.
 
-    ``prof_or_frames``: a `Profile` or a dict with ``timeline``, ``timeline_tracks`` and optionally
-    ``timeline_flows``. The level-of-detail index is built once; every change of the time axis (wheel
-    zoom, pan, minimap, `set_window`) re-queries it after ``debounce_s`` seconds of quiet and replaces
-    ``timeline_src``'s data with at most `MAX_GLYPHS` bars. Also: regex search (`search`) highlighting
-    matches and listing them with jump-to, pinned tracks (`pin_tracks`), flows, per-op-type statistics of
-    a box-selected time range (`select_range`) and a minimap. ``queries`` counts the re-queries.
+    ``prof_or_frames``: a `Profile`, a dict with ``timeline``, ``timeline_tracks`` and optionally
+    ``timeline_flows``, or a `Cluster`: its ``ranks`` (default all) stacked, each rank's tracks together,
+    on one clock (``align`` "clock" or "communication", plus ``offsets_us`` per rank: see
+    `nbprofiler.analysis.cluster_timeline`). The level-of-detail index is built once; every change of
+    the time axis (wheel zoom, pan, minimap, `set_window`) re-queries it after ``debounce_s`` seconds of
+    quiet and replaces ``timeline_src``'s data with at most `MAX_GLYPHS` bars. Also: regex search
+    (`search`) highlighting matches and listing them with jump-to, pinned tracks (`pin_tracks`), flows,
+    per-op-type statistics of a box-selected time range (`select_range`) and a minimap. ``queries`` counts
+    the re-queries.
     """
 
     # the single event last clicked (name, op_type, track, start_us, dur_us; empty: none): linkable state
     event = traitlets.Dict()
 
-    def __init__(self, prof_or_frames, width: int = MAX_WIDTH_PX, debounce_s: float = DEBOUNCE_S):
+    def __init__(self, prof_or_frames, width: int = MAX_WIDTH_PX, debounce_s: float = DEBOUNCE_S,
+                 ranks=None, align: str = "clock", offsets_us: dict | None = None):
         super().__init__()
         import ipywidgets as W
         from bokeh.events import SelectionGeometry
         from jupyter_bokeh import BokehModel
-        frames = _frames_of(prof_or_frames)
+        frames = _frames_of(prof_or_frames, ranks, align, offsets_us)
         self.events = frames["timeline"]
         self.tracks_df = frames["timeline_tracks"]
         self.flows = frames["timeline_flows"]

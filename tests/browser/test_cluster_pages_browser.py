@@ -1,0 +1,59 @@
+"""NPU operators by accelerator core and the ranks' timeline of a cluster page, in a real JupyterLab: each
+renders, its main interaction (a core's tab clicked, the timeline fold opened) reaches its state, and the
+numbers on screen are the frames'. Screenshots: test-output/screenshots/{operators_npu_cores,
+cluster_timeline}.png."""
+from __future__ import annotations
+
+from helpers import REPO, bokeh_data, open_and_run_all, save_screenshot, wait_painted, write_notebook
+
+import nbprofiler
+
+DATA = (REPO.parent / "shared" / "data").resolve()
+
+_SOURCE_LEN_JS = """([name, col]) => Bokeh.documents.some(d => { const s = d.get_model_by_name(name);
+    if (!s) return false; const v = s.data.get ? s.data.get(col) : s.data[col]; return v && v.length > 0; })"""
+
+
+def test_npu_operator_tabs_by_core(lab, page):
+    path = DATA / "npu" / "kernel_details_591"
+    cells = ["import warnings; warnings.simplefilter('ignore')\nimport nbprofiler\n"
+             "from nbprofiler.views.operators import OperatorsView",
+             f"view = OperatorsView(nbprofiler.load({str(path)!r}))\nview.display()"]
+    write_notebook(lab.root / "cores.ipynb", cells)
+    out = open_and_run_all(page, lab, "cores.ipynb", 2).nth(1)
+    tab = out.get_by_text("NPU · AI Core", exact=True).first
+    tab.wait_for()
+    for title in ("NPU · AI Vector Core", "NPU · AI CPU", "NPU · MIX AIV", "Communication"):
+        assert out.get_by_text(title, exact=True).count() >= 1, title
+    tab.click()
+    page.wait_for_function(_SOURCE_LEN_JS, arg=["op_table_src_npu_ai_core", "op_name"])
+    prof = nbprofiler.load(path)
+    k = prof.kernels
+    counts = bokeh_data(page, "op_table_src_npu_ai_core", "count")[0]
+    assert sum(counts) == int((k["accelerator_core"] == "AI_CORE").sum()) == 13
+    wait_painted(page)
+    save_screenshot(out, "operators_npu_cores")
+    assert not page.page_errors, page.page_errors
+
+
+def test_cluster_page_timeline_of_ranks(lab, page):
+    path = DATA / "npu" / "ascend_pt_text_2rank"
+    cells = ["import warnings; warnings.simplefilter('ignore')\nimport nbprofiler",
+             f"cluster = nbprofiler.load({str(path)!r})\ncluster.show()"]
+    write_notebook(lab.root / "cluster_tl.ipynb", cells)
+    out = open_and_run_all(page, lab, "cluster_tl.ipynb", 2).nth(1)
+    fold = out.get_by_text("Timeline of ranks 0, 1 on one clock").first
+    fold.wait_for()
+    fold.click()
+    page.wait_for_function(_SOURCE_LEN_JS, arg=["timeline_src", "start_us"])
+    # both ranks' tracks are offered to pin, each named after its rank
+    # (ipywidgets writes the labels with no-break spaces)
+    options = [o.replace("\xa0", " ") for o in
+               out.locator("select option").evaluate_all("els => els.map(e => e.textContent)")]
+    assert any(o.startswith("rank 0 · ") for o in options) and any(o.startswith("rank 1 · ") for o in options)
+    prof1 = nbprofiler.load(path, device="1")
+    assert sum(o.startswith("rank 1 · ") for o in options) == len(prof1.timeline_tracks)
+    out.locator(".jp-OutputArea").first.evaluate("e => e.scrollIntoView({block: 'end'})")
+    wait_painted(page)
+    save_screenshot(page, "cluster_timeline")
+    assert not page.page_errors, page.page_errors
