@@ -549,6 +549,8 @@ def _cann_device_runs(folder: Path, entries: list[os.DirEntry], walker: _Walker)
         info = run.get("cann_info")
         if info is not None:
             try:
+                if info.stat().st_size > 1 << 20:  # an info.json is a few KB: a huge one is not read here
+                    raise ValueError("too large")
                 rank = json.loads(info.read_text(encoding="utf-8", errors="replace")).get("rank_id")
                 if isinstance(rank, int) and rank >= 0:
                     run.info["rank_id"] = str(rank)

@@ -92,7 +92,7 @@ def _read_step_trace(path: Path, steps_only: bool = False) -> tuple[pd.DataFrame
             average = df.iloc[-1]
             df = df.iloc[:-1]
     if truncated is not None:
-        raw_tail = path.read_bytes().rstrip(b"\r\n").rsplit(b"\n", 1)[-1]
+        raw_tail = _last_line(path)
         lost_average = raw_tail.split(b",", 1)[0].strip() == b"-"
         n_steps = len(df)
         what = ("the average row was cut off (all steps kept)" if lost_average else
@@ -109,6 +109,15 @@ def _read_step_trace(path: Path, steps_only: bool = False) -> tuple[pd.DataFrame
 
 def _stage_map(df: pd.DataFrame) -> dict[str, str]:
     return INFER_STAGES if "fp" in df.columns and "fp_and_bp" not in df.columns else TRAIN_STAGES
+
+
+def _last_line(path: Path, window: int = 1 << 16) -> bytes:
+    """The file's last non-empty line (at most its last ``window`` bytes: never the whole file again)."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - window))
+        return f.read().rstrip(b"\r\n").rsplit(b"\n", 1)[-1]
 
 
 def step_trace(run: RunFiles, prof) -> pd.DataFrame:
