@@ -345,3 +345,31 @@ def test_cluster_page_shows_the_links_and_mindinsights_findings(pipeline4):
     assert list(drawn["bandwidth"]) == pytest.approx(matrix["bandwidth"].tolist())
     ranks = report_layout(cl).select_one({"name": "report_ranks"})
     assert ranks.select_one({"name": "cluster_links_findings"}) is not None
+    # MindInsight's pipeline FLOPs proposal (expected/: stage 2, 50.94 %) is on the page too
+    assert "pipeline stage 2 carries 50.94 % more cube FLOPs than the mean of the stages" in text
+    # per rank, communication and waiting from hccl_raw, two separate times (legacy: no idle, no op count)
+    by_rank = C.communication_by_rank(cl).set_index("rank")
+    assert by_rank.attrs["source"] == "hccl_raw_*.csv" and set(by_rank.index) == {"0", "1", "2", "3"}
+    for rank in ("0", "1", "2", "3"):
+        h = cl[rank].hccl
+        assert by_rank.at[rank, "transit_ms"] == pytest.approx(h["communication_cost_ms"].sum())
+        assert by_rank.at[rank, "wait_ms"] == pytest.approx(h["wait_cost_ms"].sum()) and h["wait_cost_ms"].sum() > 0
+    assert cl["0"].hccl["wait_cost_ms"].iloc[0] == pytest.approx(270.25056)  # step 1 as written
+    drawn_ranks = page.select_one({"name": "cluster_rank_comm_src"}).data
+    assert sorted(drawn_ranks["rank"]) == ["0", "1", "2", "3"]
+    # the matrix is coloured by bandwidth, time or size as the toggle says (CustomJS, offline too)
+    toggle = page.select_one({"name": "cluster_comm_measure"})
+    assert toggle.labels == ["Bandwidth", "Time", "Size"] and toggle.active == 0
+
+
+def test_cluster_page_without_a_matrix_still_shows_communication_per_rank():
+    """npu/cluster_8rank has cluster_communication.json but no matrix: the per-rank transit/wait/idle
+    chart is drawn from it (rank 0 waits 143.06 ms of its 148.84 ms)."""
+    from nbprofiler.views.cluster import communication_layout
+    cl = load_quietly(DATA / "npu/cluster_8rank")
+    page = communication_layout(cl)
+    assert page is not None and page.select_one({"name": "cluster_comm_matrix"}) is None
+    data = page.select_one({"name": "cluster_rank_comm_src"}).data
+    i = list(data["rank"]).index("0")
+    assert data["wait_ms"][i] == pytest.approx(143.057281, abs=1e-6)
+    assert data["transit_ms"][i] + data["wait_ms"][i] + data["idle_ms"][i] == pytest.approx(data["elapse_ms"][i])

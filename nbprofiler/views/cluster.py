@@ -7,8 +7,8 @@ import html
 import numpy as np
 import pandas as pd
 from bokeh.layouts import column, row
-from bokeh.models import (ColorBar, ColumnDataSource, DataTable, Div, FactorRange, HoverTool,
-                          LinearColorMapper, NumberFormatter, TableColumn)
+from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, DataTable, Div, FactorRange, HoverTool,
+                          LinearColorMapper, NumberFormatter, RadioButtonGroup, TableColumn)
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -132,10 +132,14 @@ def cluster_layout(summary: dict):
                   sizing_mode="stretch_width", name="cluster_layout")
 
 
+MEASURES = {"bandwidth": "Bandwidth", "time_ms": "Time", "size": "Size"}
+
+
 def communication_figure(matrix: pd.DataFrame, measure: str = "bandwidth"):
     """Source rank x destination rank, one cell per link and transport, coloured by ``measure``
     (``bandwidth``, ``time_ms`` or ``size``) from `analysis.cluster.communication_matrix`; hover gives all
-    three. Source ``cluster_comm_matrix_src``."""
+    three, and a toggle above (``cluster_comm_measure``, CustomJS: works in the offline report too) colours
+    by another. Source ``cluster_comm_matrix_src``."""
     df = matrix.copy()
     df["src"], df["dst"] = df["src"].astype(str), df["dst"].astype(str)
     df["link"] = df["src"] + "→" + df["dst"]
@@ -155,12 +159,61 @@ def communication_figure(matrix: pd.DataFrame, measure: str = "bandwidth"):
     fig.add_tools(HoverTool(tooltips=[("link", "@link (@transport)"), ("time", "@time_ms{0,0.000} ms"),
                                       ("size", "@size{0,0.0}"), ("bandwidth", "@bandwidth{0,0.0}")]))
     fig.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
-    return theme.style(fig, legend=False)
+    keys = list(MEASURES)
+    toggle = RadioButtonGroup(labels=list(MEASURES.values()), active=keys.index(measure),
+                              name="cluster_comm_measure")
+    toggle.js_on_change("active", CustomJS(args=dict(glyph=fig.renderers[0].glyph, mapper=mapper, src=src,
+                                                     title=fig.title, keys=keys), code=_MEASURE_JS))
+    return column(toggle, theme.style(fig, legend=False), sizing_mode="stretch_width",
+                  name="cluster_comm_matrix_panel")
 
 
-def links_div(slow: pd.DataFrame, pipeline: dict | None) -> Div:
-    """MindInsight's cluster findings on communication: the slow link per transport and the pipeline
-    stages' communication shares; every number from `analysis.cluster`, escaped."""
+# Colour the matrix by the chosen measure: the glyph's field, the mapper's range and the title.
+_MEASURE_JS = """
+const key = keys[this.active];
+const col = src.data.get ? src.data.get(key) : src.data[key];
+const vals = Array.from(col).filter(v => Number.isFinite(v));
+mapper.low = vals.length ? Math.min(...vals) : 0; mapper.high = vals.length ? Math.max(...vals) : 1;
+glyph.fill_color = {field: key, transform: mapper};
+title.text = 'Communication matrix: ' + key.replace('_ms', '').replace('_', ' ') + ' per link';
+"""
+
+
+def rank_communication_figure(by_rank: pd.DataFrame):
+    """Per rank, its communication time split into transit, wait and idle (stacked, ms; from
+    `analysis.cluster.communication_by_rank`): a rank that waits far longer than the others waits for a slow
+    peer. None without communication data. Source ``cluster_rank_comm_src``."""
+    if by_rank is None or by_rank.empty:
+        return None
+    parts = [c for c in ("transit_ms", "wait_ms", "idle_ms") if by_rank[c].fillna(0).abs().sum() > 0]
+    if not parts:
+        return None
+    df = by_rank.assign(rank=by_rank["rank"].astype(str)).fillna({c: 0.0 for c in parts})
+    ranks = sorted(df["rank"], key=_rank_order)
+    src = ColumnDataSource(df, name="cluster_rank_comm_src")
+    labels = {"transit_ms": "Transit", "wait_ms": "Wait", "idle_ms": "Idle"}
+    colors = {"transit_ms": "#0072B2", "wait_ms": "#D55E00", "idle_ms": "#999999"}
+    fig = figure(x_range=FactorRange(*ranks), height=280, sizing_mode="stretch_width", tools="save",
+                 title="Communication per rank: " + " + ".join(labels[p].lower() for p in parts),
+                 x_axis_label="Rank", y_axis_label=theme.axis_label("Time", "ms"), name="cluster_rank_comm")
+    fig.vbar_stack(parts, x="rank", width=0.7, source=src, color=[colors[p] for p in parts],
+                   legend_label=[labels[p] for p in parts])
+    fig.legend.orientation = "horizontal"
+    fig.add_layout(fig.legend[0], "below")  # never over the bars
+    fig.add_tools(HoverTool(tooltips=[("rank", "@rank"), ("elapsed", "@elapse_ms{0,0.000} ms"),
+                                      ("transit", "@transit_ms{0,0.000} ms"), ("wait", "@wait_ms{0,0.000} ms"),
+                                      ("of which sync", "@sync_ms{0,0.000} ms"), ("idle", "@idle_ms{0,0.000} ms")]))
+    return theme.style(fig)
+
+
+def _rank_order(rank: str):
+    return (0, int(rank)) if rank.isdigit() else (1, rank)
+
+
+def links_div(slow: pd.DataFrame, pipeline: dict | None, flops: dict | None = None) -> Div:
+    """MindInsight's cluster findings on communication and pipeline balance: the slow link per transport,
+    the pipeline stages' communication shares and the heaviest stage by FLOPs; every number from
+    `analysis.cluster`, escaped."""
     items = []
     for r in slow[slow["slowest"]].itertuples():
         items.append(f"link {r.src}→{r.dst} ({html.escape(str(r.transport))}, recorded by rank "
@@ -172,6 +225,9 @@ def links_div(slow: pd.DataFrame, pipeline: dict | None) -> Div:
         if pipeline["worst_stage"] is not None:
             items.append(f"stage {pipeline['worst_stage']}: communication within the stage (receive excluded) "
                          f"is {pipeline['worst_stage_pct']:.2f} % of its computation + communication")
+    if flops:
+        items.append(f"pipeline stage {flops['stage']} carries {flops['percent']:.2f} % more cube FLOPs than "
+                     f"the mean of the stages ({flops['val']:,.4f} MFLOPs per rank)")
     if not items:
         items.append("no link more than 20 % below its transport's mean bandwidth")
     lis = "".join(f"<li>{i}</li>" for i in items)
@@ -180,13 +236,17 @@ def links_div(slow: pd.DataFrame, pipeline: dict | None) -> Div:
 
 
 def communication_layout(cluster):
-    """The cluster's communication: findings, matrix heatmap (hccl_raw link data, or the new-format
-    communication matrix) and the links table; None when the files hold no link data."""
+    """The cluster's communication: findings, per-rank transit/wait/idle, the matrix heatmap (hccl_raw link
+    data, or the new-format communication matrix) and the links table; None when the files hold no
+    communication data."""
     from ..analysis import cluster as C
     matrix = C.communication_matrix(cluster)
+    per_rank = rank_communication_figure(C.communication_by_rank(cluster))
+    findings = links_div(C.slow_links(cluster), C.pipeline_communication(cluster),
+                         C.pipeline_flops_imbalance(cluster))
     if matrix is None or matrix.empty:
-        return None
-    slow = C.slow_links(cluster)
+        return None if per_rank is None else column(findings, per_rank, sizing_mode="stretch_width",
+                                                    name="cluster_communication")
     table = DataTable(source=ColumnDataSource(matrix.assign(src=matrix["src"].astype(str),
                                                             dst=matrix["dst"].astype(str)),
                                               name="cluster_links_src"),
@@ -198,7 +258,7 @@ def communication_layout(cluster):
                                TableColumn(field="steps", title="Steps")],
                       height=min(400, 30 * len(matrix) + 40), sizing_mode="stretch_width", index_position=None,
                       name="cluster_links_table")
-    return column(links_div(slow, C.pipeline_communication(cluster)), communication_figure(matrix), table,
+    return column(findings, *([per_rank] if per_rank is not None else []), communication_figure(matrix), table,
                   sizing_mode="stretch_width", name="cluster_communication")
 
 
@@ -247,4 +307,4 @@ class ClusterView(LayoutView):
 
 
 __all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",
-           "communication_figure", "links_div", "communication_layout", "ClusterView"]
+           "communication_figure", "rank_communication_figure", "links_div", "communication_layout", "ClusterView"]

@@ -57,3 +57,24 @@ def test_cluster_page_timeline_of_ranks(lab, page):
     wait_painted(page)
     save_screenshot(page, "cluster_timeline")
     assert not page.page_errors, page.page_errors
+
+
+def test_cluster_communication_matrix_measure_toggle(lab, page):
+    path = DATA / "legacy" / "cluster_4rank_pipeline"
+    cells = ["import warnings; warnings.simplefilter('ignore')\nimport nbprofiler",
+             f"cluster = nbprofiler.load({str(path)!r})\ncluster.show()"]
+    write_notebook(lab.root / "cluster_comm.ipynb", cells)
+    out = open_and_run_all(page, lab, "cluster_comm.ipynb", 2).nth(1)
+    page.wait_for_function(_SOURCE_LEN_JS, arg=["cluster_rank_comm_src", "rank"])
+    assert sorted(bokeh_data(page, "cluster_rank_comm_src", "rank")[0]) == ["0", "1", "2", "3"]
+    out.get_by_text("Time", exact=True).first.click()
+    page.wait_for_function("() => Bokeh.documents.some(d => { const f = d.get_model_by_name('cluster_comm_matrix');"
+                           " return f && f.title.text === 'Communication matrix: time per link'; })")
+    field = page.evaluate("() => Bokeh.documents.flatMap(d => { const f = d.get_model_by_name('cluster_comm_matrix');"
+                          " return f ? [f.renderers[0].glyph.fill_color.field] : []; })")[0]
+    assert field == "time_ms"
+    page.evaluate("() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('cluster_comm_matrix');"
+                  " if (m) Bokeh.index.find_one(m).el.scrollIntoView({block: 'center'}); } }")
+    wait_painted(page)
+    save_screenshot(page, "cluster_communication_time")
+    assert not page.page_errors, page.page_errors
