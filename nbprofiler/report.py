@@ -200,9 +200,9 @@ def _minddata(prof):
 
 def _memory(prof):
     from .views.memory import memory_layout
-    if prof.memory.empty and prof.operator_memory.empty:
+    if prof.memory.empty and prof.operator_memory.empty and prof.npu_module_mem.empty:
         return None
-    return memory_layout(prof.memory, prof.operator_memory)
+    return memory_layout(prof.memory, prof.operator_memory, prof.npu_module_mem)
 
 
 def _flops(prof):

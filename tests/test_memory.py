@@ -96,6 +96,23 @@ def test_view_sources_and_window(npu):
     assert view.window == (150e3, 155e3)
 
 
+def test_module_memory_drawn_on_the_allocator_curve_axis(npu):
+    """npu_module_mem.csv of rank 0: one curve per CANN module that reserves memory (top 8 by peak), its
+    peak in the legend, on the allocator curve's time axis."""
+    view = MemoryView(npu)
+    modules = view.layout.select_one({"name": "memory_modules"})
+    curve = view.layout.select_one({"name": "memory_curve"})
+    assert modules is not None and modules.x_range is curve.x_range
+    mem = npu.npu_module_mem
+    peaks = mem.groupby("component")["reserved_mb"].max().sort_values(ascending=False)
+    peaks = peaks[peaks > 0]
+    drawn = [r.data_source.data for r in modules.renderers]
+    assert [d["module"][0] for d in drawn] == list(peaks.index[:8])
+    assert max(drawn[0]["mb"]) == pytest.approx(peaks.iloc[0])
+    # a run without module records has no such figure
+    assert memory_layout(npu.memory, npu.operator_memory).select_one({"name": "memory_modules"}) is None
+
+
 def test_cpu_run_without_allocation_records():
     lenet = load_quietly("mindspore2/lenet_pynative")
     layout = memory_layout(lenet.memory, lenet.operator_memory)

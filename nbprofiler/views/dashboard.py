@@ -181,7 +181,7 @@ class Dashboard(traitlets.HasTraits, View):
             from .minddata import MindDataView
             return MindDataView(prof)
         if tab == "Memory":
-            if prof.memory.empty and prof.operator_memory.empty:
+            if prof.memory.empty and prof.operator_memory.empty and prof.npu_module_mem.empty:
                 return None
             from .memory import MemoryView
             view = MemoryView(prof)

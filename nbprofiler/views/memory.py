@@ -1,6 +1,7 @@
 """Memory view: the headline figures (peak allocated and reserved memory, what stayed allocated, the
 allocations never released), the allocator's usage curves on the timeline's clock with each curve's peak
-marked, and the operator allocation table (size, allocated at, released at, lifetime; sortable,
+marked, the CANN modules' reserved memory (``npu_module_mem``) on the same axis, and the operator
+allocation table (size, allocated at, released at, lifetime; sortable,
 searchable). Selecting a time range on the curve (box select) narrows the table to the allocations alive
 in it and sets ``MemoryView.window``, which the dashboard uses to move the timeline there.
 
@@ -120,6 +121,37 @@ def curve_figure(memory: pd.DataFrame, peaks: pd.DataFrame):
     return fig
 
 
+def module_figure(module_mem: pd.DataFrame, x_range=None, top: int = 8):
+    """Reserved memory of the CANN modules over time (``npu_module_mem``), one step line per module that
+    reserves any, the ``top`` modules with the highest peak (the title says how many there are). Named
+    ``memory_modules``; shares ``x_range`` with the allocator curve when given. None without data."""
+    if module_mem is None or module_mem.empty or module_mem["reserved_mb"].notna().sum() == 0:
+        return None
+    peaks = module_mem.groupby("component")["reserved_mb"].max().sort_values(ascending=False)
+    peaks = peaks[peaks > 0]  # modules that never reserved anything (most of CANN's 77) are left out
+    if peaks.empty:
+        return None
+    shown = list(peaks.index[:top])
+    more = f" (top {top} of {len(peaks)} that reserve memory)" if len(peaks) > top else ""
+    fig = figure(height=260, sizing_mode="stretch_width", title=f"Memory reserved per CANN module{more}",
+                 name="memory_modules", tools="xpan,xwheel_zoom,reset,save", active_scroll="xwheel_zoom",
+                 y_axis_label=theme.axis_label("Reserved", "MB"), x_axis_label="time from the start of the run",
+                 **({"x_range": x_range} if x_range is not None else {}))
+    theme.time_us_axis(fig.xaxis[0])
+    for i, comp in enumerate(shown):
+        g = module_mem[module_mem["component"] == comp].sort_values("time_us", kind="stable")
+        ts, ys = M.downsample(g["time_us"].to_numpy(float), g["reserved_mb"].to_numpy(float))
+        src = ColumnDataSource({"t": ts, "mb": ys, "module": [str(comp)] * len(ts)}, name=f"memory_module_src_{i}")
+        fig.step("t", "mb", source=src, mode="after", color=CURVE_COLORS[i % len(CURVE_COLORS)], line_width=1.8,
+                 legend_label=f"{comp} (peak {_mb(float(peaks[comp]))})")
+    fig.add_tools(HoverTool(tooltips=[("module", "@module"), ("time", "@t{0,0.0} us"), ("reserved", "@mb{0,0.000} MB")]))
+    fig.y_range.start = 0
+    theme.style(fig)
+    fig.legend[0].click_policy = "hide"
+    fig.add_layout(fig.legend[0], "right")
+    return fig
+
+
 def _table_data(allocs: pd.DataFrame) -> dict:
     return {"name": allocs["name"].astype(str).tolist(),
             "size_mb": allocs["size_mb"].astype(float).tolist(),
@@ -172,13 +204,17 @@ if (g.type === 'rect' && cb_obj.final) {
 """
 
 
-def memory_layout(memory: pd.DataFrame, operator_memory: pd.DataFrame):
-    """Figures, curve and allocation table as one Bokeh layout, linked by CustomJS."""
+def memory_layout(memory: pd.DataFrame, operator_memory: pd.DataFrame, module_mem: pd.DataFrame | None = None):
+    """Figures, curve, the CANN modules' curve (``module_mem``, where the files have it) and the allocation
+    table as one Bokeh layout, linked by CustomJS."""
     peaks, allocs = M.memory_peaks(memory), M.allocations(operator_memory)
     parts = [figures_div(peaks, M.allocation_stats(operator_memory))]
     fig = curve_figure(memory, peaks) if len(memory) else None
     if fig is not None:
         parts.append(fig)
+    modules = module_figure(module_mem, fig.x_range if fig is not None else None)
+    if modules is not None:
+        parts.append(modules)
     if len(allocs):
         table = allocation_table(allocs)
         all_src = ColumnDataSource(dict(table.source.data), name="memory_alloc_all_src")
@@ -200,7 +236,8 @@ def memory_layout(memory: pd.DataFrame, operator_memory: pd.DataFrame):
 
 
 class MemoryView(traitlets.HasTraits, LayoutView):
-    """``MemoryView(prof)`` or ``MemoryView((memory_df, operator_memory_df))``: ``.widget``, ``.display()``.
+    """``MemoryView(prof)`` or ``MemoryView((memory_df, operator_memory_df[, npu_module_mem_df]))``:
+    ``.widget``, ``.display()``.
     ``window`` is the (t0_us, t1_us) range last box-selected on the curve (empty: none), on the
     timeline's clock."""
 
@@ -209,10 +246,12 @@ class MemoryView(traitlets.HasTraits, LayoutView):
     def __init__(self, prof_or_frames):
         super().__init__()
         if isinstance(prof_or_frames, tuple):
-            self.memory, self.operator_memory = prof_or_frames
+            self.memory, self.operator_memory, *rest = prof_or_frames
+            self.module_mem = rest[0] if rest else None
         else:
-            self.memory, self.operator_memory = prof_or_frames.memory, prof_or_frames.operator_memory
-        self.layout = memory_layout(self.memory, self.operator_memory)
+            p = prof_or_frames
+            self.memory, self.operator_memory, self.module_mem = p.memory, p.operator_memory, p.npu_module_mem
+        self.layout = memory_layout(self.memory, self.operator_memory, self.module_mem)
         curve = self.layout.select_one({"name": "memory_curve"})
         if curve is not None:
             curve.on_event(SelectionGeometry, self._on_select)
@@ -223,4 +262,4 @@ class MemoryView(traitlets.HasTraits, LayoutView):
             self.window = (float(min(g["x0"], g["x1"])), float(max(g["x0"], g["x1"])))
 
 
-__all__ = ["figures_div", "curve_figure", "allocation_table", "memory_layout", "MemoryView"]
+__all__ = ["figures_div", "curve_figure", "module_figure", "allocation_table", "memory_layout", "MemoryView"]

@@ -43,7 +43,7 @@ PAGES: tuple[Page, ...] = (
          dashboard=False),
     Page("minddata", "MindData", ("minddata_pipeline", "minddata_queues", "host_queue", "device_queue",
                                   "cpu_utilization", "op_cpu_utilization", "minddata_summary")),
-    Page("memory", "Memory", ("memory", "operator_memory")),
+    Page("memory", "Memory", ("memory", "operator_memory", "npu_module_mem")),
     Page("flops", "FLOPs", ("flops", "flops_summary")),
     Page("timeline", "Timeline", ("timeline",)),
 )
