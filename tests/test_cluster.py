@@ -358,6 +358,11 @@ def test_cluster_page_shows_the_links_and_mindinsights_findings(pipeline4):
     drawn_ranks = page.select_one({"name": "cluster_rank_comm_src"}).data
     assert sorted(drawn_ranks["rank"]) == ["0", "1", "2", "3"]
     # the matrix is coloured by bandwidth, time or size as the toggle says (CustomJS, offline too)
+    links = page.select_one({"name": "cluster_links_src"}).data
+    marks = {(a, b, t): m for a, b, t, m in zip(links["src"], links["dst"], links["transport"], links["slow"]) if m}
+    # every link over 20 % below its transport's mean is marked; MindInsight names the slowest (0→1)
+    assert marks == {("0", "1", "SDMA"): "74.26 % below its transport's mean",
+                     ("1", "0", "SDMA"): "55.15 % below its transport's mean"}
     toggle = page.select_one({"name": "cluster_comm_measure"})
     assert toggle.labels == ["Bandwidth", "Time", "Size"] and toggle.active == 0
 

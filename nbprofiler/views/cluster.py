@@ -242,20 +242,24 @@ def communication_layout(cluster):
     from ..analysis import cluster as C
     matrix = C.communication_matrix(cluster)
     per_rank = rank_communication_figure(C.communication_by_rank(cluster))
-    findings = links_div(C.slow_links(cluster), C.pipeline_communication(cluster),
-                         C.pipeline_flops_imbalance(cluster))
+    slow = C.slow_links(cluster)
+    findings = links_div(slow, C.pipeline_communication(cluster), C.pipeline_flops_imbalance(cluster))
     if matrix is None or matrix.empty:
         return None if per_rank is None else column(findings, per_rank, sizing_mode="stretch_width",
                                                     name="cluster_communication")
-    table = DataTable(source=ColumnDataSource(matrix.assign(src=matrix["src"].astype(str),
-                                                            dst=matrix["dst"].astype(str)),
-                                              name="cluster_links_src"),
+    # the links MindInsight's proposal flags (over 20 % below their transport's mean bandwidth) say so
+    flagged = {(str(r.src), str(r.dst), str(r.transport)): f"{r.below_mean_pct:.2f} % below its transport's mean"
+               for r in slow.itertuples()}
+    rows = matrix.assign(src=matrix["src"].astype(str), dst=matrix["dst"].astype(str))
+    rows["slow"] = [flagged.get((a, b, str(t)), "") for a, b, t in zip(rows["src"], rows["dst"], rows["transport"])]
+    table = DataTable(source=ColumnDataSource(rows, name="cluster_links_src"),
                       columns=[TableColumn(field="src", title="Source"), TableColumn(field="dst", title="Destination"),
                                TableColumn(field="transport", title="Transport"),
                                TableColumn(field="time_ms", title="Time (ms)", formatter=NumberFormatter(format="0,0.000")),
                                TableColumn(field="size", title="Size", formatter=NumberFormatter(format="0,0.0")),
                                TableColumn(field="bandwidth", title="Bandwidth", formatter=NumberFormatter(format="0,0.0")),
-                               TableColumn(field="steps", title="Steps")],
+                               TableColumn(field="steps", title="Steps"),
+                               TableColumn(field="slow", title="Slow link", width=220)],
                       height=min(400, 30 * len(matrix) + 40), sizing_mode="stretch_width", index_position=None,
                       name="cluster_links_table")
     return column(findings, *([per_rank] if per_rank is not None else []), communication_figure(matrix), table,
