@@ -189,3 +189,45 @@ def test_benchmark_lod_quick_mode():
     assert out["events"] == 500_000
     for key in ("window_1pct", "window_0.01pct", "full"):
         assert 0 < out[key]["max_glyphs"] <= 20_000
+
+
+def _same_bars(events: pd.DataFrame, t0: float, t1: float, width: int, **kw):
+    """The bars merged from a coarse level equal those merged from the events themselves."""
+    idx = build_index(events)
+    fast = lod_query(idx, t0, t1, width, **kw)
+    slow = lod_query(idx, t0, t1, width, levels=False, **kw)
+    key = ["track", "start_us", "end_us", "count", "name", "op_type", "row"]
+    pd.testing.assert_frame_equal(fast[key].reset_index(drop=True), slow[key].reset_index(drop=True))
+    assert fast["busy_us"].to_numpy() == pytest.approx(slow["busy_us"].to_numpy(), rel=1e-9, abs=1e-9)
+    return idx, fast
+
+
+def test_coarse_levels_give_the_bars_of_the_events(widedeep, monkeypatch):
+    """Every track gets levels here (threshold 0): wide, edge-crossing and narrow windows of the real
+    widedeep timeline, and windows that force the glyph cap to coarsen the pixel, equal the merge of the
+    events themselves."""
+    import nbprofiler.analysis.timeline as T
+    monkeypatch.setattr(T, "LEVEL_MIN_EVENTS", 0)
+    end = float((widedeep.start_us + widedeep.dur_us).max())
+    idx, full = _same_bars(widedeep, 0.0, end, 800)
+    assert idx.levels and (full["count"] > 1).any()
+    for a, b, w in ((0.1, 0.9, 1600), (0.33, 0.41, 400), (0.5, 0.5004, 1600), (-0.1, 1.2, 50)):
+        _same_bars(widedeep, end * a, end * b, w)
+    _same_bars(widedeep, 0.0, end, 4000, max_glyphs=300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 1000), st.one_of(st.floats(0, 5), st.floats(0, 600))),
+                min_size=1, max_size=150),
+       st.floats(-50, 1100), st.floats(0, 1200), st.integers(1, 400), st.sampled_from([(4, 64), (16,), (2, 8, 32)]))
+def test_coarse_levels_match_the_events_on_any_timeline(evs, t0, span, width, bins):
+    import nbprofiler.analysis.timeline as T
+    track, start, dur = zip(*evs)
+    ev = _frame(track, start, dur, types=[f"T{i % 3}" for i in range(len(evs))])
+    old = (T.LEVEL_MIN_EVENTS, T.LEVEL_BINS)
+    T.LEVEL_MIN_EVENTS, T.LEVEL_BINS = 0, bins
+    try:
+        _same_bars(ev, t0, t0 + span, width)
+        _check_lod(ev, t0, t0 + span, width)
+    finally:
+        T.LEVEL_MIN_EVENTS, T.LEVEL_BINS = old

@@ -28,6 +28,15 @@ LONG_EVENTS_PER_TRACK = 256
 MAX_GLYPHS = 20_000
 
 LOD_COLUMNS = ["track", "start_us", "end_us", "count", "name", "op_type", "busy_us", "row"]
+# An event's vote for its run's op type is its duration plus this, so zero-length events still vote.
+VOTE_EPS = 1e-12
+# Coarse levels: each track's sub-pixel runs merged once at a pixel of the timeline's span / bins, so a
+# wide window merges a few thousand runs per track instead of every event. A level serves any window whose
+# pixel is at least the level's: inside a level run every gap is under the level's pixel, so merging at a
+# coarser pixel only joins whole level runs, and the result equals merging the events themselves.
+LEVEL_BINS = (2_048, 32_768)
+# Tracks with fewer events than this get no level (merging them is already cheap).
+LEVEL_MIN_EVENTS = 4_096
 
 
 @dataclasses.dataclass
@@ -36,6 +45,67 @@ class _Track:
     hi: int
     short_max_us: float   # the longest short event of the track
     long: np.ndarray      # positions (into the index's arrays) of the track's long events
+
+
+@dataclasses.dataclass
+class _LevelTrack:
+    """One track's entries at a level, sorted by start: an event at least the level's pixel long (as
+    itself), or a run of shorter events merged at that pixel."""
+    start: np.ndarray
+    end: np.ndarray
+    count: np.ndarray     # events in the entry
+    busy: np.ndarray      # their summed duration
+    single: np.ndarray    # the event's position for a one-event entry, else -1
+    first: np.ndarray     # a run's events: members[first:last] (their positions, sorted by start)
+    last: np.ndarray
+    members: np.ndarray
+    vote_entry: np.ndarray  # the op-type votes of the entries (entry, type code, summed weight), by entry
+    vote_type: np.ndarray
+    vote_weight: np.ndarray
+
+
+def _level_track(index: "TimelineIndex", pos: np.ndarray, px: float) -> _LevelTrack:
+    """The entries of one track (``pos``: all its events' positions, sorted by start) at pixel ``px``."""
+    small = index.dur[pos] < px
+    big, sp = pos[~small], pos[small]
+    s, e = index.start[sp], index.end[sp]
+    if len(sp):
+        new_run = np.r_[True, s[1:] - np.maximum.accumulate(e)[:-1] > px]
+        firsts = np.flatnonzero(new_run)
+        run_of = np.cumsum(new_run) - 1
+        r_count = np.diff(np.r_[firsts, len(sp)])
+        r_start, r_end = s[firsts], np.maximum.reduceat(e, firsts)
+        r_busy = np.add.reduceat(index.dur[sp], firsts)
+        r_single = np.where(r_count == 1, sp[firsts], -1)
+    else:
+        firsts = run_of = r_count = np.zeros(0, np.int64)
+        r_start = r_end = r_busy = np.zeros(0)
+        r_single = np.zeros(0, np.int64)
+    n_runs = len(firsts)
+    # entries: the long events, then the runs, put in start order (entry_of: combined index -> entry)
+    start = np.r_[index.start[big], r_start]
+    order = np.argsort(start, kind="stable")
+    entry_of = np.empty(len(order), np.int64)
+    entry_of[order] = np.arange(len(order))
+    entry_of_big, entry_of_run = entry_of[:len(big)], entry_of[len(big):]
+    # votes: one per (run, op type) with the runs' summed weight, one per long event
+    n_types = len(index.type_values) + 1
+    keys = run_of * n_types + (index.type_codes[sp] + 1)
+    uniq, inv = np.unique(keys, return_inverse=True)
+    w = np.bincount(inv.ravel(), weights=index.dur[sp] + VOTE_EPS) if len(uniq) else np.zeros(0)
+    vote_entry = np.r_[entry_of_big, entry_of_run[uniq // n_types]]
+    vote_type = np.r_[index.type_codes[big], (uniq % n_types) - 1]
+    vote_weight = np.r_[index.dur[big] + VOTE_EPS, w]
+    first = np.r_[np.full(len(big), 0), firsts][order]
+    last = np.r_[np.full(len(big), 0), np.r_[firsts[1:], len(sp)] if n_runs else np.zeros(0, np.int64)][order]
+    by_entry = np.argsort(vote_entry, kind="stable")  # a window's votes are then one slice
+    vote_entry, vote_type, vote_weight = vote_entry[by_entry], vote_type[by_entry], vote_weight[by_entry]
+    return _LevelTrack(start=start[order], end=np.r_[index.end[big], r_end][order],
+                       count=np.r_[np.ones(len(big), np.int64), r_count][order],
+                       busy=np.r_[index.dur[big], r_busy][order], single=np.r_[big, r_single][order],
+                       first=first.astype(np.int64), last=last.astype(np.int64), members=sp,
+                       vote_entry=vote_entry.astype(np.int64), vote_type=vote_type.astype(np.int64),
+                       vote_weight=vote_weight)
 
 
 class TimelineIndex:
@@ -86,6 +156,22 @@ class TimelineIndex:
         self.type_values = np.asarray(types.categories, dtype=object)
         self.t_min = float(self.start.min()) if self.n else 0.0
         self.t_max = float(self.end.max()) if self.n else 0.0
+        # (pixel, {track: entries}), coarsest first; only tracks with many events get one
+        self.levels: list[tuple[float, dict[int, _LevelTrack]]] = []
+        span = self.t_max - self.t_min
+        for bins in LEVEL_BINS:
+            px = span / bins if span > 0 else 0.0
+            if px <= 0:
+                continue
+            lvl = {}
+            for trk, tr in self.tracks.items():
+                if tr.hi - tr.lo + len(tr.long) < LEVEL_MIN_EVENTS:
+                    continue
+                pos = np.r_[np.arange(tr.lo, tr.hi, dtype=np.int64), tr.long]
+                pos = pos[np.argsort(self.start[pos], kind="stable")]
+                lvl[trk] = _level_track(self, pos, px)
+            if lvl:
+                self.levels.append((px, lvl))
 
     def window(self, track: int, t0: float, t1: float) -> np.ndarray:
         """Positions (into the index arrays) of the events of ``track`` that intersect [t0, t1], sorted
@@ -125,7 +211,7 @@ def build_index(events: pd.DataFrame) -> TimelineIndex:
 
 
 def lod_query(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=None,
-              max_glyphs: int = MAX_GLYPHS) -> pd.DataFrame:
+              max_glyphs: int = MAX_GLYPHS, levels: bool = True) -> pd.DataFrame:
     """The bars to draw for the window [t0, t1] (us) at ``width_px`` pixels.
 
     One row per bar, sorted by track and start. Columns: ``track`` (int32), ``start_us``, ``end_us``
@@ -134,23 +220,99 @@ def lod_query(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=
     event's name, or ``"<count> events"``), ``op_type`` (str: the event's op type, or the run's dominant
     one by busy time), ``busy_us`` (float64: summed duration of the events in the bar), ``row`` (int64:
     position of the event in the timeline frame, -1 for an aggregate). At most about ``max_glyphs`` rows:
-    when a window would need more, the merge threshold grows until it fits.
+    when a window would need more, the merge threshold grows until it fits. ``levels=False`` merges the
+    events themselves even where a coarse level would serve (the same bars, slower: for tests).
     """
     if t1 < t0:
         t0, t1 = t1, t0
     width_px = max(int(width_px), 1)
     track_ids = sorted(index.tracks) if tracks is None else [int(t) for t in tracks]
-    picks = [index.window(t, t0, t1) for t in track_ids]
     px = (t1 - t0) / width_px if t1 > t0 else 0.0
+    # a track merged from a level needs no cut of its events; the others are cut once
+    picks = [None if _level_for(index, t, px) is not None else index.window(t, t0, t1) for t in track_ids]
     for _ in range(8):
-        out = _merge(index, track_ids, picks, px)
+        out = _merge(index, track_ids, picks, px, t0, t1, levels)
         if len(out) <= max_glyphs or px <= 0:
             return out
         px *= 2.0 * len(out) / max_glyphs
     return out
 
 
-def _merge(index: TimelineIndex, track_ids, picks, px: float) -> pd.DataFrame:
+def _level_for(index: TimelineIndex, track: int, px: float) -> _LevelTrack | None:
+    """The coarsest level of ``track`` whose pixel is at most ``px`` (None: merge the events)."""
+    for level_px, lvl in index.levels:
+        if level_px <= px and track in lvl:
+            return lvl[track]
+    return None
+
+
+def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px: float):
+    """One track's bars from its level entries: the entries inside [t0, t1] as they are, a run that
+    crosses an edge opened into its events that intersect the window, then merged at ``px`` like the
+    events (`_merge`). Returns the bar columns in start order."""
+    ent = np.flatnonzero((lt.start <= t1) & (lt.end >= t0))
+    partial = (lt.count[ent] > 1) & ((lt.start[ent] < t0) | (lt.end[ent] > t1))
+    whole, opened = ent[~partial], ent[partial]
+    raw = (np.concatenate([lt.members[lt.first[k]:lt.last[k]] for k in opened]) if len(opened)
+           else np.zeros(0, np.int64))
+    raw = raw[(index.start[raw] <= t1) & (index.end[raw] >= t0)]
+    start = np.r_[lt.start[whole], index.start[raw]]
+    end = np.r_[lt.end[whole], index.end[raw]]
+    count = np.r_[lt.count[whole], np.ones(len(raw), np.int64)]
+    busy = np.r_[lt.busy[whole], index.dur[raw]]
+    single = np.r_[lt.single[whole], raw]
+    # the votes of these elements: the whole entries' own (votes are sorted by entry), one per opened event
+    if len(whole):
+        a, b = np.searchsorted(lt.vote_entry, [whole[0], whole[-1] + 1])
+        cand = lt.vote_entry[a:b]
+        at = np.minimum(np.searchsorted(whole, cand), len(whole) - 1)
+        keep = np.flatnonzero(whole[at] == cand)
+        mine, v_t, v_w = at[keep], lt.vote_type[a:b][keep], lt.vote_weight[a:b][keep]
+    else:
+        mine, v_t, v_w = (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
+    v_elem = np.r_[mine, np.arange(len(whole), len(whole) + len(raw))]
+    v_type = np.r_[v_t, index.type_codes[raw]]
+    v_weight = np.r_[v_w, index.dur[raw] + VOTE_EPS]
+    # one event at least a pixel long is drawn as itself; the rest merge into runs as events do
+    big = np.zeros(len(start), bool)
+    one = single >= 0
+    big[one] = index.dur[single[one]] >= px
+    sm = np.flatnonzero(~big)
+    sm = sm[np.argsort(start[sm], kind="stable")]
+    s, e = start[sm], end[sm]
+    new_run = np.r_[True, s[1:] - np.maximum.accumulate(e)[:-1] > px] if len(sm) else np.zeros(0, bool)
+    firsts = np.flatnonzero(new_run)
+    run_of_elem = np.full(len(start), -1, np.int64)
+    run_of_elem[sm] = np.cumsum(new_run) - 1
+    r_count = np.add.reduceat(count[sm], firsts) if len(sm) else np.zeros(0, np.int64)
+    r_single = np.where((r_count == 1), single[sm[firsts]] if len(sm) else np.zeros(0, np.int64), -1)
+    vr = run_of_elem[v_elem]
+    on = vr >= 0
+    r_type = _dominant(vr[on], v_type[on], v_weight[on], len(firsts), index.type_values)
+    names = np.where(r_count == 1, _names(index, np.maximum(r_single, 0)),
+                     np.char.add(r_count.astype(str), " events").astype(object))
+    bg = np.flatnonzero(big)
+    parts = {"start_us": np.r_[start[bg], s[firsts] if len(sm) else np.zeros(0)],
+             "end_us": np.r_[end[bg], np.maximum.reduceat(e, firsts) if len(sm) else np.zeros(0)],
+             "count": np.r_[np.ones(len(bg), np.int64), r_count].astype(np.int64),
+             "name": np.r_[_names(index, single[bg]), names].astype(object),
+             "op_type": np.r_[_types(index, single[bg]), r_type].astype(object),
+             "busy_us": np.r_[index.dur[single[bg]], np.add.reduceat(busy[sm], firsts) if len(sm) else np.zeros(0)],
+             "row": np.r_[index.row[single[bg]], np.where(r_single >= 0, index.row[np.maximum(r_single, 0)], -1)]}
+    order = np.argsort(parts["start_us"], kind="stable")
+    return {k: v[order] for k, v in parts.items()}
+
+
+def _names(index: TimelineIndex, pos: np.ndarray) -> np.ndarray:
+    return index.name_values[index.name_codes[pos]] if len(index.name_values) else np.full(len(pos), "", object)
+
+
+def _types(index: TimelineIndex, pos: np.ndarray) -> np.ndarray:
+    return index.type_values[index.type_codes[pos]] if len(index.type_values) else np.full(len(pos), "", object)
+
+
+def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t1: float = 0.0,
+           levels: bool = True) -> pd.DataFrame:
     cols = {c: [] for c in LOD_COLUMNS}
 
     def name_of(pos):
@@ -160,6 +322,15 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float) -> pd.DataFrame:
         return index.type_values[index.type_codes[pos]] if len(index.type_values) else np.full(len(pos), "", object)
 
     for trk, pos in zip(track_ids, picks):
+        lt = _level_for(index, trk, px) if levels else None
+        if lt is not None:
+            bars = _merge_level(index, lt, t0, t1, px)
+            cols["track"].append(np.full(len(bars["start_us"]), trk, dtype=np.int32))
+            for name, v in bars.items():
+                cols[name].append(v)
+            continue
+        if pos is None:
+            pos = index.window(trk, t0, t1)
         if not len(pos):
             continue
         small = index.dur[pos] < px
@@ -180,8 +351,8 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float) -> pd.DataFrame:
             counts.append(count.astype(np.int64))
             names.append(np.where(single, name_of(sp[firsts]),
                                   np.char.add(count.astype(str), " events").astype(object)))
-            types.append(_dominant(np.cumsum(new_run) - 1, index.type_codes[sp], index.dur[sp], len(firsts),
-                                   index.type_values))
+            types.append(_dominant(np.cumsum(new_run) - 1, index.type_codes[sp], index.dur[sp] + VOTE_EPS,
+                                   len(firsts), index.type_values))
             busy.append(np.add.reduceat(index.dur[sp], firsts))
             rows.append(np.where(single, index.row[sp[firsts]], -1).astype(np.int64))
         st = np.concatenate(starts)
@@ -199,13 +370,13 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float) -> pd.DataFrame:
     return out
 
 
-def _dominant(run: np.ndarray, type_codes: np.ndarray, dur: np.ndarray, n_runs: int, values: np.ndarray):
-    """Per run, the op type with the largest summed duration (ties: the smaller code)."""
+def _dominant(run: np.ndarray, type_codes: np.ndarray, weight: np.ndarray, n_runs: int, values: np.ndarray):
+    """Per run, the op type with the largest summed vote ``weight`` (an event's duration + `VOTE_EPS`;
+    ties: the smaller code)."""
     if not len(values):
         return np.full(n_runs, "", dtype=object)
     n_types = len(values) + 1  # code -1 (no type) gets column 0
     key = run * n_types + (type_codes + 1)
-    weight = dur + 1e-12  # +eps: zero-length events still vote
     if n_runs * n_types <= 4_000_000:
         table = np.bincount(key, weights=weight, minlength=n_runs * n_types).reshape(n_runs, n_types)
         codes = table.argmax(axis=1) - 1

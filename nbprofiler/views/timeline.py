@@ -112,8 +112,10 @@ def bar_data(lod_df: pd.DataFrame, tracks: pd.DataFrame) -> dict:
     extent = np.maximum(dur, 1e-9)
     alpha = np.where(aggregate, np.clip(busy / extent, AGGREGATE_MIN_ALPHA, 1.0), 0.9)
     name = np.where(aggregate, [f"{c} events (zoom in)" for c in count], name)
-    out = {"y": [rows[t] for t in track], "left": start, "right": start + np.maximum(dur, 0.0),
-           "start_us": start, "dur_us": dur, "busy_us": busy, "name": list(name), "op_type": list(op_type), "count": count,
+    # numbers as arrays (sent to the page as binary), text as lists
+    out = {"y": np.fromiter((rows[t] for t in track), dtype=np.int64, count=n), "left": start,
+           "right": start + np.maximum(dur, 0.0), "start_us": start, "dur_us": dur, "busy_us": busy,
+           "name": list(name), "op_type": list(op_type), "count": count,
            "track_label": [labels[t] for t in track], "color": list(color), "alpha": alpha,
            "row": df["row"].to_numpy(dtype="int64") if "row" in df.columns else np.full(n, -1, dtype="int64")}
     if "args" in df.columns:  # a standalone page carries them; the notebook view fetches them on a click
@@ -128,20 +130,36 @@ def _short(args) -> str:
     return text if len(text) <= MAX_ARGS_CHARS else text[:MAX_ARGS_CHARS] + " …"
 
 
+def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
+    """The flows between shown tracks as arrays (``x0``, ``x1`` µs, ``y0``, ``y1`` rows, ``cat``, ``name``),
+    done once per track order so that a re-query only picks a window's flows (`flows_in_window`)."""
+    empty = {"x0": np.zeros(0), "y0": np.zeros(0, np.int64), "x1": np.zeros(0), "y1": np.zeros(0, np.int64),
+             "cat": np.zeros(0, object), "name": np.zeros(0, object)}
+    if flows_df is None or len(flows_df) == 0:
+        return empty
+    rows = pd.Series(tracks["row"].astype("int64").to_numpy(), index=tracks["track"].astype("int64").to_numpy())
+    f = flows_df.dropna(subset=["start_track", "end_track", "start_us", "end_us"])
+    y0 = f["start_track"].astype("int64").map(rows)
+    y1 = f["end_track"].astype("int64").map(rows)
+    keep = (y0.notna() & y1.notna()).to_numpy()
+    return {"x0": f["start_us"].to_numpy(dtype="float64")[keep], "y0": y0.to_numpy()[keep].astype("int64"),
+            "x1": f["end_us"].to_numpy(dtype="float64")[keep], "y1": y1.to_numpy()[keep].astype("int64"),
+            "cat": f["cat"].astype(str).to_numpy(dtype=object)[keep],
+            "name": f["name"].astype(str).to_numpy(dtype=object)[keep]}
+
+
+def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
+    """Column data of ``timeline_flows_src``: the `prepare_flows` flows with an end inside [t0, t1], at
+    most `MAX_FLOWS`. Columns x0, y0 (start), x1, y1 (end), cat, name."""
+    x0, x1 = prepared["x0"], prepared["x1"]
+    hit = np.flatnonzero(((x0 >= t0) & (x0 <= t1)) | ((x1 >= t0) & (x1 <= t1)))[:MAX_FLOWS]
+    return {k: (v[hit] if k in ("x0", "x1", "y0", "y1") else v[hit].tolist()) for k, v in prepared.items()}
+
+
 def flow_data(flows_df: pd.DataFrame | None, tracks: pd.DataFrame, t0: float, t1: float) -> dict:
     """Column data of ``timeline_flows_src``: flows with an end inside [t0, t1] between shown tracks,
     at most `MAX_FLOWS`. Columns x0, y0 (start), x1, y1 (end), cat, name."""
-    empty = {"x0": [], "y0": [], "x1": [], "y1": [], "cat": [], "name": []}
-    if flows_df is None or len(flows_df) == 0:
-        return empty
-    rows = dict(zip(tracks["track"].astype(int), tracks["row"].astype(int)))
-    f = flows_df.dropna(subset=["start_track", "end_track", "start_us", "end_us"])
-    f = f[f["start_track"].astype(int).isin(rows.keys()) & f["end_track"].astype(int).isin(rows.keys())]
-    f = f[((f["start_us"] >= t0) & (f["start_us"] <= t1)) | ((f["end_us"] >= t0) & (f["end_us"] <= t1))]
-    f = f.head(MAX_FLOWS)
-    return {"x0": f["start_us"].to_numpy(dtype="float64"), "y0": [rows[int(t)] for t in f["start_track"]],
-            "x1": f["end_us"].to_numpy(dtype="float64"), "y1": [rows[int(t)] for t in f["end_track"]],
-            "cat": f["cat"].astype(str).tolist(), "name": f["name"].astype(str).tolist()}
+    return flows_in_window(prepare_flows(flows_df, tracks), t0, t1)
 
 
 def density(timeline_df: pd.DataFrame, bins: int = 800) -> pd.DataFrame:
@@ -414,6 +432,7 @@ class TimelineView(traitlets.HasTraits, View):
         pad = max((hi - lo) * 0.01, 1.0)
         self.x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range")
         self.tracks = track_table(self.tracks_df)
+        self._flows_prepared = prepare_flows(self.flows, self.tracks)
         self.plot = timeline_figure(self._query(lo - pad, hi + pad), self.tracks_df, self.x_range,
                                     flows_df=self.flows, width=width)
         self.fig = self.plot.select_one({"name": "timeline_fig"})
@@ -479,7 +498,7 @@ class TimelineView(traitlets.HasTraits, View):
         self.queries += 1
         self.source.data = bar_data(lod, self.tracks)
         flows = self._sources["timeline_flows_src"]
-        flows.data = flow_data(self.flows, self.tracks, t0, t1)
+        flows.data = flows_in_window(self._flows_prepared, t0, t1)
         self._update_highlight()
         self._set_status()
 
@@ -517,6 +536,7 @@ class TimelineView(traitlets.HasTraits, View):
         """Put these tracks first, in this order; the others keep the trace's own order below them."""
         self.pinned = [int(t) for t in track_ids]
         self.tracks = track_table(self.tracks_df, self.pinned)
+        self._flows_prepared = prepare_flows(self.flows, self.tracks)
         self.fig.yaxis.major_label_overrides = {int(r): str(lbl) for r, lbl in
                                                 zip(self.tracks["row"], self.tracks["label"])}
         self.requery()
