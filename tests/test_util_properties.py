@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nbprofiler.errors import (EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError,
@@ -18,6 +18,7 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 @SETTINGS
 @given(data=st.binary(max_size=400))
+@example(data=b"\xef\xbb\xbf")  # a byte-order mark alone (found by this test): empty, not an IndexError
 def test_read_csv_on_any_bytes_parses_or_raises_typed(tmp_path, data):
     f = tmp_path / "any.csv"
     f.write_bytes(data)

@@ -231,6 +231,8 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
     if not data.strip():
         raise EmptyFileError(path, "file is empty")
     text = decode(path, data)
+    if not text.strip():  # a byte-order mark and nothing else
+        raise EmptyFileError(path, "file is empty")
     header_fields = text.split("\n", 1)[0].count(sep) + 1
     if header_fields > MAX_CSV_COLUMNS:
         # pandas builds one column object per field: a 1,000,000-field header would take minutes
