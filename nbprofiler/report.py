@@ -26,6 +26,7 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, DataTable, Div, NumberFormatter, TableColumn, TabPanel, Tabs
 from bokeh.resources import INLINE
 
+from . import schema
 from .io.discover import classify
 from .views import theme
 from .views.overview import overview_html
@@ -284,8 +285,8 @@ def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple
     if merged_events == 0 and drawn == n_events:
         return bars, f"All {n_events:,} events are drawn."
     note = (f"{n_events:,} events drawn as {len(bars):,} bars: {merged_events:,} events too short to see at the "
-            f"full-run zoom ({(t1 - t0) / width_px:,.1f} us per pixel) are merged into {merged_bars:,} grey "
-            "aggregate bars (hover shows how many)")
+            f"full-run zoom ({(t1 - t0) / width_px:,.1f} us per pixel) are merged into {merged_bars:,} "
+            "aggregate bars (each in its main op type's colour, as opaque as it is busy; hover shows how many)")
     if drawn < n_events:
         note += f"; {n_events - drawn:,} events are left out"
     return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail."
@@ -337,9 +338,31 @@ def _table(df: pd.DataFrame, name: str) -> DataTable:
 def _ranks(cluster):
     from .views.cluster import communication_layout
     from .views.step_trace import rank_frame
-    comm = communication_layout(cluster)
-    table = _table(rank_frame(cluster), "report_ranks_table")
-    return table if comm is None else column(table, comm, sizing_mode="stretch_width")
+    parts = [_table(rank_frame(cluster), "report_ranks_table"), communication_layout(cluster),
+             _ranks_timeline(cluster)]
+    parts = [p for p in parts if p is not None]
+    return parts[0] if len(parts) == 1 else column(*parts, sizing_mode="stretch_width")
+
+
+def _ranks_timeline(cluster):
+    """The cluster page's timeline of ranks, static: the first ranks with timelines stacked on their
+    clocks (`analysis.cluster_timeline`), the whole run at `TIMELINE_BUDGET` bars; None with fewer than
+    two such ranks."""
+    from .analysis.cluster_timeline import stacked_timeline
+    from .views.cluster import TIMELINE_RANKS
+    from .views.timeline import timeline_figure
+    roles = schema.FRAMES["timeline"].roles
+    ranks = [r for r in cluster.ranks if cluster[r].has(*roles)][:TIMELINE_RANKS]
+    if len(ranks) < 2:
+        return None
+    frames = stacked_timeline(cluster, ranks)
+    if frames["timeline"].empty:
+        return None
+    lod, note = timeline_lod(frames["timeline"], TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
+    fig = timeline_figure(lod, frames["timeline_tracks"], width=TIMELINE_WIDTH_PX)
+    head = Div(text=f"<h3>Timeline of ranks {_e(', '.join(ranks))} on one clock</h3><p>{_e(note)}</p>",
+               sizing_mode="stretch_width", name="report_ranks_timeline_note")
+    return column(head, fig, sizing_mode="stretch_width", name="report_ranks_timeline")
 
 
 def _is_cluster(obj) -> bool:

@@ -70,3 +70,12 @@ def test_cluster_page_folds_the_ranks_timeline_and_builds_it_when_opened(pt2):
     # a cluster without timelines (step-trace and communication files only) has no such fold
     c8 = ClusterView(load_quietly("npu/cluster_8rank"))
     assert len(c8.widget.children) == 1
+
+
+def test_report_ranks_tab_holds_the_ranks_timeline(pt2):
+    from nbprofiler.report import report_layout
+    ranks = report_layout(pt2).select_one({"name": "report_ranks"})
+    part = ranks.select_one({"name": "report_ranks_timeline"})
+    assert part is not None
+    bars = part.select_one({"name": "timeline_src"}).data
+    assert sum(bars["count"]) == 6758  # every event of both ranks drawn or counted
