@@ -129,7 +129,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print the results as JSON as well")
     args = ap.parse_args(argv)
     from nbprofiler.parallel import choose_engine
-    from nbprofiler.synthetic_cluster import write_legacy_cluster, write_npu_cluster
+    from nbprofiler.synthetic.cluster import write_legacy_cluster, write_npu_cluster
     sizes = args.ranks or ([8] if args.quick else [8, 64, 512])
     engines = args.engines or (["serial", "auto", "processes", "dask"] if args.quick else
                                ["serial", "auto", "processes", "dask", "dask-client"])

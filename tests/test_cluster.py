@@ -14,7 +14,7 @@ from nbprofiler.analysis import cluster as C
 from nbprofiler.errors import ProfilerDataWarning
 from nbprofiler.analysis.cluster_reduce import gather_rank_summaries
 from nbprofiler.parallel import MIN_RANKS_FOR_PROCESSES, choose_engine, chunked, map_ranks
-from nbprofiler.synthetic_cluster import write_legacy_cluster
+from nbprofiler.synthetic.cluster import write_legacy_cluster
 from nbprofiler.views.cluster import ClusterView, cluster_layout
 
 from .conftest import DATA, expected, load_quietly

@@ -11,7 +11,7 @@ import pytest
 import nbprofiler
 import nbprofiler.samples
 from nbprofiler.report import timeline_lod, write_html_report
-from nbprofiler.synthetic_profile import write_profile
+from nbprofiler.synthetic.profile import write_profile
 
 from tests.conftest import DATA, expected, load_quietly
 

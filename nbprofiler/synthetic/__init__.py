@@ -1,4 +1,6 @@
-"""Seeded synthetic profiler output for benchmarks and tests.
+"""Seeded synthetic profiler output for benchmarks and tests (outside the data flow: nothing in the package
+imports it). `nbprofiler.synthetic.profile` writes whole legacy and 2.x profiles with a bottleneck knob,
+`nbprofiler.synthetic.cluster` clusters shaped like the shared ones.
 
 `write_trace` writes a Chrome-trace JSON array shaped like the real ``trace_view.json`` files in
 ``shared/data`` (MindSpore 2.10: ``ts``/``dur`` as strings with 3 decimals; torch_npu/CANN: string
