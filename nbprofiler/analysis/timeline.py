@@ -115,7 +115,7 @@ class TimelineIndex:
     ``op_type``). ``row`` values returned by queries are positions in that frame (``events.iloc[row]``).
     """
 
-    def __init__(self, events: pd.DataFrame, long_per_track: int = LONG_EVENTS_PER_TRACK):
+    def __init__(self, events: pd.DataFrame, long_per_track: int = LONG_EVENTS_PER_TRACK, levels: bool = True):
         track = events["track"].to_numpy(dtype=np.int64)
         start = events["start_us"].to_numpy(dtype=np.float64)
         dur = np.nan_to_num(events["dur_us"].to_numpy(dtype=np.float64), nan=0.0)
@@ -156,22 +156,30 @@ class TimelineIndex:
         self.type_values = np.asarray(types.categories, dtype=object)
         self.t_min = float(self.start.min()) if self.n else 0.0
         self.t_max = float(self.end.max()) if self.n else 0.0
-        # (pixel, {track: entries}), coarsest first; only tracks with many events get one
+        # (pixel, {track: entries}), coarsest first; only tracks with many events get one. Until
+        # `build_levels` has run, every query merges the events (the same bars, slower on wide windows).
         self.levels: list[tuple[float, dict[int, _LevelTrack]]] = []
+        if levels:
+            self.build_levels()
+
+    def build_levels(self) -> None:
+        """Merge each busy track's sub-pixel runs at the `LEVEL_BINS` pixels (~0.1 s per million events);
+        the finished levels replace ``levels`` at once, so queries running meanwhile stay correct."""
         span = self.t_max - self.t_min
+        if span <= 0:
+            return
+        busy = {trk: tr for trk, tr in self.tracks.items() if tr.hi - tr.lo + len(tr.long) >= LEVEL_MIN_EVENTS}
+        ordered = {}
+        for trk, tr in busy.items():  # each track's events by start, once for every level
+            pos = np.r_[np.arange(tr.lo, tr.hi, dtype=np.int64), tr.long]
+            ordered[trk] = pos if not len(tr.long) else pos[np.argsort(self.start[pos], kind="stable")]
+        built = []
         for bins in LEVEL_BINS:
-            px = span / bins if span > 0 else 0.0
-            if px <= 0:
-                continue
-            lvl = {}
-            for trk, tr in self.tracks.items():
-                if tr.hi - tr.lo + len(tr.long) < LEVEL_MIN_EVENTS:
-                    continue
-                pos = np.r_[np.arange(tr.lo, tr.hi, dtype=np.int64), tr.long]
-                pos = pos[np.argsort(self.start[pos], kind="stable")]
-                lvl[trk] = _level_track(self, pos, px)
+            px = span / bins
+            lvl = {trk: _level_track(self, pos, px) for trk, pos in ordered.items()}
             if lvl:
-                self.levels.append((px, lvl))
+                built.append((px, lvl))
+        self.levels = built
 
     def window(self, track: int, t0: float, t1: float) -> np.ndarray:
         """Positions (into the index arrays) of the events of ``track`` that intersect [t0, t1], sorted
@@ -205,9 +213,10 @@ def _is_sorted(track: np.ndarray, start: np.ndarray) -> bool:
     return bool((dt >= 0).all() and ((dt > 0) | (np.diff(start) >= 0)).all())
 
 
-def build_index(events: pd.DataFrame) -> TimelineIndex:
-    """The per-track index `lod_query` needs; build it once per timeline frame."""
-    return TimelineIndex(events)
+def build_index(events: pd.DataFrame, levels: bool = True) -> TimelineIndex:
+    """The per-track index `lod_query` needs; build it once per timeline frame. ``levels=False`` leaves
+    the coarse levels for a later `TimelineIndex.build_levels` (a view builds them in the background)."""
+    return TimelineIndex(events, levels=levels)
 
 
 def lod_query(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 import numpy as np
 import pandas as pd
@@ -131,21 +132,24 @@ def _short(args) -> str:
 
 
 def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
-    """The flows between shown tracks as arrays (``x0``, ``x1`` µs, ``y0``, ``y1`` rows, ``cat``, ``name``),
-    done once per track order so that a re-query only picks a window's flows (`flows_in_window`)."""
+    """The flows between shown tracks: ``x0``, ``x1`` (µs) and ``y0``, ``y1`` (rows) as arrays, ``cat`` and
+    ``name`` as they are in the frame; done once per track order, so a re-query only picks the window's
+    flows (`flows_in_window`) and turns just those names into text."""
     empty = {"x0": np.zeros(0), "y0": np.zeros(0, np.int64), "x1": np.zeros(0), "y1": np.zeros(0, np.int64),
-             "cat": np.zeros(0, object), "name": np.zeros(0, object)}
+             "cat": pd.Series([], dtype=object), "name": pd.Series([], dtype=object)}
     if flows_df is None or len(flows_df) == 0:
         return empty
-    rows = pd.Series(tracks["row"].astype("int64").to_numpy(), index=tracks["track"].astype("int64").to_numpy())
-    f = flows_df.dropna(subset=["start_track", "end_track", "start_us", "end_us"])
-    y0 = f["start_track"].astype("int64").map(rows)
-    y1 = f["end_track"].astype("int64").map(rows)
-    keep = (y0.notna() & y1.notna()).to_numpy()
-    return {"x0": f["start_us"].to_numpy(dtype="float64")[keep], "y0": y0.to_numpy()[keep].astype("int64"),
-            "x1": f["end_us"].to_numpy(dtype="float64")[keep], "y1": y1.to_numpy()[keep].astype("int64"),
-            "cat": f["cat"].astype(str).to_numpy(dtype=object)[keep],
-            "name": f["name"].astype(str).to_numpy(dtype=object)[keep]}
+    row_of = np.full(int(tracks["track"].max()) + 2 if len(tracks) else 1, -1, np.int64)
+    row_of[tracks["track"].astype("int64").to_numpy()] = tracks["row"].astype("int64").to_numpy()
+    st, et = flows_df["start_track"].to_numpy(dtype="float64"), flows_df["end_track"].to_numpy(dtype="float64")
+    x0, x1 = flows_df["start_us"].to_numpy(dtype="float64"), flows_df["end_us"].to_numpy(dtype="float64")
+    ok = ~(np.isnan(st) | np.isnan(et) | np.isnan(x0) | np.isnan(x1))
+    inside = ok & (st >= 0) & (st < len(row_of) - 1) & (et >= 0) & (et < len(row_of) - 1)
+    y0 = np.where(inside, row_of[np.where(inside, st, len(row_of) - 1).astype(np.int64)], -1)
+    y1 = np.where(inside, row_of[np.where(inside, et, len(row_of) - 1).astype(np.int64)], -1)
+    keep = np.flatnonzero((y0 >= 0) & (y1 >= 0))
+    return {"x0": x0[keep], "y0": y0[keep], "x1": x1[keep], "y1": y1[keep],
+            "cat": flows_df["cat"].iloc[keep], "name": flows_df["name"].iloc[keep]}
 
 
 def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
@@ -153,7 +157,9 @@ def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
     most `MAX_FLOWS`. Columns x0, y0 (start), x1, y1 (end), cat, name."""
     x0, x1 = prepared["x0"], prepared["x1"]
     hit = np.flatnonzero(((x0 >= t0) & (x0 <= t1)) | ((x1 >= t0) & (x1 <= t1)))[:MAX_FLOWS]
-    return {k: (v[hit] if k in ("x0", "x1", "y0", "y1") else v[hit].tolist()) for k, v in prepared.items()}
+    return {"x0": x0[hit], "y0": prepared["y0"][hit], "x1": x1[hit], "y1": prepared["y1"][hit],
+            "cat": prepared["cat"].iloc[hit].astype(str).tolist(),
+            "name": prepared["name"].iloc[hit].astype(str).tolist()}
 
 
 def flow_data(flows_df: pd.DataFrame | None, tracks: pd.DataFrame, t0: float, t1: float) -> dict:
@@ -211,7 +217,7 @@ details.text = text;
 
 def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Range1d | None = None,
                     order: list[int] | None = None, flows_df: pd.DataFrame | None = None,
-                    width: int = MAX_WIDTH_PX):
+                    width: int = MAX_WIDTH_PX, flows_prepared: dict | None = None):
     """The timeline: one row per track (labels "process / thread"), events as bars coloured by op type.
 
     ``lod_df``: events or level-of-detail bars (``track``, ``start_us``, ``dur_us``, ``name``,
@@ -248,7 +254,9 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
     current = ColumnDataSource({"y": [], "left": [], "right": []}, name="timeline_current_src")
     fig.hbar(y="y", left="left", right="right", height=1.0, source=current, fill_color=theme.HIGHLIGHT,
              fill_alpha=0.35, line_color=theme.HIGHLIGHT, line_width=3)
-    flows = ColumnDataSource(flow_data(flows_df, tracks, x_range.start, x_range.end), name="timeline_flows_src")
+    if flows_prepared is None:
+        flows_prepared = prepare_flows(flows_df, tracks)
+    flows = ColumnDataSource(flows_in_window(flows_prepared, x_range.start, x_range.end), name="timeline_flows_src")
     fig.add_layout(Arrow(end=VeeHead(size=6, fill_color=theme.AXIS, line_color=theme.AXIS), source=flows,
                          x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=theme.AXIS,
                          line_alpha=0.7, line_width=1, name="timeline_flows"))
@@ -425,7 +433,11 @@ class TimelineView(traitlets.HasTraits, View):
         self._setting_window = False
         from ..analysis import timeline as engine
         self._engine = engine
-        self._index = engine.build_index(self.events)
+        # The coarse levels (fast wide windows) are built beside the kernel's work once the view is up:
+        # the first open does not wait for them, and queries until then merge the events (same bars).
+        self._index = engine.build_index(self.events, levels=False)
+        self.levels_built = threading.Thread(target=self._index.build_levels, name="nbprofiler-lod-levels",
+                                             daemon=True)
         dens = density(self.events)
         lo = float(dens["left"].min()) if len(dens) else 0.0
         hi = float(dens["right"].max()) if len(dens) else 1.0
@@ -434,7 +446,7 @@ class TimelineView(traitlets.HasTraits, View):
         self.tracks = track_table(self.tracks_df)
         self._flows_prepared = prepare_flows(self.flows, self.tracks)
         self.plot = timeline_figure(self._query(lo - pad, hi + pad), self.tracks_df, self.x_range,
-                                    flows_df=self.flows, width=width)
+                                    flows_df=self.flows, width=width, flows_prepared=self._flows_prepared)
         self.fig = self.plot.select_one({"name": "timeline_fig"})
         self.source = self.plot.select_one({"name": "timeline_src"})
         self.minimap = minimap_figure(dens, self.x_range, width=width)
@@ -483,6 +495,7 @@ class TimelineView(traitlets.HasTraits, View):
                                       self.unpin_button], layout=W.Layout(flex_flow="row wrap")),
                               self.status, self.legend, BokehModel(self.layout)], layout=W.Layout(width="100%"))
         self._set_status()
+        self.levels_built.start()
 
     # -- querying -----------------------------------------------------------------------------------
     def _query(self, t0: float, t1: float) -> pd.DataFrame:
@@ -514,7 +527,6 @@ class TimelineView(traitlets.HasTraits, View):
             import asyncio
             self._pending = asyncio.get_running_loop().call_later(self.debounce_s, self.requery)
         except RuntimeError:          # no event loop (plain Python): a timer thread instead
-            import threading
             self._pending = threading.Timer(self.debounce_s, self.requery)
             self._pending.start()
 
