@@ -112,6 +112,11 @@ class FrameSpec:
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
 
+    @property
+    def required(self) -> list[str]:
+        """The columns present whenever the frame has rows, in declaration order."""
+        return [c.name for c in self.columns if c.required]
+
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MalformedFileError, MissingColumnError, ProfilerDataError
+from ..schema import STAGE_SETS
 from ._util import line_of, numeric, read_csv, read_json, skipped_rows, snake, warn_partial
 from .discover import RunFiles
 
@@ -213,7 +214,7 @@ STEP_TRACE_COLUMNS = {
     "Communication(Not Overlapped and Exclude Receive)": "communication_not_overlapped_exclude_receive_ms",
     "Preparing": "preparing_ms",
 }
-STACKED = ["preparing_ms", "computing_ms", "communication_not_overlapped_ms", "free_ms"]
+STACKED = list(STAGE_SETS[2])  # the stages of step_trace_time.csv that stack up to the step (schema)
 
 
 def _step_trace_frame(df: pd.DataFrame, path: Path, first_data_line: int = 2) -> pd.DataFrame:

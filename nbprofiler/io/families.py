@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MalformedFileError
+from ..schema import FRAMES
 from ._util import numeric, read_csv, read_json, read_text, skipped_rows, snake
 from .discover import RunFiles
 
@@ -59,8 +60,7 @@ def _origin(prof) -> float:
 
 
 # -- communication matrix ---------------------------------------------------------------------------
-MATRIX_COLUMNS = ["step", "group", "op_name", "src", "dst", "transport", "size_mb", "transit_ms",
-                  "bandwidth_gbps"]
+MATRIX_COLUMNS = FRAMES["communication_matrix"].required
 _STEP = re.compile(r"step\d*")
 _LINK = re.compile(r"(\d+)-(\d+)")
 

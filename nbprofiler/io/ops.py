@@ -26,11 +26,11 @@ from ..errors import MalformedFileError, MissingColumnError, ProfilerDataError
 from . import framework
 from ._util import line_of, numeric, read_csv, snake, too_many_bad, warn_partial
 from .discover import RunFiles
-from ..schema import OP_KINDS
+from ..schema import FRAMES, OP_KINDS
 
 US_PER_MS = 1000.0
-TYPE_COLUMNS = ["kind", "op_type", "total_time_us", "count", "avg_time_us", "percent", "file_percent"]
-OP_COLUMNS = ["kind", "op_name", "op_type", "total_time_us", "count", "avg_time_us"]
+TYPE_COLUMNS = FRAMES["op_types"].required  # as declared in nbprofiler.schema
+OP_COLUMNS = FRAMES["ops"].required
 
 
 def _first(df: pd.DataFrame, names, path: Path, what: str) -> str:

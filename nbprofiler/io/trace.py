@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from ..errors import (EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError,
                       TruncatedFileError)
+from ..schema import FRAMES
 from . import cache, json_slice
 from ._util import EXPANSION, check_size, decode, read_bytes, warn_partial
 from .discover import RunFiles
@@ -71,10 +72,11 @@ LEGACY_PROCESSES = {"9000": "AI CPU", "10000": "Communication", "11000": "Host C
 LEGACY_THREADS = {"100000": ("Steps", -4), "100001": ("Scope Name", -3), "100002": ("GpuOps", -2),
                   "100003": ("HostCpuOps", -1)}
 
-TIMELINE_COLUMNS = ["track", "name", "op_type", "ph", "cat", "start_us", "dur_us", "args"]
-TRACK_COLUMNS = ["track", "pid", "tid", "process", "thread", "process_sort", "thread_sort", "events"]
-FLOW_COLUMNS = ["cat", "id", "name", "start_track", "start_us", "end_track", "end_us"]
-COUNTER_COLUMNS = ["pid", "name", "series", "start_us", "value"]
+# The frames' columns as declared (nbprofiler.schema)
+TIMELINE_COLUMNS = FRAMES["timeline"].required
+TRACK_COLUMNS = FRAMES["timeline_tracks"].required
+FLOW_COLUMNS = FRAMES["timeline_flows"].required
+COUNTER_COLUMNS = FRAMES["timeline_counters"].required
 
 
 @dataclasses.dataclass
