@@ -1,7 +1,8 @@
-"""Frames that join several file families (the model side of the data flow): a step's place on the
-timeline (step-trace points or kernel step ids against the trace's clock) and the operators joined with
-their input shapes. Each derivation is a function of frames; `Profile` calls the builder of the same name
-here instead of the io builder (``nbprofiler.io`` never reads another frame of the profile for these).
+"""What joins several file families (the model side of the data flow): the profile's time origin (the
+trace's earliest event, else the kernels' or the database's), a step's place on the timeline (step-trace
+points or kernel step ids against the trace's clock) and the operators joined with their input shapes.
+Each derivation is a function of frames; `Profile` calls the builder of the same name here instead of the
+io builder (``nbprofiler.io`` never reads another frame of the profile for these).
 """
 from __future__ import annotations
 
@@ -65,6 +66,30 @@ def first_device_event_us(timeline: pd.DataFrame | None, tracks: pd.DataFrame | 
         own = tracks.loc[~tracks["pid"].astype(str).isin(NOT_DEVICE_PIDS), "track"]
     starts = timeline.loc[timeline["track"].isin(own), "start_us"]
     return float(starts.min()) if len(starts) else None
+
+
+def origin_us(run: RunFiles, prof) -> float:
+    """The absolute time (µs) every relative start of the profile counts from: the earliest event of the
+    run's trace where it has one; else the earliest device task of kernel_details.csv; else the
+    database's earliest task; else 0.0."""
+    from .io import ascend_ms, db, trace
+    has_trace = trace.trace_sources(run) is not None
+    if has_trace or run.has("cpu_op_timestamp"):
+        try:
+            data = trace.trace_data(run, prof)
+        except ProfilerDataError:
+            data = None  # the timeline frame reports the error; the origin falls back below
+        if data is not None:
+            return data.origin_us
+    if run.has("kernel_details"):
+        try:
+            # the kernels frame counts from this origin: with a (broken) trace the file is read on its own
+            kernels = ascend_ms.kernels(run, None) if has_trace else prof.kernels
+        except ProfilerDataError:
+            return 0.0
+        if kernels is not None and "origin_us" in kernels.attrs:
+            return float(kernels.attrs["origin_us"])
+    return db.origin_us(run) if db.has_db(run) else 0.0
 
 
 # -- the builders `Profile` uses for these frames ------------------------------------------------------

@@ -142,7 +142,7 @@ class Profile:
     @property
     def origin_us(self) -> float:
         """Absolute time (us) that every relative ``start_*`` column counts from (0.0 if unknown)."""
-        return self.cached("origin_us", lambda: F.origin_us(self.run, self))
+        return self.cached("origin_us", lambda: derive.origin_us(self.run, self))
 
     @property
     def info(self) -> dict:

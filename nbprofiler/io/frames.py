@@ -17,13 +17,6 @@ from ..schema import OP_KINDS, step_stages  # noqa: F401  (their home before the
 from .discover import RunFiles
 
 
-def origin_us(run: RunFiles, prof) -> float:
-    """Absolute time (us) of the profile's time origin: the earliest timeline event where a timeline
-    exists, else the earliest kernel start, else 0.0. Relative ``start_*`` columns count from it."""
-    from . import trace
-    return trace.origin_us(run, prof)
-
-
 def run_info(run: RunFiles, prof) -> dict:
     """profiler_info_*.json, profiler_metadata.json and CANN info/start/end files merged into one dict."""
     from . import ascend_ms

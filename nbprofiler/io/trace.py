@@ -149,32 +149,6 @@ def counters_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return None if data is None else data.counters
 
 
-def origin_us(run: RunFiles, prof=None) -> float:
-    """Earliest event ts (absolute us) of the timeline source; else the earliest kernel start; else 0.0."""
-    if trace_sources(run) is not None or run.has("cpu_op_timestamp"):
-        try:
-            data = trace_data(run, prof)
-        except ProfilerDataError:
-            data = None  # the timeline frame reports the error; the origin falls back below
-        if data is not None:
-            return data.origin_us
-    if run.has("kernel_details"):
-        from . import ascend_ms
-        try:
-            # With a (broken) trace source, prof.kernels would ask prof.origin_us again: read the file
-            # without the profile, which makes it use its own earliest start.
-            kernels = prof.kernels if prof is not None and trace_sources(run) is None \
-                else ascend_ms.kernels(run, None)
-        except ProfilerDataError:
-            return 0.0
-        if kernels is not None and "origin_us" in kernels.attrs:
-            return float(kernels.attrs["origin_us"])
-    from . import db
-    if db.has_db(run):
-        return db.origin_us(run)
-    return 0.0
-
-
 def trace_sources(run: RunFiles) -> tuple[str, list[Path]] | None:
     """(role, files) of the timeline source of ``run``, or None when it has no trace JSON."""
     if run.has("trace_view"):
@@ -1293,5 +1267,5 @@ class _Progress:
         return False
 
 
-__all__ = ["timeline_frame", "tracks_frame", "flows_frame", "counters_frame", "origin_us", "trace_sources",
+__all__ = ["timeline_frame", "tracks_frame", "flows_frame", "counters_frame", "trace_sources",
            "trace_data", "load_trace", "parse_events", "exact_events", "op_type_of", "TraceData"]
