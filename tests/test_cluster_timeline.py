@@ -67,6 +67,11 @@ def test_cluster_page_folds_the_ranks_timeline_and_builds_it_when_opened(pt2):
     assert fold.get_title(0) == "Timeline of ranks 0, 1 on one clock" and view.timeline is None
     fold.selected_index = 0
     assert view.timeline is not None and len(view.timeline.events) == 6758
+    controls = fold.children[0].children[0]
+    align, offsets = controls.children
+    assert "rank 1 +0.00 µs" in offsets.value
+    align.value = "communication"  # rebuilt on the first collective: rank 1 moves 8.74 us earlier
+    assert view.timeline.events.attrs["align"] == "communication" and "rank 1 -8.74 µs" in offsets.value
     # a cluster without timelines (step-trace and communication files only) has no such fold
     c8 = ClusterView(load_quietly("npu/cluster_8rank"))
     assert len(c8.widget.children) == 1

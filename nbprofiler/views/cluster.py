@@ -274,7 +274,9 @@ TIMELINE_RANKS = 8
 class ClusterView(LayoutView):
     """``ClusterView(cluster, engine=None).display()``: per-rank bars, heatmap and slow-rank table, the
     communication matrix and links, and (where the ranks have timelines) a folded timeline of the first
-    `TIMELINE_RANKS` ranks stacked on one clock, built when unfolded (``.timeline``, a `TimelineView`)."""
+    `TIMELINE_RANKS` ranks stacked on one clock, built when unfolded (``.timeline``, a `TimelineView`),
+    with a choice of alignment (their own clocks, or the first collective they all ran) and the offsets
+    used."""
 
     def __init__(self, cluster, engine: str | None = None):
         from ..analysis.cluster import rank_summary
@@ -298,13 +300,21 @@ class ClusterView(LayoutView):
                 holder = W.VBox([])
                 fold = W.Accordion(children=[holder], selected_index=None, layout=W.Layout(width="100%"),
                                    titles=(f"Timeline of ranks {', '.join(ranks)} on one clock",))
+                align = W.Dropdown(options=[("on the ranks' own clocks", "clock"),
+                                            ("aligned on the first collective they all ran", "communication")],
+                                   value="clock", description="Ranks", layout=W.Layout(width="420px"))
+                offsets = W.HTML()
 
-                def build(change):
-                    if change["new"] == 0 and not holder.children:
-                        from .timeline import TimelineView
-                        self.timeline = TimelineView(self.cluster, ranks=ranks)
-                        holder.children = [self.timeline.widget]
-                fold.observe(build, names="selected_index")
+                def build(_=None):
+                    from .timeline import TimelineView
+                    self.timeline = TimelineView(self.cluster, ranks=ranks, align=align.value)
+                    used = self.timeline.events.attrs.get("offsets_us", {})
+                    offsets.value = (f"<span style='{theme.MUTED_CSS}'>offsets: " + ", ".join(
+                        f"rank {html.escape(str(r))} {v:+,.2f} µs" for r, v in used.items()) + "</span>")
+                    holder.children = [W.HBox([align, offsets]), self.timeline.widget]
+                fold.observe(lambda ch: build() if ch["new"] == 0 and not holder.children else None,
+                             names="selected_index")
+                align.observe(build, names="value")
                 parts.append(fold)
             self._widget = W.VBox(parts, layout=W.Layout(width="100%"))
         return self._widget
