@@ -15,7 +15,6 @@ Everything that comes from the data (operator names, paths, titles) is either ha
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -119,14 +118,6 @@ def report_layout(prof, title: str | None = None, compare_with=None):
 # -- pieces of HTML (every data value escaped) --------------------------------------------------------
 def _e(value) -> str:
     return html.escape(str(value), quote=True)
-
-
-def _num(value, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return f"{float(value):,.{digits}f}"
 
 
 def _default_title(prof) -> str:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average  # noqa: F401  (STAGE_KEYS: old home)
+from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average
 
 
 

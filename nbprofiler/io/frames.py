@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..schema import OP_KINDS, step_stages  # noqa: F401  (their home before the schema; kept for callers)
 from .discover import RunFiles
 
 
