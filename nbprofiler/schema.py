@@ -207,6 +207,17 @@ _COMM_KEYS = (col("step", "Int64", "", "the step the op ran in (the file's `step
               col("op_name", "str", "", "the collective or P2P op, as the file keys it"),
               col("rank", "str", "", "the rank the row was measured on"))
 
+# flops_*.txt's columns by header name (4-column files: the first three), also joined into ``ops``
+_FLOPS_COLUMNS = (opt("mflops", "float64", "MFLOPs", "floating-point operations (4-column files)"),
+                  opt("gflops", "float64", "GFLOPS", "throughput (4-column files)"),
+                  opt("utilization_pct", "float64", "%", "FLOPs utilisation (4-column files)"),
+                  opt("mflops_cube", "float64", "MFLOPs", "cube unit operations"),
+                  opt("gflops_cube", "float64", "GFLOPS", "cube unit throughput"),
+                  opt("utilization_cube_pct", "float64", "%", "cube unit utilisation"),
+                  opt("mflops_vector", "float64", "MFLOPs", "vector unit operations"),
+                  opt("gflops_vector", "float64", "GFLOPS", "vector unit throughput"),
+                  opt("utilization_vector_pct", "float64", "%", "vector unit utilisation"))
+
 FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
     FrameSpec("step_trace", "training step (the file's average row is not a step)", (
         col("step", "int64", "", "step number, 1-based as in the file"),
@@ -285,15 +296,7 @@ FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
         opt("file_percent", "float64", "%", "the file's own share column, 0–100"),
         opt("input_shapes", "str", "", "the input shapes it ran with (FRAMEWORK/cpu_framework_*)"),
         opt("accelerator_core", "str", "", "NPU: its core"),
-        opt("mflops", "float64", "MFLOPs", "floating-point operations"),
-        opt("gflops", "float64", "GFLOPS", "throughput"),
-        opt("utilization_pct", "float64", "%", "FLOPs utilisation"),
-        opt("mflops_cube", "float64", "MFLOPs", "cube unit operations"),
-        opt("gflops_cube", "float64", "GFLOPS", "cube unit throughput"),
-        opt("utilization_cube_pct", "float64", "%", "cube unit utilisation"),
-        opt("mflops_vector", "float64", "MFLOPs", "vector unit operations"),
-        opt("gflops_vector", "float64", "GFLOPS", "vector unit throughput"),
-        opt("utilization_vector_pct", "float64", "%", "vector unit utilisation"),
+        *_FLOPS_COLUMNS,
     ), "none", ("aicore_intermediate_*_detail.csv", "aicpu_intermediate_*.csv", "cpu_op_detail_info_*.csv",
                 "gpu_op_detail_info_*.csv", "framework_raw_*.csv", "flops_*.txt",
                 "ASCEND_PROFILER_OUTPUT/kernel_details.csv", "*.db"),
@@ -316,15 +319,7 @@ FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
              "`aic_mac_ratio`, ...), numeric where it holds numbers"),
     FrameSpec("flops", "operator", (
         col("op_name", "str", "", "full scope name"),
-        opt("mflops", "float64", "MFLOPs", "operations (4-column files)"),
-        opt("gflops", "float64", "GFLOPS", "throughput"),
-        opt("utilization_pct", "float64", "%", "utilisation"),
-        opt("mflops_cube", "float64", "MFLOPs", "cube unit operations"),
-        opt("gflops_cube", "float64", "GFLOPS", "cube unit throughput"),
-        opt("utilization_cube_pct", "float64", "%", "cube unit utilisation"),
-        opt("mflops_vector", "float64", "MFLOPs", "vector unit operations"),
-        opt("gflops_vector", "float64", "GFLOPS", "vector unit throughput"),
-        opt("utilization_vector_pct", "float64", "%", "vector unit utilisation"),
+        *_FLOPS_COLUMNS,
     ), "none", ("flops_*.txt",), frozenset({"flops"})),
     FrameSpec("minddata_pipeline", "pipeline op, breadth-first from the root (op 0)", (
         col("op_id", "int64", "", "op id"), col("op_type", "str", "", "as written, e.g. `BatchOp`"),
