@@ -112,11 +112,12 @@ def test_a_huge_name_in_a_trace_is_charged_before_the_frames_are_built(tmp_path,
     ("minddata_cpu_utilization_0.json", "json", "cpu_utilization"),
     ("dataset_iterator_profiling_0.txt", "text", "host_queue"),
     ("cpu_ms_memory_record_0.txt", "csv", "memory"),
-    ("trace_view.json", "trace", "timeline"),
+    ("trace_view.json", "trace_disk", "timeline"),
 ])
 def test_each_family_is_refused_past_its_factor_and_the_rest_loads(tmp_path, monkeypatch, name, family, frame):
     """The file of each family is refused when its size x its table factor exceeds what is available
-    (and not below it: the factor, not another number, decides); the other files load."""
+    (and not below it: the factor, not another number, decides); the other files load. A trace that does
+    not fit in memory loads on disk (`nbprofiler.io.trace_disk`), so it is refused past that factor."""
     run = _copy(tmp_path, monkeypatch)
     path = next(run.rglob(name))
     need = path.stat().st_size * _util.EXPANSION[family]
@@ -150,8 +151,10 @@ def test_every_check_size_caller_names_a_family_of_the_table():
                 if isinstance(a, ast.Constant):
                     assert isinstance(a.value, str) and a.value in _util.EXPANSION, \
                         f"{where}: {name} passes {a.value!r}, not a family of EXPANSION"
-                else:  # a variable: only io._util's readers, passing their own ``family`` on
-                    assert src.name == "_util.py" and isinstance(a, ast.Name) and a.id == "family", where
+                else:  # a variable: only io._util's readers and the trace reader (in memory or on disk),
+                    # passing their own ``family`` on
+                    assert src.name in ("_util.py", "trace.py") and isinstance(a, ast.Name) and a.id == "family", \
+                        where
             seen.setdefault(name, []).append(where)
     assert len(seen["check_size"]) >= 5 and len(seen["read_json"]) >= 10 and len(seen["read_text"]) >= 5
     assert any(w.startswith("io/trace.py") for w in seen["check_size"])

@@ -51,7 +51,10 @@ def _device_op_events(timeline: pd.DataFrame | None, tracks: pd.DataFrame | None
     is_op = (tracks["process"].astype(str).str.match(DEVICE_OP_PROCESS)
              & ~tracks["thread"].astype(str).str.match(NOT_OP_THREAD))
     op_tracks = tracks.loc[is_op, "track"].to_numpy()
-    events = timeline[timeline["track"].isin(op_tracks) & (timeline["ph"] == "X")]
+    pos = np.flatnonzero((timeline["track"].isin(op_tracks) & (timeline["ph"] == "X")).to_numpy())
+    # without the args text (read from disk, where it is looked at, on a trace larger than memory): the
+    # rows' positions fetch it for the rows kept
+    events = timeline.iloc[pos][["name", "op_type", "start_us", "dur_us"]].assign(_pos=pos)
     return events if len(events) else None
 
 
@@ -67,7 +70,8 @@ def _place_in_steps(start_us: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
 
 def _step_rows(kernels, timeline, tracks, step_windows) -> tuple[pd.DataFrame | None, str | None]:
     """One row per operator execution with ``step``, ``name``, ``op_type``, ``start_us``, ``dur_us``
-    (and ``args`` / ``input_shapes`` where the source has them), and the source's description."""
+    (and ``input_shapes`` where the source has them, or ``_pos``: the row's position in the timeline, whose
+    args may hold them), and the source's description."""
     k = _kernels_with_steps(kernels)
     if k is not None:
         rows = pd.DataFrame({"step": k["step"].astype("int64").to_numpy(), "name": k["name"].astype(str).to_numpy(),
@@ -94,7 +98,7 @@ def _step_rows(kernels, timeline, tracks, step_windows) -> tuple[pd.DataFrame | 
     rows = pd.DataFrame({"step": steps[keep], "name": events["name"].astype(str).to_numpy(),
                          "op_type": events["op_type"].astype(str).to_numpy(),
                          "start_us": events["start_us"].to_numpy(float), "dur_us": events["dur_us"].to_numpy(float),
-                         "args": events["args"].to_numpy() if "args" in events else None})
+                         "_pos": events["_pos"].to_numpy()})
     how = str(step_windows["source"].iloc[0]) if "source" in step_windows else "step windows"
     return rows, f"timeline device operators placed in their step by start time ({how}; steps the trace covers)"
 
@@ -146,6 +150,7 @@ def step_operators(step_windows: pd.DataFrame | None = None, *, kernels: pd.Data
     rows, source = _step_rows(kernels, timeline, tracks, step_windows)
     if rows is None:
         return _empty(STEP_OP_COLUMNS, source)
+    args = timeline["args"] if timeline is not None and "args" in timeline else None
     if step is not None:
         rows = rows[rows["step"] == int(step)]
     rows = rows.sort_values(["step", "dur_us"], ascending=[True, False], kind="stable")
@@ -154,7 +159,8 @@ def step_operators(step_windows: pd.DataFrame | None = None, *, kernels: pd.Data
     rows = rows.copy()
     if "input_shapes" not in rows:
         # Shapes from the args JSON are parsed only for the rows kept, never for a whole trace.
-        rows["input_shapes"] = [_shapes_from_args(a) for a in rows["args"]] if "args" in rows else pd.NA
+        rows["input_shapes"] = [_shapes_from_args(a) for a in args.iloc[rows["_pos"].to_numpy()]] \
+            if args is not None and "_pos" in rows else pd.NA
     out = rows[list(STEP_OP_COLUMNS)].reset_index(drop=True).astype(STEP_OP_COLUMNS)
     out.attrs["source"] = source
     return out

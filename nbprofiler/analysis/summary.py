@@ -141,6 +141,8 @@ def _timeline(prof) -> dict | None:
     ev = prof.timeline
     if ev is None or ev.empty or "start_us" not in ev:
         return None
+    # the columns used, not the args text (read from disk, where it is looked at, on a huge trace)
+    ev = ev[[c for c in ("track", "name", "op_type", "start_us", "dur_us", "is_scope") if c in ev.columns]]
     end = (ev["start_us"] + ev["dur_us"].fillna(0)).max()
     # scope-layer bars span the operators under them: counted apart, never as an operator type
     scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)

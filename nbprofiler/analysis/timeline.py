@@ -12,8 +12,12 @@ window is drawn or counted in exactly one bar, and nothing outside the window is
 
 Window cut: per track the events are sorted by start and cut with ``np.searchsorted``. Events that start
 before t0 but still reach into the window are found exactly: the few longest events of each track
-(`LONG_EVENTS_PER_TRACK`) are kept aside and tested directly, so every other event is at most
-``short_max_us`` long and can only intersect the window if it starts after ``t0 - short_max_us``.
+(`LONG_EVENTS_PER_TRACK`) are tested directly, so every other event is at most ``short_max_us`` long and
+can only intersect the window if it starts after ``t0 - short_max_us``.
+
+Memory: the index reads the frame's own columns in place when the frame is sorted by (track, start), as
+``prof.timeline`` is (on a trace larger than memory they are memory-mapped files), and adds one float64
+per event (the end times) plus the coarse levels, which hold a few numbers per merged run.
 """
 from __future__ import annotations
 
@@ -41,10 +45,10 @@ LEVEL_MIN_EVENTS = 4_096
 
 @dataclasses.dataclass
 class _Track:
-    lo: int               # this track's slice [lo, hi) of the index's sorted arrays (short events)
+    lo: int               # this track's slice [lo, hi) of the index's arrays, sorted by start
     hi: int
-    short_max_us: float   # the longest short event of the track
-    long: np.ndarray      # positions (into the index's arrays) of the track's long events
+    short_max_us: float   # the longest of the track's events that are not in ``long``
+    long: np.ndarray      # positions of the track's longest events, ascending
 
 
 @dataclasses.dataclass
@@ -56,18 +60,19 @@ class _LevelTrack:
     count: np.ndarray     # events in the entry
     busy: np.ndarray      # their summed duration
     single: np.ndarray    # the event's position for a one-event entry, else -1
-    first: np.ndarray     # a run's events: members[first:last] (their positions, sorted by start)
+    first: np.ndarray     # a run's events: the positions in [first, last) shorter than ``px``
     last: np.ndarray
-    members: np.ndarray
+    px: float
     vote_entry: np.ndarray  # the op-type votes of the entries (entry, type code, summed weight), by entry
     vote_type: np.ndarray
     vote_weight: np.ndarray
 
 
-def _level_track(index: "TimelineIndex", pos: np.ndarray, px: float) -> _LevelTrack:
-    """The entries of one track (``pos``: all its events' positions, sorted by start) at pixel ``px``."""
-    small = index.dur[pos] < px
-    big, sp = pos[~small], pos[small]
+def _level_track(index: "TimelineIndex", lo: int, hi: int, px: float) -> _LevelTrack:
+    """The entries of one track (its events: positions ``lo`` to ``hi``, sorted by start) at pixel ``px``."""
+    small = index.dur[lo:hi] < px
+    big, sp = np.flatnonzero(~small) + lo, np.flatnonzero(small) + lo
+    del small
     s, e = index.start[sp], index.end[sp]
     if len(sp):
         new_run = np.r_[True, s[1:] - np.maximum.accumulate(e)[:-1] > px]
@@ -96,14 +101,15 @@ def _level_track(index: "TimelineIndex", pos: np.ndarray, px: float) -> _LevelTr
     vote_entry = np.r_[entry_of_big, entry_of_run[uniq // n_types]]
     vote_type = np.r_[index.type_codes[big], (uniq % n_types) - 1]
     vote_weight = np.r_[index.dur[big] + VOTE_EPS, w]
-    first = np.r_[np.full(len(big), 0), firsts][order]
-    last = np.r_[np.full(len(big), 0), np.r_[firsts[1:], len(sp)] if n_runs else np.zeros(0, np.int64)][order]
+    first = np.r_[np.full(len(big), 0), sp[firsts] if n_runs else np.zeros(0, np.int64)][order]
+    last = np.r_[np.full(len(big), 0), sp[np.r_[firsts[1:], len(sp)] - 1] + 1 if n_runs
+                 else np.zeros(0, np.int64)][order]
     by_entry = np.argsort(vote_entry, kind="stable")  # a window's votes are then one slice
     vote_entry, vote_type, vote_weight = vote_entry[by_entry], vote_type[by_entry], vote_weight[by_entry]
     return _LevelTrack(start=start[order], end=np.r_[index.end[big], r_end][order],
                        count=np.r_[np.ones(len(big), np.int64), r_count][order],
                        busy=np.r_[index.dur[big], r_busy][order], single=np.r_[big, r_single][order],
-                       first=first.astype(np.int64), last=last.astype(np.int64), members=sp,
+                       first=first.astype(np.int64), last=last.astype(np.int64), px=px,
                        vote_entry=vote_entry.astype(np.int64), vote_type=vote_type.astype(np.int64),
                        vote_weight=vote_weight)
 
@@ -116,43 +122,39 @@ class TimelineIndex:
     """
 
     def __init__(self, events: pd.DataFrame, long_per_track: int = LONG_EVENTS_PER_TRACK, levels: bool = True):
-        track = events["track"].to_numpy(dtype=np.int64)
+        track = events["track"].to_numpy()
         start = events["start_us"].to_numpy(dtype=np.float64)
-        dur = np.nan_to_num(events["dur_us"].to_numpy(dtype=np.float64), nan=0.0)
-        dur = np.maximum(dur, 0.0)
+        dur = events["dur_us"].to_numpy(dtype=np.float64)
+        if np.isnan(dur).any() or (dur < 0).any():
+            dur = np.maximum(np.nan_to_num(dur, nan=0.0), 0.0)
         names = _as_categorical(events["name"]) if "name" in events else pd.Categorical([""] * len(events))
         types = _as_categorical(events["op_type"]) if "op_type" in events else names
-        order = np.arange(len(events)) if _is_sorted(track, start) else np.lexsort((start, track))
-        track, start, dur = track[order], start[order], dur[order]
-        # within each track: the short events sorted by start, then the track's longest events
+        name_codes, type_codes = names.codes, types.codes
+        self._row = None  # position -> row of the frame, where the frame was not sorted by (track, start)
+        if not _is_sorted(track, start):
+            order = np.lexsort((start, track))
+            track, start, dur = track[order], start[order], dur[order]
+            name_codes, type_codes = name_codes[order], type_codes[order]
+            self._row = order.astype(np.int64)
         self.tracks: dict[int, _Track] = {}
-        bounds = np.flatnonzero(np.diff(track)) + 1
-        pieces = []
+        bounds = np.flatnonzero(track[1:] != track[:-1]) + 1
         for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(track)]):
             if hi <= lo:
                 continue
             d = dur[lo:hi]
             if hi - lo > long_per_track:
-                is_long = np.zeros(hi - lo, dtype=bool)
-                is_long[np.argpartition(d, -long_per_track)[-long_per_track:]] = True
+                long = np.sort(np.argpartition(d, -long_per_track)[-long_per_track:]) + lo
+                short_max = float(np.partition(d, -long_per_track - 1)[-long_per_track - 1])
             else:
-                is_long = np.ones(hi - lo, dtype=bool)
-            short, long = np.flatnonzero(~is_long) + lo, np.flatnonzero(is_long) + lo
-            short_max = float(dur[short].max()) if len(short) else 0.0
-            self.tracks[int(track[lo])] = _Track(int(lo), int(lo + len(short)), short_max,
-                                                 np.arange(lo + len(short), hi, dtype=np.int64))
-            pieces += [short, long]
-        within = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
-        order = order[within]
+                long, short_max = np.arange(lo, hi, dtype=np.int64), 0.0
+            self.tracks[int(track[lo])] = _Track(int(lo), int(hi), short_max, long.astype(np.int64))
         self.n = len(events)
-        self.row = order.astype(np.int64)
-        self.track = track[within]
-        self.start = start[within]
-        self.dur = dur[within]
-        self.end = self.start + self.dur
-        self.name_codes = names.codes[order].astype(np.int64)
+        self.start = start
+        self.dur = dur
+        self.end = start + dur
+        self.name_codes = name_codes
         self.name_values = np.asarray(names.categories, dtype=object)
-        self.type_codes = types.codes[order].astype(np.int64)
+        self.type_codes = type_codes
         self.type_values = np.asarray(types.categories, dtype=object)
         self.t_min = float(self.start.min()) if self.n else 0.0
         self.t_max = float(self.end.max()) if self.n else 0.0
@@ -162,21 +164,22 @@ class TimelineIndex:
         if levels:
             self.build_levels()
 
+    def rows(self, pos: np.ndarray) -> np.ndarray:
+        """The frame's rows (``events.iloc`` positions) of index positions."""
+        pos = np.asarray(pos, dtype=np.int64)
+        return pos if self._row is None else self._row[pos]
+
     def build_levels(self) -> None:
         """Merge each busy track's sub-pixel runs at the `LEVEL_BINS` pixels (~0.1 s per million events);
         the finished levels replace ``levels`` at once, so queries running meanwhile stay correct."""
         span = self.t_max - self.t_min
         if span <= 0:
             return
-        busy = {trk: tr for trk, tr in self.tracks.items() if tr.hi - tr.lo + len(tr.long) >= LEVEL_MIN_EVENTS}
-        ordered = {}
-        for trk, tr in busy.items():  # each track's events by start, once for every level
-            pos = np.r_[np.arange(tr.lo, tr.hi, dtype=np.int64), tr.long]
-            ordered[trk] = pos if not len(tr.long) else pos[np.argsort(self.start[pos], kind="stable")]
+        busy = {trk: tr for trk, tr in self.tracks.items() if tr.hi - tr.lo >= LEVEL_MIN_EVENTS}
         built = []
         for bins in LEVEL_BINS:
             px = span / bins
-            lvl = {trk: _level_track(self, pos, px) for trk, pos in ordered.items()}
+            lvl = {trk: _level_track(self, tr.lo, tr.hi, px) for trk, tr in busy.items()}
             if lvl:
                 built.append((px, lvl))
         self.levels = built
@@ -189,16 +192,15 @@ class TimelineIndex:
         if tr is None:
             return np.zeros(0, dtype=np.int64)
         s = self.start[tr.lo:tr.hi]
-        a = int(np.searchsorted(s, t0 - tr.short_max_us, side="left"))
-        b = int(np.searchsorted(s, t1, side="right"))
-        cand = np.arange(tr.lo + a, tr.lo + b, dtype=np.int64)
+        a = tr.lo + int(np.searchsorted(s, t0 - tr.short_max_us, side="left"))
+        b = tr.lo + int(np.searchsorted(s, t1, side="right"))
+        cand = np.arange(a, b, dtype=np.int64)
         cand = cand[self.end[cand] >= t0]
-        if len(tr.long):
-            lg = tr.long[(self.start[tr.long] <= t1) & (self.end[tr.long] >= t0)]
-            if len(lg):
-                cand = np.concatenate([cand, lg])
-                cand = cand[np.argsort(self.start[cand], kind="stable")]
-        return cand
+        # long events that start before the cut and still reach into the window (positions are in
+        # start order, so they go first)
+        lg = tr.long[:int(np.searchsorted(tr.long, a))]
+        lg = lg[self.end[lg] >= t0]
+        return np.concatenate([lg, cand]) if len(lg) else cand
 
 
 def _as_categorical(s: pd.Series) -> pd.Categorical:
@@ -262,9 +264,9 @@ def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px
     ent = np.flatnonzero((lt.start <= t1) & (lt.end >= t0))
     partial = (lt.count[ent] > 1) & ((lt.start[ent] < t0) | (lt.end[ent] > t1))
     whole, opened = ent[~partial], ent[partial]
-    raw = (np.concatenate([lt.members[lt.first[k]:lt.last[k]] for k in opened]) if len(opened)
+    raw = (np.concatenate([np.arange(lt.first[k], lt.last[k]) for k in opened]) if len(opened)
            else np.zeros(0, np.int64))
-    raw = raw[(index.start[raw] <= t1) & (index.end[raw] >= t0)]
+    raw = raw[(index.dur[raw] < lt.px) & (index.start[raw] <= t1) & (index.end[raw] >= t0)]
     start = np.r_[lt.start[whole], index.start[raw]]
     end = np.r_[lt.end[whole], index.end[raw]]
     count = np.r_[lt.count[whole], np.ones(len(raw), np.int64)]
@@ -307,7 +309,7 @@ def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px
              "name": np.r_[_names(index, single[bg]), names].astype(object),
              "op_type": np.r_[_types(index, single[bg]), r_type].astype(object),
              "busy_us": np.r_[index.dur[single[bg]], np.add.reduceat(busy[sm], firsts) if len(sm) else np.zeros(0)],
-             "row": np.r_[index.row[single[bg]], np.where(r_single >= 0, index.row[np.maximum(r_single, 0)], -1)]}
+             "row": np.r_[index.rows(single[bg]), np.where(r_single >= 0, index.rows(np.maximum(r_single, 0)), -1)]}
     order = np.argsort(parts["start_us"], kind="stable")
     return {k: v[order] for k, v in parts.items()}
 
@@ -346,7 +348,7 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t
         big, sp = pos[~small], pos[small]
         starts, ends, counts, names, types, busy, rows = ([index.start[big]], [index.end[big]],
                                                           [np.ones(len(big), np.int64)], [name_of(big)],
-                                                          [type_of(big)], [index.dur[big]], [index.row[big]])
+                                                          [type_of(big)], [index.dur[big]], [index.rows(big)])
         if len(sp):
             s, e = index.start[sp], index.end[sp]
             # a new run starts where an event begins more than a pixel after every earlier one ended
@@ -363,7 +365,7 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t
             types.append(_dominant(np.cumsum(new_run) - 1, index.type_codes[sp], index.dur[sp] + VOTE_EPS,
                                    len(firsts), index.type_values))
             busy.append(np.add.reduceat(index.dur[sp], firsts))
-            rows.append(np.where(single, index.row[sp[firsts]], -1).astype(np.int64))
+            rows.append(np.where(single, index.rows(sp[firsts]), -1).astype(np.int64))
         st = np.concatenate(starts)
         order = np.argsort(st, kind="stable")
         cols["track"].append(np.full(len(st), trk, dtype=np.int32))

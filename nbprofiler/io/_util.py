@@ -27,6 +27,7 @@ MEMORY_FRACTION = 0.8
 # stdlib parse that locates an error, ``csv_careful`` when a CSV's rows are not all as wide as its header.
 EXPANSION = {
     "trace": 4.7,             # measured 3.72 (object form, many small events; array form 3.50)
+    "trace_disk": 1.0,        # provisional
     "trace_big_event": 10.8,  # measured 8.60 (one 100 MB name string; in args 3.47)
     "trace_document": 10.0,   # measured 8.00 (object form whose event array cannot be placed)
     "trace_exact": 9.3,       # measured 7.38 (invalid JSON 90 % into an object-form trace; array form 4.69)

@@ -190,6 +190,9 @@ def _trace_data(run: RunFiles) -> TraceData | None:
             return _from_cpu_ops(run)
         return None
     role, paths = src
+    from . import trace_disk
+    if trace_disk.wanted(paths):
+        return trace_disk.load(paths[0], legacy=(role == "timeline"))
     key = cache.key_for("trace", paths)
     cached = cache.load(key, paths)
     if cached is not None and "origin_us" in cached[1] and set(cached[0]) == set(TRACE_FRAMES):
@@ -366,7 +369,7 @@ def _dict_chunk(col) -> pa.DictionaryArray:
 
 def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
             span: tuple[int, int] | None = None, on_batch=None, checked_size: int | None = None,
-            limit: int | None = None, stats: dict | None = None) -> list[_Chunk]:
+            limit: int | None = None, stats: dict | None = None, make_digest=None) -> list[_Chunk]:
     """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
     duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
     a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
@@ -374,8 +377,10 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     with when other data follows it), read as an array file. ``limit``: an object-form file read as one
     document is read up to this byte. ``stats`` (a dict) receives ``longest`` (bytes of the longest string
     value read) and, for a document read, ``docs`` (how many JSON documents the file holds; only the
-    first one's events are read)."""
+    first one's events are read). ``make_digest``: returns the function that digests each batch (default
+    `_digest`); called once per read, so a read that fails and is retried starts a fresh one."""
     import queue
+    digest = _digest if make_digest is None else make_digest()
     stats = {} if stats is None else stats
     stats["longest"] = 0
     url = json_slice.slice_url(path, *span) if span else \
@@ -437,7 +442,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
                 if as_document and "docs" not in stats:
                     stats["docs"] = int(item.column("docs")[0].as_py())
                 stats["longest"] = max(stats["longest"], _longest(item))
-                chunks.append(_digest(item, offset, dur_sql))
+                chunks.append(digest(item, offset, dur_sql))
                 offset += item.num_rows
                 if on_batch is not None:
                     on_batch(_json_bytes(item))
@@ -464,13 +469,14 @@ def _longest(batch: pa.RecordBatch) -> int:
     return n
 
 
-def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
+def _parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, family: str = "trace") -> list[_Chunk]:
     """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s.
     ``on_batch(nbytes)``: called after each batch with an estimate of the JSON bytes it was read from.
     Data after the end of the JSON document is ignored with a warning naming its byte offset and line;
-    the document's events load."""
+    the document's events load. ``make_digest``: see `_stream`; ``family``: the memory guard's row for
+    what the digests keep (`EXPANSION`)."""
     path = Path(path)
-    checked = check_size(path, "trace")
+    checked = check_size(path, family)
     first = _first_byte(path)
     if first not in (b"[", b"{"):
         _exact_check(path)  # raises with the line of the first bad byte
@@ -485,7 +491,7 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
         end = _document_end(path)
     stats: dict = {}
     while True:
-        chunks, error = _read_attempts(path, first, offset, on_batch, checked, end, stats, read_errors)
+        chunks, error = _read_attempts(path, first, offset, on_batch, checked, end, stats, read_errors, make_digest)
         if chunks is not None:
             break
         if end is None:
@@ -505,12 +511,12 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None) -> list[_Chunk]:
         _exact_check(path, need_trace_events=True, upto=end)
     if stats.get("longest", 0) > _BIG_VALUE:
         # a huge string costs several copies of itself in the frames built next
-        check_size(path, "trace", extra_bytes=int(stats["longest"] * EXPANSION["trace_big_event"]))
+        check_size(path, family, extra_bytes=int(stats["longest"] * EXPANSION["trace_big_event"]))
     return chunks
 
 
 def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int, end: int | None,
-                   stats: dict, read_errors) -> tuple[list[_Chunk] | None, Exception | None]:
+                   stats: dict, read_errors, make_digest=None) -> tuple[list[_Chunk] | None, Exception | None]:
     """The fast reads of ``path`` (up to byte ``end`` when given), in order, until one succeeds:
     (its chunks, None), or (None, the last read's error) when all of them fail."""
     if end is not None and first == b"[":
@@ -531,7 +537,7 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
             check_size(path, "trace_big_event")  # an event larger than the first read allows
         try:
             return _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch, checked,
-                           limit=end, stats=stats), None
+                           limit=end, stats=stats, make_digest=make_digest), None
         except read_errors as e:
             too_big, error = too_big or "maximum_object_size" in str(e), e
     return None, error
@@ -875,7 +881,7 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
         first = int(np.flatnonzero(absurd)[0])
         line = _line_of_event(paths[0], first) if not multi else None
         warn_partial(MalformedFileError(paths[0], f"{int(absurd.sum())} event(s) with an impossible 'dur' "
-                                                  f"({dur[first]!r} us: negative, not finite or over "
+                                                  f"({float(dur[first])!r} us: negative, not finite or over "
                                                   f"{MAX_DURATION_US:.0e} us) skipped (the first is shown)",
                                         line=line, field="dur"))
         for m in (is_x, timed):
@@ -1051,8 +1057,17 @@ def _presorted(chunks, row_track, rel_ns):
     concatenation, track by track and batch by batch, of those groups. None when some track goes back
     in time across batches (then the caller sorts globally)."""
     seg_track, seg_chunk, seg_lo, seg_hi, seg_first, seg_last = [], [], [], [], [], []
+    spans, span_args = [], []
     for i, c in enumerate(chunks):
         g = c.spans + c.offset
+        placed = row_track[g] >= 0  # events skipped since the batch was read (an impossible dur) have none
+        if not placed.all():
+            g = g[placed]
+            spans.append(c.spans[placed])
+            span_args.append(c.span_args.filter(pa.array(placed)))
+        else:
+            spans.append(c.spans)
+            span_args.append(c.span_args)
         if not len(g):
             continue
         t = row_track[g]
@@ -1074,8 +1089,8 @@ def _presorted(chunks, row_track, rel_ns):
     same = track[1:] == track[:-1]
     if (same & (last[:-1] > first[1:])).any() or (same & (chunk[1:] == chunk[:-1])).any():
         return None
-    rows = np.concatenate([chunks[c].spans[a:b] + chunks[c].offset for c, a, b in zip(chunk, lo, hi)])
-    args = pa.chunked_array([chunks[c].span_args.slice(a, b - a) for c, a, b in zip(chunk, lo, hi)],
+    rows = np.concatenate([spans[c][a:b] + chunks[c].offset for c, a, b in zip(chunk, lo, hi)])
+    args = pa.chunked_array([span_args[c].slice(a, b - a) for c, a, b in zip(chunk, lo, hi)],
                             type=pa.string())
     # one contiguous column: a column of many small chunks makes every later take concatenate it
     return rows, pa.chunked_array([args.combine_chunks()])
@@ -1158,23 +1173,32 @@ def _flows(flow, kind, is_flow, row_track, rel_us) -> pd.DataFrame:
     keep = is_flow[flow.column("row").to_numpy()]
     rows = flow.column("row").to_numpy()[keep]
     if not len(rows):
+        return _flow_frame(None)
+    fl = _rows(flow, ["cat", "id", "name"], keep)
+    return _flow_frame(pa.table({"kind": pa.array(kind[rows]),
+                                 **{c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")},
+                                 "seq": pa.array(rows), "track": pa.array(row_track[rows]),
+                                 "us": pa.array(rel_us[rows])}))
+
+
+def _flow_frame(fl: pa.Table | None) -> pd.DataFrame:
+    """The flows frame from the placeable s/f/t events (``kind``, ``cat``, ``id``, ``name``, ``seq`` = file
+    order, ``track``, ``us``), or an empty one."""
+    if fl is None or not len(fl):
         return _empty(FLOW_COLUMNS, {"start_track": np.int32, "end_track": np.int32, "start_us": np.float64,
                                      "end_us": np.float64})
-    fl = _rows(flow, ["cat", "id", "name"], keep)
-    fl = pa.table({"kind": pa.array(kind[rows]), **{c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")},
-                   "seq": pa.array(rows), "track": pa.array(row_track[rows]), "us": pa.array(rel_us[rows])})
     out = _query(_FLOW_SQL.format(s=KIND_S, f=KIND_F, t=KIND_T), fl=fl).to_pandas()
-    out = pd.DataFrame({"cat": out["cat"].astype(str), "id": out["id"].astype(str), "name": out["name"].astype(str),
-                        "start_track": out["start_track"].astype(np.int32), "start_us": out["start_us"].astype(np.float64),
-                        "end_track": out["end_track"].astype(np.int32), "end_us": out["end_us"].astype(np.float64)})
-    return out
+    return pd.DataFrame({"cat": out["cat"].astype(str), "id": out["id"].astype(str), "name": out["name"].astype(str),
+                         "start_track": out["start_track"].astype(np.int32),
+                         "start_us": out["start_us"].astype(np.float64),
+                         "end_track": out["end_track"].astype(np.int32), "end_us": out["end_us"].astype(np.float64)})
 
 
 _COUNTER_SQL = """
 SELECT coalesce(c.pid, '') AS pid, coalesce(c.name, '') AS name, j.key AS series, c.start_us,
        TRY_CAST(j.value AS DOUBLE) AS value
 FROM c, json_each(CAST(c.args AS JSON)) AS j
-ORDER BY pid, name, series, c.start_us
+ORDER BY pid, name, series, c.start_us, c.row
 """
 
 
@@ -1183,9 +1207,17 @@ def _counters(aux, is_counter, rel_us) -> pd.DataFrame:
     placeable C events."""
     rows = aux.column("row").to_numpy()[is_counter]
     if not len(rows):
+        return _counter_frame(None)
+    return _counter_frame(_rows(aux, ["row", "pid", "name", "args"], is_counter)
+                          .append_column("start_us", pa.array(rel_us[rows])))
+
+
+def _counter_frame(c: pa.Table | None) -> pd.DataFrame:
+    """The counters frame from the placeable C events (``row`` = file order, ``pid``, ``name``, ``args``,
+    ``start_us``), or an empty one. One row per (sample, series): each key of a C event's args is a series
+    (Chrome trace format)."""
+    if c is None or not len(c):
         return _empty(COUNTER_COLUMNS, {"start_us": np.float64, "value": np.float64})
-    # one row per (sample, series): each key of a C event's args is a series (Chrome trace format)
-    c = _rows(aux, ["pid", "name", "args"], is_counter).append_column("start_us", pa.array(rel_us[rows]))
     out = _query(_COUNTER_SQL, c=c).to_pandas()
     for col in ("pid", "name", "series"):
         out[col] = out[col].astype(str)
@@ -1225,9 +1257,7 @@ def _from_cpu_ops(run: RunFiles) -> TraceData | None:
         "args": pd.Series([None] * len(order), dtype=object)})
     tracks["events"] = np.bincount(timeline["track"], minlength=len(tracks)).astype(np.int64)
     return TraceData(origin_us=origin, timeline=timeline, tracks=tracks,
-                     flows=_empty(FLOW_COLUMNS, {"start_track": np.int32, "end_track": np.int32,
-                                                 "start_us": np.float64, "end_us": np.float64}),
-                     counters=_empty(COUNTER_COLUMNS, {"start_us": np.float64, "value": np.float64}))
+                     flows=_flow_frame(None), counters=_counter_frame(None))
 
 
 # -- progress -----------------------------------------------------------------------------------------

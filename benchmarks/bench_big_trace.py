@@ -1,0 +1,125 @@
+"""A trace larger than memory: a 10 GB synthetic MindSpore-shaped trace opened, its dashboard shown (every
+tab's first open) and its timeline zoomed, in a fresh process, then opened again from its cached store;
+peak RSS of each, next to a streaming duckdb parse of the same file (the floor, same run).
+
+    python benchmarks/bench_big_trace.py              # 10 GB (generated once, ~2 min, 10 GB of disk)
+    python benchmarks/bench_big_trace.py --gb 1       # the same path on 1 GB (forced on disk)
+
+The trace is written to ``--scratch`` (default: $TMPDIR/nbprofiler-bench-big) and kept for later runs.
+Targets: peak RSS <= 3 GB for the first open + dashboard + zooms; the cached re-open <= 1 s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, os, resource, sys, time, warnings
+warnings.simplefilter("ignore")
+run, cache_dir, force = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+os.environ["NBPROFILER_CACHE_DIR"] = cache_dir
+if force:
+    os.environ["NBPROFILER_TRACE_ON_DISK"] = "1"
+import nbprofiler
+from nbprofiler.views.dashboard import Dashboard, TABS
+def peak():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out = {"load_1min": os.getloadavg()[0], "import_peak_mb": peak()}
+t = time.perf_counter()
+prof = nbprofiler.load(run)
+tl = prof.timeline
+out["events"], out["on_disk"] = len(tl), "store" in tl.attrs
+out["open_s"], out["open_peak_mb"] = time.perf_counter() - t, peak()
+t = time.perf_counter()
+dash = Dashboard(prof)
+out["dashboard_s"] = time.perf_counter() - t
+out["tabs_s"] = {}
+for tab in TABS[1:]:
+    t = time.perf_counter()
+    dash.select(tab)
+    out["tabs_s"][tab] = time.perf_counter() - t
+view = dash.views.get("Timeline")
+view.levels_built.join()
+lo, hi = float(tl["start_us"].min()), float((tl["start_us"] + tl["dur_us"]).max())
+out["zoom_ms"] = {}
+for frac in (0.0001, 0.01, 0.1, 1.0):
+    worst = 0.0
+    for k in range(5):
+        mid, width = lo + (hi - lo) * (0.2 + 0.12 * k), (hi - lo) * frac
+        t0, t1 = (lo, hi) if frac == 1.0 else (mid - width / 2, mid + width / 2)
+        t = time.perf_counter()
+        view.set_window(t0, t1)
+        worst = max(worst, (time.perf_counter() - t) * 1000)
+    out["zoom_ms"][str(frac)] = worst
+out["peak_mb"] = peak()
+print(json.dumps(out))
+"""
+
+FLOOR = r"""
+import json, resource, sys, time
+import duckdb
+path = sys.argv[1]
+t = time.perf_counter()
+con = duckdb.connect(config={"temp_directory": ""})
+n = con.execute("SELECT count(*) FROM read_json(?, format='array', columns={ph: 'VARCHAR', ts: 'VARCHAR', "
+            "dur: 'VARCHAR', name: 'VARCHAR', args: 'JSON'}) WHERE ph = 'X'", [path]).fetchone()[0]
+print(json.dumps({"events": n, "seconds": time.perf_counter() - t,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def ensure_trace(scratch: Path, gb: float) -> Path:
+    from nbprofiler.synthetic import write_trace
+    run = scratch / f"run_{gb:g}GB"
+    path = run / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        print(f"writing a {gb:g} GB trace to {path} ...", file=sys.stderr)
+        write_trace(path.with_suffix(".part"), int(gb * 1e9), seed=1)
+        path.with_suffix(".part").rename(path)
+    return run
+
+
+def _child(code: str, *args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    if out.returncode:
+        raise SystemExit(f"benchmark child failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gb", type=float, default=10.0, help="trace size in GB (default 10)")
+    ap.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "nbprofiler-bench-big")
+    args = ap.parse_args(argv)
+    run = ensure_trace(args.scratch, args.gb)
+    size = next(run.rglob("trace_view.json")).stat().st_size
+    force = "1" if args.gb < 5 else "0"  # below that the machine holds it in memory: force the disk path
+    floor = _child(FLOOR, str(next(run.rglob("trace_view.json"))))
+    with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-", dir=args.scratch) as cache:
+        first = _child(CHILD, str(run), cache, force)
+        again = _child(CHILD, str(run), cache, force)
+    result = {"bytes": size, "floor": floor, "first": first, "cached": again}
+    print(json.dumps(result))
+    gb = size / 1e9
+    print("\n| trace | events | streaming parse floor | first open | cached re-open | dashboard + all tabs | "
+          "slowest zoom | peak RSS (first / cached) |")
+    print("|---|---|---|---|---|---|---|---|")
+    tabs = sum(first["tabs_s"].values()) + first["dashboard_s"]
+    print(f"| {gb:.1f} GB | {first['events']:,} | {floor['seconds']:.0f} s | {first['open_s']:.0f} s "
+          f"({first['open_s'] / floor['seconds']:.2f}x floor) | {again['open_s']:.2f} s | {tabs:.1f} s | "
+          f"{max(first['zoom_ms'].values()):.0f} ms | {first['peak_mb'] / 1024:.2f} / "
+          f"{again['peak_mb'] / 1024:.2f} GB |")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,608 @@
+"""Traces larger than memory: the streaming parse of `nbprofiler.io.trace`, with each batch's events
+written to disk as it is read, the timeline assembled on disk, and its frame memory-mapped from there.
+
+`nbprofiler.io.trace` builds a trace's frames in memory (peak ~3.5x the file). A trace whose frames
+would not fit (the memory guard's ``trace`` row, `nbprofiler.io._util.EXPANSION`) is loaded here
+instead, with the same parse (the same duckdb reads, retries and errors) and the same frames:
+
+1. Each record batch is digested as in memory, then reduced to its placeable X events, coded against
+   running dictionaries (pid, tid, name, cat, args.type), sorted by (track, ts, file order) and written
+   to a spill file (Arrow IPC). What stays in memory is small: the dictionaries, the M/C/flow/B/E events,
+   and per batch one (track, first ts, last ts) segment per track.
+2. The timeline is written track by track in display order: a track whose segments run forward in
+   time from batch to batch (a file written in time order) is the concatenation of its segments;
+   otherwise (or with B/E pairs) that track alone is sorted in memory.
+3. The columns land in a store directory (numeric columns as ``.npy``, ``args`` as Arrow IPC, the small
+   frames as Feather): in the user cache dir (`nbprofiler.io.cache`, so a second open maps it again in
+   well under a second), else a temporary dir removed at exit. The timeline frame's columns are
+   zero-copy views of the mapped files: memory is spent on the pages a query touches, and ``args`` is
+   read from disk only for the rows that are looked at.
+
+Peak memory is the spill writer's batch plus the largest out-of-order track, whatever the file size
+(measured in ``benchmarks/bench_big_trace.py``). Multi-file sources (per-iteration CANN exports) are
+not loaded this way: each of their files is small.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import mmap
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import EmptyFileError, FileTooLargeError, MalformedFileError
+from . import cache, trace
+from . import _util
+from ._util import warn_partial
+
+# Bump when the store's layout changes, so stale stores are not mapped.
+STORE_VERSION = 1
+ENV_FORCE = "NBPROFILER_TRACE_ON_DISK"  # "1": every single-file trace loads this way (tests, benchmarks)
+_NUMERIC = {"track": np.int32, "name": np.int32, "op_type": np.int32, "ph": np.int8, "cat": np.int32,
+            "start_us": np.float64, "dur_us": np.float64}
+_OUT_ROWS = 1 << 20  # rows per args batch of the store
+
+
+def wanted(paths: list[Path]) -> bool:
+    """Whether ``paths`` should load on disk: one file, and either forced (``NBPROFILER_TRACE_ON_DISK=1``)
+    or too large for the in-memory build (`EXPANSION["trace"]` x its size over the memory guard's share)."""
+    if len(paths) != 1:
+        return False
+    if os.environ.get(ENV_FORCE, "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    try:
+        size = paths[0].stat().st_size
+    except OSError:
+        return False
+    return size * _util.EXPANSION["trace"] > _util.available_memory_bytes() * _util.MEMORY_FRACTION
+
+
+def load(path: Path, legacy: bool, progress: bool = True) -> trace.TraceData:
+    """The trace's frames from its store, built first if there is none."""
+    key = cache.key_for("trace-disk", [path])
+    entry = cache._entry(key, [path])
+    if entry is not None:
+        data = _open(entry)
+        if data is not None:
+            return data
+    dest = entry if entry is not None else _temp_store()
+    _check_disk(path, dest)
+    build(path, dest, legacy=legacy, progress=progress)
+    data = _open(dest)
+    if data is None:  # the store just written does not read back: a disk or filesystem problem
+        raise MalformedFileError(path, f"the on-disk frames written to {dest} could not be read back")
+    return data
+
+
+def _temp_store() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="nbprofiler-trace-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root / "store"
+
+
+def _check_disk(path: Path, dest: Path) -> None:
+    """The store and its spill take up to about the file's size on disk (args text plus ~40 bytes per
+    event, twice while the spill exists)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    need = path.stat().st_size
+    free = shutil.disk_usage(dest.parent).free
+    if need > free:
+        raise FileTooLargeError(path, f"{need / 1e9:.1f} GB does not fit in memory and its on-disk frames "
+                                      f"would need ~{need / 1e9:.1f} GB in {dest.parent}, "
+                                      f"{free / 1e9:.1f} GB free; refused before loading")
+
+
+# -- building a store -------------------------------------------------------------------------------
+class _Codes:
+    """A dictionary that grows batch by batch: each batch's own dictionary codes -> global codes. Code 0
+    stands for null; `final` orders the values as Arrow's dictionary unification orders them for the
+    in-memory build (first appearance, null as the literal "" where one occurs, else last)."""
+
+    def __init__(self):
+        self.index: dict[str, int] = {}
+        self.values: list[str] = [""]
+
+    def of(self, arr: pa.DictionaryArray) -> np.ndarray:
+        local = arr.dictionary.to_pylist()
+        table = np.array([0 if v is None else self._code(v) for v in local] + [0], dtype=np.int32)
+        return table[pc.fill_null(arr.indices, len(local)).to_numpy(zero_copy_only=False)]
+
+    def _code(self, v: str) -> int:
+        code = self.index.get(v)
+        if code is None:
+            code = self.index[v] = len(self.values)
+            self.values.append(v)
+        return code
+
+    def final(self) -> tuple[np.ndarray, np.ndarray]:
+        """(global code -> position in the final values, the final values)."""
+        k = len(self.values) - 1
+        pos = np.arange(-1, k, dtype=np.int64)
+        literal_empty = self.index.get("")
+        if literal_empty is not None:
+            pos[0] = literal_empty - 1
+            return pos, np.array(self.values[1:], dtype=object)
+        pos[0] = k
+        return pos, np.array(self.values[1:] + [""], dtype=object)
+
+
+class _Sink:
+    """Digests batches like `trace._digest` and keeps only what the store needs (see the module doc)."""
+
+    def __init__(self, spill: Path):
+        self.spill_path = spill
+        self.writer = None
+        self.codes = {c: _Codes() for c in trace._CODED}
+        self.pairs: dict[int, int] = {}  # pid code << 32 | tid code -> pair id
+        self.pair_pid: list[int] = []
+        self.pair_tid: list[int] = []
+        self.seg: list[np.ndarray] = []  # per batch: rows (pair, batch, lo, hi, first_ns, last_ns)
+        self.batches = 0
+        self.spans = 0
+        self.origin_ns: int | None = None
+        self.bad = [0, None, None]     # count, first global row, field
+        self.absurd = [0, None, None]  # count, first global row, its dur
+        self.be: list[pa.Table] = []
+        self.flows_path = spill.with_name(spill.stem + "-flows.parquet")
+        self.flow_writer = None
+        self.aux: list[pa.Table] = []
+        self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
+
+    def __call__(self, batch: pa.RecordBatch, offset: int, dur_sql: str):
+        c = trace._digest(batch, offset, dur_sql)
+        kind, ts_ns, ts_ok, dur = c.kind, c.ts_ns, c.ts_ok, c.dur
+        is_x = kind == trace.KIND_X
+        is_b = (kind == trace.KIND_B) | (kind == trace.KIND_E)
+        is_flow = (kind >= trace.KIND_S) & (kind <= trace.KIND_T)
+        is_counter = kind == trace.KIND_C
+        timed = (kind >= trace.KIND_X) & (kind <= trace.KIND_C)
+        no_ph = kind == trace.KIND_NO_PH
+        bad = (timed & ~ts_ok) | (is_x & np.isnan(dur)) | no_ph
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            if self.bad[1] is None:
+                self.bad[1:] = [offset + first, "ph" if no_ph[first] else ("ts" if not ts_ok[first] else "dur")]
+            self.bad[0] += int(bad.sum())
+            for m in (is_x, is_b, is_flow, is_counter, timed):
+                m &= ~bad
+        with np.errstate(invalid="ignore"):
+            absurd = is_x & ~np.isnan(dur) & ((dur < 0) | ~np.isfinite(dur) | (dur > trace.MAX_DURATION_US))
+        if absurd.any():
+            first = int(np.flatnonzero(absurd)[0])
+            if self.absurd[1] is None:
+                self.absurd[1:] = [offset + first, float(dur[first])]
+            self.absurd[0] += int(absurd.sum())
+            is_x &= ~absurd
+            timed &= ~absurd
+        if timed.any():
+            low = int(ts_ns[timed].min())
+            self.origin_ns = low if self.origin_ns is None else min(self.origin_ns, low)
+
+        pid = self.codes["pid"].of(c.codes["pid"])
+        tid = self.codes["tid"].of(c.codes["tid"])
+        pair = np.full(len(kind), -1, dtype=np.int32)
+        on_track = is_x | is_b | is_flow
+        if on_track.any():
+            key = (pid[on_track].astype(np.int64) << 32) | tid[on_track]
+            uniq, inv = np.unique(key, return_inverse=True)
+            ids = np.array([self._pair(int(k)) for k in uniq], dtype=np.int32)
+            pair[on_track] = ids[inv]
+        name = self.codes["name"].of(c.codes["name"])
+        cat = self.codes["cat"].of(c.codes["cat"])
+        typ = self.codes["arg_type"].of(c.codes["arg_type"])
+
+        # X events: this batch's sorted run per track, to the spill
+        keep = is_x[c.spans]
+        rows = c.spans[keep]
+        args = c.span_args.filter(pa.array(keep)) if not keep.all() else c.span_args
+        order = np.lexsort((rows, ts_ns[rows], pair[rows]))
+        rows, args = rows[order], args.take(pa.array(order))
+        if len(rows):
+            self._write(pa.record_batch({
+                "pair": pair[rows], "name": name[rows], "cat": cat[rows], "arg_type": typ[rows],
+                "ts_ns": ts_ns[rows], "dur": dur[rows], "seq": rows + offset, "args": args.cast(pa.large_string())}))
+            p = pair[rows]
+            cut = np.flatnonzero(np.diff(p)) + 1
+            lo, hi = np.r_[0, cut], np.r_[cut, len(rows)]
+            self.seg.append(np.stack([p[lo], np.full(len(lo), self.batches), lo, hi,
+                                      ts_ns[rows[lo]], ts_ns[rows[hi - 1]]], axis=1).astype(np.int64))
+            self.batches += 1
+            self.spans += len(rows)
+            for col, codes in (("name", name), ("cat", cat), ("arg_type", typ)):
+                self._use(col, codes[rows])
+
+        # B/E events (rare): matched per track once every batch is read; a B's args come with its span
+        if is_b.any():
+            b_rows = np.flatnonzero(is_b)
+            span_pos = np.full(len(kind), -1, dtype=np.int64)
+            span_pos[c.spans] = np.arange(len(c.spans))
+            pos = span_pos[b_rows]
+            # an E event has no span (hence no args); nulls stand for them
+            b_args = c.span_args.cast(pa.large_string()).take(pa.array(np.where(pos >= 0, pos, None), pa.int64()))
+            self.be.append(pa.table({"kind": kind[b_rows], "pair": pair[b_rows], "name": name[b_rows],
+                                     "cat": cat[b_rows], "arg_type": typ[b_rows], "ts_ns": ts_ns[b_rows],
+                                     "seq": b_rows + offset, "args": b_args}))
+        # flows and counters: their frames are built from these once the origin is known
+        if len(c.flow):
+            frows = c.flow.column("row").to_numpy() - offset
+            ok = is_flow[frows]
+            fl = c.flow.filter(pa.array(ok))
+            frows = frows[ok]
+            fl = pa.table({"row": fl.column("row"),
+                           **{k: fl.column(k).cast(pa.string()) for k in ("cat", "id", "name")},
+                           "kind": pa.array(kind[frows]), "pair": pa.array(pair[frows]),
+                           "ts_ns": pa.array(ts_ns[frows])})
+            if self.flow_writer is None:
+                import pyarrow.parquet as pq
+                self.flow_writer = pq.ParquetWriter(str(self.flows_path), fl.schema, compression="none")
+            self.flow_writer.write_table(fl)
+        if len(c.aux):
+            arows = c.aux.column("row").to_numpy() - offset
+            ok = (kind[arows] == trace.KIND_M) | is_counter[arows]
+            self.aux.append(c.aux.filter(pa.array(ok)).append_column("kind", pa.array(kind[arows[ok]]))
+                            .append_column("ts_ns", pa.array(ts_ns[arows[ok]])))
+        return _Read(c.n)
+
+    def _pair(self, key: int) -> int:
+        pid = self.pairs.get(key)
+        if pid is None:
+            pid = self.pairs[key] = len(self.pair_pid)
+            self.pair_pid.append(key >> 32)
+            self.pair_tid.append(key & 0xFFFFFFFF)
+        return pid
+
+    def _use(self, col: str, codes: np.ndarray) -> None:
+        counts = np.bincount(codes, minlength=len(self.used[col]))
+        counts[:len(self.used[col])] += self.used[col]
+        self.used[col] = counts
+
+    def _write(self, batch: pa.RecordBatch) -> None:
+        if self.writer is None:
+            self.writer = pa.ipc.new_file(str(self.spill_path), batch.schema)
+        self.writer.write_batch(batch)
+
+    def close(self) -> None:
+        for w in ("writer", "flow_writer"):
+            if getattr(self, w) is not None:
+                getattr(self, w).close()
+                setattr(self, w, None)
+
+
+class _Read:
+    """What `trace._stream` keeps of a batch read on disk: its row count."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+
+def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
+    """Parse ``path`` into a store at ``dest`` (written to a temp dir beside it, renamed into place)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=dest.parent))
+    try:
+        sinks: list[_Sink] = []
+
+        def make_digest():
+            sink = _Sink(tmp / f"spill-{len(sinks)}.arrow")  # a retried read starts a fresh spill
+            sinks.append(sink)
+            return sink
+
+        size = path.stat().st_size
+        with trace._Progress(size, f"parsing {path.name} (on disk)", enabled=progress) as bar:
+            moved = [0.0]
+
+            def parsed(nbytes):
+                step = min(nbytes * 0.7, size * 0.7 - moved[0])
+                moved[0] += step
+                bar.advance(step)
+            reads = trace._parse_chunks(path, on_batch=parsed, make_digest=make_digest, family="trace_disk")
+            bar.advance(size * 0.7 - moved[0])
+            for s in sinks:
+                s.close()
+            if not reads:
+                raise EmptyFileError(path, "the trace holds no events")
+            sink = sinks[-1]
+            for old in sinks[:-1]:
+                old.spill_path.unlink(missing_ok=True)
+                old.flows_path.unlink(missing_ok=True)
+            _assemble(sink, path, tmp, legacy=legacy, gpu=path.name.startswith("gpu_"),
+                      advance=lambda f: bar.advance(size * 0.3 * f))
+        sink.spill_path.unlink(missing_ok=True)
+        sink.flows_path.unlink(missing_ok=True)
+        if dest.exists():
+            shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _assemble(sink: _Sink, path: Path, out: Path, legacy: bool, gpu: bool, advance) -> None:
+    if sink.bad[0]:
+        warn_partial(MalformedFileError(path, f"{sink.bad[0]} event(s) without a numeric {sink.bad[2]!r} or "
+                                              "'ph' skipped (the first is shown)",
+                                        line=trace._line_of_event(path, sink.bad[1]), field=sink.bad[2]))
+    if sink.absurd[0]:
+        warn_partial(MalformedFileError(path, f"{sink.absurd[0]} event(s) with an impossible 'dur' "
+                                              f"({sink.absurd[2]!r} us: negative, not finite or over "
+                                              f"{trace.MAX_DURATION_US:.0e} us) skipped (the first is shown)",
+                                        line=trace._line_of_event(path, sink.absurd[1]), field="dur"))
+    origin_ns = sink.origin_ns or 0
+    final = {c: sink.codes[c].final() for c in trace._CODED}
+    aux = pa.concat_tables(sink.aux) if sink.aux else None
+    meta = trace._meta_events(aux, aux.column("kind").to_numpy() == trace.KIND_M) if aux is not None else []
+    # a track is a distinct (pid, tid) text: a null pid and a literal "" one are the same track
+    pid_text = final["pid"][1][final["pid"][0][np.array(sink.pair_pid, np.int64)]]
+    tid_text = final["tid"][1][final["tid"][0][np.array(sink.pair_tid, np.int64)]]
+    text = pd.DataFrame({"pid": pid_text.astype(str), "tid": tid_text.astype(str)})
+    canon = text.groupby(["pid", "tid"], sort=False).ngroup().to_numpy()  # distinct pairs, first seen first
+    first_of = text.drop_duplicates().index.to_numpy()
+    tracks = trace._name_tracks(pid_text[first_of], tid_text[first_of], meta, legacy=legacy, gpu=gpu)
+    track_of_unique = np.empty(len(tracks), dtype=np.int32)
+    track_of_unique[tracks["_pair"].to_numpy()] = np.arange(len(tracks), dtype=np.int32)
+    track_of_pair = track_of_unique[canon] if len(canon) else np.zeros(0, np.int32)
+    tracks = tracks.drop(columns="_pair")
+
+    be = _pairs_of_be(sink, track_of_pair, origin_ns, path)
+    for col, c in (("name", "name"), ("cat", "cat"), ("arg_type", "arg_type")):
+        if be is not None and len(be):
+            sink._use(col, be.column(c).to_numpy())
+    name_map, name_values = _used(sink.used["name"], *final["name"])
+    cat_map, cat_values = _used(sink.used["cat"], *final["cat"])
+    type_map, type_values = _used(sink.used["arg_type"], *final["arg_type"])
+    op_of_name, op_of_type, op_values = _op_type_maps(name_values, type_values)
+    has_b = be is not None and len(be) > 0
+
+    segs = np.concatenate(sink.seg) if sink.seg else np.zeros((0, 6), np.int64)
+    seg_track = track_of_pair[segs[:, 0]] if len(segs) else np.zeros(0, np.int32)
+    order = np.lexsort((segs[:, 1], seg_track)) if len(segs) else np.zeros(0, np.int64)
+    segs, seg_track = segs[order], seg_track[order]
+    b_track = track_of_pair[be.column("pair").to_numpy()] if has_b else np.zeros(0, np.int32)
+    n = sink.spans + (len(be) if has_b else 0)
+
+    files = {c: open(out / f"timeline.{c}.npy", "wb") for c in _NUMERIC}
+    for c, f in files.items():
+        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(_NUMERIC[c])),
+                                                 "fortran_order": False, "shape": (n,)})
+    args_writer = pa.ipc.new_file(str(out / "timeline.args.arrow"), pa.schema([("args", pa.large_string())]))
+    pending: list[pa.Array] = []
+    pending_rows = 0
+    events = np.zeros(len(tracks), dtype=np.int64)
+    spill = _Spill(sink.spill_path) if sink.batches else None
+    try:
+        bounds = np.flatnonzero(np.diff(seg_track)) + 1
+        by_track = {int(seg_track[lo]): (lo, hi) for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(segs)])
+                    if hi > lo}
+        for t in range(len(tracks)):
+            lo, hi = by_track.get(t, (0, 0))
+            mine = segs[lo:hi]
+            b_here = np.flatnonzero(b_track == t) if has_b else np.zeros(0, np.int64)
+            in_order = not len(b_here) and bool(np.all(mine[1:, 4] >= mine[:-1, 5]))
+            if in_order:  # read lazily: a long track's pages are released as they are written
+                parts = (spill.rows(int(s[1]), int(s[2]), int(s[3])) for s in mine)
+            else:  # this track alone, sorted in memory
+                parts = [_sorted_track([spill.rows(int(s[1]), int(s[2]), int(s[3])) for s in mine],
+                                       be.take(pa.array(b_here)) if len(b_here) else None)]
+            for part in parts:
+                k = part.num_rows
+                if not k:
+                    continue
+                is_b = part.column("from_pair").to_numpy() if "from_pair" in part.column_names else None
+                name_c = name_map[part.column("name").to_numpy()]
+                type_c = type_map[part.column("arg_type").to_numpy()]
+                op = np.where(op_of_type[type_c] >= 0, op_of_type[type_c], op_of_name[name_c]) \
+                    if len(op_of_type) else op_of_name[name_c]
+                cols = {"track": np.full(k, t, np.int32), "name": name_c, "op_type": op,
+                        "ph": is_b.astype(np.int8) if is_b is not None else np.zeros(k, np.int8),
+                        "cat": cat_map[part.column("cat").to_numpy()],
+                        "start_us": (part.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0,
+                        "dur_us": part.column("dur").to_numpy()}
+                for c, f in files.items():
+                    f.write(np.ascontiguousarray(cols[c], dtype=_NUMERIC[c]).tobytes())
+                pending.append(part.column("args").combine_chunks())
+                pending_rows += k
+                events[t] += k
+                if pending_rows >= _OUT_ROWS:
+                    args_writer.write_batch(pa.record_batch([pa.concat_arrays(pending)], names=["args"]))
+                    pending, pending_rows = [], 0
+                    if spill is not None:
+                        spill.release()
+            if spill is not None:
+                spill.release()
+            advance(1 / max(len(tracks), 1))
+        if pending:
+            args_writer.write_batch(pa.record_batch([pa.concat_arrays(pending)], names=["args"]))
+    finally:
+        args_writer.close()
+        for f in files.values():
+            f.close()
+        if spill is not None:
+            spill.close()
+    if events.sum() != n:  # every X event lands on its pair's track: a mismatch is a bug, not bad data
+        raise AssertionError(f"on-disk timeline wrote {events.sum()} of {n} events")
+
+    tracks["events"] = events
+    ph_values = ["X", "B"]
+    small = {"tracks": tracks, "counters": _counters(aux, origin_ns)}
+    if not _flows(sink, track_of_pair, origin_ns, out):
+        small["flows"] = trace._flow_frame(None)
+    import pyarrow.feather as feather
+    for name, df in small.items():
+        feather.write_feather(df, out / f"{name}.arrow", compression="uncompressed")
+    used_ph = sorted(set([0] + ([1] if has_b else [])))
+    (out / "meta.json").write_text(json.dumps({
+        "version": STORE_VERSION, "rows": int(n), "origin_ns": int(origin_ns), "source": str(path),
+        "categories": {"name": name_values.tolist(), "op_type": op_values.tolist(),
+                       "cat": cat_values.tolist(), "ph": [ph_values[i] for i in used_ph]},
+        "has_b": has_b, "only_b": bool(has_b and sink.spans == 0)}))
+
+
+def _used(counts: np.ndarray, pos: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(global code -> code among the used values, the used values in their final order), from the
+    counts per global code and `_Codes.final`."""
+    used = np.zeros(len(values), dtype=bool)
+    used[pos[:len(counts)][counts > 0]] = True
+    return (np.cumsum(used, dtype=np.int32) - 1)[pos], values[used]
+
+
+def _op_type_maps(names: np.ndarray, types: np.ndarray):
+    """As `trace._op_types`: per used name its derived type, per used args.type its own when specific;
+    categories = the derived types, then the specific args types, in first-seen order."""
+    derived = np.array([trace.op_type_of(n) for n in names.tolist()], dtype=object)
+    usable = np.array([bool(t) and t not in trace.GENERIC_ARG_TYPES for t in types.tolist()], dtype=bool)
+    cats = pd.Index(pd.unique(np.concatenate([derived, types[usable]])), dtype=str)
+    of_name = cats.get_indexer(derived).astype(np.int32)
+    of_type = np.where(usable, cats.get_indexer(types), -1).astype(np.int32)
+    return of_name, of_type, np.asarray(cats, dtype=object)
+
+
+def _pairs_of_be(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, path: Path) -> pa.Table | None:
+    """The matched B/E pairs as rows like the spill's (the B event's fields, ``dur`` = E - B)."""
+    if not sink.be:
+        return None
+    be = pa.concat_tables(sink.be)
+    kind = be.column("kind").to_numpy()
+    rel_us = (be.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0
+    track = track_of_pair[be.column("pair").to_numpy()]
+    rows, _, dur = trace._pair_begin_end(kind, np.arange(len(kind)), track, rel_us, [path])
+    out = be.take(pa.array(rows)).drop_columns(["kind"])
+    return out.append_column("dur", pa.array(dur, pa.float64())) \
+        .append_column("matched", pa.array(np.arange(len(rows), dtype=np.int64)))
+
+
+_TRACK_COLUMNS = ["name", "cat", "arg_type", "ts_ns", "dur", "seq", "args"]
+
+
+def _sorted_track(spans: list[pa.Table], b_pairs: pa.Table | None) -> pa.Table:
+    """One track's X events (``spans``) and B/E pairs, sorted as the in-memory build sorts them: by start,
+    X events before pairs at equal starts, X events in file order, pairs in the order they were matched."""
+    parts = [p.select(_TRACK_COLUMNS) for p in spans]
+    flags = [np.zeros(p.num_rows, bool) for p in parts]
+    keys = [p.column("seq").to_numpy() for p in parts]
+    if b_pairs is not None and len(b_pairs):
+        parts.append(b_pairs.select(_TRACK_COLUMNS))
+        flags.append(np.ones(len(b_pairs), bool))
+        keys.append(b_pairs.column("matched").to_numpy())
+    table = pa.concat_tables(parts).combine_chunks()
+    from_pair, key = np.concatenate(flags), np.concatenate(keys)
+    order = np.lexsort((key, from_pair, table.column("ts_ns").to_numpy()))
+    return table.take(pa.array(order)).append_column("from_pair", pa.array(from_pair[order]))
+
+
+class _Spill:
+    """The spill file, memory-mapped; `release` drops the pages read so far from this process's resident
+    memory (they stay in the page cache), so reading a file larger than memory costs what one track
+    holds, not the file."""
+
+    def __init__(self, path: Path):
+        self.f = open(path, "rb")
+        self.mm = mmap.mmap(self.f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.reader = pa.ipc.open_file(pa.py_buffer(self.mm))
+
+    def rows(self, batch: int, lo: int, hi: int) -> pa.Table:
+        return pa.Table.from_batches([self.reader.get_batch(batch).slice(lo, hi - lo)])
+
+    def release(self) -> None:
+        if hasattr(self.mm, "madvise"):
+            self.mm.madvise(mmap.MADV_DONTNEED)
+
+    def close(self) -> None:
+        self.reader = None
+        try:
+            self.mm.close()
+        except BufferError:  # an Arrow buffer still points into it; closed when collected
+            pass
+        self.f.close()
+
+
+def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) -> bool:
+    """Pair the flow events (spilled to Parquet) into ``out/flows.arrow`` with duckdb under a memory limit
+    (it spills to ``out`` too); False when there are none."""
+    if not sink.flows_path.exists():
+        return False
+    import duckdb
+    con = duckdb.connect(config={"temp_directory": str(out / "duckdb.tmp"), "memory_limit": "1GB",
+                                 "preserve_insertion_order": False})
+    try:
+        con.execute("SET enable_progress_bar = false")
+        con.register("pairs", pa.table({"pair": np.arange(len(track_of_pair), dtype=np.int32),
+                                        "track": track_of_pair.astype(np.int32)}))
+        lit = "'" + str(sink.flows_path).replace("'", "''") + "'"
+        con.execute(f"CREATE TEMP VIEW fl AS SELECT f.kind, coalesce(f.cat, '') AS cat, coalesce(f.id, '') AS id, "
+                    f"coalesce(f.name, '') AS name, f.row AS seq, p.track, "
+                    f"CAST(f.ts_ns - {int(origin_ns)} AS DOUBLE) / 1000.0 AS us "
+                    f"FROM read_parquet({lit}) AS f JOIN pairs AS p USING (pair)")
+        rel = con.sql(trace._FLOW_SQL.format(s=trace.KIND_S, f=trace.KIND_F, t=trace.KIND_T))
+        reader = rel.to_arrow_reader(_OUT_ROWS) if hasattr(rel, "to_arrow_reader") \
+            else rel.fetch_record_batch(_OUT_ROWS)
+        schema = pa.schema([("cat", pa.string()), ("id", pa.string()), ("name", pa.string()),
+                            ("start_track", pa.int32()), ("start_us", pa.float64()),
+                            ("end_track", pa.int32()), ("end_us", pa.float64())])
+        with pa.ipc.new_file(str(out / "flows.arrow"), schema) as w:
+            for b in reader:
+                w.write_batch(pa.record_batch([b.column(i).cast(schema.field(i).type) for i in range(len(schema))],
+                                              schema=schema))
+    finally:
+        con.close()
+        shutil.rmtree(out / "duckdb.tmp", ignore_errors=True)
+    return True
+
+
+def _counters(aux: pa.Table | None, origin_ns: int) -> pd.DataFrame:
+    if aux is None:
+        return trace._counter_frame(None)
+    c = aux.filter(pc.equal(aux.column("kind"), trace.KIND_C))
+    if not len(c):
+        return trace._counter_frame(None)
+    rel_us = (c.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0
+    return trace._counter_frame(c.select(["row", "pid", "name", "args"]).append_column("start_us", pa.array(rel_us)))
+
+
+# -- opening a store --------------------------------------------------------------------------------
+def _open(store: Path) -> trace.TraceData | None:
+    """The frames of a complete store (its meta is written last), or None."""
+    try:
+        meta = json.loads((store / "meta.json").read_text())
+        if meta.get("version") != STORE_VERSION:
+            return None
+        n = int(meta["rows"])
+        cols = {}
+        for c in _NUMERIC:
+            arr = np.load(store / f"timeline.{c}.npy", mmap_mode="r")
+            if arr.shape != (n,) or arr.dtype != np.dtype(_NUMERIC[c]):
+                return None
+            cols[c] = arr
+        args = pa.ipc.open_file(pa.memory_map(str(store / "timeline.args.arrow"))).read_all().column("args")
+        if len(args) != n:
+            return None
+        cats = meta["categories"]
+        table = pa.table({
+            "track": pa.array(cols["track"]),
+            **{c: pa.DictionaryArray.from_arrays(pa.array(cols[c]), pa.array(cats[c], pa.string()))
+               for c in ("name", "op_type")},
+            "ph": pa.DictionaryArray.from_arrays(pa.array(_ph_codes(cols["ph"], cats["ph"])),
+                                                 pa.array(cats["ph"], pa.string())),
+            "cat": pa.DictionaryArray.from_arrays(pa.array(cols["cat"]), pa.array(cats["cat"], pa.string())),
+            "start_us": pa.array(cols["start_us"]), "dur_us": pa.array(cols["dur_us"]), "args": args})
+        timeline = table.to_pandas(split_blocks=True)
+        import pyarrow.feather as feather
+        small = {name: feather.read_table(store / f"{name}.arrow", memory_map=True).to_pandas(split_blocks=True)
+                 for name in ("tracks", "flows", "counters")}
+        timeline.attrs["store"] = str(store)
+        return trace.TraceData(origin_us=int(meta["origin_ns"]) / 1000, timeline=timeline, **small)
+    except (OSError, ValueError, KeyError, pa.ArrowException):
+        return None
+
+
+def _ph_codes(codes: np.ndarray, values: list[str]) -> np.ndarray:
+    """Stored ph codes index ["X", "B"]; the frame's categories are only the used ones."""
+    if values == ["X", "B"] or values == ["X"]:
+        return codes
+    return np.zeros(len(codes), np.int8)  # only B: every stored code is 1, the one category is "B"

@@ -1,0 +1,171 @@
+"""Traces larger than memory (`nbprofiler.io.trace_disk`): the frames built on disk equal the in-memory
+build's on every real trace and on the shapes that take its slow paths (many batches, tracks going back in
+time across batches, B/E pairs, skipped events, flows, counters, the object form); the store is reused,
+never written beside the profile, and chosen when the in-memory build would not fit."""
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import nbprofiler
+from nbprofiler.io import _util, cache, trace, trace_disk
+
+from .conftest import DATA
+
+REAL = [
+    DATA / "mindspore2/lenet_pynative/vm_11535_20261121042531696_ascend_ms/ASCEND_PROFILER_OUTPUT/trace_view.json",
+    DATA / "npu/trace_view_torch_npu/trace_view.json",
+    DATA / "npu/ascend_pt_text_2rank/rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json",
+    DATA / "legacy/run_1_widedeep/timeline_display_1.json",
+    DATA / "legacy/run_2_lenet/ascend_timeline_display_1.json",
+    DATA / "legacy/fixtures_mixed_ids/gpu_timeline_display_0.json",
+]
+
+# Every slow path at once: the object form, a B/E pair and an unmatched B, an impossible dur, a ts that is
+# not a number, a missing pid and an empty one (the same track), a track that goes back in time, a flow
+# and a counter with two series.
+EDGE = {"otherData": {"v": 1}, "traceEvents": [
+    {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "P"}},
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "T2"}},
+    {"ph": "X", "name": "a", "pid": 1, "tid": 2, "ts": "10.5", "dur": 3, "args": {"type": "Conv2D"}},
+    {"ph": "B", "name": "bb", "pid": 1, "tid": 2, "ts": "9", "args": {"k": 1}},
+    {"ph": "E", "pid": 1, "tid": 2, "ts": "20"},
+    {"ph": "X", "name": "b", "pid": 1, "tid": 2, "ts": "11", "dur": -5, "args": {}},
+    {"ph": "X", "name": "c", "pid": 1, "tid": 3, "ts": "12", "dur": 1, "args": {}},
+    {"ph": "X", "name": "c", "pid": 1, "tid": 3, "ts": "x12", "dur": 1, "args": {}},
+    {"ph": "X", "name": "d", "tid": 3, "ts": "5", "dur": 1, "cat": "kk", "args": {}},
+    {"ph": "X", "name": "e", "pid": "", "tid": 3, "ts": "6", "dur": 1, "args": {}},
+    {"ph": "X", "name": "c", "pid": 1, "tid": 3, "ts": "8", "dur": 1, "args": {}},
+    {"ph": "s", "name": "fl", "cat": "c1", "id": 7, "pid": 1, "tid": 2, "ts": "10.5"},
+    {"ph": "f", "cat": "c1", "id": 7, "pid": 1, "tid": 3, "ts": "12", "bp": "e"},
+    {"ph": "C", "name": "mem", "pid": 1, "ts": "13", "args": {"used": 5, "free": "3"}},
+    {"ph": "B", "name": "lonely", "pid": 1, "tid": 2, "ts": "30"},
+]}
+
+
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch, tmp_path):
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+
+
+def _both(path: Path, tmp_path: Path, legacy: bool = False):
+    """(in-memory data, its warnings, on-disk data, its warnings)."""
+    with warnings.catch_warnings(record=True) as w_mem:
+        warnings.simplefilter("always")
+        mem = trace.load_trace([path], legacy=legacy, progress=False)
+    store = tmp_path / "store"
+    shutil.rmtree(store, ignore_errors=True)
+    with warnings.catch_warnings(record=True) as w_disk:
+        warnings.simplefilter("always")
+        trace_disk.build(path, store, legacy=legacy, progress=False)
+    disk = trace_disk._open(store)
+    assert disk is not None
+    return mem, [str(w.message) for w in w_mem], disk, [str(w.message) for w in w_disk]
+
+
+def _assert_same(mem, disk):
+    assert disk.origin_us == mem.origin_us
+    for name in trace.TRACE_FRAMES:
+        pd.testing.assert_frame_equal(getattr(disk, name), getattr(mem, name), check_categorical=True)
+
+
+@pytest.mark.parametrize("batch_rows", [None, 97])
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.parent.name if p.name == "trace_view.json" else p.name)
+def test_on_disk_frames_equal_the_in_memory_ones_on_real_traces(path, batch_rows, tmp_path, monkeypatch):
+    """Small batches make many runs per track, and tracks that go back in time across batches (these
+    files are not written in time order) take the per-track sort."""
+    if batch_rows:
+        monkeypatch.setattr(trace, "_BATCH_ROWS", batch_rows)
+        monkeypatch.setattr(trace, "_MIN_BATCH_ROWS", batch_rows)
+    mem, w_mem, disk, w_disk = _both(path, tmp_path, legacy="timeline_display" in path.name)
+    _assert_same(mem, disk)
+    assert w_disk == w_mem
+    assert len(disk.timeline) > 0
+
+
+@pytest.mark.parametrize("batch_rows", [None, 1, 2, 3])
+def test_on_disk_frames_equal_the_in_memory_ones_on_every_slow_path(batch_rows, tmp_path, monkeypatch):
+    if batch_rows:
+        monkeypatch.setattr(trace, "_BATCH_ROWS", batch_rows)
+        monkeypatch.setattr(trace, "_MIN_BATCH_ROWS", batch_rows)
+    path = tmp_path / "edge.json"
+    path.write_text(json.dumps(EDGE))
+    mem, w_mem, disk, w_disk = _both(path, tmp_path)
+    _assert_same(mem, disk)
+    assert w_disk == w_mem and len(w_disk) == 3  # the impossible dur, the bad ts, the unmatched B
+    tl = disk.timeline
+    assert tl["name"].astype(str).tolist() == ["d", "e", "bb", "a", "c", "c"]
+    assert tl["ph"].astype(str).tolist() == ["X", "X", "B", "X", "X", "X"]
+    assert tl.loc[tl["name"] == "bb", "dur_us"].tolist() == [11.0]
+    assert disk.tracks["events"].tolist() == [2, 2, 2]  # "" and a missing pid are one track
+    assert len(disk.flows) == 1 and sorted(disk.counters["series"]) == ["free", "used"]
+
+
+def test_a_synthetic_trace_in_many_batches(tmp_path, monkeypatch):
+    """A trace written in time order, read in ~70 batches: every track is the concatenation of its runs."""
+    from nbprofiler.synthetic import write_trace
+    path = tmp_path / "trace_view.json"
+    write_trace(path, 3_000_000, seed=7)
+    monkeypatch.setattr(trace, "_BATCH_ROWS", 256)
+    monkeypatch.setattr(trace, "_MIN_BATCH_ROWS", 256)
+    sorted_tracks = []
+    real = trace_disk._sorted_track
+    monkeypatch.setattr(trace_disk, "_sorted_track", lambda *a: sorted_tracks.append(1) or real(*a))
+    mem, _, disk, _ = _both(path, tmp_path)
+    _assert_same(mem, disk)
+    assert not sorted_tracks and len(disk.timeline) > 9000
+
+
+def test_the_store_is_mapped_not_read_and_reused(tmp_path, monkeypatch):
+    """A second open maps the store from the user cache without parsing; the timeline's columns are
+    views of the mapped files (read-only), its args read where they are looked at."""
+    src = tmp_path / "run"
+    shutil.copytree(REAL[1].parent, src)
+    before = sorted(p.relative_to(src) for p in src.rglob("*"))
+    monkeypatch.setenv(trace_disk.ENV_FORCE, "1")
+    first = trace.trace_data(nbprofiler.io.discover.discover(src)[0])
+    assert "store" in first.timeline.attrs
+    store = Path(first.timeline.attrs["store"])
+    assert (tmp_path / "cache") in store.parents
+    assert sorted(p.relative_to(src) for p in src.rglob("*")) == before  # nothing beside the profile
+    monkeypatch.setattr(trace_disk, "build", lambda *a, **k: pytest.fail("parsed again"))
+    again = trace.trace_data(nbprofiler.io.discover.discover(src)[0])
+    _assert_same(first, again)
+    start = again.timeline["start_us"].to_numpy()
+    assert not start.flags.writeable and not start.flags.owndata
+    assert again.timeline["args"].iloc[5] == first.timeline["args"].iloc[5]
+
+
+def test_a_trace_too_large_for_memory_loads_on_disk(tmp_path, monkeypatch):
+    """With less memory than the in-memory build needs (the guard's ``trace`` factor) but enough for
+    the on-disk one, the profile loads from disk with the same frames, and nothing is refused."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "mindspore2/lenet_pynative", run, ignore=shutil.ignore_patterns("logs"))
+    tv = next(run.rglob("trace_view.json"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = nbprofiler.load(run).timeline
+    size = tv.stat().st_size
+    monkeypatch.setattr(_util, "available_memory_bytes",
+                        lambda: int(size * (_util.EXPANSION["trace"] * 0.9) / _util.MEMORY_FRACTION))
+    assert trace_disk.wanted([tv])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof = nbprofiler.load(run)
+        timeline = prof.timeline
+    assert "store" in timeline.attrs and not prof.problems
+    pd.testing.assert_frame_equal(timeline, expected)
+    assert np.isclose(prof.summary()["timeline"]["events"], len(expected))
+
+
+def test_a_multi_file_source_never_loads_on_disk(monkeypatch):
+    monkeypatch.setenv(trace_disk.ENV_FORCE, "1")
+    assert not trace_disk.wanted([REAL[0], REAL[1]])
+    assert trace_disk.wanted([REAL[0]])
