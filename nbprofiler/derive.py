@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import build as F
 from .errors import ProfilerDataError
-from .io import frames as F
 from .io.discover import RunFiles
 
 # Processes of a legacy timeline that are not the device's own streams (AI CPU, communication, host).

@@ -3,7 +3,7 @@
 A `Profile` holds the `RunFiles` found by discovery and turns them into pandas DataFrames on first
 access (lazily, cached per object). Every frame is declared in `nbprofiler.schema` (columns, dtypes,
 units, clock, sources) and built by `builder_of` its name: ``nbprofiler.derive`` for the frames that join
-several file families, else ``nbprofiler.io.frames``; the result is cast to the declared dtypes. A
+several file families, else ``nbprofiler.build``; the result is cast to the declared dtypes. A
 builder raises `ProfilerDataError` for a file it cannot read; the Profile records it in ``problems``,
 warns, and returns the declared empty frame, so "why is this view empty?" is always answered by
 ``prof.problems`` and ``prof.files``.
@@ -19,15 +19,15 @@ from typing import Callable
 
 import pandas as pd
 
+from . import build as F
 from . import derive, schema
 from .errors import Problem, ProfilerDataError, ProfilerDataWarning
 from .io.discover import RunFiles
-from .io import frames as F
 
 
 def builder_of(name: str) -> Callable:
     """The function that builds frame ``name`` from a run's files: ``nbprofiler.derive``'s for the frames
-    that join several file families, else ``nbprofiler.io.frames``'s."""
+    that join several file families, else ``nbprofiler.build``'s."""
     return getattr(derive, name, None) or getattr(F, name)
 
 

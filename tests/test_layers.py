@@ -28,7 +28,7 @@ def layer(module: str) -> int:
         return 0
     if part == "io":
         return 1
-    if part in ("profile", "derive", "loader", "parallel", "sql"):
+    if part in ("profile", "build", "derive", "loader", "parallel", "sql"):
         return 2
     if part == "analysis":
         return 3

@@ -4,7 +4,7 @@ Step trace (``step_trace_raw_*_detail_time.csv``), its anchor ops (``step_trace_
 FLOPs (``flops_*.txt``, ``flops_summary_*.json``), communication (``hccl_raw_*.csv``), cluster metrics
 (``ascend_cluster_analyse_*.csv``) and the timeline summary (``*timeline_summary_*.json``).
 FORMATS.md sections 3.2, 3.8, 3.14, 3.18, 3.20 and 5.1 describe the files; the frame contracts are the
-builder docstrings in `nbprofiler.io.frames`.
+builder docstrings in `nbprofiler.build`.
 """
 from __future__ import annotations
 

@@ -420,7 +420,7 @@ def _collect(loaders) -> list[pd.DataFrame]:
 
 
 def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
-    """One row per (kind, operator type): see `nbprofiler.io.frames.op_types` for the columns.
+    """One row per (kind, operator type): see `nbprofiler.schema.FRAMES["op_types"]` for the columns.
 
     ``percent`` = this type's ``total_time_us`` / the kind's total x 100 (0..100, unrounded). For
     ``ai_core`` the totals are the type file's, so the share is of the listed types (the real 0-100
@@ -457,7 +457,7 @@ def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
 
 
 def ops(run: RunFiles, prof) -> pd.DataFrame | None:
-    """One row per (kind, operator): see `nbprofiler.io.frames.ops` for the columns and the per-kind
+    """One row per (kind, operator): see `nbprofiler.schema.FRAMES["ops"]` for the columns and the per-kind
     functions here for how each file's time columns become ``total_time_us``/``count``/``avg_time_us``."""
     loaders = []
     if run.has("aicore_detail"):
