@@ -1,22 +1,104 @@
-"""What joins several file families (the model side of the data flow): the profile's time origin (the
-trace's earliest event, else the kernels' or the database's), a step's place on the timeline (step-trace
-points or kernel step ids against the trace's clock) and the operators joined with their input shapes.
-Each derivation is a function of frames; `Profile` calls the builder of the same name here instead of the
-io builder (``nbprofiler.io`` never reads another frame of the profile for these).
+"""What joins several file families (the model side of the data flow), each a function of explicit values
+(frames, numbers, the run's files), never of a `Profile`:
+
+- the profile's time origin (`time_origin`: the trace's earliest event, else the kernels', else the
+  database's) and which kernels count from it (`KERNELS_ON_TIMELINE`);
+- a memory record clipped to this session's profiling window (`clip_to_window`, `repeating_schedule`);
+- a step's place on the timeline (`place_steps`);
+- the operators joined with their input shapes (`join_input_shapes`).
+
+`nbprofiler.build` gathers these inputs from a `Profile` (whose cache memoises every parse) and calls them.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from .errors import ProfilerDataError
-from .io import frames as F
-from .io.discover import RunFiles
+from .errors import MalformedFileError, ProfilerDataError
+from .io._util import warn_partial
 
 # Processes of a legacy timeline that are not the device's own streams (AI CPU, communication, host).
 NOT_DEVICE_PIDS = ("9000", "10000", "11000")
 
+# Kernels count from the profile's origin when the run has one of these timelines; else from their own
+# earliest start (the profile's origin is then the kernels' own, see `time_origin`).
+KERNELS_ON_TIMELINE = ("trace_view", "timeline", "cann_timeline")
 
+# Rows this much earlier than the window's first traced event belong to an earlier window.
+WINDOW_SLACK_US = 1000.0
+
+
+# -- the time origin ------------------------------------------------------------------------------------
+def time_origin(trace: Callable[[], float | None] | None, kernels: Callable[[], pd.DataFrame | None] | None,
+                database: Callable[[], float] | None) -> float:
+    """The absolute time (µs) every relative start of the profile counts from: the earliest event of the
+    run's trace (``trace()``, None when the trace cannot be read), else the earliest device task of
+    kernel_details.csv (``kernels()``'s ``attrs["origin_us"]``; 0.0 when the file cannot be read), else
+    the database's earliest task (``database()``), else 0.0. Each argument is None when the run has no
+    such source, and is called only when the ones before it give nothing (a trace is costly to read)."""
+    if trace is not None:
+        origin = trace()
+        if origin is not None:
+            return origin
+    if kernels is not None:
+        try:
+            frame = kernels()
+        except ProfilerDataError:
+            return 0.0
+        if frame is not None and "origin_us" in frame.attrs:
+            return float(frame.attrs["origin_us"])
+    return database() if database is not None else 0.0
+
+
+# -- the profiling window ---------------------------------------------------------------------------------
+def repeating_schedule(info: dict) -> bool:
+    """True when the run metadata (``prof.info``) says the run used a schedule with several windows
+    (``repeat`` 0 = until the end, or more than 1): this session folder is one window even when loaded
+    alone."""
+    for holder in (info.get("config", {}).get("common_config", {}) if isinstance(info.get("config"), dict) else {},
+                   info.get("profiler_parameters", {}) if isinstance(info.get("profiler_parameters"), dict) else {},
+                   info):
+        sched = holder.get("schedule") if isinstance(holder, dict) else None
+        if isinstance(sched, dict) and "repeat" in sched:
+            try:
+                repeat = int(sched["repeat"])
+            except (TypeError, ValueError):
+                return False
+            return repeat != 1
+    return False
+
+
+def clip_to_window(mem: pd.DataFrame, window_start_us: float, path, rebase: bool = True) -> pd.DataFrame:
+    """With the schedule API (or several start/stop calls) MindSpore writes one session folder per
+    window, and each window's memory record (``path``) repeats the rows of every earlier window. Rows
+    earlier than the window's first traced event (``window_start_us``, absolute; by more than
+    `WINDOW_SLACK_US`) are those repeats: they are dropped with a warning saying why, and (``rebase``: a
+    frame counting from its own first row) ``time_us`` counts from the first row kept.
+    ``mem.attrs["origin_us"]`` is the absolute time ``time_us`` counts from. Call it for a run that is one
+    of several sessions of its rank (or whose metadata names a `repeating_schedule`) and has a timeline."""
+    if mem.empty:
+        return mem
+    window_start = float(window_start_us)
+    first = float(mem.attrs["origin_us"])
+    early = (first + mem["time_us"].to_numpy()) < window_start - WINDOW_SLACK_US
+    if not early.any():
+        return mem
+    n = int(early.sum())
+    warn_partial(MalformedFileError(
+        path, f"{n} of {len(mem)} memory records precede this window's timeline by up to "
+              f"{(window_start - first - float(mem['time_us'].min())) / 1e6:.3f} s: MindSpore repeats the "
+              "records of earlier schedule windows in every window's file, so they were dropped (this "
+              "session's window starts at its first traced event)", line=int(np.flatnonzero(early)[0]) + 2))
+    kept = mem.loc[~early].reset_index(drop=True)
+    shift = float(kept["time_us"].iloc[0]) if len(kept) and rebase else 0.0
+    kept["time_us"] = kept["time_us"] - shift
+    kept.attrs = dict(mem.attrs, origin_us=first + shift, clipped_rows=n)
+    return kept
+
+
+# -- steps on the timeline ----------------------------------------------------------------------------------
 def place_steps(kernels: pd.DataFrame | None, steps: pd.DataFrame | None, timeline: pd.DataFrame | None,
                 tracks: pd.DataFrame | None, origin_us: float, device: str, cann_clock: bool,
                 first_device_op_ms: float | None) -> pd.DataFrame | None:
@@ -68,55 +150,17 @@ def first_device_event_us(timeline: pd.DataFrame | None, tracks: pd.DataFrame | 
     return float(starts.min()) if len(starts) else None
 
 
-def origin_us(run: RunFiles, prof) -> float:
-    """The absolute time (µs) every relative start of the profile counts from: the earliest event of the
-    run's trace where it has one; else the earliest device task of kernel_details.csv; else the
-    database's earliest task; else 0.0."""
-    from .io import ascend_ms, db, trace
-    has_trace = trace.trace_sources(run) is not None
-    if has_trace or run.has("cpu_op_timestamp"):
-        try:
-            data = trace.trace_data(run, prof)
-        except ProfilerDataError:
-            data = None  # the timeline frame reports the error; the origin falls back below
-        if data is not None:
-            return data.origin_us
-    if run.has("kernel_details"):
-        try:
-            # the kernels frame counts from this origin: with a (broken) trace the file is read on its own
-            kernels = ascend_ms.kernels(run, None) if has_trace else prof.kernels
-        except ProfilerDataError:
-            return 0.0
-        if kernels is not None and "origin_us" in kernels.attrs:
-            return float(kernels.attrs["origin_us"])
-    return db.origin_us(run) if db.has_db(run) else 0.0
-
-
-# -- the builders `Profile` uses for these frames ------------------------------------------------------
-def step_windows(run: RunFiles, prof) -> pd.DataFrame | None:
-    """`place_steps` with the profile's kernels, step trace, timeline and clocks. The kernels decide
-    alone where they carry step ids (the step trace and the timeline are not read then)."""
-    from .io import legacy
-    kernels = prof.kernels
-    if kernels is not None and not kernels.empty and kernels["step"].notna().any():
-        return place_steps(kernels, None, prof.timeline, None, prof.origin_us, prof.device, False, None)
-    steps = prof.step_trace
-    if steps is None or steps.empty or not {"start_ms", "end_ms"} <= set(steps.columns):
-        return None
-    cann = run.generation == "cann"
-    return place_steps(None, steps, prof.timeline, None if cann else prof.timeline_tracks, prof.origin_us,
-                       prof.device, cann, None if cann else legacy.timeline_device_origin_ms(run))
-
-
-def ops(run: RunFiles, prof) -> pd.DataFrame | None:
-    """The io builder's operators with ``input_shapes`` joined from the ``input_shapes`` frame (a bad
-    FRAMEWORK file costs the shapes, not the operators)."""
-    out = F.ops(run, prof)
-    if run.has("cpu_framework") and out is not None:
-        from .io._util import warn_partial
-        from .io.families import join_input_shapes
-        try:
-            out = join_input_shapes(out, prof.input_shapes)
-        except ProfilerDataError as err:
-            warn_partial(err)
+# -- operators and their input shapes ---------------------------------------------------------------------
+def join_input_shapes(ops: pd.DataFrame, shapes: pd.DataFrame | None) -> pd.DataFrame:
+    """``ops`` with ``input_shapes`` (distinct shapes of the op, `` | ``-joined) where the op's short name
+    (or name) is in ``shapes`` (the ``input_shapes`` frame)."""
+    if shapes is None or shapes.empty or ops is None or ops.empty:
+        return ops
+    per_op = shapes.groupby("op_name", sort=False)["input_shapes"].agg(lambda s: " | ".join(dict.fromkeys(s)))
+    key = ops["short_name"] if "short_name" in ops else ops["op_name"]
+    joined = key.map(per_op)
+    if joined.isna().all():
+        joined = ops["op_name"].map(per_op)
+    out = ops.copy()
+    out["input_shapes"] = joined.where(joined.notna(), None)
     return out

@@ -44,7 +44,7 @@ POOL_WORTH_S = 1.0
 # few enough that the per-task overhead (pickling, one reply per chunk) stays small.
 CHUNKS_PER_WORKER = 4
 # Imported once by the fork server, so forked workers start with every module a reduce touches.
-FORKSERVER_PRELOAD = ["nbprofiler.parallel", "nbprofiler.profile", "nbprofiler.io.frames", "nbprofiler.io.legacy",
+FORKSERVER_PRELOAD = ["nbprofiler.parallel", "nbprofiler.profile", "nbprofiler.build", "nbprofiler.io.legacy",
                       "nbprofiler.io.ascend_ms", "nbprofiler.io.cann", "nbprofiler.io.ops",
                       "nbprofiler.analysis.cluster_reduce"]
 

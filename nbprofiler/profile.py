@@ -2,8 +2,8 @@
 
 A `Profile` holds the `RunFiles` found by discovery and turns them into pandas DataFrames on first
 access (lazily, cached per object). Every frame is declared in `nbprofiler.schema` (columns, dtypes,
-units, clock, sources) and built by `builder_of` its name: ``nbprofiler.derive`` for the frames that join
-several file families, else ``nbprofiler.io.frames``; the result is cast to the declared dtypes. A
+units, clock, sources) and built by `builder_of` its name (`nbprofiler.build`: the first of the frame's
+sources the run has, or a join of other frames); the result is cast to the declared dtypes. A
 builder raises `ProfilerDataError` for a file it cannot read; the Profile records it in ``problems``,
 warns, and returns the declared empty frame, so "why is this view empty?" is always answered by
 ``prof.problems`` and ``prof.files``.
@@ -19,16 +19,15 @@ from typing import Callable
 
 import pandas as pd
 
-from . import derive, schema
+from . import build, schema
 from .errors import Problem, ProfilerDataError, ProfilerDataWarning
+from .io import ascend_ms
 from .io.discover import RunFiles
-from .io import frames as F
 
 
 def builder_of(name: str) -> Callable:
-    """The function that builds frame ``name`` from a run's files: ``nbprofiler.derive``'s for the frames
-    that join several file families, else ``nbprofiler.io.frames``'s."""
-    return getattr(derive, name, None) or getattr(F, name)
+    """The function that builds frame ``name`` of a Profile (`nbprofiler.build.builder`)."""
+    return build.builder(name)
 
 
 def _frame(spec: schema.FrameSpec):
@@ -88,7 +87,7 @@ class Profile:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ProfilerDataWarning)
-                out = builder(self.run, self)
+                out = builder(self)
             for w in caught:
                 err = getattr(w.message, "error", None)
                 if isinstance(err, ProfilerDataError):
@@ -142,12 +141,12 @@ class Profile:
     @property
     def origin_us(self) -> float:
         """Absolute time (us) that every relative ``start_*`` column counts from (0.0 if unknown)."""
-        return self.cached("origin_us", lambda: derive.origin_us(self.run, self))
+        return self.cached("origin_us", lambda: build.origin_us(self))
 
     @property
     def info(self) -> dict:
         """Run metadata files merged into one dict: profiler_info, profiler_metadata, CANN info.json."""
-        return self.cached("info", lambda: F.run_info(self.run, self))
+        return self.cached("info", lambda: ascend_ms.run_info(self.run))
 
     def load_all(self) -> "Profile":
         """Parse every frame now (otherwise each is parsed on first access). Shows a progress bar."""
@@ -172,7 +171,7 @@ class Profile:
     @property
     def step_point_info(self) -> dict | list | None:
         """FP start / BP end anchor operators (``{"fp_start": ..., "bp_end": ...}``), a per-step list, or None."""
-        return self.cached("step_point_info", lambda: F.step_point_info(self.run, self))
+        return self.cached("step_point_info", lambda: build.build("step_point_info", self))
 
     @property
     def op_kinds(self) -> list[str]:
@@ -183,21 +182,21 @@ class Profile:
     @property
     def minddata_summary(self) -> dict | None:
         """MindSpore's own ``minddata_pipeline_summary_*`` (JSON preferred, else CSV) as a dict, or None."""
-        return self.cached("minddata_summary", lambda: self._safe(F.minddata_summary))
+        return self.cached("minddata_summary", lambda: self._safe("minddata_summary"))
 
     @property
     def timeline_summary(self) -> dict | None:
         """The writer's ``*_timeline_summary_*.json`` as a dict (total_time in us), or None."""
-        return self.cached("timeline_summary", lambda: self._safe(F.timeline_summary))
+        return self.cached("timeline_summary", lambda: self._safe("timeline_summary"))
 
     @property
     def flops_summary(self) -> dict | None:
         """``flops_summary_*.json`` as written (MFLOPs / GFLOPS / percent), or None."""
-        return self.cached("flops_summary", lambda: self._safe(F.flops_summary))
+        return self.cached("flops_summary", lambda: self._safe("flops_summary"))
 
-    def _safe(self, fn):
+    def _safe(self, name: str):
         try:
-            return fn(self.run, self)
+            return build.build(name, self)
         except ProfilerDataError as err:
             self._note(Problem.from_error(err))
             warnings.warn(f"{err} (skipped; see prof.problems)", ProfilerDataWarning, stacklevel=3)

@@ -97,7 +97,9 @@ class FrameSpec:
     """A frame: ``row`` (what one row is), ``columns``, ``clock`` (a key of `CLOCKS`), ``files`` (the file
     patterns as the profilers write them), ``roles`` (the discovery roles of those files, see
     `nbprofiler.io.discover`), ``more`` (the further columns a frame carries as the file names them, or "":
-    then every column is declared), ``note`` (how the values relate to the files)."""
+    then every column is declared), ``note`` (how the values relate to the files), ``builder`` (how
+    `Profile` builds it: ``"sources"``, read by the first of its sources in `nbprofiler.build.SOURCES`
+    whose roles the run has; ``"derive"``, joined from other frames by `nbprofiler.build.DERIVED`)."""
 
     name: str
     row: str
@@ -107,6 +109,7 @@ class FrameSpec:
     roles: frozenset[str]
     more: str = ""
     note: str = ""
+    builder: str = "sources"
 
     @property
     def column_names(self) -> list[str]:
@@ -263,7 +266,7 @@ FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
                     "min_cycle_counter_*.txt", "output_timeline_data_*.txt"),
         frozenset({"kernel_details", "step_trace", "min_cycle_counter", "output_timeline_data"}) | _DB,
         note="Derived: from the kernels' step ids, else the step trace's points (CANN: the timeline's clock; "
-             "legacy: shifted by the first AI Core op's device time against the timeline)."),
+             "legacy: shifted by the first AI Core op's device time against the timeline).", builder="derive"),
     FrameSpec("op_types", "operator type and device kind", (
         col("kind", "str", "", "device kind (`nbprofiler.schema.OP_KINDS`)"),
         col("op_type", "str", "", "operator type"),
@@ -301,7 +304,8 @@ FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
                 "gpu_op_detail_info_*.csv", "framework_raw_*.csv", "flops_*.txt",
                 "ASCEND_PROFILER_OUTPUT/kernel_details.csv", "*.db"),
         frozenset({"aicore_detail", "aicpu", "framework", "cpu_op_detail", "cpu_framework", "gpu_op_detail",
-                   "flops", "kernel_details"}) | _DB, note="Sorted by `kind`, then `total_time_us` descending."),
+                   "flops", "kernel_details"}) | _DB, note="Sorted by `kind`, then `total_time_us` descending.",
+        builder="derive"),
     FrameSpec("kernels", "device task", (
         col("step", "Int64", "", "step id (<NA> where none)"),
         opt("model_id", "Int64", "", "model"), opt("task_id", "Int64", "", "task"),

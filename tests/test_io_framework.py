@@ -35,7 +35,7 @@ def test_memory_record(prof):
 
 
 def test_cpu_op_executions_match_the_detail_file(prof):
-    ex = framework.cpu_op_executions(prof.run, prof)
+    ex = framework.cpu_op_executions(prof.run)
     assert list(ex.columns) == ["op_name", "op_type", "start_us", "dur_us", "tid"]
     assert len(ex) == 13800  # = the sum of op_occurrences in cpu_op_detail_info_0.csv
     assert ex["start_us"].is_monotonic_increasing and set(ex["tid"]) == {0}
@@ -54,7 +54,7 @@ def test_cpu_op_executions_match_the_detail_file(prof):
 
 def test_cpu_op_executions_absent_file_is_none():
     prof = nbprofiler.load(DATA / "legacy/run_2_lenet")
-    assert framework.cpu_op_executions(prof.run, prof) is None
+    assert framework.cpu_op_executions(prof.run) is None
 
 
 def test_cpu_op_executions_bad_record_costs_that_record_and_names_line(tmp_path):
@@ -63,14 +63,14 @@ def test_cpu_op_executions_bad_record_costs_that_record_and_names_line(tmp_path)
     (tmp_path / "cpu_op_execute_timestamp_0.txt").write_text("".join(lines))
     prof = nbprofiler.load(tmp_path)
     with pytest.warns(ProfilerDataWarning) as w:
-        ex = framework.cpu_op_executions(prof.run, prof)
+        ex = framework.cpu_op_executions(prof.run)
     (err,) = [x.message.error for x in w]
     assert err.line == 3 and lines[2].split(";")[0] in err.reason and "skipped" in err.reason
     assert len(ex) == 13800 - 1
     # a file of nothing but bad records is rejected whole, naming the first
     (tmp_path / "cpu_op_execute_timestamp_0.txt").write_text("".join(l.replace(",0 ", ",x ") for l in lines))
     with pytest.raises(MalformedFileError) as e:
-        framework.cpu_op_executions(prof.run, prof)
+        framework.cpu_op_executions(prof.run)
     assert e.value.line is not None
 
 
@@ -80,7 +80,7 @@ def test_cpu_op_executions_cut_last_record_warns(tmp_path):
     (tmp_path / "cpu_op_execute_timestamp_0.txt").write_text(cut)
     prof = nbprofiler.load(tmp_path)
     with pytest.warns(ProfilerDataWarning, match="cut off"):
-        ex = framework.cpu_op_executions(prof.run, prof)
+        ex = framework.cpu_op_executions(prof.run)
     assert len(ex) == 13799
 
 

@@ -192,7 +192,7 @@ def test_step_trace_missing_column_is_a_typed_error_naming_it(tmp_path):
     assert problem.kind == "error" and problem.field == "tail" and problem.line == 1
     assert "MissingColumnError" in problem.error
     with pytest.raises(MissingColumnError, match="tail"):
-        legacy.step_trace(prof.run, prof)
+        legacy.step_trace(prof.run)
 
 
 def test_step_trace_bad_number_names_line_and_field(tmp_path):
@@ -278,7 +278,7 @@ def test_truncated_flops_summary_is_typed(tmp_path):
         assert prof.flops_summary is None
     assert "TruncatedFileError" in prof.problems[0].error
     with pytest.raises(TruncatedFileError):
-        legacy.flops_summary(prof.run, prof)
+        legacy.flops_summary(prof.run)
 
 
 def test_repeated_and_shuffled_steps_are_reported_not_counted_twice(tmp_path):

@@ -33,7 +33,7 @@ def test_every_frame_of_every_dataset_is_as_declared(dataset):
         for name, spec in schema.FRAMES.items():
             df = getattr(prof, name)
             assert spec.mismatches(df) == [], (dataset, prof.key)
-            raw = builder_of(name)(prof.run, prof)
+            raw = builder_of(name)(prof)
             if raw is not None and len(raw):
                 assert [m for m in spec.mismatches(raw) if "dtype" not in m] == [], (dataset, prof.key)
                 seen += 1
@@ -49,6 +49,24 @@ def test_the_schema_declares_exactly_the_profile_frames():
     for spec in schema.FRAMES.values():
         assert spec.clock in schema.CLOCKS
         assert len(spec.column_names) == len(set(spec.column_names)), spec.name
+
+
+def test_every_frame_is_built_from_its_registered_sources_or_derived():
+    """`FrameSpec.builder` names how a frame is built; the registry (`nbprofiler.build.SOURCES`) reads only
+    roles the frame's spec declares (they make `prof.files`' feeds column and the views' lists)."""
+    from nbprofiler import build
+    for name, spec in schema.FRAMES.items():
+        assert spec.builder in ("sources", "derive"), name
+        assert (name in build.DERIVED) == (spec.builder == "derive") != (name in build.SOURCES), name
+    assert set(build.SOURCES) <= set(schema.FRAMES) | set(schema.RECORDS)
+    # the trace's CANN task-time and FRAMEWORK fallbacks are declared on `timeline` only (not yet on the
+    # three frames the same parse gives)
+    trace_only = {"timeline_tracks", "timeline_flows", "timeline_counters"}
+    for name, sources in build.SOURCES.items():
+        spec = schema.FRAMES.get(name) or schema.RECORDS[name]
+        declared = spec.roles | (schema.FRAMES["timeline"].roles if name in trace_only else frozenset())
+        for source in sources:
+            assert set(source.roles) <= declared, (name, set(source.roles) - declared)
 
 
 def test_a_run_without_the_data_gets_the_declared_typed_empty_frames():

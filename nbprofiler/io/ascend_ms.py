@@ -1,8 +1,8 @@
 """Parsers for MindSpore 2.3+ / torch_npu ``ASCEND_PROFILER_OUTPUT`` files and msprof-analyze
 ``cluster_analysis_output`` files (FORMATS.md 2.2, 4.1-4.4, 4.9, 4.10, 4.13).
 
-Every function takes a `RunFiles` (and the `Profile`, for the time origin) and returns the frame that
-the matching builder in `frames.py` documents. Columns are mapped by header name, never by position:
+Every function takes a `RunFiles` (and, for the frames on the timeline's clock, the ``origin_us`` their
+times count from) and returns the frame `nbprofiler.schema` declares. Columns are mapped by header name, never by position:
 the writers (MindSpore, torch_npu, CANN versions, profiler levels) disagree on the column set.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .discover import RunFiles
 # -- run metadata ---------------------------------------------------------------------------------
 
 
-def run_info(run: RunFiles, prof=None) -> dict:
+def run_info(run: RunFiles) -> dict:
     """profiler_info_*.json, profiler_metadata.json and the CANN info.json / start_info / end_info
     files merged into one dict. Absent files are simply missing keys; a broken one raises.
 
@@ -107,12 +107,12 @@ KERNEL_TEXT_COLUMNS = {"name", "type", "accelerator_core", "op_state", "hf32_eli
 SHAPE_COLUMNS = ["input_shapes", "output_shapes"]
 
 
-def kernels(run: RunFiles, prof=None) -> pd.DataFrame:
-    """kernel_details.csv -> one row per device task (columns: see `frames.kernels`).
+def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame:
+    """kernel_details.csv -> one row per device task (columns: see `nbprofiler.schema`).
 
-    ``start_us`` counts from the profile origin. The origin may itself be this frame's earliest start
-    (a run with no timeline), so the absolute earliest start is computed from the file first and kept in
-    ``attrs["origin_us"]``; ``attrs["origin_used_us"]`` is the origin ``start_us`` counts from.
+    ``start_us`` counts from ``origin_us`` (absolute us), or from the file's own earliest start when it is
+    None. The absolute earliest start is kept in ``attrs["origin_us"]``; ``attrs["origin_used_us"]`` is
+    the origin ``start_us`` counts from.
     Relative starts are computed from the integer and fraction parts of the text separately, so the
     sub-microsecond digits survive (absolute epoch us in float64 keep only ~0.25 us).
     """
@@ -135,7 +135,7 @@ def kernels(run: RunFiles, prof=None) -> pd.DataFrame:
     for col in ("name", "type", "accelerator_core"):
         out[col] = df[col].astype(str).str.strip() if col in df.columns else ""
     int_part, frac_part = _split_timestamps(df["start_us"], path)
-    o_int, o_frac = _kernel_origin(run, prof, *_abs_min(int_part, frac_part))
+    o_int, o_frac = _abs_min(int_part, frac_part) if origin_us is None else _split(float(origin_us))
     out["start_us"] = (int_part - o_int).astype("float64") + (frac_part - o_frac)
     out["dur_us"] = numeric(df, "dur_us", path)
     out["wait_us"] = numeric(df, "wait_us", path) if "wait_us" in df.columns else np.nan
@@ -192,12 +192,8 @@ def _abs_min(int_part: pd.Series, frac: pd.Series) -> tuple[int, float]:
     return i, float(frac[int_part == i].min())
 
 
-def _kernel_origin(run: RunFiles, prof, m_int: int, m_frac: float) -> tuple[int, float]:
-    # Profile.origin_us prefers the timeline; without one it falls back to this frame's earliest start,
-    # which would recurse into this function: answer that case here.
-    if prof is None or not run.has("trace_view", "timeline", "cann_timeline"):
-        return m_int, m_frac
-    origin = float(prof.origin_us)
+def _split(origin: float) -> tuple[int, float]:
+    """An absolute origin (us) as (integer us, fraction), the form `_abs_min` gives."""
     return math.floor(origin), origin - math.floor(origin)
 
 
@@ -238,8 +234,8 @@ def _step_trace_frame(df: pd.DataFrame, path: Path, first_data_line: int = 2) ->
     return out
 
 
-def step_trace_time(run: RunFiles, prof=None) -> pd.DataFrame:
-    """step_trace_time.csv (us) -> one row per step in ms (columns: `frames.step_trace`)."""
+def step_trace_time(run: RunFiles) -> pd.DataFrame:
+    """step_trace_time.csv (us) -> one row per step in ms (columns: the schema's `step_trace`)."""
     path = run.get("step_trace_time")
     df = read_csv(path, required=["Step", "Computing"])
     out = _step_trace_frame(df, path).reset_index(drop=True)
@@ -265,7 +261,7 @@ def cluster_step_trace(path: Path) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def cluster_step_trace_rank(run: RunFiles, prof=None) -> pd.DataFrame:
+def cluster_step_trace_rank(run: RunFiles) -> pd.DataFrame:
     """The rows of cluster_step_trace_time.csv for this run's rank (``Type`` rank, ``Index`` ==
     ``run.device``), as a step-trace frame."""
     path = run.get("cluster_step_trace_time")
@@ -276,7 +272,7 @@ def cluster_step_trace_rank(run: RunFiles, prof=None) -> pd.DataFrame:
     return out
 
 
-def cluster_step_trace_stages(run: RunFiles, prof=None) -> pd.DataFrame:
+def cluster_step_trace_stages(run: RunFiles) -> pd.DataFrame:
     """The pipeline-stage rows of cluster_step_trace_time.csv (per-column maxima over the stage's ranks):
     ``step``, ``index`` (as written), ``ranks`` (tuple of str) and the ms columns."""
     path = run.get("cluster_step_trace_time")
@@ -318,13 +314,13 @@ MEMORY_COLUMNS = {"Component": "component", "Timestamp(us)": "time_us", "Total A
                   "Device Type": "device", "Device": "device"}
 
 
-def memory_record(run: RunFiles, prof=None) -> pd.DataFrame:
-    """memory_record.csv -> ``component``, ``time_us`` (relative to the origin), ``allocated_mb``,
+def memory_record(run: RunFiles, origin_us: float = 0.0) -> pd.DataFrame:
+    """memory_record.csv -> ``component``, ``time_us`` (relative to ``origin_us``), ``allocated_mb``,
     ``reserved_mb``, ``active_mb`` (float64 MB), ``device`` (str); ``attrs["origin_us"]``."""
     path = run.get("memory_record")
     df = read_csv(path, required=["Component", "Timestamp(us)"])
     out = pd.DataFrame({"component": df["Component"].str.strip()})
-    origin = float(prof.origin_us) if prof is not None else 0.0
+    origin = float(origin_us)
     out["time_us"] = numeric(df, "Timestamp(us)", path, allow_missing=False) - origin
     for raw in ("Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)"):
         out[MEMORY_COLUMNS[raw]] = numeric(df, raw, path) if raw in df.columns else np.nan
@@ -332,18 +328,15 @@ def memory_record(run: RunFiles, prof=None) -> pd.DataFrame:
     out["device"] = df[dev].str.strip() if dev else ""
     out.attrs["origin_us"] = origin
     out.attrs["path"] = str(path)
-    if prof is None or origin == 0.0:
-        return out
-    from .framework import clip_to_window
-    return clip_to_window(out, run, prof, path, rebase=False)
+    return out
 
 
-def operator_memory(run: RunFiles, prof=None) -> pd.DataFrame:
+def operator_memory(run: RunFiles, origin_us: float = 0.0) -> pd.DataFrame:
     """operator_memory.csv -> ``name``, ``size_kb``, ``alloc_us``, ``release_us``, ``dur_us`` (times
-    relative to the origin; release NaN for never-freed blocks) and the other columns snake_cased."""
+    relative to ``origin_us``; release NaN for never-freed blocks) and the other columns snake_cased."""
     path = run.get("operator_memory")
     df = read_csv(path, required=["Name", "Size(KB)"])
-    origin = float(prof.origin_us) if prof is not None else 0.0
+    origin = float(origin_us)
     rename = {"Name": "name", "Size(KB)": "size_kb", "Allocation Time(us)": "alloc_us",
               "Release Time(us)": "release_us", "Duration(us)": "dur_us",
               "Active Release Time(us)": "active_release_us", "Active Duration(us)": "active_dur_us"}
@@ -442,8 +435,8 @@ def _value(path, info: dict, key: str, where: str) -> float:
         raise MalformedFileError(path, f"not a number: {v!r}", field=f"{where}.{key}") from None
 
 
-def communication(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    """Per communication op and rank (columns: `frames.communication`, plus ``kind``: "collective" /
+def communication(run: RunFiles) -> pd.DataFrame | None:
+    """Per communication op and rank (columns: the schema's `communication`, plus ``kind``: "collective" /
     "p2p" from communication.json, "" from the cluster file). ``start_us`` stays absolute (Unix epoch
     us) so ranks can be compared; ``Idel Time`` (MindSpore's tutorial spelling) is read as idle."""
     path, recs = _records(run)
@@ -466,7 +459,7 @@ def communication(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return out
 
 
-def communication_links(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def communication_links(run: RunFiles) -> pd.DataFrame | None:
     """Per op, rank and transport (RDMA/HCCS/PCIE/SDMA/SIO): ``size_mb``, ``transit_ms``,
     ``bandwidth_gbps``, ``large_packet_ratio`` (float64), ``packets`` (int64, the count summed over the
     Size Distribution) and the keys of `communication`. Transports with nothing transferred (size 0 and

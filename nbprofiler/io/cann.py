@@ -78,8 +78,8 @@ def _parse(run: RunFiles):
     return path, iters, reduces, bounds
 
 
-def step_trace(run: RunFiles, prof=None) -> pd.DataFrame:
-    """One row per iteration with the legacy stage columns (see `frames.step_trace`), in ms:
+def step_trace(run: RunFiles) -> pd.DataFrame:
+    """One row per iteration with the legacy stage columns (see the schema's `step_trace`), in ms:
     ``iteration_interval_ms`` = FP Start - previous Iteration End (iteration 1: its Data_aug Bound,
     else 0), ``fp_and_bp_ms`` = BP End - FP Start, ``tail_ms`` = Iteration End - BP End, ``total_ms`` =
     their sum; ``start_ms`` (previous Iteration End), ``fp_start_ms``, ``bp_end_ms``, ``end_ms`` on the
@@ -113,10 +113,10 @@ def step_trace(run: RunFiles, prof=None) -> pd.DataFrame:
     return out
 
 
-def step_trace_reduce(run: RunFiles, prof=None) -> pd.DataFrame:
+def step_trace_reduce(run: RunFiles) -> pd.DataFrame:
     """``Reduce_<step>_<k>`` events: ``step``, ``stream_id`` (Int64, <NA>: CANN does not say),
     ``name``, ``start_ms`` (relative to the step's ``start_ms``), ``dur_ms``."""
-    steps = step_trace(run, prof).set_index("step")
+    steps = step_trace(run).set_index("step")
     _, _, reduces, _ = _parse(run)
     rows = []
     for r in reduces:

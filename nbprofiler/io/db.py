@@ -180,8 +180,10 @@ def _rel_us(ns: pd.Series, origin_us: float) -> pd.Series:
     return (pd.to_numeric(ns).astype("int64") - origin_ns).astype("float64") / NS_PER_US
 
 
-def _origin(run: RunFiles, prof) -> float:
-    return float(prof.origin_us) if prof is not None else origin_us(run)
+def _origin(run: RunFiles, origin: float | None) -> float:
+    """The origin (absolute us) relative times count from: ``origin``, else the database's own
+    (`origin_us`)."""
+    return float(origin) if origin is not None else origin_us(run)
 
 
 # -- steps ------------------------------------------------------------------------------------------
@@ -207,7 +209,7 @@ def _step_of(ns: pd.Series, steps: pd.DataFrame) -> pd.Series:
     return out
 
 
-def step_trace(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def step_trace(run: RunFiles) -> pd.DataFrame | None:
     """analysis.db ``StepTraceTime`` (the step_trace_time.csv columns, us) -> the step frame in ms, as
     `ascend_ms.step_trace_time`; else the profiler database's ``STEP_TIME`` windows: ``step``,
     ``total_ms`` (window length), ``start_ms``, ``end_ms`` (absolute)."""
@@ -247,7 +249,7 @@ _SHAPES = [("inputShapes", "input_shapes"), ("inputDataTypes", "input_data_types
            ("outputDataTypes", "output_data_types"), ("outputFormats", "output_formats")]
 
 
-def kernels(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None:
     """Device tasks as kernel_details.csv lists them: every compute task (TASK joined with
     COMPUTE_TASK_INFO) and every communication op (COMMUNICATION_OP, accelerator core ``HCCL``).
     Columns as `ascend_ms.kernels`: ``step`` (the STEP_TIME window, Int64), ``model_id``, ``task_id``,
@@ -293,7 +295,7 @@ def kernels(run: RunFiles, prof=None) -> pd.DataFrame | None:
         parts.append(comm)
     df = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else compute
     df = df.sort_values("start_ns", kind="stable").reset_index(drop=True)
-    origin = _origin(run, prof)
+    origin = _origin(run, origin_us)
     out = pd.DataFrame({"step": _step_of(df["start_ns"], step_windows_ns(path, have))})
     for col in ("model_id", "task_id", "stream_id", "block_dim", "mix_block_dim"):
         vals = pd.to_numeric(df[col], errors="coerce") if col in df else pd.Series(np.nan, index=df.index)
@@ -370,7 +372,7 @@ def kernel_type_totals(path: Path) -> pd.DataFrame:
 
 
 # -- memory -----------------------------------------------------------------------------------------
-def memory(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def memory(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None:
     """MEMORY_RECORD (ns, bytes) -> the memory_record.csv frame: ``component``, ``time_us`` (relative),
     ``allocated_mb``, ``reserved_mb``, ``active_mb`` (MB = 2^20 bytes, as the text export), ``device``
     ("NPU:<id>")."""
@@ -386,7 +388,7 @@ def memory(run: RunFiles, prof=None) -> pd.DataFrame | None:
                                     NULL AS act, n.deviceId AS dev FROM NPU_MEM n
                              WHERE (SELECT value FROM STRING_IDS WHERE id = n.type) = 'app'""")
         df = pd.concat([app, df], ignore_index=True).sort_values("ts", kind="stable").reset_index(drop=True)
-    origin = _origin(run, prof)
+    origin = _origin(run, origin_us)
     out = pd.DataFrame({"component": df["component"].fillna("").astype(str),
                         "time_us": _rel_us(df["ts"], origin),
                         "allocated_mb": pd.to_numeric(df["a"], errors="coerce") / BYTES_PER_MB,
@@ -398,7 +400,7 @@ def memory(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return out
 
 
-def operator_memory(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def operator_memory(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None:
     """OP_MEMORY -> the operator_memory.csv frame: ``name``, ``size_kb``, ``alloc_us``, ``release_us``,
     ``active_release_us`` (relative), ``dur_us``, ``active_dur_us``, the ``*_mb`` totals, ``stream_ptr``,
     ``device_type``."""
@@ -406,7 +408,7 @@ def operator_memory(run: RunFiles, prof=None) -> pd.DataFrame | None:
     if path is None or "OP_MEMORY" not in tables(path):
         return None
     df = query(path, f"SELECT *, {_s('m', 'name', 'op_name')} FROM OP_MEMORY m")
-    origin = _origin(run, prof)
+    origin = _origin(run, origin_us)
     num = lambda c: pd.to_numeric(df[c], errors="coerce").astype("float64")  # noqa: E731
     out = pd.DataFrame({"name": df["op_name"].fillna("").astype(str), "size_kb": num("size") / 1024.0})
     for raw, col in (("allocationTime", "alloc_us"), ("releaseTime", "release_us"),
@@ -425,7 +427,7 @@ def operator_memory(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return out
 
 
-def npu_module_mem(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def npu_module_mem(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None:
     """NPU_MODULE_MEM joined with ENUM_MODULE -> the npu_module_mem.csv frame: ``component`` (the CANN
     module), ``time_us`` (relative), ``reserved_mb``, ``device``."""
     path = main_db(run)
@@ -434,7 +436,7 @@ def npu_module_mem(run: RunFiles, prof=None) -> pd.DataFrame | None:
     name = "(SELECT name FROM ENUM_MODULE WHERE id = m.moduleId)" if "ENUM_MODULE" in have else "m.moduleId"
     df = query(path, f"""SELECT {name} AS component, m.timestampNs AS ts, m.totalReserved AS r,
                                 m.deviceId AS dev FROM NPU_MODULE_MEM m ORDER BY m.timestampNs""")
-    origin = _origin(run, prof)
+    origin = _origin(run, origin_us)
     out = pd.DataFrame({"component": df["component"].astype(str), "time_us": _rel_us(df["ts"], origin),
                         "reserved_mb": pd.to_numeric(df["r"], errors="coerce").astype("float64") / BYTES_PER_MB,
                         "device": "NPU:" + df["dev"].astype(str)})
@@ -443,7 +445,7 @@ def npu_module_mem(run: RunFiles, prof=None) -> pd.DataFrame | None:
 
 
 # -- communication ----------------------------------------------------------------------------------
-def communication(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def communication(run: RunFiles) -> pd.DataFrame | None:
     """COMMUNICATION_OP -> the communication frame: one row per op of this rank. ``step`` ("step<N>" from
     the STEP_TIME window, as communication.json keys steps), ``group`` (group name), ``kind`` (the op
     type), ``op_name``, ``rank``, ``start_us`` (absolute), ``elapse_ms``, ``wait_ms`` (where written);
@@ -631,15 +633,16 @@ def cluster_groups(run: RunFiles) -> pd.DataFrame | None:
 
 
 # -- timeline ---------------------------------------------------------------------------------------
-def timeline(run: RunFiles, prof=None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """(timeline, timeline_tracks) as the trace_view.json parser gives them, from the database: device
+def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFrame, ...] | None:
+    """(timeline, timeline_tracks, timeline_flows) as the trace_view.json parser gives them (times relative
+    to ``origin_us``, else to the database's own origin), from the database: device
     tasks per stream (process "Ascend Hardware", thread "Stream <id>"), communication ops (process
     "Communication"), CANN API calls and framework (PyTorch/MindSpore) API calls per host thread."""
     path = main_db(run)
     if path is None:
         return None
     have = tables(path)
-    origin = _origin(run, prof)
+    origin = _origin(run, origin_us)
     parts = []
     # text columns come out as STRING_IDS ids and are decoded once per distinct id (`decode_strings`)
     if "TASK" in have:

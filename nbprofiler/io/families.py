@@ -55,10 +55,6 @@ def cann_csv(path: Path, text_columns=(), time_columns=(), origin_us: float = 0.
     return out.reset_index(drop=True)
 
 
-def _origin(prof) -> float:
-    return float(prof.origin_us) if prof is not None else 0.0
-
-
 # -- communication matrix ---------------------------------------------------------------------------
 MATRIX_COLUMNS = FRAMES["communication_matrix"].required
 _STEP = re.compile(r"step\d*")
@@ -105,19 +101,14 @@ def read_matrix(path: Path) -> pd.DataFrame:
     return out
 
 
-def communication_matrix(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def communication_matrix(run: RunFiles) -> pd.DataFrame | None:
     """Links of this rank: its communication_matrix.json, else the rows of cluster_communication_matrix.json
-    whose source is this rank (each link once over the cluster's ranks)."""
+    whose source is this rank (each link once over the cluster's ranks); None without either file."""
     path = run.get("communication_matrix")
     if path is not None:
         return read_matrix(path)
     path = run.get("cluster_communication_matrix")
     if path is None:
-        from . import db
-        if run.has("analysis_db"):
-            return db.analysis_matrix(run)
-        if run.has("cluster_analysis_db"):
-            return db.analysis_matrix(run, cluster=True)
         return None
     full = read_matrix(path)
     out = full if run.device == "*" else full[full["src"] == str(run.device)].reset_index(drop=True)
@@ -125,14 +116,11 @@ def communication_matrix(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return out
 
 
-def communication_groups(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def communication_groups(run: RunFiles) -> pd.DataFrame | None:
     """communication_group.json ``{"collective"|"p2p": [[ranks...], ...]}`` -> one row per group:
     ``kind``, ``group`` (int, position in the file), ``ranks`` (tuple of str), ``size`` (int)."""
     path = run.get("communication_group")
     if path is None:
-        if run.has("cluster_analysis_db"):
-            from . import db
-            return db.cluster_groups(run)
         return None
     obj = read_json(path)
     if not isinstance(obj, dict):
@@ -151,17 +139,16 @@ def communication_groups(run: RunFiles, prof=None) -> pd.DataFrame | None:
 
 
 # -- CANN summaries ---------------------------------------------------------------------------------
-def npu_module_mem(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def npu_module_mem(run: RunFiles, origin_us: float = 0.0) -> pd.DataFrame | None:
     """npu_module_mem.csv (CANN per-module reserved memory): ``component`` (the CANN module: SLOG, APP,
-    ...), ``time_us`` (relative to the origin), ``reserved_mb`` (float64), ``device`` (str). From the
-    database's NPU_MODULE_MEM when there is no CSV."""
+    ...), ``time_us`` (relative to ``origin_us``), ``reserved_mb`` (float64), ``device`` (str); None
+    without the file."""
     path = run.get("npu_module_mem")
     if path is None:
-        from . import db
-        return db.npu_module_mem(run, prof) if db.has_db(run) else None
+        return None
     df = read_csv(path, required=["Component", "Timestamp(us)"])
     out = pd.DataFrame({"component": df["Component"].str.strip(),
-                        "time_us": numeric(df, "Timestamp(us)", path, allow_missing=False) - _origin(prof)})
+                        "time_us": numeric(df, "Timestamp(us)", path, allow_missing=False) - float(origin_us)})
     reserved = next((c for c in df.columns if c.startswith("Total Reserved")), None)
     scale = 1 / 1024.0 if reserved and reserved.endswith("(KB)") else 1.0
     out["reserved_mb"] = numeric(df, reserved, path) * scale if reserved else np.nan
@@ -171,41 +158,41 @@ def npu_module_mem(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return out.reset_index(drop=True)
 
 
-def api_statistic(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def api_statistic(run: RunFiles) -> pd.DataFrame | None:
     """api_statistic.csv (CANN API calls, Level1/2): ``level``, ``api_name``, ``time_us``, ``count``,
     ``avg_us``, ``min_us``, ``max_us``, ``variance`` and any other column, by header name."""
     path = run.get("api_statistic")
     return None if path is None else cann_csv(path, text_columns=("level", "api_name", "device_id"))
 
 
-def operator_details(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def operator_details(run: RunFiles) -> pd.DataFrame | None:
     """operator_details.csv (framework operators, torch_npu/MindSpore): ``name``, ``input_shapes``,
     ``call_stack`` (text), host/device self and total durations in us (``host_self_duration_us`` ...)."""
     path = run.get("operator_details")
     return None if path is None else cann_csv(path, text_columns=("name", "input_shapes", "call_stack"))
 
 
-def l2_cache(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def l2_cache(run: RunFiles) -> pd.DataFrame | None:
     """l2_cache.csv: ``stream_id``, ``task_id``, ``hit_rate``, ``victim_rate`` (0..1, NaN for N/A),
     ``op_name``."""
     path = run.get("l2_cache")
     return None if path is None else cann_csv(path, text_columns=("op_name", "device_id"))
 
 
-def static_op_mem(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def static_op_mem(run: RunFiles) -> pd.DataFrame | None:
     """static_op_mem.csv (graph-mode static memory per operator): the file's columns by header name
     (``op_name``, ``node_index_start``, ``node_index_end``, ``size_kb`` ...)."""
     path = run.get("static_op_mem")
     return None if path is None else cann_csv(path, text_columns=("op_name", "graph_name", "device_id"))
 
 
-def data_preprocess(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def data_preprocess(run: RunFiles) -> pd.DataFrame | None:
     """data_preprocess.csv (CANN AI CPU preprocessing, Level2): the file's columns by header name."""
     path = run.get("data_preprocess")
     return None if path is None else cann_csv(path, text_columns=("node", "op_name", "device_id"))
 
 
-def dataset(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def dataset(run: RunFiles) -> pd.DataFrame | None:
     """dataset.csv (MindSpore dataset ranges / CPU activity): the file's columns by header name, e.g.
     ``operation``, ``stage``, ``occurrences``, ``avg_time_us`` (FORMATS 4.6)."""
     path = run.get("dataset")
@@ -213,7 +200,7 @@ def dataset(run: RunFiles, prof=None) -> pd.DataFrame | None:
 
 
 # -- FRAMEWORK/cpu_framework_* ----------------------------------------------------------------------
-def input_shapes(run: RunFiles, prof=None) -> pd.DataFrame | None:
+def input_shapes(run: RunFiles) -> pd.DataFrame | None:
     """``FRAMEWORK/cpu_framework_{id}.txt`` (one line per op execution, ``<type>;<op name>;<n>;input_1:[..];``)
     -> one row per operator and distinct input shapes: ``op_name`` (short name, e.g. ``Conv2D-op0``),
     ``op_type``, ``input_shapes`` (``[32, 1, 32, 32];[6, 1, 5, 5]``), ``count`` (executions). Placeholder
@@ -243,21 +230,6 @@ def input_shapes(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return out
 
 
-def join_input_shapes(ops: pd.DataFrame, shapes: pd.DataFrame | None) -> pd.DataFrame:
-    """``ops`` with ``input_shapes`` (distinct shapes of the op, `` | ``-joined) where the op's short name
-    (or name) is in ``shapes``."""
-    if shapes is None or shapes.empty or ops is None or ops.empty:
-        return ops
-    per_op = shapes.groupby("op_name", sort=False)["input_shapes"].agg(lambda s: " | ".join(dict.fromkeys(s)))
-    key = ops["short_name"] if "short_name" in ops else ops["op_name"]
-    joined = key.map(per_op)
-    if joined.isna().all():
-        joined = ops["op_name"].map(per_op)
-    out = ops.copy()
-    out["input_shapes"] = joined.where(joined.notna(), None)
-    return out
-
-
 __all__ = ["cann_csv", "read_matrix", "communication_matrix", "communication_groups", "npu_module_mem",
            "api_statistic", "operator_details", "l2_cache", "static_op_mem", "data_preprocess", "dataset",
-           "input_shapes", "join_input_shapes"]
+           "input_shapes"]

@@ -76,14 +76,15 @@ def cpu_ops(path: Path) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def memory_record(run: RunFiles, prof) -> pd.DataFrame:
+def memory_record(run: RunFiles) -> pd.DataFrame:
     """``cpu_ms_memory_record_{id}.txt`` (a CSV: ``Timestamp(ns),Total Allocated(Byte),Total
     Reserved(Byte),Total Active(Byte)``) -> the ``memory`` frame.
 
     Columns: ``component`` ("MindSpore", as MindSpore labels these rows), ``time_us`` (float64, us since
     the first record), ``allocated_mb``, ``reserved_mb``, ``active_mb`` (float64, bytes / 1024 / 1000 as
     MindSpore's memory_record.csv), ``device`` ("CPU:<id>", or "NPU:<id>" when the run has NPU kernels).
-    ``attrs["origin_us"]`` = absolute (Unix epoch) time of the first record in us.
+    ``attrs["origin_us"]`` = absolute (Unix epoch) time of the first record in us. Every record of the file
+    is kept (`nbprofiler.derive.clip_to_window` drops those of earlier schedule windows).
     """
     path = run.get("cpu_memory_record")
     cols = {"Timestamp(ns)": "ts_ns", "Total Allocated(Byte)": "allocated", "Total Reserved(Byte)": "reserved",
@@ -99,65 +100,10 @@ def memory_record(run: RunFiles, prof) -> pd.DataFrame:
     device_kind = "NPU" if run.has("kernel_details", "cann_timeline") else "CPU"
     out["device"] = f"{device_kind}:{run.device}"
     out.attrs["origin_us"] = (first // 1000) + (first % 1000) / 1000.0
-    return clip_to_window(out, run, prof, path)
+    return out
 
 
-# Rows this much earlier than the window's first traced event belong to an earlier window.
-WINDOW_SLACK_US = 1000.0
-
-
-def _repeating_schedule(prof) -> bool:
-    """True when profiler_info says the run used a schedule with several windows (``repeat`` 0 = until
-    the end, or more than 1): this session folder is one window even when loaded alone."""
-    try:
-        info = prof.info
-    except Exception:  # noqa: BLE001 - a broken profiler_info is reported by prof.info itself
-        return False
-    for holder in (info.get("config", {}).get("common_config", {}) if isinstance(info.get("config"), dict) else {},
-                   info.get("profiler_parameters", {}) if isinstance(info.get("profiler_parameters"), dict) else {},
-                   info):
-        sched = holder.get("schedule") if isinstance(holder, dict) else None
-        if isinstance(sched, dict) and "repeat" in sched:
-            try:
-                repeat = int(sched["repeat"])
-            except (TypeError, ValueError):
-                return False
-            return repeat != 1
-    return False
-
-
-def clip_to_window(mem: pd.DataFrame, run: RunFiles, prof, path, rebase: bool = True) -> pd.DataFrame:
-    """With the schedule API (or several start/stop calls) MindSpore writes one session folder per
-    window, and each window's ``cpu_ms_memory_record_*`` repeats the rows of every earlier window. When
-    this run is one of several sessions of its rank (or its profiler_info names a schedule that repeats)
-    and has a timeline, rows earlier than its first
-    traced event (by more than `WINDOW_SLACK_US`) are those repeats: they are dropped with a warning
-    saying why, and (``rebase``: a frame counting from its own first row) ``time_us`` counts from the
-    first row kept. ``mem.attrs["origin_us"]`` is the absolute time ``time_us`` counts from."""
-    if prof is None or mem.empty or not (getattr(prof, "other_sessions", None) or _repeating_schedule(prof)):
-        return mem
-    from . import trace
-    if trace.trace_sources(run) is None:
-        return mem
-    window_start = float(prof.origin_us)
-    first = float(mem.attrs["origin_us"])
-    early = (first + mem["time_us"].to_numpy()) < window_start - WINDOW_SLACK_US
-    if not early.any():
-        return mem
-    n = int(early.sum())
-    warn_partial(MalformedFileError(
-        path, f"{n} of {len(mem)} memory records precede this window's timeline by up to "
-              f"{(window_start - first - float(mem['time_us'].min())) / 1e6:.3f} s: MindSpore repeats the "
-              "records of earlier schedule windows in every window's file, so they were dropped (this "
-              "session's window starts at its first traced event)", line=int(np.flatnonzero(early)[0]) + 2))
-    kept = mem.loc[~early].reset_index(drop=True)
-    shift = float(kept["time_us"].iloc[0]) if len(kept) and rebase else 0.0
-    kept["time_us"] = kept["time_us"] - shift
-    kept.attrs = dict(mem.attrs, origin_us=first + shift, clipped_rows=n)
-    return kept
-
-
-def cpu_op_executions(run: RunFiles, prof) -> pd.DataFrame | None:
+def cpu_op_executions(run: RunFiles, _unused: object = None) -> pd.DataFrame | None:
     """Every host CPU op execution from ``cpu_op_execute_timestamp_{id}.txt``; None without the file.
 
     The file has one line per op: ``<full_op_name>;<category>;`` then space-separated triples
@@ -168,7 +114,8 @@ def cpu_op_executions(run: RunFiles, prof) -> pd.DataFrame | None:
     (float64, dur_ms x 1000), ``tid`` (int64, the triple's third field, used as thread id like MindInsight
     does). Used as the timeline source when a run has no trace_view.json. Lines without a valid
     ``name;category;`` prefix or with bad triples raise `MalformedFileError` naming the line; a last line
-    cut in the middle of a triple keeps its complete triples and warns.
+    cut in the middle of a triple keeps its complete triples and warns. (``_unused``: io/trace.py still
+    passes a second argument.)
     """
     path = run.get("cpu_op_timestamp")
     if path is None:

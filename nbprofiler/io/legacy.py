@@ -4,7 +4,7 @@ Step trace (``step_trace_raw_*_detail_time.csv``), its anchor ops (``step_trace_
 FLOPs (``flops_*.txt``, ``flops_summary_*.json``), communication (``hccl_raw_*.csv``), cluster metrics
 (``ascend_cluster_analyse_*.csv``) and the timeline summary (``*timeline_summary_*.json``).
 FORMATS.md sections 3.2, 3.8, 3.14, 3.18, 3.20 and 5.1 describe the files; the frame contracts are the
-builder docstrings in `nbprofiler.io.frames`.
+builder docstrings in `nbprofiler.build`.
 """
 from __future__ import annotations
 
@@ -120,8 +120,8 @@ def _last_line(path: Path, window: int = 1 << 16) -> bytes:
         return f.read().rstrip(b"\r\n").rsplit(b"\n", 1)[-1]
 
 
-def step_trace(run: RunFiles, prof) -> pd.DataFrame:
-    """Legacy ``step_trace_raw_{id}_detail_time.csv`` -> one row per real step (frames.step_trace).
+def step_trace(run: RunFiles) -> pd.DataFrame:
+    """Legacy ``step_trace_raw_{id}_detail_time.csv`` -> one row per real step (the schema's `step_trace`).
 
     Columns: ``step`` (int64), ``total_ms``, ``iteration_interval_ms`` and ``fp_and_bp_ms``/``tail_ms``
     (inference files: ``fp_ms``), ``start_ms``, ``fp_start_ms``, ``bp_end_ms``, ``end_ms`` (float64 ms:
@@ -227,8 +227,8 @@ def _reduce_events(df: pd.DataFrame, path: Path, steps: np.ndarray, step_start: 
         "dur_ms": ticks_to_ms(dur[keep])})
 
 
-def step_trace_reduce(run: RunFiles, prof) -> pd.DataFrame:
-    """Reduce/communication events of each step from the ``stream_*`` columns (frames.step_trace_reduce).
+def step_trace_reduce(run: RunFiles) -> pd.DataFrame:
+    """Reduce/communication events of each step from the ``stream_*`` columns (the schema's `step_trace_reduce`).
 
     Columns ``step``, ``stream_id``, ``name``, ``start_ms`` (relative to the step's start point; may be
     negative: a Receive can start before the step's start point, which MindInsight then hides),
@@ -249,7 +249,7 @@ def step_trace_reduce(run: RunFiles, prof) -> pd.DataFrame:
     return out
 
 
-def step_point_info(run: RunFiles, prof) -> dict | list | None:
+def step_point_info(run: RunFiles) -> dict | list | None:
     """FP-start / BP-end anchor operators: ``step_trace_point_info_{id}.json`` (preferred, as MindInsight)
     else ``step_trace_point_info.json``. A dict ``{"fp_start", "bp_end"}`` or a list of such dicts (one
     per step, index = step - 1), as written. None when neither file exists."""
@@ -281,9 +281,9 @@ def _flops_column(header: str) -> str:
     return re.sub(r"\W+", "_", low).strip("_")
 
 
-def flops(run: RunFiles, prof) -> pd.DataFrame:
+def flops(run: RunFiles) -> pd.DataFrame:
     """``flops_{id}.txt`` (comma + space separated): ``op_name`` and the numeric columns by header name
-    (frames.flops). Rows with an empty second field are skipped, as MindInsight skips them."""
+    (the schema's `flops`). Rows with an empty second field are skipped, as MindInsight skips them."""
     path = run.get("flops")
     df = read_csv(path, skipinitialspace=True)
     df.columns = [_flops_column(c) for c in df.columns]
@@ -299,7 +299,7 @@ def flops(run: RunFiles, prof) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def flops_summary(run: RunFiles, prof) -> dict:
+def flops_summary(run: RunFiles) -> dict:
     """``flops_summary_{id}.json`` as written: ``{"FLOPs", "FLOPS", "FLOPS_Utilization"}`` or
     ``{"cube_FLOPs", "vec_FLOPs", "cube_FLOPS", "vec_FLOPS", "cube_FLOPS_Utilization",
     "vec_FLOPS_Utilization"}`` (MFLOPs, GFLOPS, percent)."""
@@ -324,8 +324,8 @@ def _hccl_rows(run: RunFiles) -> tuple[Path, pd.DataFrame, pd.Series | None]:
     return path, df, average
 
 
-def hccl(run: RunFiles, prof) -> pd.DataFrame:
-    """``hccl_raw_{id}.csv`` per step (frames.hccl): ``step``, ``communication_cost_ms``,
+def hccl(run: RunFiles) -> pd.DataFrame:
+    """``hccl_raw_{id}.csv`` per step (the schema's `hccl`): ``step``, ``communication_cost_ms``,
     ``wait_cost_ms``; the ``-`` average row as written in ``attrs["average"]`` (dict, same keys)."""
     path, df, average = _hccl_rows(run)
     out = pd.DataFrame({"step": numeric(df, "step_num", path, dtype=int, allow_missing=False),
@@ -339,8 +339,8 @@ def hccl(run: RunFiles, prof) -> pd.DataFrame:
     return out
 
 
-def hccl_links(run: RunFiles, prof) -> pd.DataFrame:
-    """``link_info`` of ``hccl_raw_{id}.csv`` per step and link (frames.hccl_links): ``step``, ``src``,
+def hccl_links(run: RunFiles) -> pd.DataFrame:
+    """``link_info`` of ``hccl_raw_{id}.csv`` per step and link (the schema's `hccl_links`): ``step``, ``src``,
     ``dst`` (int64 ranks from the ``"src-dst"`` key), ``transport`` (SDMA, RDMA ...), ``time_ms``,
     ``size``, ``bandwidth`` (float64; units not labelled in the file, FORMATS 3.18). The ``-`` average
     row's links, as written, in ``attrs["average"]`` (a list of dicts with the columns but ``step``)."""
@@ -401,8 +401,8 @@ _CLUSTER_NAME = re.compile(r"(?P<device>ascend|gpu)_cluster_analyse_(?P<mode>[A-
 _TICK_COLUMNS = {"iteration_interval", "fp_and_bp", "tail", "total"}
 
 
-def cluster_analyse(run: RunFiles, prof) -> pd.DataFrame:
-    """``ascend_cluster_analyse_{mode}_{stages}_{ranks}_{rank}.csv`` (frames.cluster_analyse).
+def cluster_analyse(run: RunFiles) -> pd.DataFrame:
+    """``ascend_cluster_analyse_{mode}_{stages}_{ranks}_{rank}.csv`` (the schema's `cluster_analyse`).
 
     Columns: ``step`` (int64, 1-based row number: the file has no step column) and ``<column>_ms`` for
     each file column (data-parallel tick columns converted ÷1e5 and rounded to 4 decimals; pipeline
@@ -432,7 +432,7 @@ def cluster_analyse(run: RunFiles, prof) -> pd.DataFrame:
 
 
 # -- timeline summary -------------------------------------------------------------------------------
-def timeline_summary(run: RunFiles, prof) -> dict:
+def timeline_summary(run: RunFiles) -> dict:
     """``ascend_timeline_summary_{id}.json`` (else the older ``timeline_summary_{id}.json``, else
     ``gpu_timeline_summary_{id}.json``) as written: ``total_time`` (us in the shipped files: the sum of
     op durations), ``num_of_streams``, ``num_of_ops``, ``op_exe_times`` and, in newer files,

@@ -1,9 +1,9 @@
 """Parsers for the MindData (dataset pipeline) profiling files (FORMATS.md 2.3, 3.9-3.13, 4.7-4.8).
 
-Every public builder takes a `RunFiles` (and the `Profile`, used only to share parsed files between
-builders) and returns the frame that the matching builder in `frames.py` documents. The ``read_*``
-functions take one path and are what the builders call; they are public so a single file can be read
-on its own.
+Every public builder takes a `RunFiles` (and ``read``, which gives a file parsed: `parse` by default; the
+model passes one that parses each file once for the frames that share it) and returns the frame
+`nbprofiler.schema` declares. The ``read_*`` functions take one path and are what the builders call;
+they are public so a single file can be read on its own.
 
 Files and what comes out of them:
 - ``minddata_pipeline_raw_{id}.csv`` (MindSpore-derived, preferred) or ``pipeline_profiling_{id}.json``
@@ -53,24 +53,25 @@ MEMORY_SERIES = {"process_memory_info": {"pss_mbytes": "process_pss_mb", "rss_mb
                                         "used_sys_memory_mbytes": "sys_used_mb"}}
 
 
-def _shared(prof, key: str, fn):
-    """Parse a file once per Profile when several frames need it (errors are not cached)."""
-    if prof is not None and hasattr(prof, "cached"):
-        return prof.cached(key, fn)
-    return fn()
+def parse(kind: str, path: Path):
+    """The file ``path`` parsed by the reader `READERS` names for ``kind`` (``"csv"``: the pipeline CSV,
+    ``"json"``: pipeline_profiling, ``"cpu"``: the CPU utilisation JSON, ``"queue"``: a host-queue file).
+    Several frames read the same files: a builder's ``read`` argument has this signature, so the caller
+    may share one parse between them."""
+    return READERS[kind](path)
 
 
 # -- pipeline ---------------------------------------------------------------------------------------
-def pipeline(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    """The pipeline frame (frames.minddata_pipeline): from minddata_pipeline_raw_*.csv, else derived
+def pipeline(run: RunFiles, read=parse) -> pd.DataFrame | None:
+    """The pipeline frame (the schema's `minddata_pipeline`): from minddata_pipeline_raw_*.csv, else derived
     from pipeline_profiling_*.json. ``attrs["source"]`` names the file used."""
     path = run.get("minddata_pipeline_raw")
     if path is not None:
-        frame, _ = _shared(prof, f"minddata:csv:{path}", lambda: read_pipeline_csv(path))
+        frame, _ = read("csv", path)
         return frame
     path = run.get("pipeline_profiling")
     if path is not None:
-        doc = _shared(prof, f"minddata:json:{path}", lambda: read_pipeline_json(path))
+        doc = read("json", path)
         return derive_pipeline(doc, path)
     return None
 
@@ -243,17 +244,17 @@ def _queued_children(op_id: int, ops: dict) -> list[int]:
     return out
 
 
-def queues(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    """Sampled output-queue sizes (frames.minddata_queues), from pipeline_profiling_*.json (every
+def queues(run: RunFiles, read=parse) -> pd.DataFrame | None:
+    """Sampled output-queue sizes (the schema's `minddata_queues`), from pipeline_profiling_*.json (every
     sample as recorded), else from the csv's ``output_queue_size`` lists. ``time_ms`` is the CPU
     utilisation ``time_stamp`` of the same sample index when both have the same length."""
     json_path = run.get("pipeline_profiling")
     csv_path = run.get("minddata_pipeline_raw")
     if json_path is not None:
-        doc = _shared(prof, f"minddata:json:{json_path}", lambda: read_pipeline_json(json_path))
+        doc = read("json", json_path)
         series = {op_id: op["queue"] for op_id, op in doc["op_info"].items() if op["queue"] is not None}
     elif csv_path is not None:
-        frame, sizes = _shared(prof, f"minddata:csv:{csv_path}", lambda: read_pipeline_csv(csv_path))
+        frame, sizes = read("csv", csv_path)
         lengths = dict(zip(frame["op_id"], frame["output_queue_length"]))
         series = {op_id: (s, int(lengths[op_id])) for op_id, s in sizes.items() if pd.notna(lengths.get(op_id))}
     else:
@@ -262,7 +263,7 @@ def queues(run: RunFiles, prof=None) -> pd.DataFrame | None:
     cpu_path = run.get("minddata_cpu_utilization")
     if cpu_path is not None:
         try:
-            stamps = _shared(prof, f"minddata:cpu:{cpu_path}", lambda: read_cpu_json(cpu_path))["time_stamp"]
+            stamps = read("cpu", cpu_path)["time_stamp"]
         except ProfilerDataError:
             stamps = None  # the cpu file's own builder reports it; queue sizes stand without times
     parts = []
@@ -282,8 +283,8 @@ def queues(run: RunFiles, prof=None) -> pd.DataFrame | None:
 
 
 # -- host queue (device_queue_profiling / dataset_iterator_profiling) -------------------------------
-def host_queue(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    """The host-side queue per step (frames.host_queue). Sink-mode ``device_queue_profiling_*`` is
+def host_queue(run: RunFiles) -> pd.DataFrame | None:
+    """The host-side queue per step (the schema's `host_queue`). Sink-mode ``device_queue_profiling_*`` is
     preferred over ``dataset_iterator_profiling_*``, as MindInsight and MindSpore choose."""
     for role, source in (("device_queue", "device_queue"), ("dataset_iterator", "dataset_iterator")):
         path = run.get(role)
@@ -364,8 +365,8 @@ def host_queue_frame(records: pd.DataFrame) -> pd.DataFrame:
 
 
 # -- device queue (GetNext) -------------------------------------------------------------------------
-def device_queue(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    """The device-side data queue (frames.device_queue). Ascend ``minddata_aicpu_*`` (us) is preferred
+def device_queue(run: RunFiles) -> pd.DataFrame | None:
+    """The device-side data queue (the schema's `device_queue`). Ascend ``minddata_aicpu_*`` (us) is preferred
     over GPU ``minddata_getnext_profiling_*`` (ns), as MindInsight chooses."""
     for role, ns in (("minddata_aicpu", False), ("minddata_getnext", True)):
         path = run.get(role)
@@ -456,8 +457,8 @@ def _fit(values, n: int) -> np.ndarray:
     return out
 
 
-def cpu_utilization(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    """Whole-machine and process CPU use per sample (frames.cpu_utilization), plus:
+def cpu_utilization(run: RunFiles, read=parse) -> pd.DataFrame | None:
+    """Whole-machine and process CPU use per sample (the schema's `cpu_utilization`), plus:
 
     - memory columns where the file has them (``process_pss_mb``, ``process_rss_mb``,
       ``process_vss_mb``, ``sys_total_mb``, ``sys_available_mb``, ``sys_used_mb``, float64 MB);
@@ -470,7 +471,7 @@ def cpu_utilization(run: RunFiles, prof=None) -> pd.DataFrame | None:
     path = run.get("minddata_cpu_utilization")
     if path is None:
         return None
-    obj = _shared(prof, f"minddata:cpu:{path}", lambda: read_cpu_json(path))
+    obj = read("cpu", path)
     stamps = obj["time_stamp"]
     n = len(stamps)
     cols = {"sample": np.arange(n, dtype="int64"), "time_ms": np.asarray(stamps, dtype="float64")}
@@ -486,7 +487,7 @@ def cpu_utilization(run: RunFiles, prof=None) -> pd.DataFrame | None:
         cols.setdefault(col, np.full(n, np.nan))
     frame = pd.DataFrame(cols)
     frame = frame[first + [c for c in frame.columns if c not in first]]
-    records, step_total = _host_records(run, prof)
+    records, step_total = _host_records(run, read)
     frame["step"] = pd.array(mindinsight_steps(stamps, records), dtype="Int64")
     frame.attrs.update({"sampling_interval_ms": obj.get("sampling_interval"),
                         "cpu_processor_num": obj.get("cpu_processor_num"), "series_lengths": lengths,
@@ -494,13 +495,13 @@ def cpu_utilization(run: RunFiles, prof=None) -> pd.DataFrame | None:
     return frame
 
 
-def _host_records(run: RunFiles, prof):
+def _host_records(run: RunFiles, read):
     """(records, number of connector records) of the host-queue file, or (None, None)."""
     path = run.get("device_queue") or run.get("dataset_iterator")
     if path is None:
         return None, None
     try:
-        records = _shared(prof, f"minddata:queue:{path}", lambda: read_queue_records(path))
+        records = read("queue", path)
     except ProfilerDataError:
         return None, None  # the host_queue builder reports the file; CPU samples stand without steps
     return records, int((records["kind"] == 1).sum())
@@ -539,14 +540,14 @@ def mindinsight_steps(stamps, records: pd.DataFrame | None) -> list:
     return out
 
 
-def op_cpu_utilization(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    """Per-op CPU use (frames.op_cpu_utilization), long form, one row per op and sample, series aligned
+def op_cpu_utilization(run: RunFiles, read=parse) -> pd.DataFrame | None:
+    """Per-op CPU use (the schema's `op_cpu_utilization`), long form, one row per op and sample, series aligned
     by index to ``time_stamp``. An ``op_id`` -1 entry (CPU of the engine's threads outside any op) is
     kept as written; MindInsight and MindSpore ignore it, and so do the analyses."""
     path = run.get("minddata_cpu_utilization")
     if path is None:
         return None
-    obj = _shared(prof, f"minddata:cpu:{path}", lambda: read_cpu_json(path))
+    obj = read("cpu", path)
     stamps = np.asarray(obj["time_stamp"], dtype="float64")
     parts = []
     for op in obj.get("op_info") or []:
@@ -567,7 +568,7 @@ def op_cpu_utilization(run: RunFiles, prof=None) -> pd.DataFrame | None:
 
 
 # -- MindSpore's own summary ------------------------------------------------------------------------
-def summary_file(run: RunFiles, prof=None) -> dict | None:
+def summary_file(run: RunFiles) -> dict | None:
     """MindSpore's ``minddata_pipeline_summary_*`` as a dict of lists (JSON preferred, else the CSV)."""
     path = run.get("minddata_pipeline_summary_json")
     if path is not None:
@@ -615,3 +616,7 @@ def _summary_cell(cell: str):
         except (json.JSONDecodeError, RecursionError):
             pass
     return cell
+
+
+READERS = {"csv": read_pipeline_csv, "json": read_pipeline_json, "cpu": read_cpu_json,
+           "queue": read_queue_records}

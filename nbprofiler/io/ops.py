@@ -128,7 +128,7 @@ def _execution_counts(path: Path | None) -> pd.Series | None:
     return df[name].str.strip().value_counts()
 
 
-def aicore_ops(run: RunFiles, prof) -> pd.DataFrame:
+def aicore_ops(run: RunFiles) -> pd.DataFrame:
     """``aicore_intermediate_{id}_detail.csv`` joined to framework_raw and flops (left joins).
 
     Header variants: name ``full_op_name`` / ``full_kernel_name`` / ``full_kernel_time`` (sic); time
@@ -171,7 +171,7 @@ def aicore_ops(run: RunFiles, prof) -> pd.DataFrame:
                                                 out["op_name"].map(lambda n: n.rsplit("/", 1)[-1]))
     if run.has("flops"):
         from .legacy import flops
-        fl = flops(run, prof).drop_duplicates("op_name", keep="first")
+        fl = flops(run).drop_duplicates("op_name", keep="first")
         out = out.merge(fl, on="op_name", how="left")
     return out
 
@@ -288,23 +288,23 @@ def is_communication(k: pd.DataFrame) -> pd.Series:
     return core.isin(COMMUNICATION_CORES) | k["name"].astype(str).str.startswith(("hcom_", "hccl_"))
 
 
-def _task_rows(run: RunFiles, prof) -> pd.DataFrame | None:
-    """The device tasks: the profile's kernels frame where it is already built; else read for their
+def _task_rows(run: RunFiles, kernels: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The device tasks: ``kernels`` (the kernels frame, where it is already built); else read for their
     durations only, start times on the file's own origin (the profile's origin is the trace's earliest
     event: reading it would parse the whole trace, and no total needs it)."""
-    if prof is not None and "kernels" in getattr(prof, "_cache", {}):
-        return prof.kernels
+    if kernels is not None:
+        return kernels
     from . import ascend_ms, db
     if run.has("kernel_details"):
-        return ascend_ms.kernels(run, None)
-    return db.kernels(run, None) if db.has_db(run) else None
+        return ascend_ms.kernels(run)
+    return db.kernels(run) if db.has_db(run) else None
 
 
-def _npu_part(run: RunFiles, prof, build, communication: bool | None = None,
+def _npu_part(run: RunFiles, kernels: pd.DataFrame | None, build, communication: bool | None = None,
               **assign) -> pd.DataFrame | None:
     """``build(device tasks)``; None without tasks. ``communication``: True builds from the communication
     kernels only, False from the others, None from all (``build`` then splits)."""
-    k = _task_rows(run, prof)
+    k = _task_rows(run, kernels)
     if k is None or k.empty or not {"name", "type", "dur_us"} <= set(k.columns):
         return None
     if communication is not None:
@@ -357,20 +357,20 @@ def npu_types_from_kernel_file(path: Path) -> pd.DataFrame | None:
     return npu_types_from_kernels(pd.DataFrame(cols))
 
 
-def _npu_types(run: RunFiles, prof) -> pd.DataFrame | None:
+def _npu_types(run: RunFiles, kernels: pd.DataFrame | None) -> pd.DataFrame | None:
     # reuse the kernels frame when it is already parsed; else read just the two columns needed
-    if prof is not None and "kernels" in getattr(prof, "_cache", {}):
-        return _npu_part(run, prof, npu_types_from_kernels)
+    if kernels is not None:
+        return _npu_part(run, kernels, npu_types_from_kernels)
     types = npu_types_from_kernel_file(run.get("kernel_details"))
     if types is None:
-        return _npu_part(run, prof, npu_types_from_kernels)
+        return _npu_part(run, None, npu_types_from_kernels)
     return types if len(types) else None
 
 
-def _db_types(run: RunFiles, prof) -> pd.DataFrame | None:
+def _db_types(run: RunFiles, kernels: pd.DataFrame | None) -> pd.DataFrame | None:
     # the kernels frame when it is already built; else the totals aggregated inside the database
-    if prof is not None and "kernels" in getattr(prof, "_cache", {}):
-        return _npu_part(run, prof, npu_types_from_kernels)
+    if kernels is not None:
+        return _npu_part(run, kernels, npu_types_from_kernels)
     from . import db
     return db.op_type_totals(run)
 
@@ -419,8 +419,9 @@ def _collect(loaders) -> list[pd.DataFrame]:
     return parts
 
 
-def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
-    """One row per (kind, operator type): see `nbprofiler.io.frames.op_types` for the columns.
+def op_types(run: RunFiles, kernels: pd.DataFrame | None = None) -> pd.DataFrame | None:
+    """One row per (kind, operator type): see `nbprofiler.schema.FRAMES["op_types"]` for the columns.
+    ``kernels``: the kernels frame where it is already built (the NPU kinds are grouped from it then).
 
     ``percent`` = this type's ``total_time_us`` / the kind's total x 100 (0..100, unrounded). For
     ``ai_core`` the totals are the type file's, so the share is of the listed types (the real 0-100
@@ -439,11 +440,11 @@ def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
         loaders.append(lambda: npu_types_from_statistic(run.get("op_statistic")).assign(kind="npu"))
         if run.has("kernel_details", "profiler_db", "msprof_db"):
             # op_statistic.csv leaves communication out: its kind comes from the HCCL kernels
-            loaders.append(lambda: _npu_part(run, prof, npu_types_from_kernels, communication=True))
+            loaders.append(lambda: _npu_part(run, kernels, npu_types_from_kernels, communication=True))
     elif run.has("kernel_details"):
-        loaders.append(lambda: _npu_types(run, prof))
+        loaders.append(lambda: _npu_types(run, kernels))
     elif run.has("profiler_db", "msprof_db"):
-        loaders.append(lambda: _db_types(run, prof))
+        loaders.append(lambda: _db_types(run, kernels))
     parts = [p for p in _collect(loaders) if p is not None]
     for p in parts:
         # a part may hold two kinds (npu and communication from the same kernels): share of its own kind
@@ -456,12 +457,13 @@ def op_types(run: RunFiles, prof) -> pd.DataFrame | None:
     return out
 
 
-def ops(run: RunFiles, prof) -> pd.DataFrame | None:
-    """One row per (kind, operator): see `nbprofiler.io.frames.ops` for the columns and the per-kind
-    functions here for how each file's time columns become ``total_time_us``/``count``/``avg_time_us``."""
+def ops(run: RunFiles, kernels: pd.DataFrame | None = None) -> pd.DataFrame | None:
+    """One row per (kind, operator): see `nbprofiler.schema.FRAMES["ops"]` for the columns and the per-kind
+    functions here for how each file's time columns become ``total_time_us``/``count``/``avg_time_us``.
+    ``kernels``: the kernels frame where it is already built (the NPU operators are grouped from it then)."""
     loaders = []
     if run.has("aicore_detail"):
-        loaders.append(lambda: aicore_ops(run, prof))
+        loaders.append(lambda: aicore_ops(run))
     if run.has("aicpu"):
         loaders.append(lambda: aicpu_ops(run.get("aicpu")))
     if run.has("cpu_op_detail"):
@@ -469,7 +471,7 @@ def ops(run: RunFiles, prof) -> pd.DataFrame | None:
     if run.has("gpu_op_detail"):
         loaders.append(lambda: gpu_ops(run.get("gpu_op_detail")))
     if run.has("kernel_details", "profiler_db", "msprof_db"):
-        loaders.append(lambda: _npu_part(run, prof, npu_ops))
+        loaders.append(lambda: _npu_part(run, kernels, npu_ops))
     out = _finish(_collect(loaders), OP_COLUMNS)
     if out is not None:
         out["count"] = out["count"].astype("Int64")
