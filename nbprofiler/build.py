@@ -73,7 +73,7 @@ def origin_us(prof: "Profile") -> float:
 
     def from_trace() -> float | None:
         try:
-            data = trace.trace_data(run, prof)
+            data = trace_data(prof)
         except ProfilerDataError:
             return None  # the timeline frame reports the error; the origin falls back
         return None if data is None else data.origin_us
@@ -135,11 +135,30 @@ def _memory_framework(prof: "Profile") -> pd.DataFrame:
     return _in_window(prof, framework.memory_record(prof.run), prof.run.get("cpu_memory_record"))
 
 
+def trace_data(prof: "Profile"):
+    """The run's parsed trace (`nbprofiler.io.trace.trace_data`), parsed once per profile: an error is
+    memoised too, so the four frames of one broken file report one problem and parse once."""
+    from .io import trace
+
+    def parse():
+        try:
+            return trace.trace_data(prof.run)
+        except ProfilerDataError as err:
+            return err
+    data = prof.cached("trace_data", parse)
+    if isinstance(data, ProfilerDataError):
+        raise data
+    return data
+
+
 def _trace(frame: str) -> Callable[["Profile"], object]:
-    """The ``<frame>_frame`` of `nbprofiler.io.trace` (which parses the trace once per profile)."""
+    """One frame of the parsed trace; the timeline with its scope layers marked."""
     def parse(prof: "Profile"):
         from .io import trace
-        return getattr(trace, f"{frame}_frame")(prof.run, prof)
+        data = trace_data(prof)
+        if data is None:
+            return None
+        return trace.mark_scope_layers(data.timeline, data.tracks) if frame == "timeline" else getattr(data, frame)
     return parse
 
 

@@ -218,7 +218,7 @@ def test_operators_of_a_device_run_do_not_parse_its_trace():
     ``ops`` and ``op_types`` leaves trace_view.json unread (its origin is what kernels' start_us needs)."""
     prof = nbprofiler.load(DATA / "npu/ascend_pt_text_2rank/rank0_ascend_pt")
     ops, types = prof.ops, prof.op_types
-    assert len(ops) and len(types) and "_trace_data" not in prof._cache and "kernels" not in prof._cache
+    assert len(ops) and len(types) and "trace_data" not in prof._cache and "kernels" not in prof._cache
     # the same totals as from the kernels frame, whose start times are on the trace's clock
     again = nbprofiler.load(DATA / "npu/ascend_pt_text_2rank/rank0_ascend_pt")
     again.kernels

@@ -92,8 +92,8 @@ def test_the_version_is_declared_once_in_step_with_the_package_metadata():
     assert re.search(r'^version = "([^"]+)"', meta, re.M).group(1) == __version__
 
 
-# io modules still handed a Profile (io/trace.py memoises its parse on it until its rewrite lands)
-IO_PROFILE_EXCEPTIONS = {"nbprofiler.io.trace"}
+# io modules still handed a Profile: none
+IO_PROFILE_EXCEPTIONS: set[str] = set()
 
 
 def profile_uses(path: Path, source: str | None = None):

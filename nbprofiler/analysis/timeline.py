@@ -1,7 +1,7 @@
 """Timeline analyses: level of detail (LOD) for drawing, search, range statistics, minimap density.
 
 All functions take the ``prof.timeline`` frame (columns ``track``, ``name``, ``op_type``, ``start_us``,
-``dur_us``; see `nbprofiler.io.frames.timeline`) or a `TimelineIndex` built from it once, and return
+``dur_us``; declared in `nbprofiler.schema`) or a `TimelineIndex` built from it once, and return
 DataFrames. Nothing here reads files or draws.
 
 Level of detail: a view of [t0, t1] us that is W pixels wide cannot show more than about W bars per track

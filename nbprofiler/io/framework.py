@@ -103,7 +103,7 @@ def memory_record(run: RunFiles) -> pd.DataFrame:
     return out
 
 
-def cpu_op_executions(run: RunFiles, _unused: object = None) -> pd.DataFrame | None:
+def cpu_op_executions(run: RunFiles) -> pd.DataFrame | None:
     """Every host CPU op execution from ``cpu_op_execute_timestamp_{id}.txt``; None without the file.
 
     The file has one line per op: ``<full_op_name>;<category>;`` then space-separated triples
@@ -114,8 +114,7 @@ def cpu_op_executions(run: RunFiles, _unused: object = None) -> pd.DataFrame | N
     (float64, dur_ms x 1000), ``tid`` (int64, the triple's third field, used as thread id like MindInsight
     does). Used as the timeline source when a run has no trace_view.json. Lines without a valid
     ``name;category;`` prefix or with bad triples raise `MalformedFileError` naming the line; a last line
-    cut in the middle of a triple keeps its complete triples and warns. (``_unused``: io/trace.py still
-    passes a second argument.)
+    cut in the middle of a triple keeps its complete triples and warns.
     """
     path = run.get("cpu_op_timestamp")
     if path is None:

@@ -96,12 +96,7 @@ class TraceData:
 TRACE_FRAMES = ("timeline", "tracks", "flows", "counters")  # what a trace's cache entry must hold
 
 
-# -- public builders (see frames.py for the contracts) ----------------------------------------------
-def timeline_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    data = trace_data(run, prof)
-    return None if data is None else mark_scope_layers(data.timeline, data.tracks)
-
-
+# -- scope layers -----------------------------------------------------------------------------------------
 SCOPE_LAYER_TYPE = "Scope Layer"
 
 
@@ -127,26 +122,15 @@ def mark_scope_layers(timeline: pd.DataFrame, tracks: pd.DataFrame) -> pd.DataFr
     out = timeline.copy(deep=False)
     out["is_scope"] = scope
     if scope.any():
-        op_type = out["op_type"]
-        if SCOPE_LAYER_TYPE not in op_type.cat.categories:
-            op_type = op_type.cat.add_categories([SCOPE_LAYER_TYPE])
-        out["op_type"] = op_type.where(~scope, SCOPE_LAYER_TYPE).cat.remove_unused_categories()
+        cats = out["op_type"].cat.categories
+        if SCOPE_LAYER_TYPE not in cats:
+            cats = cats.append(pd.Index([SCOPE_LAYER_TYPE], dtype=cats.dtype))
+        codes = np.where(scope, cats.get_loc(SCOPE_LAYER_TYPE), out["op_type"].cat.codes.to_numpy())
+        # the categories still used, in their order (a count per code: no sort of every row)
+        used = np.bincount(codes + 1, minlength=len(cats) + 1)[1:] > 0
+        new_code = np.r_[-1, np.cumsum(used) - 1]
+        out["op_type"] = pd.Categorical.from_codes(new_code[codes + 1], categories=cats[used], validate=False)
     return out
-
-
-def tracks_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    data = trace_data(run, prof)
-    return None if data is None else data.tracks
-
-
-def flows_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    data = trace_data(run, prof)
-    return None if data is None else data.flows
-
-
-def counters_frame(run: RunFiles, prof=None) -> pd.DataFrame | None:
-    data = trace_data(run, prof)
-    return None if data is None else data.counters
 
 
 def trace_sources(run: RunFiles) -> tuple[str, list[Path]] | None:
@@ -166,24 +150,9 @@ def trace_sources(run: RunFiles) -> tuple[str, list[Path]] | None:
     return None
 
 
-def trace_data(run: RunFiles, prof=None) -> TraceData | None:
-    """The parsed trace of ``run`` (memoised on ``prof``; errors are memoised too, so four frames of
-    one broken file report one problem and parse once)."""
-    if prof is None:
-        return _trace_data(run)
-    key = "_trace_data"
-    if key not in prof._cache:
-        try:
-            prof._cache[key] = _trace_data(run)
-        except ProfilerDataError as err:
-            prof._cache[key] = err
-    value = prof._cache[key]
-    if isinstance(value, ProfilerDataError):
-        raise value
-    return value
-
-
-def _trace_data(run: RunFiles) -> TraceData | None:
+def trace_data(run: RunFiles) -> TraceData | None:
+    """The parsed trace of ``run``: from the frame cache, else parsed (in memory, or on disk when the file
+    would not fit, `nbprofiler.io.trace_disk`); None when the run has no trace."""
     src = trace_sources(run)
     if src is None:
         if run.has("cpu_op_timestamp"):
@@ -1236,7 +1205,7 @@ def _from_cpu_ops(run: RunFiles) -> TraceData | None:
         from .framework import cpu_op_executions
     except ImportError:
         return None
-    ex = cpu_op_executions(run, None)
+    ex = cpu_op_executions(run)
     if ex is None or ex.empty:
         return None
     origin = float(ex["start_us"].min())
@@ -1297,5 +1266,5 @@ class _Progress:
         return False
 
 
-__all__ = ["timeline_frame", "tracks_frame", "flows_frame", "counters_frame", "trace_sources",
+__all__ = ["mark_scope_layers", "trace_sources",
            "trace_data", "load_trace", "parse_events", "exact_events", "op_type_of", "TraceData"]

@@ -43,10 +43,16 @@ from . import _util
 from ._util import warn_partial
 
 # Bump when the store's layout changes, so stale stores are not mapped.
-STORE_VERSION = 1
+STORE_VERSION = 2
 ENV_FORCE = "NBPROFILER_TRACE_ON_DISK"  # "1": every single-file trace loads this way (tests, benchmarks)
-_NUMERIC = {"track": np.int32, "name": np.int32, "op_type": np.int32, "ph": np.int8, "cat": np.int32,
-            "start_us": np.float64, "dur_us": np.float64}
+# The timeline's columns but args, each a .npy file; category columns hold their codes in the integer type
+# pandas keeps for that many categories, so the frame maps them without a copy.
+_COLUMNS = ("track", "name", "op_type", "ph", "cat", "start_us", "dur_us")
+_CATEGORICAL = ("name", "op_type", "ph", "cat")
+
+
+def _codes_dtype(n_categories: int) -> np.dtype:
+    return np.dtype(np.int8 if n_categories < 128 else np.int16 if n_categories < 32768 else np.int32)
 _OUT_ROWS = 1 << 20  # rows per args batch of the store
 
 
@@ -367,9 +373,15 @@ def _assemble(sink: _Sink, path: Path, out: Path, legacy: bool, gpu: bool, advan
     b_track = track_of_pair[be.column("pair").to_numpy()] if has_b else np.zeros(0, np.int32)
     n = sink.spans + (len(be) if has_b else 0)
 
-    files = {c: open(out / f"timeline.{c}.npy", "wb") for c in _NUMERIC}
+    ph_values = [v for v, used in (("X", sink.spans > 0), ("B", has_b)) if used]
+    ph_map = np.array([0, len(ph_values) - 1], dtype=np.int8)  # from_pair -> code among the used values
+    categories = {"name": name_values.tolist(), "op_type": op_values.tolist(), "ph": ph_values,
+                  "cat": cat_values.tolist()}
+    dtypes = {"track": np.dtype(np.int32), "start_us": np.dtype(np.float64), "dur_us": np.dtype(np.float64),
+              **{c: _codes_dtype(len(categories[c])) for c in _CATEGORICAL}}
+    files = {c: open(out / f"timeline.{c}.npy", "wb") for c in _COLUMNS}
     for c, f in files.items():
-        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(_NUMERIC[c])),
+        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dtypes[c]),
                                                  "fortran_order": False, "shape": (n,)})
     args_writer = pa.ipc.new_file(str(out / "timeline.args.arrow"), pa.schema([("args", pa.large_string())]))
     pending: list[pa.Array] = []
@@ -400,12 +412,12 @@ def _assemble(sink: _Sink, path: Path, out: Path, legacy: bool, gpu: bool, advan
                 op = np.where(op_of_type[type_c] >= 0, op_of_type[type_c], op_of_name[name_c]) \
                     if len(op_of_type) else op_of_name[name_c]
                 cols = {"track": np.full(k, t, np.int32), "name": name_c, "op_type": op,
-                        "ph": is_b.astype(np.int8) if is_b is not None else np.zeros(k, np.int8),
+                        "ph": ph_map[is_b.astype(np.int8)] if is_b is not None else np.zeros(k, np.int8),
                         "cat": cat_map[part.column("cat").to_numpy()],
                         "start_us": (part.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0,
                         "dur_us": part.column("dur").to_numpy()}
                 for c, f in files.items():
-                    f.write(np.ascontiguousarray(cols[c], dtype=_NUMERIC[c]).tobytes())
+                    f.write(np.ascontiguousarray(cols[c], dtype=dtypes[c]).tobytes())
                 pending.append(part.column("args").combine_chunks())
                 pending_rows += k
                 events[t] += k
@@ -429,19 +441,15 @@ def _assemble(sink: _Sink, path: Path, out: Path, legacy: bool, gpu: bool, advan
         raise AssertionError(f"on-disk timeline wrote {events.sum()} of {n} events")
 
     tracks["events"] = events
-    ph_values = ["X", "B"]
     small = {"tracks": tracks, "counters": _counters(aux, origin_ns)}
     if not _flows(sink, track_of_pair, origin_ns, out):
         small["flows"] = trace._flow_frame(None)
     import pyarrow.feather as feather
     for name, df in small.items():
         feather.write_feather(df, out / f"{name}.arrow", compression="uncompressed")
-    used_ph = sorted(set([0] + ([1] if has_b else [])))
     (out / "meta.json").write_text(json.dumps({
         "version": STORE_VERSION, "rows": int(n), "origin_ns": int(origin_ns), "source": str(path),
-        "categories": {"name": name_values.tolist(), "op_type": op_values.tolist(),
-                       "cat": cat_values.tolist(), "ph": [ph_values[i] for i in used_ph]},
-        "has_b": has_b, "only_b": bool(has_b and sink.spans == 0)}))
+        "categories": categories, "dtypes": {c: d.str for c, d in dtypes.items()}}))
 
 
 def _used(counts: np.ndarray, pos: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -567,42 +575,34 @@ def _counters(aux: pa.Table | None, origin_ns: int) -> pd.DataFrame:
 
 # -- opening a store --------------------------------------------------------------------------------
 def _open(store: Path) -> trace.TraceData | None:
-    """The frames of a complete store (its meta is written last), or None."""
+    """The frames of a complete store (its meta is written last), or None. The timeline's columns are
+    views of the mapped files (read-only; pandas copies on write)."""
     try:
         meta = json.loads((store / "meta.json").read_text())
         if meta.get("version") != STORE_VERSION:
             return None
-        n = int(meta["rows"])
+        n, cats = int(meta["rows"]), meta["categories"]
         cols = {}
-        for c in _NUMERIC:
-            arr = np.load(store / f"timeline.{c}.npy", mmap_mode="r")
-            if arr.shape != (n,) or arr.dtype != np.dtype(_NUMERIC[c]):
+        for c in _COLUMNS:
+            arr = np.load(store / f"timeline.{c}.npy", mmap_mode="r").view(np.ndarray)  # a plain view of the map
+            if arr.shape != (n,) or arr.dtype != np.dtype(meta["dtypes"][c]):
                 return None
-            cols[c] = arr
+            if c in _CATEGORICAL:
+                values = pd.Index(cats[c], dtype=str)
+                if arr.dtype != _codes_dtype(len(values)):
+                    return None
+                arr = pd.Categorical.from_codes(arr, categories=values, validate=False)
+            cols[c] = pd.Series(arr, copy=False)
         args = pa.ipc.open_file(pa.memory_map(str(store / "timeline.args.arrow"))).read_all().column("args")
         if len(args) != n:
             return None
-        cats = meta["categories"]
-        table = pa.table({
-            "track": pa.array(cols["track"]),
-            **{c: pa.DictionaryArray.from_arrays(pa.array(cols[c]), pa.array(cats[c], pa.string()))
-               for c in ("name", "op_type")},
-            "ph": pa.DictionaryArray.from_arrays(pa.array(_ph_codes(cols["ph"], cats["ph"])),
-                                                 pa.array(cats["ph"], pa.string())),
-            "cat": pa.DictionaryArray.from_arrays(pa.array(cols["cat"]), pa.array(cats["cat"], pa.string())),
-            "start_us": pa.array(cols["start_us"]), "dur_us": pa.array(cols["dur_us"]), "args": args})
-        timeline = table.to_pandas(split_blocks=True)
+        # pandas' default string dtype, backed by the mapped Arrow array (no copy)
+        cols["args"] = pd.Series(pd.Series([], dtype=str).dtype.__from_arrow__(args), copy=False)
+        timeline = pd.DataFrame(cols, copy=False)
+        timeline.attrs["store"] = str(store)
         import pyarrow.feather as feather
         small = {name: feather.read_table(store / f"{name}.arrow", memory_map=True).to_pandas(split_blocks=True)
                  for name in ("tracks", "flows", "counters")}
-        timeline.attrs["store"] = str(store)
         return trace.TraceData(origin_us=int(meta["origin_ns"]) / 1000, timeline=timeline, **small)
-    except (OSError, ValueError, KeyError, pa.ArrowException):
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
         return None
-
-
-def _ph_codes(codes: np.ndarray, values: list[str]) -> np.ndarray:
-    """Stored ph codes index ["X", "B"]; the frame's categories are only the used ones."""
-    if values == ["X", "B"] or values == ["X"]:
-        return codes
-    return np.zeros(len(codes), np.int8)  # only B: every stored code is 1, the one category is "B"
