@@ -141,21 +141,26 @@ def _timeline(prof) -> dict | None:
     ev = prof.timeline
     if ev is None or ev.empty or "start_us" not in ev:
         return None
-    # the columns used, not the args text (read from disk, where it is looked at, on a huge trace)
-    ev = ev[[c for c in ("track", "name", "op_type", "start_us", "dur_us", "is_scope") if c in ev.columns]]
-    end = (ev["start_us"] + ev["dur_us"].fillna(0)).max()
+    # Column arithmetic on the codes, no row selection: a selection would copy every column of a frame that
+    # can hold tens of millions of events (memory-mapped on a trace larger than memory).
+    start = ev["start_us"].to_numpy(dtype=np.float64)
     # scope-layer bars span the operators under them: counted apart, never as an operator type
     scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)
 
-    def totals(sub, key):
-        by = sub.groupby(key, observed=True).agg(count=("dur_us", "size"), total_us=("dur_us", "sum"))
+    def totals(column: str, rows: np.ndarray) -> dict:
+        codes, values = (ev[column].cat.codes.to_numpy(), ev[column].cat.categories) \
+            if isinstance(ev[column].dtype, pd.CategoricalDtype) else pd.factorize(ev[column], sort=True)
+        key = np.where(rows & (codes >= 0), codes, -1)
+        by = pd.Series(ev["dur_us"].to_numpy(dtype=np.float64)).groupby(key).agg(["size", "sum"])
+        by = by[by.index >= 0].rename(columns={"size": "count", "sum": "total_us"})
+        by.index = values[by.index.to_numpy()]
         return {str(k): {"count": int(v["count"]), "total_us": float(v["total_us"])}
                 for k, v in by.sort_values("total_us", ascending=False).iterrows()}
     origin = prof.origin_us
-    return {"events": int(len(ev)), "tracks": int(ev["track"].nunique()),
-            "start_us": float(origin + ev["start_us"].min()), "end_us": float(origin + end),
-            "by_type": totals(ev[~scope], "op_type"),
-            "scope_layers": totals(ev[scope], "name")}
+    return {"events": int(len(ev)), "tracks": int((np.bincount(ev["track"].to_numpy()) > 0).sum()),
+            "start_us": float(origin + start.min()), "end_us": float(origin + (start + np.nan_to_num(ev["dur_us"].to_numpy(dtype=np.float64))).max()),
+            "by_type": totals("op_type", ~scope),
+            "scope_layers": totals("name", scope)}
 
 
 def _int(v):

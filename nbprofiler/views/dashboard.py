@@ -147,8 +147,9 @@ class Dashboard(traitlets.HasTraits, View):
         if view is None:
             self._panels[tab].children = [W.HTML(no_data_html(tab, self.prof))]
         else:
-            from .bokehjs import resync
-            resync(view.widget)  # its step / window was set after its widget was built
+            if self._changed_after_build:
+                from .bokehjs import resync
+                resync(view.widget)  # its step / window was set after its widget was built
             # The operators view says itself what a step does to its table (`OperatorsView.step_note`);
             # the dashboard's note is about the timeline only, so each tab shows one note.
             extra = [self.link_note] if tab == "Timeline" else []
@@ -156,7 +157,11 @@ class Dashboard(traitlets.HasTraits, View):
         return view
 
     def _make(self, tab: str):
+        """The view of ``tab`` (None: no data), given the selected step or time window; sets
+        ``_changed_after_build`` when it changed the view after building its widget (which then needs a
+        `resync`: a full re-render, ~0.5 s on a big timeline, so only then)."""
         prof = self.prof
+        self._changed_after_build = False
         if tab == "Step trace":
             if prof.step_trace.empty or not prof.step_stages:
                 return None
@@ -172,6 +177,7 @@ class Dashboard(traitlets.HasTraits, View):
             step = self._current_step()
             if step:
                 view.set_step(step)
+                self._changed_after_build = True
             self._add_op_steps()
             return view
         if tab == "MindData":
@@ -202,6 +208,7 @@ class Dashboard(traitlets.HasTraits, View):
             window = step_window_us(prof, self._current_step()) or (memory.window if memory else None)
             if window:
                 view.set_window(*window)
+                self._changed_after_build = True
             return view
         raise ValueError(f"unknown tab {tab!r}; tabs are {TABS}")
 
