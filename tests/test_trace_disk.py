@@ -153,6 +153,7 @@ def test_a_trace_too_large_for_memory_loads_on_disk(tmp_path, monkeypatch):
         warnings.simplefilter("ignore")
         expected = nbprofiler.load(run).timeline
     size = tv.stat().st_size
+    monkeypatch.setattr(_util, "TRACE_DISK_BASE_BYTES", 0)  # a small file: only the per-byte factors decide
     monkeypatch.setattr(_util, "available_memory_bytes",
                         lambda: int(size * (_util.EXPANSION["trace"] * 0.9) / _util.MEMORY_FRACTION))
     assert trace_disk.wanted([tv])

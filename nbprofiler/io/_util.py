@@ -27,7 +27,7 @@ MEMORY_FRACTION = 0.8
 # stdlib parse that locates an error, ``csv_careful`` when a CSV's rows are not all as wide as its header.
 EXPANSION = {
     "trace": 4.7,             # measured 3.72 (object form, many small events; array form 3.50)
-    "trace_disk": 1.0,        # provisional
+    "trace_disk": 0.2,        # measured 0.11 (per byte between 1 and 10 GB; plus `TRACE_DISK_BASE_BYTES`)
     "trace_big_event": 10.8,  # measured 8.60 (one 100 MB name string; in args 3.47)
     "trace_document": 10.0,   # measured 8.00 (object form whose event array cannot be placed)
     "trace_exact": 9.3,       # measured 7.38 (invalid JSON 90 % into an object-form trace; array form 4.69)
@@ -36,6 +36,10 @@ EXPANSION = {
     "json": 12.8,             # measured 10.22 (arrays of numbers; nested objects 5.97, one string 5.96)
     "text": 19.7,             # measured 15.73 (one line of numbers; short records 14.94, op records 13.19)
 }
+
+# What a trace loaded on disk (`nbprofiler.io.trace_disk`) needs whatever its size (the reader's batches,
+# one output batch, duckdb pairing the flows under its memory limit): measured 600 MB x 1.25.
+TRACE_DISK_BASE_BYTES = 750_000_000
 
 
 def available_memory_bytes() -> int:

@@ -78,6 +78,7 @@ def load(path: Path, legacy: bool, progress: bool = True) -> trace.TraceData:
         data = _open(entry)
         if data is not None:
             return data
+    _util.check_size(path, "trace_disk", extra_bytes=_util.TRACE_DISK_BASE_BYTES)
     dest = entry if entry is not None else _temp_store()
     _check_disk(path, dest)
     build(path, dest, legacy=legacy, progress=progress)
