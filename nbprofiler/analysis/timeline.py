@@ -16,8 +16,8 @@ before t0 but still reach into the window are found exactly: the few longest eve
 can only intersect the window if it starts after ``t0 - short_max_us``.
 
 Memory: the index reads the frame's own columns in place when the frame is sorted by (track, start), as
-``prof.timeline`` is (on a trace larger than memory they are memory-mapped files), and adds one float64
-per event (the end times) plus the coarse levels, which hold a few numbers per merged run.
+``prof.timeline`` is (on a trace larger than memory they are memory-mapped files), and adds only the
+coarse levels, which hold a few numbers per merged run.
 """
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ VOTE_EPS = 1e-12
 LEVEL_BINS = (2_048, 32_768)
 # Tracks with fewer events than this get no level (merging them is already cheap).
 LEVEL_MIN_EVENTS = 4_096
+# Up to this many (run, type) pairs, a level sums its votes in a table instead of sorting them.
+_DENSE_VOTES = 4_000_000
 
 
 @dataclasses.dataclass
@@ -73,13 +75,16 @@ def _level_track(index: "TimelineIndex", lo: int, hi: int, px: float) -> _LevelT
     small = index.dur[lo:hi] < px
     big, sp = np.flatnonzero(~small) + lo, np.flatnonzero(small) + lo
     del small
-    s, e = index.start[sp], index.end[sp]
+    # (temporaries are freed as soon as they are used: a busy track can hold tens of millions of events)
+    s, e = index.start[sp], index.end_of(sp)
     if len(sp):
         new_run = np.r_[True, s[1:] - np.maximum.accumulate(e)[:-1] > px]
         firsts = np.flatnonzero(new_run)
         run_of = np.cumsum(new_run) - 1
+        del new_run
         r_count = np.diff(np.r_[firsts, len(sp)])
         r_start, r_end = s[firsts], np.maximum.reduceat(e, firsts)
+        del s, e
         r_busy = np.add.reduceat(index.dur[sp], firsts)
         r_single = np.where(r_count == 1, sp[firsts], -1)
     else:
@@ -96,8 +101,15 @@ def _level_track(index: "TimelineIndex", lo: int, hi: int, px: float) -> _LevelT
     # votes: one per (run, op type) with the runs' summed weight, one per long event
     n_types = len(index.type_values) + 1
     keys = run_of * n_types + (index.type_codes[sp] + 1)
-    uniq, inv = np.unique(keys, return_inverse=True)
-    w = np.bincount(inv.ravel(), weights=index.dur[sp] + VOTE_EPS) if len(uniq) else np.zeros(0)
+    del run_of
+    if n_runs * n_types <= _DENSE_VOTES:  # a table of every (run, type): no sort of the events
+        table = np.bincount(keys, weights=index.dur[sp] + VOTE_EPS, minlength=n_runs * n_types)
+        uniq = np.flatnonzero(table)  # every event's weight is > 0, so these are the pairs that occur
+        w = table[uniq]
+    else:
+        uniq, inv = np.unique(keys, return_inverse=True)
+        w = np.bincount(inv.ravel(), weights=index.dur[sp] + VOTE_EPS) if len(uniq) else np.zeros(0)
+    del keys
     vote_entry = np.r_[entry_of_big, entry_of_run[uniq // n_types]]
     vote_type = np.r_[index.type_codes[big], (uniq % n_types) - 1]
     vote_weight = np.r_[index.dur[big] + VOTE_EPS, w]
@@ -106,7 +118,7 @@ def _level_track(index: "TimelineIndex", lo: int, hi: int, px: float) -> _LevelT
                  else np.zeros(0, np.int64)][order]
     by_entry = np.argsort(vote_entry, kind="stable")  # a window's votes are then one slice
     vote_entry, vote_type, vote_weight = vote_entry[by_entry], vote_type[by_entry], vote_weight[by_entry]
-    return _LevelTrack(start=start[order], end=np.r_[index.end[big], r_end][order],
+    return _LevelTrack(start=start[order], end=np.r_[index.end_of(big), r_end][order],
                        count=np.r_[np.ones(len(big), np.int64), r_count][order],
                        busy=np.r_[index.dur[big], r_busy][order], single=np.r_[big, r_single][order],
                        first=first.astype(np.int64), last=last.astype(np.int64), px=px,
@@ -151,18 +163,22 @@ class TimelineIndex:
         self.n = len(events)
         self.start = start
         self.dur = dur
-        self.end = start + dur
         self.name_codes = name_codes
         self.name_values = np.asarray(names.categories, dtype=object)
         self.type_codes = type_codes
         self.type_values = np.asarray(types.categories, dtype=object)
         self.t_min = float(self.start.min()) if self.n else 0.0
-        self.t_max = float(self.end.max()) if self.n else 0.0
+        self.t_max = max((float(self.end_of(np.arange(a, min(a + 4_000_000, self.n))).max())
+                          for a in range(0, self.n, 4_000_000)), default=0.0)
         # (pixel, {track: entries}), coarsest first; only tracks with many events get one. Until
         # `build_levels` has run, every query merges the events (the same bars, slower on wide windows).
         self.levels: list[tuple[float, dict[int, _LevelTrack]]] = []
         if levels:
             self.build_levels()
+
+    def end_of(self, pos: np.ndarray) -> np.ndarray:
+        """End times (us) of index positions (not kept per event: 8 bytes each on a timeline of millions)."""
+        return self.start[pos] + self.dur[pos]
 
     def rows(self, pos: np.ndarray) -> np.ndarray:
         """The frame's rows (``events.iloc`` positions) of index positions."""
@@ -195,11 +211,11 @@ class TimelineIndex:
         a = tr.lo + int(np.searchsorted(s, t0 - tr.short_max_us, side="left"))
         b = tr.lo + int(np.searchsorted(s, t1, side="right"))
         cand = np.arange(a, b, dtype=np.int64)
-        cand = cand[self.end[cand] >= t0]
+        cand = cand[self.end_of(cand) >= t0]
         # long events that start before the cut and still reach into the window (positions are in
         # start order, so they go first)
         lg = tr.long[:int(np.searchsorted(tr.long, a))]
-        lg = lg[self.end[lg] >= t0]
+        lg = lg[self.end_of(lg) >= t0]
         return np.concatenate([lg, cand]) if len(lg) else cand
 
 
@@ -266,9 +282,9 @@ def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px
     whole, opened = ent[~partial], ent[partial]
     raw = (np.concatenate([np.arange(lt.first[k], lt.last[k]) for k in opened]) if len(opened)
            else np.zeros(0, np.int64))
-    raw = raw[(index.dur[raw] < lt.px) & (index.start[raw] <= t1) & (index.end[raw] >= t0)]
+    raw = raw[(index.dur[raw] < lt.px) & (index.start[raw] <= t1) & (index.end_of(raw) >= t0)]
     start = np.r_[lt.start[whole], index.start[raw]]
-    end = np.r_[lt.end[whole], index.end[raw]]
+    end = np.r_[lt.end[whole], index.end_of(raw)]
     count = np.r_[lt.count[whole], np.ones(len(raw), np.int64)]
     busy = np.r_[lt.busy[whole], index.dur[raw]]
     single = np.r_[lt.single[whole], raw]
@@ -346,11 +362,11 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t
             continue
         small = index.dur[pos] < px
         big, sp = pos[~small], pos[small]
-        starts, ends, counts, names, types, busy, rows = ([index.start[big]], [index.end[big]],
+        starts, ends, counts, names, types, busy, rows = ([index.start[big]], [index.end_of(big)],
                                                           [np.ones(len(big), np.int64)], [name_of(big)],
                                                           [type_of(big)], [index.dur[big]], [index.rows(big)])
         if len(sp):
-            s, e = index.start[sp], index.end[sp]
+            s, e = index.start[sp], index.end_of(sp)
             # a new run starts where an event begins more than a pixel after every earlier one ended
             prev_end = np.maximum.accumulate(e)
             new_run = np.r_[True, s[1:] - prev_end[:-1] > px]

@@ -43,7 +43,7 @@ from . import _util
 from ._util import warn_partial
 
 # Bump when the store's layout changes, so stale stores are not mapped.
-STORE_VERSION = 2
+STORE_VERSION = 3
 ENV_FORCE = "NBPROFILER_TRACE_ON_DISK"  # "1": every single-file trace loads this way (tests, benchmarks)
 # The timeline's columns but args, each a .npy file; category columns hold their codes in the integer type
 # pandas keeps for that many categories, so the frame maps them without a copy.
@@ -551,7 +551,8 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
         rel = con.sql(trace._FLOW_SQL.format(s=trace.KIND_S, f=trace.KIND_F, t=trace.KIND_T))
         reader = rel.to_arrow_reader(_OUT_ROWS) if hasattr(rel, "to_arrow_reader") \
             else rel.fetch_record_batch(_OUT_ROWS)
-        schema = pa.schema([("cat", pa.string()), ("id", pa.string()), ("name", pa.string()),
+        # large_string: what pandas' string columns hold, so the frame maps them without a copy
+        schema = pa.schema([("cat", pa.large_string()), ("id", pa.large_string()), ("name", pa.large_string()),
                             ("start_track", pa.int32()), ("start_us", pa.float64()),
                             ("end_track", pa.int32()), ("end_us", pa.float64())])
         with pa.ipc.new_file(str(out / "flows.arrow"), schema) as w:
