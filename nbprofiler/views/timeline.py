@@ -132,24 +132,27 @@ def _short(args) -> str:
 
 
 def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
-    """The flows between shown tracks: ``x0``, ``x1`` (µs) and ``y0``, ``y1`` (rows) as arrays, ``cat`` and
-    ``name`` as they are in the frame; done once per track order, so a re-query only picks the window's
-    flows (`flows_in_window`) and turns just those names into text."""
-    empty = {"x0": np.zeros(0), "y0": np.zeros(0, np.int64), "x1": np.zeros(0), "y1": np.zeros(0, np.int64),
-             "cat": pd.Series([], dtype=object), "name": pd.Series([], dtype=object)}
+    """The flows between shown tracks: ``x0``, ``x1`` (µs) and ``y0``, ``y1`` (rows) as arrays, and ``pos``,
+    their rows in the frame, whose ``cat`` and ``name`` stay there; done once per track order, so a
+    re-query only picks the window's flows (`flows_in_window`) and turns just those names into text."""
+    empty = {"x0": np.zeros(0), "y0": np.zeros(0, np.int32), "x1": np.zeros(0), "y1": np.zeros(0, np.int32),
+             "pos": np.zeros(0, np.int64), "cat": pd.Series([], dtype=object), "name": pd.Series([], dtype=object)}
     if flows_df is None or len(flows_df) == 0:
         return empty
-    row_of = np.full(int(tracks["track"].max()) + 2 if len(tracks) else 1, -1, np.int64)
+    row_of = np.full(int(tracks["track"].max()) + 2 if len(tracks) else 1, -1, np.int32)
     row_of[tracks["track"].astype("int64").to_numpy()] = tracks["row"].astype("int64").to_numpy()
     st, et = flows_df["start_track"].to_numpy(dtype="float64"), flows_df["end_track"].to_numpy(dtype="float64")
     x0, x1 = flows_df["start_us"].to_numpy(dtype="float64"), flows_df["end_us"].to_numpy(dtype="float64")
     ok = ~(np.isnan(st) | np.isnan(et) | np.isnan(x0) | np.isnan(x1))
     inside = ok & (st >= 0) & (st < len(row_of) - 1) & (et >= 0) & (et < len(row_of) - 1)
-    y0 = np.where(inside, row_of[np.where(inside, st, len(row_of) - 1).astype(np.int64)], -1)
-    y1 = np.where(inside, row_of[np.where(inside, et, len(row_of) - 1).astype(np.int64)], -1)
+    y0 = np.where(inside, row_of[np.where(inside, st, len(row_of) - 1).astype(np.int64)], -1).astype(np.int32)
+    y1 = np.where(inside, row_of[np.where(inside, et, len(row_of) - 1).astype(np.int64)], -1).astype(np.int32)
+    del st, et, ok, inside
     keep = np.flatnonzero((y0 >= 0) & (y1 >= 0))
-    return {"x0": x0[keep], "y0": y0[keep], "x1": x1[keep], "y1": y1[keep],
-            "cat": flows_df["cat"].iloc[keep], "name": flows_df["name"].iloc[keep]}
+    if len(keep) == len(flows_df):  # every flow is shown: the frame's own columns, no copies (millions of flows)
+        return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "pos": keep, "cat": flows_df["cat"], "name": flows_df["name"]}
+    return {"x0": x0[keep], "y0": y0[keep], "x1": x1[keep], "y1": y1[keep], "pos": keep,
+            "cat": flows_df["cat"], "name": flows_df["name"]}
 
 
 def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
@@ -157,9 +160,11 @@ def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
     most `MAX_FLOWS`. Columns x0, y0 (start), x1, y1 (end), cat, name."""
     x0, x1 = prepared["x0"], prepared["x1"]
     hit = np.flatnonzero(((x0 >= t0) & (x0 <= t1)) | ((x1 >= t0) & (x1 <= t1)))[:MAX_FLOWS]
-    return {"x0": x0[hit], "y0": prepared["y0"][hit], "x1": x1[hit], "y1": prepared["y1"][hit],
-            "cat": prepared["cat"].iloc[hit].astype(str).tolist(),
-            "name": prepared["name"].iloc[hit].astype(str).tolist()}
+    rows = prepared["pos"][hit]
+    return {"x0": x0[hit], "y0": prepared["y0"][hit].astype(np.int64), "x1": x1[hit],
+            "y1": prepared["y1"][hit].astype(np.int64),
+            "cat": prepared["cat"].iloc[rows].astype(str).tolist(),
+            "name": prepared["name"].iloc[rows].astype(str).tolist()}
 
 
 def flow_data(flows_df: pd.DataFrame | None, tracks: pd.DataFrame, t0: float, t1: float) -> dict:
