@@ -28,9 +28,9 @@ warnings.simplefilter("ignore")
 import nbprofiler
 from nbprofiler.views.timeline import TimelineView
 prof = nbprofiler.load({run!r})
-view = TimelineView(prof, debounce_s=0)
+view = TimelineView(prof)
 view.levels_built.join()
-view.widget"""
+view"""
 
 # Moves the axis and resolves when the bars' source has new data: the full round trip, in ms.
 ZOOM_JS = """async ([t0, t1]) => {
@@ -51,7 +51,7 @@ ZOOM_JS = """async ([t0, t1]) => {
 def main(argv=None) -> dict:
     from bench_dashboard import ensure_run
     from conftest import CHROMIUM, CHROMIUM_ARGS, start_lab, stop_lab
-    from helpers import open_and_run_all, write_notebook
+    from helpers import cell_errors, open_and_run_all, write_notebook
     from playwright.sync_api import sync_playwright
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -62,14 +62,19 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-lab-") as work:
         lab = start_lab(Path(work))
         try:
-            write_notebook(lab.root / "zoom.ipynb", [CELL.format(run=str(run))])
+            write_notebook(lab.root / "zoom.ipynb", [CELL.format(run=str(run.resolve()))])
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
                 page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
                 page.set_default_timeout(300_000)
                 open_and_run_all(page, lab, "zoom.ipynb", 1, timeout_ms=600_000)
-                page.wait_for_function("() => window.Bokeh && Bokeh.documents.some("
-                                       "d => d.get_model_by_name('timeline_src'))")
+                try:
+                    page.wait_for_function("() => window.Bokeh && Bokeh.documents.some("
+                                           "d => d.get_model_by_name('timeline_src'))", timeout=120_000)
+                except Exception:
+                    page.screenshot(path=str(Path(work) / "failed.png"))
+                    raise SystemExit("the timeline did not render: " + " | ".join(cell_errors(page))
+                                     + f" (screenshot {Path(work) / 'failed.png'}; lab log: {lab.log_tail()})")
                 lo, hi = page.evaluate("""() => { const d = Bokeh.documents.find(
                     d => d.get_model_by_name('timeline_src')); const r = d.get_model_by_name('timeline_x_range');
                     return [r.start, r.end]; }""")
