@@ -1,4 +1,4 @@
-"""Performance checks (`nbprofiler check`, `nbprofiler.testing.check`) on real before/after runs:
+"""Performance checks (`nbprofiler check`, `nbprofiler.faces.testing.check`) on real before/after runs:
 md_bottleneck_map (map-bound: the host queue is empty at every step) and md_fast (the same pipeline fixed)."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from nbprofiler import cli
+from nbprofiler.faces import cli
 from nbprofiler.analysis.checks import Check, CheckSpecError, evaluate, lookup, value_of
-from nbprofiler.testing import PerformanceCheckFailed, check
+from nbprofiler.faces.testing import PerformanceCheckFailed, check
 
 from .conftest import DATA, load_quietly
 

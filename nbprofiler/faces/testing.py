@@ -1,6 +1,6 @@
 """Performance checks for a training repository's tests (pytest or any runner).
 
-    import nbprofiler.testing as nbt
+    import nbprofiler.faces.testing as nbt
 
     def test_step_time_did_not_regress():
         nbt.check("output/profiler", baseline="baselines/profiler",
@@ -19,8 +19,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from .analysis.checks import METRICS, Check, CheckResult, CheckSpecError, evaluate_all, lookup, value_of
-from .errors import ProfilerDataWarning
+from ..analysis.checks import METRICS, Check, CheckResult, CheckSpecError, evaluate_all, lookup, value_of
+from ..errors import ProfilerDataWarning
 
 __all__ = ["check", "build_checks", "CheckReport", "PerformanceCheckFailed", "write_junit_xml",
            "Check", "CheckResult", "CheckSpecError", "METRICS", "lookup", "value_of"]
@@ -86,7 +86,7 @@ def build_checks(*, max: dict | None = None, min: dict | None = None,
 def _summary_of(obj, device: str | None) -> tuple[dict, str]:
     """The summary of a Profile, a Cluster (its smallest rank, as ``nbprofiler summary``) or a path."""
     if isinstance(obj, (str, Path)):
-        from .loader import load
+        from ..loader import load
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ProfilerDataWarning)
             obj = load(obj, device=device)
