@@ -1,4 +1,4 @@
-"""Performance checks (`nbprofiler check`, `nbprofiler.faces.testing.check`) on real before/after runs:
+"""Performance checks (`nbprofiler check`, `nbprofiler.testing.check`) on real before/after runs:
 md_bottleneck_map (map-bound: the host queue is empty at every step) and md_fast (the same pipeline fixed)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from nbprofiler.faces import cli
 from nbprofiler.analysis.checks import Check, CheckSpecError, evaluate, lookup, value_of
-from nbprofiler.faces.testing import PerformanceCheckFailed, check
+from nbprofiler.testing import PerformanceCheckFailed, check  # the path README documents
 
 from .conftest import DATA, load_quietly
 
@@ -101,3 +101,10 @@ def test_cli_refuses_what_it_cannot_check(capsys):
     assert "needs --baseline" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["check", str(FAST), "--max", "step_ms"])  # not PATH=VALUE
+
+
+def test_the_documented_import_path_is_the_testing_face():
+    import nbprofiler.faces.testing as face
+    import nbprofiler.testing as nbt
+    assert nbt.__all__ == face.__all__
+    assert all(getattr(nbt, name) is getattr(face, name) for name in face.__all__)

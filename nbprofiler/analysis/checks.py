@@ -14,7 +14,7 @@ from the summary. A check is one of:
 A number the profile does not hold (no step trace, no such op type) fails its check with "not measured":
 a CI job that asks for a check must not pass because the data was missing.
 
-Pure functions on summary dicts; `nbprofiler.faces.testing.check` and ``nbprofiler check`` are the faces.
+Pure functions on summary dicts; `nbprofiler.testing.check` and ``nbprofiler check`` are the faces.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Performance checks for a training repository's tests (pytest or any runner).
 
-    import nbprofiler.faces.testing as nbt
+    import nbprofiler.testing as nbt
 
     def test_step_time_did_not_regress():
         nbt.check("output/profiler", baseline="baselines/profiler",
