@@ -45,13 +45,20 @@ def __getattr__(name):
     raise AttributeError(f"module 'nbprofiler' has no attribute {name!r}")
 
 
+# Where IPython and Jupyter look for an extension: the package itself (`%load_ext nbprofiler`,
+# `jupyter labextension develop .`, and the server config that enables "nbprofiler").
+
 def load_ipython_extension(ipython):
-    from .magics import register
+    from .faces.magics import register
     register(ipython)
 
 
 def _jupyter_labextension_paths():
     return [{"src": "labextension", "dest": "nbprofiler"}]
+
+
+def _jupyter_server_extension_points():
+    return [{"module": "nbprofiler.faces.lab"}]
 
 
 __all__ = ["load", "show", "compare", "compare_many", "Profile", "Cluster", "ProfilerDataError", "EmptyFileError",

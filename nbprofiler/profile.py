@@ -224,7 +224,7 @@ class Profile:
 
     def to_html(self, path, **kwargs) -> Path:
         """Write a one-file, offline HTML report (BokehJS inline) and return its path."""
-        from .report import write_html_report
+        from .faces.report import write_html_report
         return write_html_report(self, path, **kwargs)
 
     def _repr_html_(self) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from nbprofiler import cellprof
-from nbprofiler.magics import register
+from nbprofiler.faces import cellprof
+from nbprofiler.faces.magics import register
 
 from .browser.cellprof_cells import LENET_CELL as LENET
 
@@ -61,6 +61,6 @@ def test_output_never_inside_a_profile_and_options_are_checked(tmp_path):
         cellprof.output_folder(str(session / "new"))
     assert cellprof.output_folder(None, tmp_path).parent == tmp_path / "nbprofiler-runs"
     assert cellprof.parse("--schedule 1,2,0,1").schedule == {"wait": 1, "active": 2, "warmup": 0, "repeat": 1}
-    from nbprofiler.magics import MagicUsageError
+    from nbprofiler.faces.magics import MagicUsageError
     with pytest.raises(MagicUsageError, match="--schedule"):
         cellprof.parse("--schedule 1")

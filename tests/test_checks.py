@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from nbprofiler import cli
+from nbprofiler.faces import cli
 from nbprofiler.analysis.checks import Check, CheckSpecError, evaluate, lookup, value_of
-from nbprofiler.testing import PerformanceCheckFailed, check
+from nbprofiler.testing import PerformanceCheckFailed, check  # the path README documents
 
 from .conftest import DATA, load_quietly
 
@@ -101,3 +101,10 @@ def test_cli_refuses_what_it_cannot_check(capsys):
     assert "needs --baseline" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["check", str(FAST), "--max", "step_ms"])  # not PATH=VALUE
+
+
+def test_the_documented_import_path_is_the_testing_face():
+    import nbprofiler.faces.testing as face
+    import nbprofiler.testing as nbt
+    assert nbt.__all__ == face.__all__
+    assert all(getattr(nbt, name) is getattr(face, name) for name in face.__all__)

@@ -332,7 +332,7 @@ def test_only_outlier_ranks_are_outlined(pipeline4, tmp_path):
 
 
 def test_cluster_page_shows_the_links_and_mindinsights_findings(pipeline4):
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     from nbprofiler.views.cluster import communication_layout
     cl, _ = pipeline4
     page = communication_layout(cl)

@@ -78,7 +78,7 @@ def test_cluster_page_folds_the_ranks_timeline_and_builds_it_when_opened(pt2):
 
 
 def test_report_ranks_tab_holds_the_ranks_timeline(pt2):
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     ranks = report_layout(pt2).select_one({"name": "report_ranks"})
     part = ranks.select_one({"name": "report_ranks_timeline"})
     assert part is not None

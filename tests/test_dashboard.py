@@ -123,7 +123,7 @@ def test_an_average_row_that_contradicts_itself_is_said_so_with_the_steps_mean()
     """legacy/run_2_lenet's average row: total 0 ms, step interval 12.4321 ms (MindInsight shows it as
     written); the overviews say so and give the mean of the one recorded step, 23.7091 ms."""
     from nbprofiler.analysis.summary import inconsistent_average
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     prof = load_quietly(DATA / "legacy/run_2_lenet")
     bad = inconsistent_average(prof.summary()["step_trace"])
     assert bad["written_total_ms"] == 0.0 and bad["stages_sum_ms"] == pytest.approx(12.4321)

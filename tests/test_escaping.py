@@ -21,7 +21,7 @@ import pytest
 from bokeh.models import Div, HoverTool, HTMLTemplateFormatter, Model
 
 import nbprofiler
-from nbprofiler.report import write_html_report
+from nbprofiler.faces.report import write_html_report
 
 from tests.conftest import DATA, load_quietly
 
@@ -211,7 +211,7 @@ def test_html_reports(profiles, hostile_cluster, tmp_path):
 def test_exported_notebook(profiles, tmp_path):
     import nbformat
     from nbclient import NotebookClient
-    from nbprofiler.nbconvert_offline import export_offline_html
+    from nbprofiler.faces.nbconvert_offline import export_offline_html
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_markdown_cell("# report"),

@@ -22,7 +22,7 @@ def _dataset(case: str):
 
 
 def _summary(path, device) -> dict:
-    out = subprocess.run([sys.executable, "-m", "nbprofiler.cli", "summary", str(path), "--device", device,
+    out = subprocess.run([sys.executable, "-m", "nbprofiler.faces.cli", "summary", str(path), "--device", device,
                           "--json"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)

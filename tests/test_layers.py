@@ -1,6 +1,8 @@
 """The package's layers: errors/schema -> io -> model -> analysis -> views -> faces. No module imports
 from a later layer (at module level or inside a function), except the documented lazy hooks: a model or
-analysis object's ``show()``/``summary()``/``to_html()``/``_repr_html_`` reaching the layer that draws it."""
+analysis object's ``show()``/``summary()``/``to_html()``/``_repr_html_`` reaching the layer that draws it.
+The package root holds the facade and the model; the faces (CLI, magics, report, exporter, server
+extension, test checks) live together in ``nbprofiler.faces``."""
 from __future__ import annotations
 
 import ast
@@ -10,11 +12,30 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "nbprofiler"
 LAYERS = ["errors/schema", "io", "model", "analysis", "views", "faces"]
 
+# The facade: what users import (it ranks with the faces, which use it): the root package, and
+# nbprofiler.testing, the documented path of nbprofiler.faces.testing.
+FACADE = {"__init__", "testing"}
+
+# Everything the package root may hold, by name, with its layer. A new root module or subpackage must be
+# placed here (the faces go into nbprofiler/faces/).
+ROOT = {
+    # errors/schema
+    "errors": 0, "schema": 0, "_version": 0,
+    "samples": 0, "synthetic": 0,  # bundled data and seeded generators: import nothing from the package
+    "io": 1,
+    # the model
+    "profile": 2, "build": 2, "derive": 2, "loader": 2, "parallel": 2, "sql": 2,
+    "analysis": 3,
+    "views": 4,
+    "faces": 5,
+    **{name: 5 for name in FACADE},
+}
+
 # (importing module, imported module): the lazy hooks, each inside the method named.
 LAZY_HOOKS = {
     ("nbprofiler.profile", "nbprofiler.analysis.summary"),   # Profile.summary
     ("nbprofiler.profile", "nbprofiler.views.dashboard"),    # Profile.show
-    ("nbprofiler.profile", "nbprofiler.report"),             # Profile.to_html
+    ("nbprofiler.profile", "nbprofiler.faces.report"),       # Profile.to_html
     ("nbprofiler.profile", "nbprofiler.views.repr"),         # Profile/Cluster._repr_html_
     ("nbprofiler.profile", "nbprofiler.views.cluster"),      # Cluster.show
     ("nbprofiler.analysis.compare", "nbprofiler.views.compare"),  # Comparison.show
@@ -23,18 +44,15 @@ LAZY_HOOKS = {
 
 
 def layer(module: str) -> int:
-    part = module.split(".")[1] if "." in module else ""
-    if part in ("errors", "schema", "_version"):
-        return 0
-    if part == "io":
-        return 1
-    if part in ("profile", "build", "derive", "loader", "parallel", "sql"):
-        return 2
-    if part == "analysis":
-        return 3
-    if part == "views":
-        return 4
-    return 5  # cli, magics, report, nbconvert_offline, _lab, cellprof, testing, samples, synthetic*, the root
+    part = module.split(".")[1] if "." in module else "__init__"
+    assert part in ROOT, f"{module}: nbprofiler/{part} is in no layer (tests/test_layers.py ROOT)"
+    return ROOT[part]
+
+
+def root_entries() -> set[str]:
+    """The modules and subpackages in the package root (not the built labextension/ or caches)."""
+    return {p.stem for p in PACKAGE.glob("*.py")} | \
+        {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
 
 
 def module_name(path: Path) -> str:
@@ -77,6 +95,34 @@ def test_no_module_imports_from_a_later_layer():
                 bad.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {LAYERS[layer(mod)]} module {mod} "
                            f"imports {target} ({LAYERS[layer(target)]})")
     assert bad == []
+
+
+def test_the_root_holds_the_facade_and_the_model_and_the_faces_live_together():
+    """No face module in the package root: there are only the facade, the faces package and the lower
+    layers, each named in ROOT (and every name in ROOT is there)."""
+    assert root_entries() == set(ROOT)
+    assert {name for name, rank in ROOT.items() if rank == LAYERS.index("faces")} == {"faces", *FACADE}
+    faces = {p.stem for p in (PACKAGE / "faces").glob("*.py")} - {"__init__"}
+    assert faces == {"cli", "magics", "cellprof", "report", "nbconvert_offline", "lab", "testing"}
+
+
+def test_the_faces_are_found_where_their_users_look():
+    """The console script, the nbconvert exporter and the Jupyter server extension name faces modules;
+    IPython and Jupyter find their hooks on the package root."""
+    import importlib
+    import json
+
+    import nbprofiler
+    meta = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    targets = re.findall(r'^\w+ = "(nbprofiler[\w.]*):(\w+)"$', meta, re.M)
+    assert {m for m, _ in targets} == {"nbprofiler.faces.cli", "nbprofiler.faces.nbconvert_offline"}
+    for mod, attr in targets:
+        assert callable(getattr(importlib.import_module(mod), attr))
+    config = json.loads((PACKAGE.parent / "labextension" / "jupyter-config" / "nbprofiler.json").read_text())
+    assert config["ServerApp"]["jpserver_extensions"] == {"nbprofiler": True}
+    [point] = nbprofiler._jupyter_server_extension_points()
+    assert callable(importlib.import_module(point["module"])._load_jupyter_server_extension)
+    assert callable(nbprofiler.load_ipython_extension) and nbprofiler._jupyter_labextension_paths()
 
 
 def test_the_layer_rule_catches_an_upward_import():

@@ -5,7 +5,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import get_ipython
 
-from nbprofiler import magics
+from nbprofiler.faces import magics
 from .conftest import DATA
 
 

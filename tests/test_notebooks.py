@@ -93,8 +93,8 @@ def test_export_offline_inlines_every_script(tmp_path):
     as a named AMD module and embed-amd.js inline, no script or stylesheet from a URL."""
     import subprocess
     import sys
-    from nbprofiler.cli import main
-    from nbprofiler.nbconvert_offline import EMBED_AMD_JS, REQUIRE_JS, asset_path
+    from nbprofiler.faces.cli import main
+    from nbprofiler.faces.nbconvert_offline import EMBED_AMD_JS, REQUIRE_JS, asset_path
     nb_path = executed_dashboard_notebook(REPO.parent / "shared" / "data" / "legacy" / "run_2_lenet",
                                           tmp_path / "dash.ipynb")
     state = nbformat.read(nb_path, as_version=4).metadata["widgets"]["application/vnd.jupyter.widget-state+json"]
@@ -112,7 +112,7 @@ def test_export_offline_inlines_every_script(tmp_path):
     assert "application/vnd.jupyter.widget-state+json" in text
     # same output through nbconvert's own command line (exporter given by import path)
     run = subprocess.run([sys.executable, "-m", "nbconvert", "--to",
-                          "nbprofiler.nbconvert_offline.OfflineHTMLExporter", str(nb_path), "--output",
+                          "nbprofiler.faces.nbconvert_offline.OfflineHTMLExporter", str(nb_path), "--output",
                           "dash2"], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     via = (tmp_path / "dash2.html").read_text()  # equal but for the random output-area ids of each export
@@ -122,7 +122,7 @@ def test_export_offline_inlines_every_script(tmp_path):
 
 def test_export_refuses_a_tampered_asset(tmp_path, monkeypatch):
     """A cached JS file that is not the pinned release is refused, not inlined into reports."""
-    from nbprofiler.nbconvert_offline import JS_DIR_ENV, REQUIRE_JS, OfflineAssetError, asset_path
+    from nbprofiler.faces.nbconvert_offline import JS_DIR_ENV, REQUIRE_JS, OfflineAssetError, asset_path
     monkeypatch.setenv(JS_DIR_ENV, str(tmp_path))
     (tmp_path / "require.js").write_text("alert('not require.js')")
     with pytest.raises(OfflineAssetError, match="SHA-256 differs"):
@@ -133,7 +133,7 @@ def test_export_refuses_a_tampered_asset(tmp_path, monkeypatch):
 
 
 def test_export_cli_reports_bad_notebooks(tmp_path, capsys):
-    from nbprofiler.cli import main
+    from nbprofiler.faces.cli import main
     bad = tmp_path / "truncated.ipynb"
     bad.write_text('{"cells": [')
     assert main(["export", str(bad), "-o", str(tmp_path / "x.html")]) == 2

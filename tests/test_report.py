@@ -1,4 +1,4 @@
-"""Offline HTML reports (nbprofiler.report) and the synthetic profiles they are tested on."""
+"""Offline HTML reports (nbprofiler.faces.report) and the synthetic profiles they are tested on."""
 from __future__ import annotations
 
 import html
@@ -10,7 +10,7 @@ import pytest
 
 import nbprofiler
 import nbprofiler.samples
-from nbprofiler.report import timeline_lod, write_html_report
+from nbprofiler.faces.report import timeline_lod, write_html_report
 from nbprofiler.synthetic.profile import write_profile
 
 from tests.conftest import DATA, expected, load_quietly
@@ -78,7 +78,7 @@ def test_cluster_report_has_rank_table(tmp_path):
 def test_report_page_is_styled_and_tables_have_human_headers(tmp_path):
     """The report page has its own margins and fonts (not the browser's 8 px default), its tabs come
     first after the header, and the Ranks table names stages as the views do."""
-    from nbprofiler.report import PAGE_CSS, column_title, report_layout, write_html_report
+    from nbprofiler.faces.report import PAGE_CSS, column_title, report_layout, write_html_report
     cl = load_quietly(DATA / "legacy" / "cluster_4rank_pipeline")
     text = write_html_report(cl, tmp_path / "r.html").read_text()
     head = text[:text.index("<script")]  # before any script: a stylesheet the page applies
@@ -115,7 +115,7 @@ def _missing_items(layout) -> dict:
 def test_report_opens_on_a_tab_with_data_and_names_the_views_left_out():
     """A CPU-only PyNative run has no step trace: the report starts on Operators (tab order kept) and
     the overview says the step trace is missing and which files would have held it."""
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     layout = report_layout(load_quietly(nbprofiler.samples.path("lenet_pynative")))
     assert _tab_titles(layout) == (["Overview", "Operators", "MindData", "Memory", "Timeline"], 0)
     missing = _missing_items(layout)
@@ -130,7 +130,7 @@ def test_report_opens_on_a_tab_with_data_and_names_the_views_left_out():
 
 
 def test_cluster_report_leaves_out_views_its_files_do_not_have():
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     layout = report_layout(load_quietly(DATA / "legacy" / "cluster_4rank_pipeline"))
     assert _tab_titles(layout) == (["Overview", "Ranks", "Step trace"], 0)
     assert list(_missing_items(layout)) == ["Operators", "Operators per step", "MindData", "Memory", "FLOPs",
@@ -139,7 +139,7 @@ def test_cluster_report_leaves_out_views_its_files_do_not_have():
 
 def test_missing_view_reason_names_the_file_that_failed(tmp_path):
     """A step-trace file that cannot be read: the reason names it instead of saying none was found."""
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     run = tmp_path / "run_2_lenet"
     shutil.copytree(DATA / "legacy" / "run_2_lenet", run)
     (run / "step_trace_raw_1_detail_time.csv").write_text("step_num,start_point\n1,abc\n")
@@ -184,7 +184,7 @@ def test_synthetic_is_deterministic(tmp_path):
 def test_report_compare_tab_and_verdict(tmp_path):
     """`nbprofiler report A --compare B`: a Compare tab and the verdict in the overview (the MapOp
     bottleneck of md_bottleneck_map is gone in md_fast; its host queue was empty at every step)."""
-    from nbprofiler.cli import main
+    from nbprofiler.faces.cli import main
     out = tmp_path / "cmp.html"
     assert main(["report", str(DATA / "minddata" / "md_bottleneck_map"), "--compare",
                  str(DATA / "minddata" / "md_fast"), "-o", str(out)]) == 0
@@ -202,7 +202,7 @@ def test_report_compare_tab_and_verdict(tmp_path):
 
 def test_report_compare_with_profile_object(tmp_path):
     a, b = load_quietly(DATA / "minddata" / "md_bottleneck_map"), load_quietly(DATA / "minddata" / "md_fast")
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     layout = report_layout(a, compare_with=b)
     tabs = layout.select_one({"name": "report_tabs"})
     # md_bottleneck_map has MindData files only: the other views are left out of the tabs
@@ -219,7 +219,7 @@ def test_report_compare_with_profile_object(tmp_path):
 
 
 def test_report_compare_draws_step_and_op_charts_when_runs_have_them():
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     a, b = load_quietly(DATA / "legacy" / "run_1_widedeep"), load_quietly(DATA / "legacy" / "run_2_lenet")
     layout = report_layout(a, compare_with=b)
     steps = layout.select_one({"name": "compare_steps_src"}).data

@@ -103,8 +103,8 @@ def test_run_labels_reach_html_escaped(profiles):
 def test_report_with_several_runs_has_a_runs_tab(tmp_path, profiles):
     """`nbprofiler report A --compare B C`: a Runs tab first (headline table, trends, verdicts) and each
     run's verdict against A in the overview, the same numbers and verdicts as compare_many."""
-    from nbprofiler.cli import main
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.cli import main
+    from nbprofiler.faces.report import report_layout
     out = tmp_path / "runs.html"
     dirs = [str(DATA / p) for p in RUNS]
     assert main(["report", dirs[0], "--compare", *dirs[1:], "-o", str(out)]) == 0

@@ -108,7 +108,7 @@ def test_files_feeds_and_views_looked_for_come_from_the_schema():
     html = no_data_html("Timeline", md)
     for pattern in schema.FRAMES["timeline"].files:
         assert f"<code>{pattern}</code>" in html.replace("&#x27;", "'")
-    from nbprofiler.report import SECTIONS, missing_reason
+    from nbprofiler.faces.report import SECTIONS, missing_reason
     step = next(s for s in SECTIONS if s.key == "step_trace")
     assert step.roles >= {"step_trace", "step_trace_time", "cann_step_trace"}
     assert "step_trace_raw_*_detail_time.csv" in missing_reason(md, step)

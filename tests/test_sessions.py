@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 import nbprofiler
-from nbprofiler import cli
+from nbprofiler.faces import cli
 from nbprofiler.errors import NoProfilerDataError
 
 from .conftest import DATA, load_quietly
@@ -81,7 +81,7 @@ def test_every_session_is_addressable(two_sessions):
 
 
 def test_lab_sidebar_lists_each_session_with_its_key(two_sessions):
-    from nbprofiler._lab import list_runs
+    from nbprofiler.faces.lab import list_runs
     root, later = two_sessions
     entries = list_runs(root, root)
     assert sorted(e["key"] for e in entries) == ["0", later]

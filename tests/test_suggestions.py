@@ -46,11 +46,11 @@ def _div_text(layout, name: str) -> str:
 def _faces(rel, device=None) -> tuple[dict, dict]:
     """The suggestions of ``nbprofiler summary DIR --json`` by id, and each face's rendered HTML of them by id:
     the dashboard's overview, the MindData view (when the run has MindData) and the report."""
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     from nbprofiler.views.dashboard import Dashboard
     from nbprofiler.views.minddata import MindDataView
     prof = _prof(rel, device)
-    cli = subprocess.run([sys.executable, "-m", "nbprofiler.cli", "summary", str(DATA / rel), "--json",
+    cli = subprocess.run([sys.executable, "-m", "nbprofiler.faces.cli", "summary", str(DATA / rel), "--json",
                           *(["--device", device] if device else [])], capture_output=True, text=True, timeout=300)
     summary = json.loads(cli.stdout)["suggestions"]
     assert [s.to_dict() for s in advise_profile(prof)] == summary
@@ -177,7 +177,7 @@ def test_static_pages_carry_the_evidence_buttons():
     """The report and the MindData page (no kernel): each cited place is a Bokeh button whose CustomJS
     opens the report tab and sets the queue, the operator filter or the timeline window."""
     from bokeh.models import Button
-    from nbprofiler.report import report_layout
+    from nbprofiler.faces.report import report_layout
     from nbprofiler.views.minddata import minddata_layout, _FRAMES
     prof = _prof("minddata/md_bottleneck_map")
     layout = report_layout(prof)
@@ -202,7 +202,7 @@ def test_static_pages_carry_the_evidence_buttons():
 
 
 def test_cli_text_summary_lists_suggestions_with_their_evidence():
-    out = subprocess.run([sys.executable, "-m", "nbprofiler.cli", "summary", str(DATA / "minddata/md_bottleneck_map")],
+    out = subprocess.run([sys.executable, "-m", "nbprofiler.faces.cli", "summary", str(DATA / "minddata/md_bottleneck_map")],
                          capture_output=True, text=True, timeout=300).stdout
     assert "- [high] The host queue was empty at 62 of 62 steps" in out
     assert "\n    Host queue empty: 100 % (62 of 62 steps; threshold > 30 %)\n" in out

@@ -1,5 +1,5 @@
 /**
- * Calls to nbprofiler's Jupyter server extension (nbprofiler/_lab.py).
+ * Calls to nbprofiler's Jupyter server extension (nbprofiler/faces/lab.py).
  *
  * Paths are Jupyter "API paths": relative to the server root, '/'-separated, as the
  * file browser and the contents API use them.

@@ -1,4 +1,4 @@
-"""The JupyterLab extension (labextension/) and its server side (nbprofiler/_lab.py).
+"""The JupyterLab extension (labextension/) and its server side (nbprofiler/faces/lab.py).
 
 The first group tests the server-side rules directly on copies of the shared data (fast, no server):
 where a report notebook goes, what it contains, which runs discovery lists. The second group runs in a
@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from helpers import cell_errors, count_canvases, save_screenshot, wait_painted
 
-from nbprofiler import _lab
+from nbprofiler.faces import lab as _lab
 from nbprofiler.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -231,7 +231,7 @@ def test_extension_is_installed_and_enabled():
         f"`jupyter labextension develop --overwrite .` (scripts/test.sh does both)\n{listing}")
     out = subprocess.run([sys.executable, "-m", "jupyter", "server", "extension", "list"],
                          capture_output=True, text=True, timeout=60)
-    assert "nbprofiler._lab enabled" in re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)
+    assert "nbprofiler enabled" in re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)
 
 
 # -- in a real JupyterLab -------------------------------------------------------------------------------

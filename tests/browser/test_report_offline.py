@@ -15,7 +15,7 @@ from PIL import Image
 from helpers import REPO, bokeh_data, open_offline, pixel_diff, save_screenshot, wait_painted
 
 import nbprofiler
-from nbprofiler.report import write_html_report
+from nbprofiler.faces.report import write_html_report
 
 DATA = REPO.parent / "shared" / "data"
 EXPECTED = DATA / "expected"
@@ -329,7 +329,7 @@ def test_operator_search_filters_offline(reports, offline_page):
     save_screenshot(page, "report_widedeep_operator_search")
 
 
-# -- executed notebooks with the ipywidgets dashboard, exported by nbprofiler.nbconvert_offline -------
+# -- executed notebooks with the ipywidgets dashboard, exported by nbprofiler.faces.nbconvert_offline -
 _DASHBOARD_NB = [
     "import warnings; warnings.simplefilter('ignore')\nimport nbprofiler\nprof = nbprofiler.load({path!r})",
     # build every tab before the widget state is saved: the exported file is a snapshot, no kernel
@@ -342,7 +342,7 @@ _DASHBOARD_NB = [
 def exported_dashboard(tmp_path_factory):
     import nbformat
     from nbclient import NotebookClient
-    from nbprofiler.nbconvert_offline import export_offline_html
+    from nbprofiler.faces.nbconvert_offline import export_offline_html
     out = tmp_path_factory.mktemp("exported")
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

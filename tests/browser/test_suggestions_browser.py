@@ -121,7 +121,7 @@ def test_report_evidence_buttons_work_offline(browser, tmp_path):
 
     import nbprofiler
     from helpers import open_offline
-    from nbprofiler.report import write_html_report
+    from nbprofiler.faces.report import write_html_report
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         path = write_html_report(nbprofiler.load(BOTTLENECK), tmp_path / "md_report.html")

@@ -25,11 +25,11 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, DataTable, Div, NumberFormatter, TableColumn, TabPanel, Tabs
 from bokeh.resources import INLINE
 
-from . import schema
-from .io.discover import classify
-from .views import theme
-from .views.overview import overview_html
-from .views.pages import PAGES, Page
+from .. import schema
+from ..io.discover import classify
+from ..views import theme
+from ..views.overview import overview_html
+from ..views.pages import PAGES, Page
 
 # The page around the Bokeh layout: margins, the font and table styles of the notebook views.
 # "html body" outranks the template's own "html, body { padding: 0 }", which follows this sheet.
@@ -75,13 +75,13 @@ def report_layout(prof, title: str | None = None, compare_with=None):
         if len(compare_with) == 1:
             compare_with = compare_with[0]
         elif compare_with:
-            from .analysis.runs import compare_many
+            from ..analysis.runs import compare_many
             runset = compare_many([prof, *compare_with])
             compare_with = None
     if compare_with is not None:
-        from .analysis.compare import compare
+        from ..analysis.compare import compare
         if isinstance(compare_with, (str, Path)):
-            from .loader import load
+            from ..loader import load
             compare_with = load(compare_with)
         # a Cluster on either side: compare the ranks the report details (the smallest ids)
         comparison = compare(main, _primary(compare_with))
@@ -99,7 +99,7 @@ def report_layout(prof, title: str | None = None, compare_with=None):
     if comparison is not None:
         panels.insert(0, TabPanel(child=_section("compare", _compare(comparison)), title="Compare"))
     if runset is not None:
-        from .views.runs import runs_layout
+        from ..views.runs import runs_layout
         panels.insert(0, TabPanel(child=_section("runs", runs_layout(runset)), title="Runs"))
     header = Div(text=header_html(main, summary, title, prof if _is_cluster(prof) else None),
                  sizing_mode="stretch_width", name="report_header")
@@ -149,7 +149,7 @@ def report_suggestions(suggestions: list[dict], panels: list, tabs):
     """The summary's suggestions, drawn by the renderer the dashboard and the MindData view use, each with
     buttons that open what its evidence cites in this page (the tab, and there the queue, the operator type
     filter or the timeline window; CustomJS, no kernel needed). Named ``report_suggestions``."""
-    from .views.suggestions import suggestions_layout
+    from ..views.suggestions import suggestions_layout
     titles = [p.title for p in panels]
 
     def find(name):
@@ -167,7 +167,7 @@ def _section(name: str, child):
 
 # -- sections: each calls a view module's pure factory, or returns None when the profile has no data -----
 def _step_trace(prof):
-    from .views.step_trace import step_trace_figure
+    from ..views.step_trace import step_trace_figure
     st = prof.step_trace
     if st.empty or not prof.step_stages:
         return None
@@ -176,14 +176,14 @@ def _step_trace(prof):
 
 
 def _operators(prof):
-    from .views.operators import operators_layout
+    from ..views.operators import operators_layout
     if prof.op_types.empty and prof.ops.empty:
         return None
     return operators_layout(prof.op_types, prof.ops)
 
 
 def _minddata(prof):
-    from .views.minddata import _FRAMES, minddata_layout
+    from ..views.minddata import _FRAMES, minddata_layout
     frames = {k: getattr(prof, k) for k in _FRAMES}
     if all(f is None or len(f) == 0 for f in frames.values()):
         return None
@@ -191,21 +191,21 @@ def _minddata(prof):
 
 
 def _memory(prof):
-    from .views.memory import memory_layout
+    from ..views.memory import memory_layout
     if prof.memory.empty and prof.operator_memory.empty and prof.npu_module_mem.empty:
         return None
     return memory_layout(prof.memory, prof.operator_memory, prof.npu_module_mem)
 
 
 def _flops(prof):
-    from .views.flops import flops_layout
+    from ..views.flops import flops_layout
     if prof.flops.empty:
         return None
     return flops_layout(prof.flops, prof.flops_summary)
 
 
 def _op_steps(prof):
-    from .views.op_steps import has_op_steps, op_steps_layout
+    from ..views.op_steps import has_op_steps, op_steps_layout
     if not has_op_steps(prof):
         return None
     return op_steps_layout({"step_windows": prof.step_windows, "kernels": prof.kernels,
@@ -213,11 +213,11 @@ def _op_steps(prof):
 
 
 def _timeline(prof):
-    from .views.timeline import timeline_figure
+    from ..views.timeline import timeline_figure
     tl = prof.timeline
     if tl.empty:
         return None
-    from .views.timeline import counter_figure
+    from ..views.timeline import counter_figure
     lod, note = timeline_lod(tl, TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
     fig = timeline_figure(lod, prof.timeline_tracks, width=TIMELINE_WIDTH_PX)
     counters = counter_figure(prof.timeline_counters, fig.select_one({"name": "timeline_fig"}).x_range,
@@ -263,7 +263,7 @@ def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple
     about ``budget`` bars (sub-pixel runs merged into aggregate bars whose ``count`` says how many
     events they stand for). Returns the bars in the frame `views.timeline.timeline_figure` draws
     (``dur_us`` added) and a sentence saying how many events were merged."""
-    from .analysis import timeline as T
+    from ..analysis import timeline as T
     index = T.build_index(timeline_df, levels=False)  # one query: merging the events is cheaper
     t0 = float(timeline_df["start_us"].min())
     t1 = float((timeline_df["start_us"] + timeline_df["dur_us"].clip(lower=0)).max())
@@ -287,7 +287,7 @@ def _compare(cmp):
     """The comparison's verdict and the charts that have data (step bars when either run has steps,
     op-type deltas when either has operators), then its MindData and queue frames as tables. Runs with
     only dataset-pipeline data get no empty chart frames."""
-    from .views.compare import compare_layout, op_type_delta_figure, step_compare_figure, verdict_div
+    from ..views.compare import compare_layout, op_type_delta_figure, step_compare_figure, verdict_div
     has_steps = bool(cmp.steps[["a_ms", "b_ms"]].notna().to_numpy().any())
     has_ops = len(cmp.op_types) > 0
     if has_steps and has_ops:
@@ -327,8 +327,8 @@ def _table(df: pd.DataFrame, name: str) -> DataTable:
 
 
 def _ranks(cluster):
-    from .views.cluster import communication_layout
-    from .views.step_trace import rank_frame
+    from ..views.cluster import communication_layout
+    from ..views.step_trace import rank_frame
     parts = [_table(rank_frame(cluster), "report_ranks_table"), communication_layout(cluster),
              _ranks_timeline(cluster)]
     parts = [p for p in parts if p is not None]
@@ -339,9 +339,9 @@ def _ranks_timeline(cluster):
     """The cluster page's timeline of ranks, static: the first ranks with timelines stacked on their
     clocks (`analysis.cluster_timeline`), the whole run at `TIMELINE_BUDGET` bars; None with fewer than
     two such ranks."""
-    from .analysis.cluster_timeline import stacked_timeline
-    from .views.cluster import TIMELINE_RANKS
-    from .views.timeline import timeline_figure
+    from ..analysis.cluster_timeline import stacked_timeline
+    from ..views.cluster import TIMELINE_RANKS
+    from ..views.timeline import timeline_figure
     roles = schema.FRAMES["timeline"].roles
     ranks = [r for r in cluster.ranks if cluster[r].has(*roles)][:TIMELINE_RANKS]
     if len(ranks) < 2:
@@ -357,7 +357,7 @@ def _ranks_timeline(cluster):
 
 
 def _is_cluster(obj) -> bool:
-    from .profile import Cluster
+    from ..profile import Cluster
     return isinstance(obj, Cluster)
 
 

@@ -23,7 +23,7 @@ air-gapped machine). The widgets are a static snapshot of the state saved when t
 callbacks need a kernel. Viewers must allow ``blob:`` scripts (every browser opening a local file does).
 
 Command line: ``nbprofiler export NOTEBOOK.ipynb -o out.html``, or through nbconvert:
-``jupyter nbconvert --to nbprofiler.nbconvert_offline.OfflineHTMLExporter NOTEBOOK.ipynb``.
+``jupyter nbconvert --to nbprofiler_offline NOTEBOOK.ipynb``.
 """
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def make_offline(html_text: str) -> str:
 
 class OfflineHTMLExporter(HTMLExporter):
     """nbconvert's ``lab`` HTML exporter whose widget output (ipywidgets, jupyter_bokeh) renders with no
-    network: ``jupyter nbconvert --to nbprofiler.nbconvert_offline.OfflineHTMLExporter NB.ipynb``."""
+    network: ``jupyter nbconvert --to nbprofiler_offline NB.ipynb``."""
 
     export_from_notebook = "HTML (offline widgets)"
     # marker URLs that `make_offline` replaces with inline sources (or removes)

@@ -7,11 +7,11 @@ import json
 import sys
 import warnings
 
-from .errors import ProfilerDataError, ProfilerDataWarning
+from ..errors import ProfilerDataError, ProfilerDataWarning
 
 
 def _load(args):
-    from .loader import load
+    from ..loader import load
     with warnings.catch_warnings():
         # Problems are reported inside the output (summary "problems", info listing); keep stderr clean.
         warnings.simplefilter("ignore", ProfilerDataWarning)
@@ -57,7 +57,7 @@ def _print_summary(s: dict) -> None:
     if tl:
         print(f"timeline: {tl['events']} events on {tl['tracks']} tracks, "
               f"{(tl['end_us'] - tl['start_us']) / 1000:.3f} ms")
-    from .views.suggestions import evidence_text, unique
+    from ..views.suggestions import evidence_text, unique
     for sug in unique(s.get("suggestions") or []):
         print(f"- [{sug.severity}] {sug.text}")
         for e in sug.evidence:
@@ -67,7 +67,7 @@ def _print_summary(s: dict) -> None:
 
 
 def cmd_report(args) -> int:
-    from .loader import load
+    from ..loader import load
     from .report import write_html_report
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProfilerDataWarning)
@@ -133,8 +133,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from .io.discover import discover, run_keys
-    from .loader import expand_runs
+    from ..io.discover import discover, run_keys
+    from ..loader import expand_runs
     runs = expand_runs(discover(args.dir))
     for r, key in zip(runs, run_keys(runs)):
         n = sum(len(v) for v in r.files.values())
@@ -142,7 +142,7 @@ def cmd_info(args) -> int:
         if r.info.get("unparsed"):
             print(f"    {r.info['unparsed']}")
         if args.verbose:
-            from .profile import Profile
+            from ..profile import Profile
             files = Profile(r, key=key).files  # the same listing as prof.files, with the frames each file feeds
             for row in files.itertuples():
                 print(f"    {row.role:32} {row.path}  -> {row.feeds or '(no frame)'}")

@@ -22,8 +22,9 @@ Three JSON endpoints, all under the server's base URL, each requiring the usual 
 "API paths" are what the file browser and the contents API use: relative to the server's root
 directory, "/"-separated. Paths that resolve outside the root (``..``, symlinks) are refused.
 
-Registered by ``jupyter-config/server-config/nbprofiler.json`` (installed into
-``etc/jupyter/jupyter_server_config.d``), which enables the module ``nbprofiler._lab``.
+Registered by ``labextension/jupyter-config/nbprofiler.json`` (installed into
+``etc/jupyter/jupyter_server_config.d``), which enables the package ``nbprofiler``; its
+``_jupyter_server_extension_points`` names this module.
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ import json
 import os
 from pathlib import Path, PurePosixPath
 
-from .errors import NoProfilerDataError
-from .io.discover import ASCEND_MS, CANN_TIMELINE, PROF_DIR, RunFiles, classify, discover, run_keys
+from ..errors import NoProfilerDataError
+from ..io.discover import ASCEND_MS, CANN_TIMELINE, PROF_DIR, RunFiles, classify, discover, run_keys
 
 # Folder names that only occur inside profiler output (a run's sub-folders).
 PROFILER_SUBDIRS = {"ASCEND_PROFILER_OUTPUT", "FRAMEWORK", "mindstudio_profiler_output", "timeline",
@@ -126,7 +127,7 @@ def report_template_path() -> Path:
     """``report_template.ipynb``: inside the installed package (a wheel carries it), else the source tree's
     ``notebooks/`` (an editable install)."""
     packaged = Path(__file__).with_name("report_template.ipynb")
-    return packaged if packaged.is_file() else Path(__file__).resolve().parents[1] / "notebooks" / packaged.name
+    return packaged if packaged.is_file() else Path(__file__).resolve().parents[2] / "notebooks" / packaged.name
 
 
 def report_notebook(profile_path: str, device: str | None = None, kernel_name: str = "python3",
@@ -363,10 +364,6 @@ def _handlers():
     return RunsHandler, ReportDirHandler, ReportHandler
 
 
-def _jupyter_server_extension_points():
-    return [{"module": "nbprofiler._lab"}]
-
-
 def _bokehjs_handler():
     """Serves the installed bokeh's own BokehJS bundles to the page (views/bokehjs.py loads them)."""
     from jupyter_server.base.handlers import JupyterHandler
@@ -375,7 +372,7 @@ def _bokehjs_handler():
     class BokehJSHandler(JupyterHandler):
         @web.authenticated
         def get(self, version: str, bundle: str):
-            from .views.bokehjs import bundle_path
+            from ..views.bokehjs import bundle_path
             path = bundle_path(version, bundle)
             if path is None or not path.is_file():
                 raise web.HTTPError(404, "not a BokehJS bundle of the installed bokeh")

@@ -69,7 +69,7 @@ def parse(line: str) -> argparse.Namespace:
 def output_folder(requested: str | None, cwd: Path | None = None) -> Path:
     """Where MindSpore writes: ``requested``, or a new folder under ./nbprofiler-runs. A folder inside an
     existing profile is refused (nbprofiler never writes into profiler output)."""
-    from ._lab import is_profiler_dir
+    from .lab import is_profiler_dir
     cwd = Path(cwd or os.getcwd()).resolve()
     out = (cwd / requested).resolve() if requested else \
         cwd / "nbprofiler-runs" / _dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")

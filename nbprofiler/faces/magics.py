@@ -1,5 +1,5 @@
 """``%load_ext nbprofiler`` then ``%nbprofiler PATH [--device ID] [--as NAME] [--compare PATH_B]``, or
-``%%nbprofiler profile [options]`` over a cell of MindSpore code (`nbprofiler.cellprof`).
+``%%nbprofiler profile [options]`` over a cell of MindSpore code (`nbprofiler.faces.cellprof`).
 
 The magic loads the profile, binds it to a variable (``prof`` unless ``--as`` names another), and shows
 its dashboard; with ``--compare`` it compares PATH with PATH_B and shows the comparison view instead.
@@ -96,7 +96,7 @@ def nbprofiler_magic(line: str, ipython=None):
 
 
 def profile_magic(line: str, cell: str, ipython) -> None:
-    """``%%nbprofiler profile [options]``: the cell under MindSpore's profiler (see `nbprofiler.cellprof`)."""
+    """``%%nbprofiler profile [options]``: the cell under MindSpore's profiler (see `nbprofiler.faces.cellprof`)."""
     from IPython.core.error import UsageError
 
     from . import cellprof
