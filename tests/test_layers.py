@@ -15,6 +15,8 @@ LAYERS = ["errors/schema", "io", "model", "analysis", "views", "faces"]
 # The facade: what users import (it ranks with the faces, which use it): the root package, and
 # nbprofiler.testing, the documented path of nbprofiler.faces.testing.
 FACADE = {"__init__", "testing"}
+# Old paths of moved faces, kept one release with a FutureWarning (report notebooks import nbprofiler.report).
+DEPRECATED = {"report"}
 
 # Everything the package root may hold, by name, with its layer. A new root module or subpackage must be
 # placed here (the faces go into nbprofiler/faces/).
@@ -28,7 +30,7 @@ ROOT = {
     "analysis": 3,
     "views": 4,
     "faces": 5,
-    **{name: 5 for name in FACADE},
+    **{name: 5 for name in FACADE | DEPRECATED},
 }
 
 # (importing module, imported module): the lazy hooks, each inside the method named.
@@ -101,7 +103,7 @@ def test_the_root_holds_the_facade_and_the_model_and_the_faces_live_together():
     """No face module in the package root: there are only the facade, the faces package and the lower
     layers, each named in ROOT (and every name in ROOT is there)."""
     assert root_entries() == set(ROOT)
-    assert {name for name, rank in ROOT.items() if rank == LAYERS.index("faces")} == {"faces", *FACADE}
+    assert {name for name, rank in ROOT.items() if rank == LAYERS.index("faces")} == {"faces", *FACADE, *DEPRECATED}
     faces = {p.stem for p in (PACKAGE / "faces").glob("*.py")} - {"__init__"}
     assert faces == {"cli", "magics", "cellprof", "report", "nbconvert_offline", "lab", "testing"}
 
@@ -177,3 +179,15 @@ def test_the_profile_check_catches_a_parser_reading_the_profile():
     parser = PACKAGE / "io" / "legacy.py"
     src = "def f(run, prof):\n    return prof.origin_us + prof._cache['kernels']\n"
     assert [w for _, w in profile_uses(parser, src)] == ["parameter 'prof'", "reads prof.origin_us", "reads prof._cache"]
+
+
+def test_a_report_notebook_of_an_earlier_version_still_imports_its_layout():
+    import importlib
+    import sys
+
+    import pytest
+    sys.modules.pop("nbprofiler.report", None)
+    with pytest.warns(FutureWarning, match="nbprofiler.faces.report"):
+        old = importlib.import_module("nbprofiler.report")
+    from nbprofiler.faces.report import report_layout
+    assert old.report_layout is report_layout
