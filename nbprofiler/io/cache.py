@@ -54,7 +54,9 @@ def key_for(kind: str, paths: list[Path]) -> str | None:
     return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:32]
 
 
-def _entry(key: str | None, paths: list[Path]) -> Path | None:
+def entry(key: str | None, paths: list[Path]) -> Path | None:
+    """The directory of the entry ``key`` of ``paths`` (which may not exist yet), or None when these sources are
+    not cached (caching off, sources too small, or no cache dir outside the sources' folders)."""
     root = cache_dir()
     if key is None or root is None:
         return None
@@ -93,15 +95,15 @@ def _size(p: Path) -> int:
 
 def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], dict] | None:
     """(frames, metadata) of a cache entry, or None when absent or unreadable."""
-    entry = _entry(key, paths)
-    if entry is None or not (entry / "meta.json").is_file():
+    folder = entry(key, paths)
+    if folder is None or not (folder / "meta.json").is_file():
         return None
     try:
         import pyarrow.feather as feather
-        meta = json.loads((entry / "meta.json").read_text())
+        meta = json.loads((folder / "meta.json").read_text())
         frames = {}
         for name, shape in meta["schema"].items():
-            table = feather.read_table(entry / f"{name}.arrow", memory_map=False)
+            table = feather.read_table(folder / f"{name}.arrow", memory_map=False)
             # an entry must hold what its meta says it holds: the frame's own columns and row count
             if table.column_names != shape["columns"] or table.num_rows != shape["rows"]:
                 return None
@@ -119,20 +121,20 @@ def store(key: str | None, paths: list[Path], frames: dict[str, pd.DataFrame], m
     nothing is cached. With ``background``, the frames are snapshotted as Arrow tables here and
     compressed and written by a thread (non-daemon, so a finishing interpreter completes the entry
     first; `wait` joins it); the path is returned before the entry exists."""
-    entry = _entry(key, paths)
-    if entry is None:
+    folder = entry(key, paths)
+    if folder is None:
         return None
     try:
         tables = {name: _snapshot(df) for name, df in frames.items()}
     except Exception:  # a frame Arrow cannot hold: caching is optional
         return None
     if not background:
-        return _write(entry, paths, tables, meta)
-    thread = threading.Thread(target=_write, args=(entry, paths, tables, meta), name="nbprofiler-cache-write")
+        return _write(folder, paths, tables, meta)
+    thread = threading.Thread(target=_write, args=(folder, paths, tables, meta), name="nbprofiler-cache-write")
     with _pending_lock:
         _pending[:] = [t for t in _pending if t.is_alive()] + [thread]
     thread.start()
-    return entry
+    return folder
 
 
 _pending: list[threading.Thread] = []

@@ -38,8 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import EmptyFileError, FileTooLargeError, MalformedFileError
-from . import cache, trace
-from . import _util
+from . import _util, cache, trace
 from ._util import warn_partial
 
 # Bump when the store's layout changes, so stale stores are not mapped.
@@ -49,11 +48,11 @@ ENV_FORCE = "NBPROFILER_TRACE_ON_DISK"  # "1": every single-file trace loads thi
 # pandas keeps for that many categories, so the frame maps them without a copy.
 _COLUMNS = ("track", "name", "op_type", "ph", "cat", "start_us", "dur_us")
 _CATEGORICAL = ("name", "op_type", "ph", "cat")
+_OUT_ROWS = 1 << 20  # rows per args batch of the store
 
 
 def _codes_dtype(n_categories: int) -> np.dtype:
     return np.dtype(np.int8 if n_categories < 128 else np.int16 if n_categories < 32768 else np.int32)
-_OUT_ROWS = 1 << 20  # rows per args batch of the store
 
 
 def wanted(paths: list[Path]) -> bool:
@@ -73,7 +72,7 @@ def wanted(paths: list[Path]) -> bool:
 def load(path: Path, legacy: bool, progress: bool = True) -> trace.TraceData:
     """The trace's frames from its store, built first if there is none."""
     key = cache.key_for("trace-disk", [path])
-    entry = cache._entry(key, [path])
+    entry = cache.entry(key, [path])
     if entry is not None:
         data = _open(entry)
         if data is not None:
@@ -358,14 +357,13 @@ def _assemble(sink: _Sink, path: Path, out: Path, legacy: bool, gpu: bool, advan
     tracks = tracks.drop(columns="_pair")
 
     be = _pairs_of_be(sink, track_of_pair, origin_ns, path)
-    for col, c in (("name", "name"), ("cat", "cat"), ("arg_type", "arg_type")):
-        if be is not None and len(be):
-            sink._use(col, be.column(c).to_numpy())
+    has_b = be is not None and len(be) > 0
+    for col in ("name", "cat", "arg_type") if has_b else ():
+        sink._use(col, be.column(col).to_numpy())
     name_map, name_values = _used(sink.used["name"], *final["name"])
     cat_map, cat_values = _used(sink.used["cat"], *final["cat"])
     type_map, type_values = _used(sink.used["arg_type"], *final["arg_type"])
     op_of_name, op_of_type, op_values = _op_type_maps(name_values, type_values)
-    has_b = be is not None and len(be) > 0
 
     segs = np.concatenate(sink.seg) if sink.seg else np.zeros((0, 6), np.int64)
     seg_track = track_of_pair[segs[:, 0]] if len(segs) else np.zeros(0, np.int32)
