@@ -68,6 +68,7 @@ import duckdb
 path = sys.argv[1]
 t = time.perf_counter()
 con = duckdb.connect(config={"temp_directory": ""})
+con.execute("SET enable_progress_bar = false")  # it would print to stdout on a long query
 n = con.execute("SELECT count(*) FROM read_json(?, format='array', columns={ph: 'VARCHAR', ts: 'VARCHAR', "
             "dur: 'VARCHAR', name: 'VARCHAR', args: 'JSON'}) WHERE ph = 'X'", [path]).fetchone()[0]
 print(json.dumps({"events": n, "seconds": time.perf_counter() - t,
