@@ -42,7 +42,7 @@ import pandas as pd  # imports are not timed: every method needs them, a noteboo
 from pathlib import Path
 if method != "baseline":
     import duckdb
-    from nbprofiler.io import trace
+    from nbprofiler.io import trace, trace_parse
     from nbprofiler.io.discover import discover
     run = discover(path)[0]
 def cpu():
@@ -58,10 +58,10 @@ if method == "baseline":
     df["dur"] = df["dur"].astype(float)
     n = len(df)
 elif method == "floor":
-    cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in trace._COLUMNS.items()) + "}"
+    cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in trace_parse._COLUMNS.items()) + "}"
     lit = "'" + path.replace("'", "''") + "'"
-    table = trace._query(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
-                         "maximum_object_size=2147483647)")
+    table = trace_parse._query(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
+                               "maximum_object_size=2147483647)")
     n = int((table.column("ph").to_numpy(zero_copy_only=False) == "X").sum())
 else:  # "nbprofiler" (empty cache: parse + frames + cache write) or "cached" (second open)
     n = len(trace.trace_data(run).timeline)

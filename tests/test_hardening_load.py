@@ -122,7 +122,7 @@ def test_a_file_that_grows_while_it_is_read_is_read_only_as_far_as_it_was_checke
     read up to the checked size, with a warning; a trace stops with an error naming the file, instead of
     reading on (a trace appended to during a load once grew to 5 GB)."""
     from nbprofiler.errors import ProfilerDataError
-    from nbprofiler.io import _util, trace
+    from nbprofiler.io import _util, trace, trace_parse
     src = DATA / "mindspore2" / "lenet_pynative"
     csv = next(src.rglob("cpu_op_type_info_0.csv"))
     real = _util.check_size
@@ -130,7 +130,7 @@ def test_a_file_that_grows_while_it_is_read_is_read_only_as_far_as_it_was_checke
     with pytest.warns(ProfilerDataWarning, match="grew while it was read"):
         data = _util.read_bytes(csv)
     assert data == csv.read_bytes()[:-20]
-    monkeypatch.setattr(trace, "check_size", lambda path, family, **kw: real(path, family, **kw) - 1000)
+    monkeypatch.setattr(trace_parse, "check_size", lambda path, family, **kw: real(path, family, **kw) - 1000)
     with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
         trace.load_trace(next(src.rglob("trace_view.json")), progress=False)
     assert err.value.path.name == "trace_view.json"

@@ -14,7 +14,7 @@ import pytest
 
 import nbprofiler
 from nbprofiler.errors import MalformedFileError, MissingColumnError, ProfilerDataWarning, TruncatedFileError
-from nbprofiler.io import cache, trace
+from nbprofiler.io import cache, trace, trace_parse
 from nbprofiler.io.discover import discover
 from nbprofiler.synthetic import write_trace
 
@@ -325,7 +325,7 @@ def test_batched_parse_equals_one_batch(path, monkeypatch):
     tracks going back in time across batches in these real files) and the forced global sort give
     the same frames as one batch."""
     one = _frames([path])
-    monkeypatch.setattr(trace, "_BATCH_ROWS", 97)
+    monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 97)
     small = _frames([path])
     monkeypatch.setattr(trace, "_presorted", lambda *a: None)
     forced = _frames([path])
@@ -341,7 +341,7 @@ def test_presorted_runs_are_used_for_time_ordered_files(tmp_path, monkeypatch):
     the batches' runs (no global sort), and equals the exact parse."""
     p = tmp_path / "trace_view.json"
     write_trace(p, 300_000, seed=3)
-    monkeypatch.setattr(trace, "_BATCH_ROWS", 500)
+    monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 500)
     used = []
     real = trace._presorted
     monkeypatch.setattr(trace, "_presorted", lambda *a: used.append(real(*a)) or used[-1])
@@ -354,7 +354,7 @@ def test_event_larger_than_the_first_read_limit(tmp_path, monkeypatch):
     """duckdb's read buffer grows to maximum_object_size, so the first read uses a modest limit; an
     event above it makes the loader re-read with no practical limit, with the same result."""
     expected = _frames([TORCH])
-    monkeypatch.setattr(trace, "_MAX_EVENT", 64)
+    monkeypatch.setattr(trace_parse, "_MAX_EVENT", 64)
     again = _frames([TORCH])
     for name, df in expected[1].items():
         pd.testing.assert_frame_equal(again[1][name], df)
@@ -363,13 +363,13 @@ def test_event_larger_than_the_first_read_limit(tmp_path, monkeypatch):
 def test_progress_moves_with_the_bytes_parsed(tmp_path, monkeypatch):
     """The load's bar advances batch by batch, by about the bytes each batch was read from, not once
     per file at the end (MindSpore-shaped synthetic trace: 10 MB, several record batches)."""
-    from nbprofiler.io import trace
+    from nbprofiler.io import trace, trace_parse
     from nbprofiler.synthetic import write_trace
     path = tmp_path / "trace_view.json"
     size = write_trace(path, 10_000_000, seed=3)["bytes"]
     steps = []
     monkeypatch.setattr(trace._Progress, "advance", lambda self, n: steps.append(n))
-    monkeypatch.setattr(trace, "_MIN_BATCH_ROWS", 4096)  # about 12 batches for 10 MB, as 1 GB has
+    monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", 4096)  # about 12 batches for 10 MB, as 1 GB has
     trace.load_trace(path, progress=False)
     parse_steps = steps[:-2]  # the batches; then the file's remainder and the frame-building share
     assert len(parse_steps) >= 4

@@ -14,7 +14,7 @@ import pytest
 
 import nbprofiler
 from nbprofiler.errors import FileTooLargeError
-from nbprofiler.io import _util, trace
+from nbprofiler.io import _util, trace, trace_parse
 
 from .conftest import DATA
 
@@ -153,11 +153,12 @@ def test_every_check_size_caller_names_a_family_of_the_table():
                         f"{where}: {name} passes {a.value!r}, not a family of EXPANSION"
                 else:  # a variable: only io._util's readers and the trace reader (in memory or on disk),
                     # passing their own ``family`` on
-                    assert src.name in ("_util.py", "trace.py") and isinstance(a, ast.Name) and a.id == "family", \
-                        where
+                    assert src.name in ("_util.py", "trace_parse.py") and isinstance(a, ast.Name) \
+                        and a.id == "family", where
             seen.setdefault(name, []).append(where)
     assert len(seen["check_size"]) >= 5 and len(seen["read_json"]) >= 10 and len(seen["read_text"]) >= 5
     assert any(w.startswith("io/trace.py") for w in seen["check_size"])
+    assert any(w.startswith("io/trace_parse.py") for w in seen["check_size"])
     for fn in (_util.read_bytes, _util.read_text, _util.read_json):
         assert inspect.signature(fn).parameters["family"].default in _util.EXPANSION
     with pytest.raises(ValueError, match="unknown parser family"):
@@ -175,6 +176,7 @@ def test_trace_checks_use_the_trace_rows_of_the_table(tmp_path, monkeypatch):
         return real(path, family, **kw)
     monkeypatch.setattr(_util, "check_size", spy)
     monkeypatch.setattr(trace, "check_size", spy)
+    monkeypatch.setattr(trace_parse, "check_size", spy)
     src = next(RUN.rglob("trace_view.json"))
     good = tmp_path / "trace_view.json"
     shutil.copy(src, good)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import nbprofiler
-from nbprofiler.io import _util, cache, trace, trace_disk
+from nbprofiler.io import _util, cache, trace, trace_disk, trace_parse
 
 from .conftest import DATA
 
@@ -82,8 +82,8 @@ def test_on_disk_frames_equal_the_in_memory_ones_on_real_traces(path, batch_rows
     """Small batches make many runs per track, and tracks that go back in time across batches (these
     files are not written in time order) take the per-track sort."""
     if batch_rows:
-        monkeypatch.setattr(trace, "_BATCH_ROWS", batch_rows)
-        monkeypatch.setattr(trace, "_MIN_BATCH_ROWS", batch_rows)
+        monkeypatch.setattr(trace_parse, "_BATCH_ROWS", batch_rows)
+        monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", batch_rows)
     mem, w_mem, disk, w_disk = _both(path, tmp_path, legacy="timeline_display" in path.name)
     _assert_same(mem, disk)
     assert w_disk == w_mem
@@ -93,8 +93,8 @@ def test_on_disk_frames_equal_the_in_memory_ones_on_real_traces(path, batch_rows
 @pytest.mark.parametrize("batch_rows", [None, 1, 2, 3])
 def test_on_disk_frames_equal_the_in_memory_ones_on_every_slow_path(batch_rows, tmp_path, monkeypatch):
     if batch_rows:
-        monkeypatch.setattr(trace, "_BATCH_ROWS", batch_rows)
-        monkeypatch.setattr(trace, "_MIN_BATCH_ROWS", batch_rows)
+        monkeypatch.setattr(trace_parse, "_BATCH_ROWS", batch_rows)
+        monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", batch_rows)
     path = tmp_path / "edge.json"
     path.write_text(json.dumps(EDGE))
     mem, w_mem, disk, w_disk = _both(path, tmp_path)
@@ -113,8 +113,8 @@ def test_a_synthetic_trace_in_many_batches(tmp_path, monkeypatch):
     from nbprofiler.synthetic import write_trace
     path = tmp_path / "trace_view.json"
     write_trace(path, 3_000_000, seed=7)
-    monkeypatch.setattr(trace, "_BATCH_ROWS", 256)
-    monkeypatch.setattr(trace, "_MIN_BATCH_ROWS", 256)
+    monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 256)
+    monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", 256)
     sorted_tracks = []
     real = trace_disk._sorted_track
     monkeypatch.setattr(trace_disk, "_sorted_track", lambda *a: sorted_tracks.append(1) or real(*a))

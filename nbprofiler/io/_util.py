@@ -22,7 +22,7 @@ MEMORY_FRACTION = 0.8
 # family and shape: the worst case measured by benchmarks/bench_memory_guard.py on 100 MB files (peak RSS
 # of a fresh process minus that of an import-only one) x 1.25. Every `check_size` caller names its row.
 # Shapes that cost much more than their family's usual ones are charged only when they are seen:
-# ``trace_big_event`` when an event is too large for the first read (`trace._MAX_EVENT`),
+# ``trace_big_event`` when an event is too large for the first read (`trace_parse._MAX_EVENT`),
 # ``trace_document`` when an object-form trace has to be read as one document, ``trace_exact`` before the
 # stdlib parse that locates an error, ``csv_careful`` when a CSV's rows are not all as wide as its header.
 EXPANSION = {

@@ -1,23 +1,27 @@
-"""Chrome-trace JSON -> timeline frames, without a Python object per event.
+"""Chrome-trace JSON -> timeline frames (`TraceData`): the entry points, and the frames assembled from
+the parsed events.
 
 Sources, by role (first found wins): ``trace_view`` (MindSpore 2.3+ / torch_npu ``trace_view.json``),
 ``timeline`` (legacy ``ascend_``/``gpu_``/older ``timeline_display_{id}.json``), ``cann_timeline``
 (CANN ``msprof_*.json``, one file per iteration, merged), else ``cann_task_time`` + ``cann_hccl``; with
 none of them, the FRAMEWORK ``cpu_op_execute_timestamp`` records (``framework.cpu_op_executions``).
 
-The fast path: duckdb's ``read_json`` with an explicit column list parses the file in C++ straight into
-Arrow record batches (``ts`` is read as text, ``dur`` as a number or, on a retry, as text; ``tid``/``id``
-strings or ints are read as text). The reader uses one thread per file, so it runs in a background
-thread and this thread digests each batch while the next one is parsed: ``ph`` -> an int ``kind``,
-``ts`` -> DECIMAL(38,3), i.e. exact integer nanoseconds (epoch microseconds in float64 keep only
-~0.25 us), ``args.type``, dictionary codes of pid/tid/name/cat, and the batch's X events sorted by
-(pid, tid, ts) with their args text gathered in that order. When every track runs forward in time
-from batch to batch (files are written in time order), the timeline is the concatenation of those
-sorted runs; otherwise it is sorted globally. Everything is vectorised numpy/Arrow/duckdb work; only
-metadata (``M``) and ``B``/``E`` events, a tiny fraction, are touched one by one. When duckdb rejects a
-file, a slower exact parse (stdlib json, one element at a time) finds the line of the error, so the
-user gets `TruncatedFileError` / `MalformedFileError` with a line number.
+The work is split by job:
 
+- `nbprofiler.io.trace_parse`, the streaming parse: duckdb reads each file into Arrow record batches in
+  a background thread while this thread digests them (``ph`` -> an int ``kind``, exact integer-ns
+  ``ts``, ``args.type``, dictionary codes, each batch's X events sorted by (pid, tid, ts)).
+- `nbprofiler.io.trace_exact`, the exact validator: when duckdb rejects a file, a slower exact parse
+  (stdlib json, one element at a time) finds the line of the error, so the user gets
+  `TruncatedFileError` / `MalformedFileError` with a line number.
+- this module, the frame assembly: the digested batches -> the ``timeline``, ``tracks``, ``flows`` and
+  ``counters`` frames. When every track runs forward in time from batch to batch (files are written in
+  time order), the timeline is the concatenation of the batches' sorted runs; otherwise it is sorted
+  globally. Everything is vectorised numpy/Arrow/duckdb work; only metadata (``M``) and ``B``/``E``
+  events, a tiny fraction, are touched one by one. Tracks are named from the ``M`` events, else by the
+  legacy conventions.
+
+A trace too large for memory loads on disk instead (`nbprofiler.io.trace_disk`, the same parse).
 Parsed frames are cached (LZ4 Arrow IPC files) in the user cache dir (`nbprofiler.io.cache`), keyed by
 path, size and mtime of every source file, so a second open of a big trace reads them instead of JSON.
 """
@@ -35,12 +39,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import (EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError,
-                      TruncatedFileError)
+from ..errors import EmptyFileError, MalformedFileError
 from ..schema import FRAMES
-from . import cache, json_slice
-from ._util import EXPANSION, check_size, decode, read_bytes, warn_partial
+from . import cache
+from ._util import check_size, warn_partial
 from .discover import RunFiles
+from .trace_exact import _line_of_event, exact_events
+from .trace_parse import (KIND_B, KIND_C, KIND_E, KIND_F, KIND_M, KIND_NO_PH, KIND_S, KIND_T, KIND_X, _Chunk,
+                          _parse_chunks, _query, parse_events)
 
 # Roles that hold Chrome-trace JSON, in order of preference.
 TRACE_ROLES = ("trace_view", "timeline", "cann_timeline", "cann_task_time", "cann_hccl")
@@ -49,18 +55,6 @@ TRACE_ROLES = ("trace_view", "timeline", "cann_timeline", "cann_task_time", "can
 PROGRESS_MIN_BYTES = 50_000_000
 # The longest event a trace can hold: 30 days in microseconds (a profiled job runs hours, not months).
 MAX_DURATION_US = 30 * 24 * 3600 * 1e6
-
-# Fields read from every event. MindSpore writes ts/dur as strings or numbers and tid/id as strings or
-# ints (FORMATS 4.5, 3.14). ts is read as text and cast in SQL (`_SELECT`): the JSON reader would turn a
-# numeric ts into a double first and lose its sub-us digits. dur is read as DOUBLE directly (the reader
-# casts numeric strings itself, which is cheaper than a text column plus a cast); a file where some dur
-# is not a number fails that read and is re-read with dur as text and TRY_CAST (`_DUR_AS_TEXT`).
-_COLUMNS = {"ph": "VARCHAR", "name": "VARCHAR", "cat": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
-            "ts": "VARCHAR", "dur": "DOUBLE", "id": "VARCHAR", "args": "JSON"}
-_DUR_AS_TEXT = {**_COLUMNS, "dur": "VARCHAR"}
-
-# Event kinds (the `kind` column): ph as a small int, so masks are integer compares, not string ones.
-KIND_NO_PH, KIND_M, KIND_X, KIND_B, KIND_E, KIND_S, KIND_F, KIND_T, KIND_C, KIND_OTHER = -1, 0, 1, 2, 3, 4, 5, 6, 7, 8
 
 # args.type values that name a category of ops rather than the op's type: MindSpore 2.10 puts
 # "HostCpuOps" on every CPU op, the GPU writer "cuLaunchKernel" on every kernel. For these the type is
@@ -173,7 +167,7 @@ def trace_data(run: RunFiles) -> TraceData | None:
     return data
 
 
-# -- parsing ------------------------------------------------------------------------------------------
+# -- loading ------------------------------------------------------------------------------------------
 def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: bool = True) -> TraceData:
     """Parse one or more Chrome-trace JSON files into `TraceData` (several files are merged and their
     repeated metadata deduplicated). ``legacy``: name tracks by the legacy conventions where no ``M``
@@ -205,545 +199,7 @@ def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: b
     return data
 
 
-def parse_events(path: Path) -> pa.Table:
-    """One Chrome-trace file -> Arrow table, one row per event in file order (what the frames are
-    built from; flow ids are not included). Columns: ``kind`` (int8: `KIND_M`, `KIND_X`, ... from
-    ``ph``; -1 where ``ph`` is missing), ``pid``, ``tid``, ``name`` (null for flow events), ``cat``,
-    ``arg_type`` (``args.type`` of X/B events) as strings, ``ts_ns`` (int64 ns, exact; null where
-    missing or not a number), ``dur`` (float64 us; null where missing or not a number). Raises
-    `ProfilerDataError` subclasses."""
-    chunks = _parse_chunks(Path(path))
-    if not chunks:
-        return pa.table({"kind": pa.array([], pa.int8())})
-    coded = {col: pa.chunked_array([c.codes[col] for c in chunks]).cast(pa.string()) for col in _CODED}
-    ts_ns = np.concatenate([c.ts_ns for c in chunks])
-    ts_ok = np.concatenate([c.ts_ok for c in chunks])
-    dur = np.concatenate([c.dur for c in chunks])
-    return pa.table({"kind": np.concatenate([c.kind for c in chunks]), **{c: coded[c] for c in _CODED},
-                     "ts_ns": pa.array(ts_ns, mask=~ts_ok), "dur": pa.array(dur, mask=np.isnan(dur))})
-
-
-# -- streaming parse ----------------------------------------------------------------------------------
-# The JSON reader is one thread per file (a JSON array cannot be split), so the second core is free while
-# it runs: the reader runs in a background thread and hands over record batches, and this thread
-# digests each batch meanwhile (casts, dictionary codes, and the per-batch sort and gather of the
-# timeline's args), so that little is left once the last batch arrives.
-
-_RAW_SELECT = "SELECT ph, name, cat, pid, tid, id, ts, dur, args{extra} FROM {source}"
-
-# Per batch, on the digesting thread. ts is cast from its text: the JSON reader would turn a numeric
-# ts into a double first and lose its sub-us digits. args.type is extracted only where the text can
-# hold a "type" key (json_extract on every event costs ~10% of the parse; a key spelled with \u
-# escapes is caught by the second test). Flow names (often one per flow) are kept out of ``name`` so
-# its dictionary stays small.
-_DIGEST_SQL = """
-SELECT CAST(CASE ph WHEN 'M' THEN 0 WHEN 'X' THEN 1 WHEN 'B' THEN 2 WHEN 'E' THEN 3 WHEN 's' THEN 4
-                    WHEN 'f' THEN 5 WHEN 't' THEN 6 WHEN 'C' THEN 7
-                    ELSE (CASE WHEN ph IS NULL THEN -1 ELSE 8 END) END AS TINYINT) AS kind,
-       CASE WHEN ph IN ('s', 'f', 't') THEN NULL ELSE name END AS name,
-       CASE WHEN ph = 's' THEN name END AS flow_name,
-       TRY_CAST(ts AS DECIMAL(38, 3)) AS ts,
-       {dur} AS dur,
-       CASE WHEN ph IN ('X', 'B') AND (contains(args, '"type"') OR contains(args, '\\u'))
-            THEN json_extract_string(args, '$.type') END AS arg_type
-FROM b
-"""
-
-# Rows per record batch: at most _BATCH_ROWS, and about _BATCHES_PER_FILE batches (at least
-# _MIN_BATCH_ROWS rows) so that a small file is digested while it is read rather than after.
-_BATCH_ROWS = 131072
-_MIN_BATCH_ROWS = 32768
-_BATCHES_PER_FILE = 32
-_BYTES_PER_EVENT = 200  # typical of MindSpore / torch_npu trace events
-# duckdb's maximum_object_size: first try (one event of an array file; real events are < 1 KB), and the
-# retry / the size of a whole {"traceEvents": [...]} document. duckdb reads no less than 16 MB and accepts
-# objects up to about twice the size it is given; an event larger than that (a hostile one) fails the first
-# read, and the retry is charged the memory guard's ``trace_big_event`` factor first.
-_MAX_EVENT = 16 * 1024 * 1024
-_MAX_OBJECT = 2147483647
-# A string value longer than this (no real one is) makes the memory guard check the file again, charging
-# the value ``trace_big_event`` times its length on top (a huge name costs ~8 copies of itself).
-_BIG_VALUE = 1 << 20
-
-
-@dataclasses.dataclass
-class _Chunk:
-    """One digested record batch. Row numbers are local (0..n-1); ``offset`` is the global row of row 0.
-    ``spans``: rows of the X/B events that can be placed (numeric ts, X with a numeric dur), sorted by
-    (pid, tid, ts, row); ``span_args``: their args text in that order."""
-
-    offset: int
-    n: int
-    kind: np.ndarray
-    ts_ns: np.ndarray
-    ts_ok: np.ndarray
-    dur: np.ndarray
-    codes: dict           # column -> pa.DictionaryArray (this batch's own dictionary)
-    flow: pa.Table        # the s/f/t events: row (global), cat, id, name (of s events) as read
-    aux: pa.Table         # M and C events: row (global), name, pid, tid, args
-    spans: np.ndarray
-    span_args: pa.Array
-
-
-_CODED = ("pid", "tid", "name", "cat", "arg_type")
-
-
-def _digest(batch: pa.RecordBatch, offset: int, dur_sql: str) -> _Chunk:
-    d = _query(_DIGEST_SQL.format(dur=dur_sql), b=pa.Table.from_batches([batch]))
-    kind = d.column("kind").to_numpy()
-    ts_ns, ts_ok = _ts_ns(d.column("ts"))
-    dur = pc.fill_null(d.column("dur"), np.nan).to_numpy()
-    src = {"pid": batch.column("pid"), "tid": batch.column("tid"), "cat": batch.column("cat"),
-           "name": d.column("name"), "arg_type": d.column("arg_type")}
-    codes = {c: _dict_chunk(src[c]) for c in _CODED}
-    placed = ((kind == KIND_X) & ~np.isnan(dur)) | (kind == KIND_B)
-    spans = np.flatnonzero(placed & ts_ok)
-    pid_i = codes["pid"].indices.to_numpy(zero_copy_only=False)
-    tid_i = codes["tid"].indices.to_numpy(zero_copy_only=False)
-    spans = spans[np.lexsort((ts_ns[spans], tid_i[spans], pid_i[spans]))]
-    args = batch.column("args")
-    span_args = args.take(pa.array(spans)) if len(spans) else pa.array([], pa.string())
-    aux_mask = (kind == KIND_M) | (kind == KIND_C)
-    aux = pa.table({"row": pa.array(np.flatnonzero(aux_mask) + offset),
-                    **{c: batch.column(c).filter(pa.array(aux_mask)) for c in ("name", "pid", "tid", "args")}})
-    is_flow = pa.array((kind >= KIND_S) & (kind <= KIND_T))
-    flow = pa.table({"row": pa.array(np.flatnonzero(is_flow) + offset),
-                     **{c: batch.column(c).filter(is_flow) for c in ("cat", "id")},
-                     "name": d.column("flow_name").filter(is_flow)})
-    # Everything kept is a copy: an Arrow array imported from duckdb keeps its whole batch alive (args
-    # included), so keeping a view of one column would keep every batch of the file in memory.
-    return _Chunk(offset, batch.num_rows, kind.copy(), ts_ns, ts_ok, dur.copy(), codes, flow, aux, spans, span_args)
-
-
-# JSON syntax around an event's values: keys, quotes, separators and braces (MindSpore and torch_npu
-# write about this many bytes per event besides the values themselves).
-_EVENT_SYNTAX_BYTES = 70
-
-
-def _json_bytes(batch: pa.RecordBatch) -> int:
-    """About how many bytes of JSON ``batch`` was read from: its text values plus the syntax around them."""
-    n = batch.num_rows * _EVENT_SYNTAX_BYTES
-    for col in batch.columns:
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            n += int(pc.sum(pc.binary_length(col)).as_py() or 0)
-        else:
-            n += 8 * batch.num_rows
-    return n
-
-
-def _dict_chunk(col) -> pa.DictionaryArray:
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    return pc.dictionary_encode(col.cast(pa.string()) if col.type != pa.string() else col)
-
-
-def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
-            span: tuple[int, int] | None = None, on_batch=None, checked_size: int | None = None,
-            limit: int | None = None, stats: dict | None = None, make_digest=None) -> list[_Chunk]:
-    """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
-    duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
-    a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
-    range of an event array (of an object-form file, `json_slice.array_span`, or the array a file starts
-    with when other data follows it), read as an array file. ``limit``: an object-form file read as one
-    document is read up to this byte. ``stats`` (a dict) receives ``longest`` (bytes of the longest string
-    value read) and, for a document read, ``docs`` (how many JSON documents the file holds; only the
-    first one's events are read). ``make_digest``: returns the function that digests each batch (default
-    `_digest`); called once per read, so a read that fails and is retried starts a fresh one."""
-    import queue
-    digest = _digest if make_digest is None else make_digest()
-    stats = {} if stats is None else stats
-    stats["longest"] = 0
-    url = json_slice.slice_url(path, *span) if span else \
-        json_slice.slice_url(path, 0, limit) if limit is not None else None
-    lit = "'" + (url or str(path)).replace("'", "''") + "'"
-    as_document = not (first == b"[" or span)
-    if not as_document:
-        cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
-        source = f"read_json({lit}, format='array', columns={cols}, maximum_object_size={max_event})"
-    else:  # one object holding the event list, not placed by array_span: read as one JSON document
-        # duckdb reads every JSON document of the file: only the first one's events are taken, and the
-        # count of the others tells that data follows the document (the caller reports it)
-        struct = "STRUCT(" + ", ".join(f"{k} {v}" for k, v in columns.items()) + ")[]"
-        source = (f"(SELECT unnest(traceEvents, recursive := true), docs FROM (SELECT traceEvents, count(*) OVER () "
-                  f"AS docs FROM read_json({lit}, format='unstructured', columns={{traceEvents: '{struct}'}}, "
-                  f"maximum_object_size={_MAX_OBJECT}) QUALIFY row_number() OVER () = 1))")
-    sql = _RAW_SELECT.format(source=source, extra=", docs" if as_document else "")
-    size = path.stat().st_size
-    batches: queue.Queue = queue.Queue(maxsize=4)
-    stop = threading.Event()
-    done = object()
-
-    def read():
-        try:
-            con = _connection()
-            if url and not getattr(_local, "slices", False):
-                json_slice.register(con)
-                _local.slices = True
-            rel = con.sql(sql)
-            rows = min(_BATCH_ROWS, max(_MIN_BATCH_ROWS, size // _BYTES_PER_EVENT // _BATCHES_PER_FILE))
-            reader = rel.to_arrow_reader(rows) if hasattr(rel, "to_arrow_reader") \
-                else rel.fetch_record_batch(rows)
-            for b in reader:
-                while not stop.is_set():
-                    try:
-                        batches.put(b, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            batches.put(done)
-        except BaseException as e:  # handed to the digesting thread, which raises it
-            _local.con = None
-            _local.slices = False
-            batches.put(e)
-
-    reader_thread = threading.Thread(target=read, name="nbprofiler-trace-reader", daemon=True)
-    reader_thread.start()
-    chunks = []
-    try:
-        while True:
-            item = batches.get()
-            if item is done:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            if item.num_rows:
-                if as_document and "docs" not in stats:
-                    stats["docs"] = int(item.column("docs")[0].as_py())
-                stats["longest"] = max(stats["longest"], _longest(item))
-                chunks.append(digest(item, offset, dur_sql))
-                offset += item.num_rows
-                if on_batch is not None:
-                    on_batch(_json_bytes(item))
-                if checked_size is not None and path.stat().st_size > checked_size:
-                    # the memory guard checked a smaller file: stop before reading what it did not allow
-                    raise ProfilerDataError(path, f"the file grew while it was read (from {checked_size:,} bytes; "
-                                                  "is the profiler still writing it?); load it once it is complete")
-    finally:
-        stop.set()
-        reader_thread.join()
-        if url:
-            json_slice.release(url)
-    return chunks
-
-
-def _longest(batch: pa.RecordBatch) -> int:
-    """Bytes of the longest string value in ``batch``."""
-    n = 0
-    for col in batch.columns:
-        if isinstance(col.type, pa.ExtensionType):  # duckdb's JSON type arrives as an extension of string
-            col = col.storage
-        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and len(col):
-            n = max(n, int(pc.max(pc.binary_length(col)).as_py() or 0))
-    return n
-
-
-def _parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, family: str = "trace") -> list[_Chunk]:
-    """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s.
-    ``on_batch(nbytes)``: called after each batch with an estimate of the JSON bytes it was read from.
-    Data after the end of the JSON document is ignored with a warning naming its byte offset and line;
-    the document's events load. ``make_digest``: see `_stream`; ``family``: the memory guard's row for
-    what the digests keep (`EXPANSION`)."""
-    path = Path(path)
-    checked = check_size(path, family)
-    first = _first_byte(path)
-    if first not in (b"[", b"{"):
-        _exact_check(path)  # raises with the line of the first bad byte
-        raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
-                                       "'traceEvents'", line=1)
-    import duckdb
-    # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
-    read_errors = (duckdb.Error, pa.ArrowException, OSError)
-    end = None  # the end of the JSON document, when other data follows it
-    if not _ends_like(path, first):
-        # something other than the closing bracket ends the file: the exact parse says what, and where
-        end = _document_end(path)
-    stats: dict = {}
-    while True:
-        chunks, error = _read_attempts(path, first, offset, on_batch, checked, end, stats, read_errors, make_digest)
-        if chunks is not None:
-            break
-        if end is None:
-            end = _document_end(path)  # raises the error that made every read fail, if not data after it
-        else:  # the document alone cannot be read either
-            _exact_check(path, upto=end)
-            end = None
-        if end is None:
-            raise MalformedFileError(path, f"not a readable Chrome trace: {str(error).splitlines()[0]}")
-    if stats.get("docs", 1) > 1 and end is None:
-        # read as one document: more documents follow the first one (only its events were taken)
-        try:
-            end = _document_end(path)
-        except ProfilerDataError:  # too large for the exact parse, or an error only it sees
-            _warn_trailing(path, None)
-    if first == b"{" and not chunks:
-        _exact_check(path, need_trace_events=True, upto=end)
-    if stats.get("longest", 0) > _BIG_VALUE:
-        # a huge string costs several copies of itself in the frames built next
-        check_size(path, family, extra_bytes=int(stats["longest"] * EXPANSION["trace_big_event"]))
-    return chunks
-
-
-def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int, end: int | None,
-                   stats: dict, read_errors, make_digest=None) -> tuple[list[_Chunk] | None, Exception | None]:
-    """The fast reads of ``path`` (up to byte ``end`` when given), in order, until one succeeds:
-    (its chunks, None), or (None, the last read's error) when all of them fail."""
-    if end is not None and first == b"[":
-        span = (0, end)  # the array, without what follows it
-    else:
-        # An object-form trace's event array is read like an array file when its bytes can be placed.
-        span = json_slice.array_span(path, end=end) if first == b"{" else None
-    # Then, if that fails (some dur is not a number, an event is larger than _MAX_EVENT, or the file is
-    # broken): dur read as text (cast what casts) with no practical size limit; an object as one document.
-    attempts = [(_COLUMNS, "dur", _MAX_EVENT, span), (_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, span)]
-    if span and first == b"{":
-        attempts.append((_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, None))
-    too_big, error = False, None
-    for columns, dur_sql, max_event, where in attempts:
-        if where is None and first == b"{":
-            check_size(path, "trace_document")  # duckdb holds the whole document
-        elif too_big and max_event == _MAX_OBJECT:
-            check_size(path, "trace_big_event")  # an event larger than the first read allows
-        try:
-            return _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch, checked,
-                           limit=end, stats=stats, make_digest=make_digest), None
-        except read_errors as e:
-            too_big, error = too_big or "maximum_object_size" in str(e), e
-    return None, error
-
-
-def _ends_like(path: Path, first: bytes) -> bool:
-    """Whether the file's last non-blank byte is the bracket that closes a document opened by ``first``."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        f.seek(max(0, size - 4096))
-        tail = f.read().rstrip(b" \t\r\n")
-    if not tail and size > 4096:
-        return True  # 4 KB of blank space at the end: let the reads decide
-    return tail[-1:] == (b"]" if first == b"[" else b"}")
-
-
-class _TrailingData(MalformedFileError):
-    """The JSON document ends at byte ``end`` and other data starts at byte ``at`` (on line ``line``)."""
-
-    def __init__(self, path, end: int, at: int, line: int):
-        super().__init__(path, f"invalid JSON: data after the end of the document (byte {at:,})", line=line)
-        self.end, self.at = end, at
-
-
-def _document_end(path: Path) -> int | None:
-    """The byte offset where the JSON document ends when data that is not blank follows it (reported
-    with `_warn_trailing`); None when the whole file is one valid document. Raises the error of a file
-    that is invalid otherwise."""
-    try:
-        _exact_check(path)
-    except _TrailingData as t:
-        _warn_trailing(path, t)
-        return t.end
-    return None
-
-
-def _warn_trailing(path: Path, t: _TrailingData | None) -> None:
-    where = f" at byte {t.at:,}" if t is not None else " (a second JSON document; its offset was not located)"
-    warn_partial(MalformedFileError(path, f"data after the end of the JSON document{where} was ignored (the file "
-                                          "is not valid JSON past that point); the document's events loaded",
-                                    line=t.line if t is not None else None))
-
-
-_local = threading.local()
-
-
-def _connection():
-    """This thread's duckdb connection (opening one costs ~20 ms, a fifth of parsing 10 MB): all
-    cores, file order kept, nothing spilled to disk (duckdb's default spill directory is relative to
-    the working directory, which may be a profiler directory)."""
-    con = getattr(_local, "con", None)
-    if con is None:
-        import duckdb
-        con = duckdb.connect(config={"preserve_insertion_order": True, "temp_directory": ""})
-        con.execute("SET enable_progress_bar = false")
-        _local.con = con
-    return con
-
-
-def _query(sql: str, **tables) -> pa.Table:
-    """Run one statement and return its result as one Arrow table; ``tables`` (Arrow) are visible to
-    it under their keyword names. A failed statement drops the connection, so a broken one is not
-    reused."""
-    import duckdb
-    con = _connection()
-    try:
-        for name, t in tables.items():
-            con.register(name, t)
-        rel = con.sql(sql)
-        table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
-        return table.read_all() if hasattr(table, "read_all") else table
-    except duckdb.Error:
-        _local.con = None
-        con.close()
-        raise
-    finally:
-        if getattr(_local, "con", None) is con:
-            for name in tables:
-                con.unregister(name)
-
-
-def _first_byte(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError as e:
-        raise ProfilerDataError(path, f"cannot read: {e.strerror or e}") from None
-    stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
-    if not stripped:
-        if not head or not head.strip():
-            raise EmptyFileError(path, "file is empty")
-    return stripped[:1]
-
-
-_WS = re.compile(r"[ \t\r\n]*")
-
-
-def exact_events(path: Path) -> list[dict]:
-    """The slow exact reference parse (stdlib json): the list of events. Used to locate errors (line
-    numbers) and by the tests to check the fast path. Data after the document is an error here."""
-    doc = _exact_check(path, keep=True)
-    return doc["traceEvents"] if isinstance(doc, dict) else doc
-
-
-def _exact_check(path: Path, need_trace_events: bool = False, keep: bool = False, upto: int | None = None):
-    """Parse ``path`` exactly and raise the typed error (with its line) for whatever is wrong with it;
-    `_TrailingData` (a `MalformedFileError`) when the only thing wrong is data after a valid document.
-
-    Array files are decoded one element at a time so a huge file needs no more than its text in memory
-    (events are kept only with ``keep``). ``upto``: check only the file's first ``upto`` bytes. Returns
-    the document (with ``keep`` or for an object-form file; else an empty list) when nothing is wrong."""
-    data = read_bytes(path, "trace_exact")
-    if upto is not None:
-        data = data[:upto]
-    if not data.strip():
-        raise EmptyFileError(path, "file is empty")
-    bom = 0
-    while data.startswith(b"\xef\xbb\xbf", bom):
-        bom += 3
-    text = decode(path, data)
-    del data
-    dec = json.JSONDecoder()
-    end = len(text.rstrip())
-
-    def fail(e: json.JSONDecodeError):
-        if e.pos >= end - 1 or "Unterminated" in e.msg:
-            raise TruncatedFileError(path, f"JSON ends early ({e.msg})", line=e.lineno) from None
-        raise MalformedFileError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
-
-    def line_of(pos: int) -> int:
-        return text.count("\n", 0, pos) + 1
-
-    def byte_of(pos: int) -> int:
-        return bom + (pos if text.isascii() else len(text[:pos].encode("utf-8")))
-
-    def after(doc_end: int) -> None:
-        """Raise `_TrailingData` when anything but blank space follows the document ending at ``doc_end``."""
-        rest = _WS.match(text, doc_end).end()
-        if rest < len(text):
-            raise _TrailingData(path, byte_of(doc_end), byte_of(rest), line_of(rest))
-
-    i = _WS.match(text, 0).end()
-    if text.startswith("{", i):
-        try:
-            doc, doc_end = dec.raw_decode(text, i)
-        except json.JSONDecodeError as e:
-            fail(e)
-        except RecursionError:
-            raise MalformedFileError(path, "JSON nested deeper than it can be read") from None
-        if "traceEvents" not in doc:
-            raise MissingColumnError(path, "a JSON object without 'traceEvents'", line=1, field="traceEvents")
-        if not isinstance(doc["traceEvents"], list):
-            raise MalformedFileError(path, "'traceEvents' is not a list", field="traceEvents")
-        for n, e in enumerate(doc["traceEvents"]):
-            if not isinstance(e, dict):
-                raise MalformedFileError(path, f"event {n} is not an object", field="traceEvents")
-        after(doc_end)
-        return doc
-    if not text.startswith("[", i):
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as e:
-            fail(e)
-        except RecursionError:
-            raise MalformedFileError(path, "JSON nested deeper than it can be read") from None
-        raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
-                                       "'traceEvents'", line=line_of(i))
-    events = []
-    n = 0
-    i = _WS.match(text, i + 1).end()
-    if not text.startswith("]", i):
-        while True:
-            start = i
-            try:
-                obj, i = dec.raw_decode(text, i)
-            except json.JSONDecodeError as e:
-                fail(e)
-            if not isinstance(obj, dict):
-                raise MalformedFileError(path, f"event {n} is not an object", line=line_of(start))
-            if keep:
-                events.append(obj)
-            n += 1
-            i = _WS.match(text, i).end()
-            if i >= len(text):
-                raise TruncatedFileError(path, "JSON ends early (the event array is not closed)", line=line_of(i))
-            if text[i] == "]":
-                break
-            if text[i] != ",":
-                raise MalformedFileError(path, f"invalid JSON: expected ',' or ']' after event {n - 1}",
-                                         line=line_of(i))
-            i = _WS.match(text, i + 1).end()
-    after(i + 1)
-    return events
-
-
-def _line_of_event(path: Path, index: int) -> int | None:
-    """Line (1-based) where event number ``index`` (0-based, file order) starts; exact but slow."""
-    try:
-        text = decode(path, read_bytes(path, "trace"))
-    except ProfilerDataError:
-        return None
-    dec = json.JSONDecoder()
-    i = _WS.match(text, 0).end()
-    if text.startswith("{", i):
-        k = text.find("[", text.find('"traceEvents"'))
-        if k < 0:
-            return None
-        i = k
-    i = _WS.match(text, i + 1).end()
-    n = 0
-    try:
-        while n < index:
-            _, i = dec.raw_decode(text, i)
-            i = _WS.match(text, i).end() + 1  # the comma
-            i = _WS.match(text, i).end()
-            n += 1
-    except (json.JSONDecodeError, IndexError):
-        return None
-    return text.count("\n", 0, i) + 1
-
-
 # -- building the frames ------------------------------------------------------------------------------
-def _ts_ns(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """decimal128(38,3) us -> (int64 ns, valid mask) without Python objects: a decimal128 value is a
-    128-bit integer scaled by 10**3, stored as (low, high) 64-bit words; a timestamp that fits in int64
-    ns (|ts| < ~292 years) has a high word that is the sign extension of the low one. Others are invalid."""
-    parts, valid = [], []
-    for chunk in col.chunks:
-        words = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[2 * chunk.offset: 2 * (chunk.offset + len(chunk))]
-        low, high = words[0::2], words[1::2]
-        parts.append(low.copy())
-        valid.append(chunk.is_valid().to_numpy(zero_copy_only=False) & (high == (low >> 63)))
-    if not parts:
-        return np.zeros(0, np.int64), np.zeros(0, bool)
-    return np.concatenate(parts), np.concatenate(valid)
-
-
 def _strings(arr) -> np.ndarray:
     """A small Arrow string array as a numpy object array ("" for null)."""
     return np.asarray(pc.fill_null(arr, "").to_pylist(), dtype=object)

@@ -1,4 +1,4 @@
-"""Traces larger than memory: the streaming parse of `nbprofiler.io.trace`, with each batch's events
+"""Traces larger than memory: the streaming parse of `nbprofiler.io.trace_parse`, with each batch's events
 written to disk as it is read, the timeline assembled on disk, and its frame memory-mapped from there.
 
 `nbprofiler.io.trace` builds a trace's frames in memory (peak ~3.5x the file). A trace whose frames
@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import EmptyFileError, FileTooLargeError, MalformedFileError
-from . import _util, cache, trace
+from . import _util, cache, trace, trace_exact, trace_parse
 from ._util import warn_partial
 
 # Bump when the store's layout changes, so stale stores are not mapped.
@@ -140,12 +140,12 @@ class _Codes:
 
 
 class _Sink:
-    """Digests batches like `trace._digest` and keeps only what the store needs (see the module doc)."""
+    """Digests batches like `trace_parse._digest` and keeps only what the store needs (see the module doc)."""
 
     def __init__(self, spill: Path):
         self.spill_path = spill
         self.writer = None
-        self.codes = {c: _Codes() for c in trace._CODED}
+        self.codes = {c: _Codes() for c in trace_parse._CODED}
         self.pairs: dict[int, int] = {}  # pid code << 32 | tid code -> pair id
         self.pair_pid: list[int] = []
         self.pair_tid: list[int] = []
@@ -162,14 +162,14 @@ class _Sink:
         self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
 
     def __call__(self, batch: pa.RecordBatch, offset: int, dur_sql: str):
-        c = trace._digest(batch, offset, dur_sql)
+        c = trace_parse._digest(batch, offset, dur_sql)
         kind, ts_ns, ts_ok, dur = c.kind, c.ts_ns, c.ts_ok, c.dur
-        is_x = kind == trace.KIND_X
-        is_b = (kind == trace.KIND_B) | (kind == trace.KIND_E)
-        is_flow = (kind >= trace.KIND_S) & (kind <= trace.KIND_T)
-        is_counter = kind == trace.KIND_C
-        timed = (kind >= trace.KIND_X) & (kind <= trace.KIND_C)
-        no_ph = kind == trace.KIND_NO_PH
+        is_x = kind == trace_parse.KIND_X
+        is_b = (kind == trace_parse.KIND_B) | (kind == trace_parse.KIND_E)
+        is_flow = (kind >= trace_parse.KIND_S) & (kind <= trace_parse.KIND_T)
+        is_counter = kind == trace_parse.KIND_C
+        timed = (kind >= trace_parse.KIND_X) & (kind <= trace_parse.KIND_C)
+        no_ph = kind == trace_parse.KIND_NO_PH
         bad = (timed & ~ts_ok) | (is_x & np.isnan(dur)) | no_ph
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
@@ -251,7 +251,7 @@ class _Sink:
             self.flow_writer.write_table(fl)
         if len(c.aux):
             arows = c.aux.column("row").to_numpy() - offset
-            ok = (kind[arows] == trace.KIND_M) | is_counter[arows]
+            ok = (kind[arows] == trace_parse.KIND_M) | is_counter[arows]
             self.aux.append(c.aux.filter(pa.array(ok)).append_column("kind", pa.array(kind[arows[ok]]))
                             .append_column("ts_ns", pa.array(ts_ns[arows[ok]])))
         return _Read(c.n)
@@ -282,7 +282,7 @@ class _Sink:
 
 
 class _Read:
-    """What `trace._stream` keeps of a batch read on disk: its row count."""
+    """What `trace_parse._stream` keeps of a batch read on disk: its row count."""
 
     def __init__(self, n: int):
         self.n = n
@@ -308,7 +308,7 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
                 step = min(nbytes * 0.7, size * 0.7 - moved[0])
                 moved[0] += step
                 bar.advance(step)
-            reads = trace._parse_chunks(path, on_batch=parsed, make_digest=make_digest, family="trace_disk")
+            reads = trace_parse._parse_chunks(path, on_batch=parsed, make_digest=make_digest, family="trace_disk")
             bar.advance(size * 0.7 - moved[0])
             for s in sinks:
                 s.close()
@@ -334,16 +334,16 @@ def _assemble(sink: _Sink, path: Path, out: Path, legacy: bool, gpu: bool, advan
     if sink.bad[0]:
         warn_partial(MalformedFileError(path, f"{sink.bad[0]} event(s) without a numeric {sink.bad[2]!r} or "
                                               "'ph' skipped (the first is shown)",
-                                        line=trace._line_of_event(path, sink.bad[1]), field=sink.bad[2]))
+                                        line=trace_exact._line_of_event(path, sink.bad[1]), field=sink.bad[2]))
     if sink.absurd[0]:
         warn_partial(MalformedFileError(path, f"{sink.absurd[0]} event(s) with an impossible 'dur' "
                                               f"({sink.absurd[2]!r} us: negative, not finite or over "
                                               f"{trace.MAX_DURATION_US:.0e} us) skipped (the first is shown)",
-                                        line=trace._line_of_event(path, sink.absurd[1]), field="dur"))
+                                        line=trace_exact._line_of_event(path, sink.absurd[1]), field="dur"))
     origin_ns = sink.origin_ns or 0
-    final = {c: sink.codes[c].final() for c in trace._CODED}
+    final = {c: sink.codes[c].final() for c in trace_parse._CODED}
     aux = pa.concat_tables(sink.aux) if sink.aux else None
-    meta = trace._meta_events(aux, aux.column("kind").to_numpy() == trace.KIND_M) if aux is not None else []
+    meta = trace._meta_events(aux, aux.column("kind").to_numpy() == trace_parse.KIND_M) if aux is not None else []
     # a track is a distinct (pid, tid) text: a null pid and a literal "" one are the same track
     pid_text = final["pid"][1][final["pid"][0][np.array(sink.pair_pid, np.int64)]]
     tid_text = final["tid"][1][final["tid"][0][np.array(sink.pair_tid, np.int64)]]
@@ -546,7 +546,7 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
                     f"coalesce(f.name, '') AS name, f.row AS seq, p.track, "
                     f"CAST(f.ts_ns - {int(origin_ns)} AS DOUBLE) / 1000.0 AS us "
                     f"FROM read_parquet({lit}) AS f JOIN pairs AS p USING (pair)")
-        rel = con.sql(trace._FLOW_SQL.format(s=trace.KIND_S, f=trace.KIND_F, t=trace.KIND_T))
+        rel = con.sql(trace._FLOW_SQL.format(s=trace_parse.KIND_S, f=trace_parse.KIND_F, t=trace_parse.KIND_T))
         reader = rel.to_arrow_reader(_OUT_ROWS) if hasattr(rel, "to_arrow_reader") \
             else rel.fetch_record_batch(_OUT_ROWS)
         # large_string: what pandas' string columns hold, so the frame maps them without a copy
@@ -566,7 +566,7 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
 def _counters(aux: pa.Table | None, origin_ns: int) -> pd.DataFrame:
     if aux is None:
         return trace._counter_frame(None)
-    c = aux.filter(pc.equal(aux.column("kind"), trace.KIND_C))
+    c = aux.filter(pc.equal(aux.column("kind"), trace_parse.KIND_C))
     if not len(c):
         return trace._counter_frame(None)
     rel_us = (c.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0
