@@ -170,3 +170,23 @@ def test_a_multi_file_source_never_loads_on_disk(monkeypatch):
     monkeypatch.setenv(trace_disk.ENV_FORCE, "1")
     assert not trace_disk.wanted([REAL[0], REAL[1]])
     assert trace_disk.wanted([REAL[0]])
+
+
+def test_with_the_cache_off_the_files_go_to_a_temporary_folder(tmp_path, monkeypatch):
+    """No cache dir: the timeline's files are written under the temp dir (removed at exit), never beside
+    the profile, and the frames are the same."""
+    monkeypatch.setenv(cache.ENV, "off")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    src = tmp_path / "run"
+    shutil.copytree(REAL[1].parent, src)
+    before = sorted(p.relative_to(src) for p in src.rglob("*"))
+    monkeypatch.setenv(trace_disk.ENV_FORCE, "1")
+    data = trace.trace_data(nbprofiler.io.discover.discover(src)[0])
+    store = Path(data.timeline.attrs["store"])
+    assert (tmp_path / "tmp") in store.parents
+    assert sorted(p.relative_to(src) for p in src.rglob("*")) == before
+    monkeypatch.delenv(trace_disk.ENV_FORCE)
+    _assert_same(trace.load_trace([REAL[1]], progress=False), data)
