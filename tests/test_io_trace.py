@@ -320,15 +320,16 @@ def _frames(paths):
 
 @pytest.mark.parametrize("path", [TORCH, MS2, WIDEDEEP])
 def test_batched_parse_equals_one_batch(path, monkeypatch):
-    """The reader hands over batches; the timeline is assembled from the batches' own sorted runs when
-    every track runs forward in time across batches, else sorted globally. Small batches (many runs,
-    tracks going back in time across batches in these real files) and the forced global sort give
-    the same frames as one batch."""
+    """The reader hands over batches; the timeline is assembled track by track from the batches' own
+    sorted runs (a track that goes back in time across batches is sorted alone). Small batches (many runs,
+    tracks going back in time across batches in these real files) give the same frames as one batch, and
+    as the global sort of every event that several merged files take (`trace._build`)."""
     one = _frames([path])
     monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 97)
     small = _frames([path])
-    monkeypatch.setattr(trace, "_presorted", lambda *a: None)
-    forced = _frames([path])
+    legacy = "timeline_display" in path.name
+    data = trace._build(trace_parse._parse_chunks(path), [path], legacy=legacy, gpu=path.name.startswith("gpu_"))
+    forced = data.origin_us, data.frames()
     for other in (small, forced):
         assert other[0] == one[0]
         for name, df in one[1].items():
@@ -337,16 +338,18 @@ def test_batched_parse_equals_one_batch(path, monkeypatch):
 
 
 def test_presorted_runs_are_used_for_time_ordered_files(tmp_path, monkeypatch):
-    """A synthetic trace is written in time order per track: with many batches the timeline comes from
-    the batches' runs (no global sort), and equals the exact parse."""
+    """A synthetic trace is written in time order per track: with many batches every track is the
+    concatenation of the batches' runs (no track is sorted), and the timeline equals the exact parse."""
+    from nbprofiler.io import trace_disk
     p = tmp_path / "trace_view.json"
     write_trace(p, 300_000, seed=3)
     monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 500)
-    used = []
-    real = trace._presorted
-    monkeypatch.setattr(trace, "_presorted", lambda *a: used.append(real(*a)) or used[-1])
+    batches, sorted_tracks = [], []
+    real_sink, real_sort = trace_disk._Sink.__call__, trace_disk._sorted_track
+    monkeypatch.setattr(trace_disk._Sink, "__call__", lambda self, *a: batches.append(1) or real_sink(self, *a))
+    monkeypatch.setattr(trace_disk, "_sorted_track", lambda *a: sorted_tracks.append(1) or real_sort(*a))
     fast, _ = _fast([p])
-    assert used and used[0] is not None
+    assert len(batches) > 5 and not sorted_tracks
     _same(fast, _reference([p])[0])
 
 

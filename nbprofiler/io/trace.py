@@ -14,14 +14,16 @@ The work is split by job:
 - `nbprofiler.io.trace_exact`, the exact validator: when duckdb rejects a file, a slower exact parse
   (stdlib json, one element at a time) finds the line of the error, so the user gets
   `TruncatedFileError` / `MalformedFileError` with a line number.
-- this module, the frame assembly: the digested batches -> the ``timeline``, ``tracks``, ``flows`` and
-  ``counters`` frames. When every track runs forward in time from batch to batch (files are written in
-  time order), the timeline is the concatenation of the batches' sorted runs; otherwise it is sorted
-  globally. Everything is vectorised numpy/Arrow/duckdb work; only metadata (``M``) and ``B``/``E``
-  events, a tiny fraction, are touched one by one. Tracks are named from the ``M`` events, else by the
-  legacy conventions.
-
-A trace too large for memory loads on disk instead (`nbprofiler.io.trace_disk`, the same parse).
+- `nbprofiler.io.trace_disk`, the build of one file: each digested batch coded against running
+  dictionaries and its X events sorted per track as it is read; the timeline then assembled track by
+  track (a track that runs forward in time from batch to batch, as files written in time order do, is
+  the concatenation of its runs). The runs and the columns are kept in memory (`load_trace` of one file),
+  or, for a trace too large for memory, spilled to disk and memory-mapped.
+- this module: the entry points, the track naming (from the ``M`` events, else by the legacy
+  conventions), flows and counters, and the build of several files merged (per-iteration CANN exports:
+  their repeated events are deduplicated, then the timeline is sorted globally). Everything is vectorised
+  numpy/Arrow/duckdb work; only metadata (``M``) and ``B``/``E`` events, a tiny fraction, are touched one
+  by one.
 Parsed frames are cached (LZ4 Arrow IPC files) in the user cache dir (`nbprofiler.io.cache`), keyed by
 path, size and mtime of every source file, so a second open of a big trace reads them instead of JSON.
 """
@@ -175,6 +177,10 @@ def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: b
     paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     if legacy is None:
         legacy = any("timeline_display" in p.name for p in paths)
+    if len(paths) == 1:
+        # one file: the build that codes and sorts each batch as it is read (`trace_disk`), in memory
+        from . import trace_disk
+        return trace_disk.build_in_memory(paths[0], legacy=legacy, progress=progress)
     gpu = any(p.name.startswith("gpu_") for p in paths)
     total = sum(check_size(p, "trace") for p in paths)
     with _Progress(total, f"parsing {paths[0].name}" + (f" (+{len(paths) - 1})" if len(paths) > 1 else ""),
@@ -313,8 +319,7 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
             m &= ~absurd
 
     origin_ns = int(ts_ns[timed].min()) if timed.any() else 0
-    rel_ns = ts_ns - origin_ns
-    rel_us = rel_ns.astype(np.float64) / 1000.0
+    rel_us = (ts_ns - origin_ns).astype(np.float64) / 1000.0
     del ts_ns
 
     # Track = (pid, tid) of every slice and flow end, via dictionary codes (no per-row Python work).
@@ -339,7 +344,7 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbprofiler-trace") as pool:
         side = pool.submit(lambda: (_flows(flow, kind, is_flow, row_track, rel_us),
                                     _counters(aux, is_counter[aux_rows], rel_us)))
-        timeline = _timeline(chunks, kind, is_x, is_b, row_track, rel_ns, rel_us, dur, multi, paths)
+        timeline = _timeline(chunks, kind, is_x, is_b, row_track, rel_us, dur, multi, paths)
         flows, counters = side.result()
     tracks["events"] = np.bincount(timeline["track"].to_numpy(), minlength=len(tracks)).astype(np.int64)
     # int / int is correctly rounded in Python; int / float would round the 19-digit ns first
@@ -448,18 +453,13 @@ def _op_types(names: pd.Categorical, type_codes: np.ndarray, type_values: np.nda
     return pd.Categorical.from_codes(codes.astype(np.int32), categories=cats)
 
 
-def _timeline(chunks, kind, is_x, is_b, row_track, rel_ns, rel_us, dur, multi, paths) -> pd.DataFrame:
+def _timeline(chunks, kind, is_x, is_b, row_track, rel_us, dur, multi, paths) -> pd.DataFrame:
     name_code, name_values = _unify(chunks, "name")
     cat_code, cat_values = _unify(chunks, "cat")
     type_code, type_values = _unify(chunks, "arg_type")
-    fast = None if (multi or is_b.any()) else _presorted(chunks, row_track, rel_ns)
-    if fast is not None:
-        rows, args, from_pair = fast[0], fast[1], np.zeros(len(fast[0]), dtype=bool)
-        track, start, length = row_track[rows], rel_us[rows], dur[rows]
-    else:
-        rows, track, start, length, from_pair = _sorted_rows(kind, is_x, is_b, row_track, rel_us, dur,
-                                                             name_code, multi, paths)
-        args = _gather_args(chunks, rows, len(kind))
+    rows, track, start, length, from_pair = _sorted_rows(kind, is_x, is_b, row_track, rel_us, dur,
+                                                         name_code, multi, paths)
+    args = _gather_args(chunks, rows, len(kind))
     names = _categorical(name_code[rows], name_values)
     del name_code
     ph = pd.Categorical.from_codes(from_pair.astype(np.int8), categories=pd.Index(["X", "B"], dtype=str))
@@ -473,52 +473,6 @@ def _timeline(chunks, kind, is_x, is_b, row_track, rel_ns, rel_us, dur, multi, p
         "dur_us": length.astype(np.float64),
         "args": args.to_pandas(),
     })
-
-
-def _presorted(chunks, row_track, rel_ns):
-    """(rows, args) of the X events in (track, start, file order) from the batches' own sorted spans,
-    with no gather: each batch's spans are grouped by track, and when every track's events run forward
-    in time from one batch to the next (a file written in time order), the timeline is the
-    concatenation, track by track and batch by batch, of those groups. None when some track goes back
-    in time across batches (then the caller sorts globally)."""
-    seg_track, seg_chunk, seg_lo, seg_hi, seg_first, seg_last = [], [], [], [], [], []
-    spans, span_args = [], []
-    for i, c in enumerate(chunks):
-        g = c.spans + c.offset
-        placed = row_track[g] >= 0  # events skipped since the batch was read (an impossible dur) have none
-        if not placed.all():
-            g = g[placed]
-            spans.append(c.spans[placed])
-            span_args.append(c.span_args.filter(pa.array(placed)))
-        else:
-            spans.append(c.spans)
-            span_args.append(c.span_args)
-        if not len(g):
-            continue
-        t = row_track[g]
-        cut = np.flatnonzero(np.diff(t)) + 1
-        lo = np.concatenate([[0], cut])
-        hi = np.concatenate([cut, [len(g)]])
-        seg_track.append(t[lo])
-        seg_chunk.append(np.full(len(lo), i))
-        seg_lo.append(lo)
-        seg_hi.append(hi)
-        seg_first.append(rel_ns[g[lo]])
-        seg_last.append(rel_ns[g[hi - 1]])
-    if not seg_track:
-        return np.zeros(0, np.int64), pa.chunked_array([], pa.string())
-    track, chunk, lo, hi, first, last = (np.concatenate(a) for a in
-                                         (seg_track, seg_chunk, seg_lo, seg_hi, seg_first, seg_last))
-    order = np.lexsort((chunk, track))
-    track, chunk, lo, hi, first, last = (a[order] for a in (track, chunk, lo, hi, first, last))
-    same = track[1:] == track[:-1]
-    if (same & (last[:-1] > first[1:])).any() or (same & (chunk[1:] == chunk[:-1])).any():
-        return None
-    rows = np.concatenate([spans[c][a:b] + chunks[c].offset for c, a, b in zip(chunk, lo, hi)])
-    args = pa.chunked_array([span_args[c].slice(a, b - a) for c, a, b in zip(chunk, lo, hi)],
-                            type=pa.string())
-    # one contiguous column: a column of many small chunks makes every later take concatenate it
-    return rows, pa.chunked_array([args.combine_chunks()])
 
 
 def _sorted_rows(kind, is_x, is_b, row_track, rel_us, dur, name_code, multi, paths):

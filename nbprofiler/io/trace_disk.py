@@ -25,6 +25,7 @@ not loaded this way: each of their files is small.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import mmap
 import os
@@ -142,8 +143,10 @@ class _Codes:
 class _Sink:
     """Digests batches like `trace_parse._digest` and keeps only what the store needs (see the module doc)."""
 
-    def __init__(self, spill: Path):
-        self.spill_path = spill
+    def __init__(self, spill: Path | None):
+        self.spill_path = spill  # None: the runs and the flow events are kept in memory
+        self.kept: list[pa.RecordBatch] = []
+        self.flow_tables: list[pa.Table] = []
         self.writer = None
         self.codes = {c: _Codes() for c in trace_parse._CODED}
         self.pairs: dict[int, int] = {}  # pid code << 32 | tid code -> pair id
@@ -156,7 +159,7 @@ class _Sink:
         self.bad = [0, None, None]     # count, first global row, field
         self.absurd = [0, None, None]  # count, first global row, its dur
         self.be: list[pa.Table] = []
-        self.flows_path = spill.with_name(spill.stem + "-flows.parquet")
+        self.flows_path = spill.with_name(spill.stem + "-flows.parquet") if spill is not None else None
         self.flow_writer = None
         self.aux: list[pa.Table] = []
         self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
@@ -245,10 +248,13 @@ class _Sink:
                            **{k: fl.column(k).cast(pa.string()) for k in ("cat", "id", "name")},
                            "kind": pa.array(kind[frows]), "pair": pa.array(pair[frows]),
                            "ts_ns": pa.array(ts_ns[frows])})
-            if self.flow_writer is None:
-                import pyarrow.parquet as pq
-                self.flow_writer = pq.ParquetWriter(str(self.flows_path), fl.schema, compression="none")
-            self.flow_writer.write_table(fl)
+            if self.flows_path is None:
+                self.flow_tables.append(fl)
+            else:
+                if self.flow_writer is None:
+                    import pyarrow.parquet as pq
+                    self.flow_writer = pq.ParquetWriter(str(self.flows_path), fl.schema, compression="none")
+                self.flow_writer.write_table(fl)
         if len(c.aux):
             arows = c.aux.column("row").to_numpy() - offset
             ok = (kind[arows] == trace_parse.KIND_M) | is_counter[arows]
@@ -270,6 +276,9 @@ class _Sink:
         self.used[col] = counts
 
     def _write(self, batch: pa.RecordBatch) -> None:
+        if self.spill_path is None:
+            self.kept.append(batch)
+            return
         if self.writer is None:
             self.writer = pa.ipc.new_file(str(self.spill_path), batch.schema)
         self.writer.write_batch(batch)
@@ -288,40 +297,57 @@ class _Read:
         self.n = n
 
 
+def _parse(path: Path, spill_dir: Path | None, bar, share: float, family: str) -> _Sink:
+    """Read ``path`` into a `_Sink` (spilling to ``spill_dir``, or kept in memory when None); the progress
+    bar moves ``share`` of the file's size with the bytes parsed."""
+    sinks: list[_Sink] = []
+
+    def make_digest():  # a retried read starts a fresh sink
+        sink = _Sink(spill_dir / f"spill-{len(sinks)}.arrow" if spill_dir is not None else None)
+        sinks.append(sink)
+        return sink
+
+    size = path.stat().st_size
+    moved = [0.0]
+
+    def parsed(nbytes):
+        step = min(nbytes * share, size * share - moved[0])
+        moved[0] += step
+        bar.advance(step)
+    reads = trace_parse._parse_chunks(path, on_batch=parsed, make_digest=make_digest, family=family)
+    bar.advance(size * share - moved[0])
+    for s in sinks:
+        s.close()
+    for old in sinks[:-1]:
+        for f in (old.spill_path, old.flows_path):
+            if f is not None:
+                f.unlink(missing_ok=True)
+    if not reads:
+        raise EmptyFileError(path, "the trace holds no events")
+    return sinks[-1]
+
+
 def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
     """Parse ``path`` into a store at ``dest`` (written to a temp dir beside it, renamed into place)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=dest.parent))
     try:
-        sinks: list[_Sink] = []
-
-        def make_digest():
-            sink = _Sink(tmp / f"spill-{len(sinks)}.arrow")  # a retried read starts a fresh spill
-            sinks.append(sink)
-            return sink
-
         size = path.stat().st_size
         with trace._Progress(size, f"parsing {path.name} (on disk)", enabled=progress) as bar:
-            moved = [0.0]
-
-            def parsed(nbytes):
-                step = min(nbytes * 0.7, size * 0.7 - moved[0])
-                moved[0] += step
-                bar.advance(step)
-            reads = trace_parse._parse_chunks(path, on_batch=parsed, make_digest=make_digest, family="trace_disk")
-            bar.advance(size * 0.7 - moved[0])
-            for s in sinks:
-                s.close()
-            if not reads:
-                raise EmptyFileError(path, "the trace holds no events")
-            sink = sinks[-1]
-            for old in sinks[:-1]:
-                old.spill_path.unlink(missing_ok=True)
-                old.flows_path.unlink(missing_ok=True)
-            _assemble(sink, path, tmp, legacy=legacy, gpu=path.name.startswith("gpu_"),
-                      advance=lambda f: bar.advance(size * 0.3 * f))
-        sink.spill_path.unlink(missing_ok=True)
-        sink.flows_path.unlink(missing_ok=True)
+            sink = _parse(path, tmp, bar, 0.7, "trace_disk")
+            done = _assemble(sink, path, _ColumnFiles(tmp), legacy=legacy, gpu=path.name.startswith("gpu_"),
+                             advance=lambda f: bar.advance(size * 0.3 * f))
+        small = {"tracks": done.tracks, "counters": done.counters}
+        if not _flows(sink, done.track_of_pair, done.origin_ns, tmp):
+            small["flows"] = trace._flow_frame(None)
+        import pyarrow.feather as feather
+        for name, df in small.items():
+            feather.write_feather(df, tmp / f"{name}.arrow", compression="uncompressed")
+        (tmp / "meta.json").write_text(json.dumps({
+            "version": STORE_VERSION, "rows": int(done.n), "origin_ns": int(done.origin_ns), "source": str(path),
+            "categories": done.categories, "dtypes": {c: d.str for c, d in done.dtypes.items()}}))
+        for f in (sink.spill_path, sink.flows_path):
+            f.unlink(missing_ok=True)
         if dest.exists():
             shutil.rmtree(dest, ignore_errors=True)
         os.replace(tmp, dest)
@@ -330,7 +356,120 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
         raise
 
 
-def _assemble(sink: _Sink, path: Path, out: Path, legacy: bool, gpu: bool, advance) -> None:
+def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.TraceData:
+    """The same build with nothing written: the runs and the columns are kept in memory (how
+    `nbprofiler.io.trace.load_trace` reads one file). The timeline's ``args`` is the runs' own text,
+    not a copy."""
+    size = path.stat().st_size
+    with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar:
+        sink = _parse(path, None, bar, 0.8, "trace")
+        # in memory the assembly is a small share of a load: the bar takes it in one step
+        done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
+                         advance=lambda f: None)
+        bar.advance(size * 0.2)
+    fl = pa.concat_tables(sink.flow_tables) if sink.flow_tables else None
+    flows = _flow_frame_of(fl, done.track_of_pair, done.origin_ns)
+    columns = done.columns
+    timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
+                               done.categories)
+    return trace.TraceData(origin_us=done.origin_ns / 1000, timeline=timeline, tracks=done.tracks,
+                           flows=flows, counters=done.counters)
+
+
+class _ColumnFiles:
+    """The timeline's columns written to the store as they are assembled: numeric ones to ``.npy``
+    files (header first, then appended), ``args`` to an Arrow IPC file in batches of `_OUT_ROWS`."""
+
+    def __init__(self, out: Path):
+        self.out = out
+
+    def open(self, dtypes: dict, n: int) -> None:
+        self.files = {c: open(self.out / f"timeline.{c}.npy", "wb") for c in _COLUMNS}
+        for c, f in self.files.items():
+            np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dtypes[c]),
+                                                     "fortran_order": False, "shape": (n,)})
+        self.dtypes = dtypes
+        self.args = pa.ipc.new_file(str(self.out / "timeline.args.arrow"), pa.schema([("args", pa.large_string())]))
+        self.pending: list[pa.Array] = []
+        self.pending_rows = 0
+
+    def add(self, cols: dict, args: pa.Array) -> bool:
+        """Append rows; True when the args written so far went to disk (the spill's pages can go)."""
+        for c, f in self.files.items():
+            f.write(np.ascontiguousarray(cols[c], dtype=self.dtypes[c]).tobytes())
+        self.pending.append(args)
+        self.pending_rows += len(args)
+        if self.pending_rows < _OUT_ROWS:
+            return False
+        self._flush()
+        return True
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.args.write_batch(pa.record_batch([pa.concat_arrays(self.pending)], names=["args"]))
+        self.pending, self.pending_rows = [], 0
+
+    def close(self) -> None:
+        try:
+            self._flush()
+        finally:
+            self.args.close()
+            for f in self.files.values():
+                f.close()
+
+
+class _ColumnArrays:
+    """The timeline's columns kept in memory: numeric ones filled into arrays, ``args`` as the runs' own
+    slices (no copy of the text)."""
+
+    def open(self, dtypes: dict, n: int) -> None:
+        self.arrays = {c: np.empty(n, dtype=dtypes[c]) for c in _COLUMNS}
+        self.args: list[pa.Array] = []
+        self.at = 0
+
+    def add(self, cols: dict, args: pa.Array) -> bool:
+        k = len(args)
+        for c, arr in self.arrays.items():
+            arr[self.at:self.at + k] = cols[c]
+        self.args.append(args)
+        self.at += k
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class _Kept:
+    """The runs of a build kept in memory, read like `_Spill`."""
+
+    def __init__(self, batches: list[pa.RecordBatch]):
+        self.batches = batches
+
+    def rows(self, batch: int, lo: int, hi: int) -> pa.Table:
+        return pa.Table.from_batches([self.batches[batch].slice(lo, hi - lo)])
+
+    def release(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@dataclasses.dataclass
+class _Assembled:
+    tracks: pd.DataFrame
+    counters: pd.DataFrame
+    track_of_pair: np.ndarray
+    origin_ns: int
+    categories: dict
+    dtypes: dict
+    n: int
+    columns: object
+
+
+def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance) -> _Assembled:
+    """The timeline's columns, track by track in display order, into ``columns`` (`_ColumnFiles` or
+    `_ColumnArrays`), and the small frames."""
     if sink.bad[0]:
         warn_partial(MalformedFileError(path, f"{sink.bad[0]} event(s) without a numeric {sink.bad[2]!r} or "
                                               "'ph' skipped (the first is shown)",
@@ -378,15 +517,9 @@ def _assemble(sink: _Sink, path: Path, out: Path, legacy: bool, gpu: bool, advan
                   "cat": cat_values.tolist()}
     dtypes = {"track": np.dtype(np.int32), "start_us": np.dtype(np.float64), "dur_us": np.dtype(np.float64),
               **{c: _codes_dtype(len(categories[c])) for c in _CATEGORICAL}}
-    files = {c: open(out / f"timeline.{c}.npy", "wb") for c in _COLUMNS}
-    for c, f in files.items():
-        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dtypes[c]),
-                                                 "fortran_order": False, "shape": (n,)})
-    args_writer = pa.ipc.new_file(str(out / "timeline.args.arrow"), pa.schema([("args", pa.large_string())]))
-    pending: list[pa.Array] = []
-    pending_rows = 0
+    columns.open(dtypes, n)
     events = np.zeros(len(tracks), dtype=np.int64)
-    spill = _Spill(sink.spill_path) if sink.batches else None
+    spill = (_Spill(sink.spill_path) if sink.spill_path is not None else _Kept(sink.kept)) if sink.batches else None
     try:
         bounds = np.flatnonzero(np.diff(seg_track)) + 1
         by_track = {int(seg_track[lo]): (lo, hi) for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(segs)])
@@ -415,40 +548,22 @@ def _assemble(sink: _Sink, path: Path, out: Path, legacy: bool, gpu: bool, advan
                         "cat": cat_map[part.column("cat").to_numpy()],
                         "start_us": (part.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0,
                         "dur_us": part.column("dur").to_numpy()}
-                for c, f in files.items():
-                    f.write(np.ascontiguousarray(cols[c], dtype=dtypes[c]).tobytes())
-                pending.append(part.column("args").combine_chunks())
-                pending_rows += k
                 events[t] += k
-                if pending_rows >= _OUT_ROWS:
-                    args_writer.write_batch(pa.record_batch([pa.concat_arrays(pending)], names=["args"]))
-                    pending, pending_rows = [], 0
-                    if spill is not None:
-                        spill.release()
+                if columns.add(cols, part.column("args").combine_chunks()) and spill is not None:
+                    spill.release()
             if spill is not None:
                 spill.release()
             advance(1 / max(len(tracks), 1))
-        if pending:
-            args_writer.write_batch(pa.record_batch([pa.concat_arrays(pending)], names=["args"]))
     finally:
-        args_writer.close()
-        for f in files.values():
-            f.close()
+        columns.close()
         if spill is not None:
             spill.close()
     if events.sum() != n:  # every X event lands on its pair's track: a mismatch is a bug, not bad data
         raise AssertionError(f"on-disk timeline wrote {events.sum()} of {n} events")
 
     tracks["events"] = events
-    small = {"tracks": tracks, "counters": _counters(aux, origin_ns)}
-    if not _flows(sink, track_of_pair, origin_ns, out):
-        small["flows"] = trace._flow_frame(None)
-    import pyarrow.feather as feather
-    for name, df in small.items():
-        feather.write_feather(df, out / f"{name}.arrow", compression="uncompressed")
-    (out / "meta.json").write_text(json.dumps({
-        "version": STORE_VERSION, "rows": int(n), "origin_ns": int(origin_ns), "source": str(path),
-        "categories": categories, "dtypes": {c: d.str for c, d in dtypes.items()}}))
+    return _Assembled(tracks=tracks, counters=_counters(aux, origin_ns), track_of_pair=track_of_pair,
+                      origin_ns=origin_ns, categories=categories, dtypes=dtypes, n=n, columns=columns)
 
 
 def _used(counts: np.ndarray, pos: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -574,6 +689,31 @@ def _counters(aux: pa.Table | None, origin_ns: int) -> pd.DataFrame:
 
 
 # -- opening a store --------------------------------------------------------------------------------
+def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict) -> pd.DataFrame:
+    """The timeline frame over these column arrays (category codes in `_codes_dtype`) and args, sharing
+    their memory: no column is copied."""
+    cols = {}
+    for c in _COLUMNS:
+        arr = arrays[c]
+        if c in _CATEGORICAL:
+            arr = pd.Categorical.from_codes(arr, categories=pd.Index(categories[c], dtype=str), validate=False)
+        cols[c] = pd.Series(arr, copy=False)
+    # pandas' default string dtype, backed by the Arrow array (no copy)
+    cols["args"] = pd.Series(pd.Series([], dtype=str).dtype.__from_arrow__(args), copy=False)
+    return pd.DataFrame(cols, copy=False)
+
+
+def _flow_frame_of(fl: pa.Table | None, track_of_pair: np.ndarray, origin_ns: int) -> pd.DataFrame:
+    """The flows frame from the flow events a build kept in memory."""
+    if fl is None or not len(fl):
+        return trace._flow_frame(None)
+    rel_us = (fl.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0
+    return trace._flow_frame(pa.table({
+        "kind": fl.column("kind"), **{c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")},
+        "seq": fl.column("row"), "track": pa.array(track_of_pair[fl.column("pair").to_numpy()]),
+        "us": pa.array(rel_us)}))
+
+
 def _open(store: Path) -> trace.TraceData | None:
     """The frames of a complete store (its meta is written last), or None. The timeline's columns are
     views of the mapped files (read-only; pandas copies on write)."""
@@ -582,23 +722,18 @@ def _open(store: Path) -> trace.TraceData | None:
         if meta.get("version") != STORE_VERSION:
             return None
         n, cats = int(meta["rows"]), meta["categories"]
-        cols = {}
+        arrays = {}
         for c in _COLUMNS:
             arr = np.load(store / f"timeline.{c}.npy", mmap_mode="r").view(np.ndarray)  # a plain view of the map
             if arr.shape != (n,) or arr.dtype != np.dtype(meta["dtypes"][c]):
                 return None
-            if c in _CATEGORICAL:
-                values = pd.Index(cats[c], dtype=str)
-                if arr.dtype != _codes_dtype(len(values)):
-                    return None
-                arr = pd.Categorical.from_codes(arr, categories=values, validate=False)
-            cols[c] = pd.Series(arr, copy=False)
+            if c in _CATEGORICAL and arr.dtype != _codes_dtype(len(cats[c])):
+                return None
+            arrays[c] = arr
         args = pa.ipc.open_file(pa.memory_map(str(store / "timeline.args.arrow"))).read_all().column("args")
         if len(args) != n:
             return None
-        # pandas' default string dtype, backed by the mapped Arrow array (no copy)
-        cols["args"] = pd.Series(pd.Series([], dtype=str).dtype.__from_arrow__(args), copy=False)
-        timeline = pd.DataFrame(cols, copy=False)
+        timeline = _timeline_frame(arrays, args, cats)
         timeline.attrs["store"] = str(store)
         import pyarrow.feather as feather
         small = {name: feather.read_table(store / f"{name}.arrow", memory_map=True).to_pandas(split_blocks=True)
