@@ -1,26 +1,27 @@
-"""Traces larger than memory: the streaming parse of `nbprofiler.io.trace_parse`, with each batch's events
-written to disk as it is read, the timeline assembled on disk, and its frame memory-mapped from there.
+"""The build of one trace file, batch by batch: in memory (`build_in_memory`, what
+`nbprofiler.io.trace.load_trace` uses for one file), or on disk for a trace larger than memory (`load`,
+`build`), the timeline's frame then memory-mapped from its files.
 
-`nbprofiler.io.trace` builds a trace's frames in memory (peak ~3.5x the file). A trace whose frames
-would not fit (the memory guard's ``trace`` row, `nbprofiler.io._util.EXPANSION`) is loaded here
-instead, with the same parse (the same duckdb reads, retries and errors) and the same frames:
-
-1. Each record batch is digested as in memory, then reduced to its placeable X events, coded against
-   running dictionaries (pid, tid, name, cat, args.type), sorted by (track, ts, file order) and written
-   to a spill file (Arrow IPC). What stays in memory is small: the dictionaries, the M/C/flow/B/E events,
-   and per batch one (track, first ts, last ts) segment per track.
-2. The timeline is written track by track in display order: a track whose segments run forward in
+1. Each record batch of the streaming parse (`nbprofiler.io.trace_parse`) is digested, then reduced to
+   its placeable X events, coded against running dictionaries (pid, tid, name, cat, args.type), sorted by
+   (track, ts, file order) and kept (in memory, or spilled to an Arrow IPC file). What else is kept is
+   small: the dictionaries, the M/C/flow/B/E events, and per batch one (track, first ts, last ts) segment
+   per track. The reader parses the next batch meanwhile, so most of this work is hidden behind it.
+2. The timeline is assembled track by track in display order: a track whose segments run forward in
    time from batch to batch (a file written in time order) is the concatenation of its segments;
-   otherwise (or with B/E pairs) that track alone is sorted in memory.
-3. The columns land in a store directory (numeric columns as ``.npy``, ``args`` as Arrow IPC, the small
-   frames as Feather): in the user cache dir (`nbprofiler.io.cache`, so a second open maps it again in
-   well under a second), else a temporary dir removed at exit. The timeline frame's columns are
+   otherwise (or with B/E pairs) that track alone is sorted. In memory, ``args`` is the kept runs' own
+   text (no copy).
+3. On disk, the columns land in a store directory (numeric columns as ``.npy``, ``args`` as Arrow IPC,
+   the small frames as Feather): in the user cache dir (`nbprofiler.io.cache`, so a second open maps it
+   again in well under a second), else a temporary dir removed at exit. The timeline frame's columns are
    zero-copy views of the mapped files: memory is spent on the pages a query touches, and ``args`` is
-   read from disk only for the rows that are looked at.
+   read from disk only for the rows that are looked at. A trace goes there when its in-memory build
+   would not fit (the memory guard's ``trace`` row, `nbprofiler.io._util.EXPANSION`), or always with
+   ``NBPROFILER_TRACE_ON_DISK=1``.
 
-Peak memory is the spill writer's batch plus the largest out-of-order track, whatever the file size
-(measured in ``benchmarks/bench_big_trace.py``). Multi-file sources (per-iteration CANN exports) are
-not loaded this way: each of their files is small.
+On disk, peak memory is the spill writer's batch plus the largest out-of-order track, whatever the file
+size (``benchmarks/bench_big_trace.py``). Merged multi-file sources (per-iteration CANN exports) are built
+by `nbprofiler.io.trace`: each of their files is small.
 """
 from __future__ import annotations
 
