@@ -278,6 +278,36 @@ def _unify(chunks: list[_Chunk], column: str) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int32, copy=False), values
 
 
+# -- events that cannot be placed ----------------------------------------------------------------------
+def skipped_events(kind: np.ndarray, ts_ok: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bad, absurd) masks of the events skipped and reported. ``bad``: no ``ph``, a timed event without a
+    numeric ts, or an X without a numeric dur. ``absurd``: the other X events with a duration no profiler
+    writes (negative, not finite, or over `MAX_DURATION_US`), which would stretch the timeline and every
+    sum over it."""
+    timed = (kind >= KIND_X) & (kind <= KIND_C)
+    is_x = kind == KIND_X
+    bad = (timed & ~ts_ok) | (is_x & np.isnan(dur)) | (kind == KIND_NO_PH)
+    with np.errstate(invalid="ignore"):
+        absurd = is_x & ~bad & ((dur < 0) | ~np.isfinite(dur) | (dur > MAX_DURATION_US))
+    return bad, absurd
+
+
+def bad_field(kind: np.ndarray, ts_ok: np.ndarray, row: int) -> str:
+    """The field that makes ``row`` (a `skipped_events` bad one) unplaceable."""
+    return "ph" if kind[row] == KIND_NO_PH else ("ts" if not ts_ok[row] else "dur")
+
+
+def warn_unplaced(path: Path, count: int, field: str, line: int | None) -> None:
+    warn_partial(MalformedFileError(path, f"{count} event(s) without a numeric {field!r} or 'ph' skipped (the "
+                                          "first is shown)", line=line, field=field))
+
+
+def warn_impossible_dur(path: Path, count: int, first_dur: float, line: int | None) -> None:
+    warn_partial(MalformedFileError(path, f"{count} event(s) with an impossible 'dur' ({first_dur!r} us: negative, "
+                                          f"not finite or over {MAX_DURATION_US:.0e} us) skipped (the first is "
+                                          "shown)", line=line, field="dur"))
+
+
 def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> TraceData:
     multi = len(paths) > 1
     kind = np.concatenate([c.kind for c in chunks])
@@ -292,31 +322,19 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
     is_flow = (kind >= KIND_S) & (kind <= KIND_T)
     is_counter = kind == KIND_C
 
-    # Events that cannot be placed: no/non-numeric ts, or an X without a numeric dur. Skipped, reported.
-    timed = (kind >= KIND_X) & (kind <= KIND_C)
-    no_ph = kind == KIND_NO_PH
-    bad = (timed & ~ts_ok) | (is_x & np.isnan(dur)) | no_ph
+    bad, absurd = skipped_events(kind, ts_ok, dur)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
-        field = "ph" if no_ph[first] else ("ts" if not ts_ok[first] else "dur")
-        line = _line_of_event(paths[0], first) if not multi else None
-        warn_partial(MalformedFileError(paths[0], f"{int(bad.sum())} event(s) without a numeric {field!r} or "
-                                                  "'ph' skipped (the first is shown)", line=line, field=field))
-        for m in (is_x, is_b, is_flow, is_counter, timed):
-            m &= ~bad
-
-    # Durations no profiler writes (negative, not finite, or over MAX_DURATION_US) would stretch the
-    # timeline and every sum over it: those events are skipped, reported.
-    absurd = is_x & ~np.isnan(dur) & ((dur < 0) | ~np.isfinite(dur) | (dur > MAX_DURATION_US))
+        warn_unplaced(paths[0], int(bad.sum()), bad_field(kind, ts_ok, first),
+                      _line_of_event(paths[0], first) if not multi else None)
     if absurd.any():
         first = int(np.flatnonzero(absurd)[0])
-        line = _line_of_event(paths[0], first) if not multi else None
-        warn_partial(MalformedFileError(paths[0], f"{int(absurd.sum())} event(s) with an impossible 'dur' "
-                                                  f"({float(dur[first])!r} us: negative, not finite or over "
-                                                  f"{MAX_DURATION_US:.0e} us) skipped (the first is shown)",
-                                        line=line, field="dur"))
-        for m in (is_x, timed):
-            m &= ~absurd
+        warn_impossible_dur(paths[0], int(absurd.sum()), float(dur[first]),
+                            _line_of_event(paths[0], first) if not multi else None)
+    timed = ((kind >= KIND_X) & (kind <= KIND_C)) & ~bad & ~absurd
+    for m in (is_x, is_b, is_flow, is_counter):
+        m &= ~bad
+    is_x &= ~absurd
 
     origin_ns = int(ts_ns[timed].min()) if timed.any() else 0
     rel_us = (ts_ns - origin_ns).astype(np.float64) / 1000.0

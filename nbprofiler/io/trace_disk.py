@@ -41,7 +41,6 @@ import pyarrow.compute as pc
 
 from ..errors import EmptyFileError, FileTooLargeError, MalformedFileError
 from . import _util, cache, trace, trace_exact, trace_parse
-from ._util import warn_partial
 
 # Bump when the store's layout changes, so stale stores are not mapped.
 STORE_VERSION = 3
@@ -172,25 +171,21 @@ class _Sink:
         is_b = (kind == trace_parse.KIND_B) | (kind == trace_parse.KIND_E)
         is_flow = (kind >= trace_parse.KIND_S) & (kind <= trace_parse.KIND_T)
         is_counter = kind == trace_parse.KIND_C
-        timed = (kind >= trace_parse.KIND_X) & (kind <= trace_parse.KIND_C)
-        no_ph = kind == trace_parse.KIND_NO_PH
-        bad = (timed & ~ts_ok) | (is_x & np.isnan(dur)) | no_ph
+        bad, absurd = trace.skipped_events(kind, ts_ok, dur)
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
             if self.bad[1] is None:
-                self.bad[1:] = [offset + first, "ph" if no_ph[first] else ("ts" if not ts_ok[first] else "dur")]
+                self.bad[1:] = [offset + first, trace.bad_field(kind, ts_ok, first)]
             self.bad[0] += int(bad.sum())
-            for m in (is_x, is_b, is_flow, is_counter, timed):
-                m &= ~bad
-        with np.errstate(invalid="ignore"):
-            absurd = is_x & ~np.isnan(dur) & ((dur < 0) | ~np.isfinite(dur) | (dur > trace.MAX_DURATION_US))
         if absurd.any():
             first = int(np.flatnonzero(absurd)[0])
             if self.absurd[1] is None:
                 self.absurd[1:] = [offset + first, float(dur[first])]
             self.absurd[0] += int(absurd.sum())
-            is_x &= ~absurd
-            timed &= ~absurd
+        timed = ((kind >= trace_parse.KIND_X) & (kind <= trace_parse.KIND_C)) & ~bad & ~absurd
+        for m in (is_x, is_b, is_flow, is_counter):
+            m &= ~bad
+        is_x &= ~absurd
         if timed.any():
             low = int(ts_ns[timed].min())
             self.origin_ns = low if self.origin_ns is None else min(self.origin_ns, low)
@@ -472,14 +467,10 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     """The timeline's columns, track by track in display order, into ``columns`` (`_ColumnFiles` or
     `_ColumnArrays`), and the small frames."""
     if sink.bad[0]:
-        warn_partial(MalformedFileError(path, f"{sink.bad[0]} event(s) without a numeric {sink.bad[2]!r} or "
-                                              "'ph' skipped (the first is shown)",
-                                        line=trace_exact._line_of_event(path, sink.bad[1]), field=sink.bad[2]))
+        trace.warn_unplaced(path, sink.bad[0], sink.bad[2], trace_exact._line_of_event(path, sink.bad[1]))
     if sink.absurd[0]:
-        warn_partial(MalformedFileError(path, f"{sink.absurd[0]} event(s) with an impossible 'dur' "
-                                              f"({sink.absurd[2]!r} us: negative, not finite or over "
-                                              f"{trace.MAX_DURATION_US:.0e} us) skipped (the first is shown)",
-                                        line=trace_exact._line_of_event(path, sink.absurd[1]), field="dur"))
+        trace.warn_impossible_dur(path, sink.absurd[0], sink.absurd[2],
+                                  trace_exact._line_of_event(path, sink.absurd[1]))
     origin_ns = sink.origin_ns or 0
     final = {c: sink.codes[c].final() for c in trace_parse._CODED}
     aux = pa.concat_tables(sink.aux) if sink.aux else None
