@@ -168,8 +168,7 @@ class TimelineIndex:
         self.type_codes = type_codes
         self.type_values = np.asarray(types.categories, dtype=object)
         self.t_min = float(self.start.min()) if self.n else 0.0
-        self.t_max = max((float(self.end_of(np.arange(a, min(a + 4_000_000, self.n))).max())
-                          for a in range(0, self.n, 4_000_000)), default=0.0)
+        self.t_max = max((float((self.start[p] + self.dur[p]).max()) for p in _passes(self.n)), default=0.0)
         # (pixel, {track: entries}), coarsest first; only tracks with many events get one. Until
         # `build_levels` has run, every query merges the events (the same bars, slower on wide windows).
         self.levels: list[tuple[float, dict[int, _LevelTrack]]] = []
@@ -466,8 +465,13 @@ def range_stats(events: pd.DataFrame, t0: float, t1: float, tracks=None, by_trac
     return out.reset_index(drop=True)[keys + ["count", "total_us", "share_pct", "avg_us"]]
 
 
-# Rows per pass of `density`: its temporaries stay ~100 MB whatever the timeline's length.
-_DENSITY_ROWS = 4_000_000
+# Rows per pass of a computation over every event (`density`, the index's end): its temporaries stay
+# ~100 MB whatever the timeline's length.
+_PASS_ROWS = 4_000_000
+
+
+def _passes(n: int) -> list[slice]:
+    return [slice(a, min(a + _PASS_ROWS, n)) for a in range(0, n, _PASS_ROWS)]
 
 
 def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: float | None = None
@@ -481,15 +485,19 @@ def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: 
     dur = events["dur_us"].to_numpy(dtype=np.float64)
     track = events["track"].to_numpy()
     n = len(start)
-    pieces = [slice(a, min(a + _DENSITY_ROWS, n)) for a in range(0, n, _DENSITY_ROWS)]
+    pieces = _passes(n)
     lo = float(start.min()) if t0 is None and n else float(t0 or 0.0)
     hi = max(float((start[p] + np.nan_to_num(dur[p])).max()) for p in pieces) if t1 is None and n \
         else float(t1 if t1 is not None else lo + 1.0)
     if hi <= lo:
         hi = lo + 1.0
     edges = np.linspace(lo, hi, bins + 1)
-    tracks = np.unique(track) if n and track.min() < 0 else np.flatnonzero(np.bincount(track)) if n \
-        else np.zeros(0, np.int64)
+    if not n:
+        tracks = np.zeros(0, np.int64)
+    elif track.min() < 0:  # track ids are display rows (>= 0); any other frame: the slower unique
+        tracks = np.unique(track)
+    else:
+        tracks = np.flatnonzero(np.bincount(track))
     counts = np.zeros(len(tracks) * bins, dtype=np.int64)
     for p in pieces:  # a pass per block of rows: the whole timeline's temporaries would be GBs on a huge trace
         s, t = start[p], track[p]
