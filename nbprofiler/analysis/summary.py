@@ -144,6 +144,7 @@ def _timeline(prof) -> dict | None:
     # Column arithmetic on the codes, no row selection: a selection would copy every column of a frame that
     # can hold tens of millions of events (memory-mapped on a trace larger than memory).
     start = ev["start_us"].to_numpy(dtype=np.float64)
+    dur = ev["dur_us"].to_numpy(dtype=np.float64)
     # scope-layer bars span the operators under them: counted apart, never as an operator type
     scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)
 
@@ -151,14 +152,14 @@ def _timeline(prof) -> dict | None:
         codes, values = (ev[column].cat.codes.to_numpy(), ev[column].cat.categories) \
             if isinstance(ev[column].dtype, pd.CategoricalDtype) else pd.factorize(ev[column], sort=True)
         key = np.where(rows & (codes >= 0), codes, -1)
-        by = pd.Series(ev["dur_us"].to_numpy(dtype=np.float64)).groupby(key).agg(["size", "sum"])
+        by = pd.Series(dur).groupby(key).agg(["size", "sum"])
         by = by[by.index >= 0].rename(columns={"size": "count", "sum": "total_us"})
         by.index = values[by.index.to_numpy()]
         return {str(k): {"count": int(v["count"]), "total_us": float(v["total_us"])}
                 for k, v in by.sort_values("total_us", ascending=False).iterrows()}
     origin = prof.origin_us
     return {"events": int(len(ev)), "tracks": int((np.bincount(ev["track"].to_numpy()) > 0).sum()),
-            "start_us": float(origin + start.min()), "end_us": float(origin + (start + np.nan_to_num(ev["dur_us"].to_numpy(dtype=np.float64))).max()),
+            "start_us": float(origin + start.min()), "end_us": float(origin + (start + np.nan_to_num(dur)).max()),
             "by_type": totals("op_type", ~scope),
             "scope_layers": totals("name", scope)}
 
