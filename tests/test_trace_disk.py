@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import nbprofiler
@@ -190,3 +191,25 @@ def test_with_the_cache_off_the_files_go_to_a_temporary_folder(tmp_path, monkeyp
     assert sorted(p.relative_to(src) for p in src.rglob("*")) == before
     monkeypatch.delenv(trace_disk.ENV_FORCE)
     _assert_same(trace.load_trace([REAL[1]], progress=False), data)
+
+
+def test_flows_pair_in_memory_as_the_sql_pairs_them_on_disk():
+    """`trace._pair_flows` (in memory) and `trace._FLOW_SQL` (on disk) apply one rule: first s, then the
+    first f or else the last t, ordered by start, cat, id. Random events with repeated and missing ends,
+    start-time ties and the null-as-"" strings."""
+    rng = np.random.default_rng(3)
+    n = 4000
+    kind = rng.choice([trace_parse.KIND_S, trace_parse.KIND_F, trace_parse.KIND_T], n, p=[0.45, 0.3, 0.25])
+    fl = pa.table({"kind": pa.array(kind.astype(np.int8)),
+                   "cat": pa.array(rng.choice(["", "a", "HostToDevice", "ab"], n)),
+                   "id": pa.array(rng.integers(0, 900, n).astype(str)),
+                   "name": pa.array(rng.choice(["", "x", "flow y"], n)),
+                   "seq": pa.array(rng.permutation(n * 3)[:n].astype(np.int64)),
+                   "track": pa.array(rng.integers(0, 7, n).astype(np.int32)),
+                   "us": pa.array(rng.integers(0, 50, n).astype(np.float64))})  # many ties in the start times
+    sql = trace._query(trace._FLOW_SQL.format(s=trace_parse.KIND_S, f=trace_parse.KIND_F, t=trace_parse.KIND_T),
+                       fl=fl).to_pandas()
+    mem = trace._pair_flows(fl).to_pandas()
+    assert 300 < len(mem) < 900
+    pd.testing.assert_frame_equal(mem.astype(sql.dtypes.to_dict()), sql)
+    assert trace._pair_flows(fl.slice(0, 0)).num_rows == 0

@@ -32,6 +32,7 @@ import mmap
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -113,31 +114,31 @@ class _Codes:
     in-memory build (first appearance, null as the literal "" where one occurs, else last)."""
 
     def __init__(self):
-        self.index: dict[str, int] = {}
-        self.values: list[str] = [""]
+        self.seen = pa.array([], pa.string())  # the values; global code = position + 1
 
     def of(self, arr: pa.DictionaryArray) -> np.ndarray:
-        local = arr.dictionary.to_pylist()
-        table = np.array([0 if v is None else self._code(v) for v in local] + [0], dtype=np.int32)
+        local = arr.dictionary
+        # a batch mostly repeats values seen before: Arrow's hash lookup (a Python dict costs ~0.4 us a value)
+        table = np.empty(len(local) + 1, dtype=np.int32)
+        table[:-1] = pc.fill_null(pc.index_in(local, value_set=self.seen), -1).to_numpy(zero_copy_only=False) + 1
+        table[-1] = 0  # null
+        new = np.flatnonzero(table[:-1] == 0)  # a dictionary holds each value once
+        if len(new):
+            table[new] = np.arange(len(self.seen) + 1, len(self.seen) + 1 + len(new), dtype=np.int32)
+            self.seen = pa.concat_arrays([self.seen, local.take(pa.array(new))])
         return table[pc.fill_null(arr.indices, len(local)).to_numpy(zero_copy_only=False)]
-
-    def _code(self, v: str) -> int:
-        code = self.index.get(v)
-        if code is None:
-            code = self.index[v] = len(self.values)
-            self.values.append(v)
-        return code
 
     def final(self) -> tuple[np.ndarray, np.ndarray]:
         """(global code -> position in the final values, the final values)."""
-        k = len(self.values) - 1
+        k = len(self.seen)
+        values = self.seen.to_pylist()
         pos = np.arange(-1, k, dtype=np.int64)
-        literal_empty = self.index.get("")
+        literal_empty = pc.index_in(pa.array([""]), value_set=self.seen)[0].as_py()
         if literal_empty is not None:
-            pos[0] = literal_empty - 1
-            return pos, np.array(self.values[1:], dtype=object)
+            pos[0] = literal_empty
+            return pos, np.array(values, dtype=object)
         pos[0] = k
-        return pos, np.array(self.values[1:] + [""], dtype=object)
+        return pos, np.array(values + [""], dtype=object)
 
 
 class _Sink:
@@ -164,8 +165,8 @@ class _Sink:
         self.aux: list[pa.Table] = []
         self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
 
-    def __call__(self, batch: pa.RecordBatch, offset: int, dur_sql: str):
-        c = trace_parse._digest(batch, offset, dur_sql)
+    def __call__(self, batch: pa.RecordBatch, offset: int):
+        c = trace_parse._digest(batch, offset, spans=False)
         kind, ts_ns, ts_ok, dur = c.kind, c.ts_ns, c.ts_ok, c.dur
         is_x = kind == trace_parse.KIND_X
         is_b = (kind == trace_parse.KIND_B) | (kind == trace_parse.KIND_E)
@@ -203,16 +204,17 @@ class _Sink:
         cat = self.codes["cat"].of(c.codes["cat"])
         typ = self.codes["arg_type"].of(c.codes["arg_type"])
 
-        # X events: this batch's sorted run per track, to the spill
-        keep = is_x[c.spans]
-        rows = c.spans[keep]
-        args = c.span_args.filter(pa.array(keep)) if not keep.all() else c.span_args
-        order = np.lexsort((rows, ts_ns[rows], pair[rows]))
-        rows, args = rows[order], args.take(pa.array(order))
+        # X events: this batch's sorted run per track, to the spill. Their args are gathered once, in that
+        # order (large_string: what the timeline frame holds).
+        args = batch.column("args")
+        args = args.storage if isinstance(args.type, pa.ExtensionType) else args
+        rows = np.flatnonzero(is_x)
+        rows = rows[_by_track_and_time(pair[rows], ts_ns[rows])]
         if len(rows):
             self._write(pa.record_batch({
                 "pair": pair[rows], "name": name[rows], "cat": cat[rows], "arg_type": typ[rows],
-                "ts_ns": ts_ns[rows], "dur": dur[rows], "seq": rows + offset, "args": args.cast(pa.large_string())}))
+                "ts_ns": ts_ns[rows], "dur": dur[rows], "seq": rows + offset,
+                "args": args.cast(pa.large_string()).take(pa.array(rows))}))
             p = pair[rows]
             cut = np.flatnonzero(np.diff(p)) + 1
             lo, hi = np.r_[0, cut], np.r_[cut, len(rows)]
@@ -226,11 +228,8 @@ class _Sink:
         # B/E events (rare): matched per track once every batch is read; a B's args come with its span
         if is_b.any():
             b_rows = np.flatnonzero(is_b)
-            span_pos = np.full(len(kind), -1, dtype=np.int64)
-            span_pos[c.spans] = np.arange(len(c.spans))
-            pos = span_pos[b_rows]
             # an E event has no span (hence no args); nulls stand for them
-            b_args = c.span_args.cast(pa.large_string()).take(pa.array(np.where(pos >= 0, pos, None), pa.int64()))
+            b_args = args.cast(pa.large_string()).take(pa.array(b_rows, mask=kind[b_rows] != trace_parse.KIND_B))
             self.be.append(pa.table({"kind": kind[b_rows], "pair": pair[b_rows], "name": name[b_rows],
                                      "cat": cat[b_rows], "arg_type": typ[b_rows], "ts_ns": ts_ns[b_rows],
                                      "seq": b_rows + offset, "args": b_args}))
@@ -284,6 +283,19 @@ class _Sink:
             if getattr(self, w) is not None:
                 getattr(self, w).close()
                 setattr(self, w, None)
+
+
+def _by_track_and_time(pair: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
+    """The order of events (given in file order) by (track pair, ts, file order). A stable sort by pair
+    alone (a radix sort for small ids) is enough where each pair's events already run forward in time,
+    which is how profilers write them; else a full lexsort."""
+    small = pair.astype(np.int16) if len(pair) and pair.max() < (1 << 15) else pair
+    order = np.argsort(small, kind="stable")
+    ts = ts_ns[order]
+    p = pair[order]
+    if np.any((ts[1:] < ts[:-1]) & (p[1:] == p[:-1])):
+        order = np.lexsort((ts_ns, pair))  # lexsort is stable: file order breaks ties
+    return order
 
 
 class _Read:
@@ -359,12 +371,18 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     size = path.stat().st_size
     with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar:
         sink = _parse(path, None, bar, 0.8, "trace")
-        # in memory the assembly is a small share of a load: the bar takes it in one step
-        done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
-                         advance=lambda f: None)
+        # the flows pair (Arrow and numpy work, mostly without the GIL) while the timeline is assembled
+        with ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows") as pool:
+            pairs = pool.submit(_pair_kept_flows, sink)
+            # in memory the assembly is a small share of a load: the bar takes it in one step
+            done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
+                             advance=lambda f: None)
+            pairs = pairs.result()
         bar.advance(size * 0.2)
-    fl = pa.concat_tables(sink.flow_tables) if sink.flow_tables else None
-    flows = _flow_frame_of(fl, done.track_of_pair, done.origin_ns)
+    if pairs is not None:  # their tracks were pair ids
+        pairs = pairs.set_column(3, "start_track", pa.array(done.track_of_pair[pairs.column(3).to_numpy()])) \
+            .set_column(5, "end_track", pa.array(done.track_of_pair[pairs.column(5).to_numpy()]))
+    flows = trace._flow_frame_of_pairs(pairs)
     columns = done.columns
     timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
                                done.categories)
@@ -448,7 +466,8 @@ class _Kept:
         pass
 
     def close(self) -> None:
-        pass
+        # the timeline keeps only the args of these runs: their other columns can go now
+        self.batches.clear()
 
 
 @dataclasses.dataclass
@@ -541,7 +560,10 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
                         "start_us": (part.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0,
                         "dur_us": part.column("dur").to_numpy()}
                 events[t] += k
-                if columns.add(cols, part.column("args").combine_chunks()) and spill is not None:
+                args = part.column("args")
+                # one chunk: pass that chunk itself (combine_chunks would copy the text)
+                args = args.chunk(0) if args.num_chunks == 1 else args.combine_chunks()
+                if columns.add(cols, args) and spill is not None:
                     spill.release()
             if spill is not None:
                 spill.release()
@@ -695,15 +717,16 @@ def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict) -> pd
     return pd.DataFrame(cols, copy=False)
 
 
-def _flow_frame_of(fl: pa.Table | None, track_of_pair: np.ndarray, origin_ns: int) -> pd.DataFrame:
-    """The flows frame from the flow events a build kept in memory."""
-    if fl is None or not len(fl):
-        return trace._flow_frame(None)
-    rel_us = (fl.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0
-    return trace._flow_frame(pa.table({
+def _pair_kept_flows(sink: _Sink) -> pa.Table | None:
+    """`trace._pair_flows` of the flow events a build kept in memory, with pair ids for tracks (the tracks
+    are named meanwhile)."""
+    if not sink.flow_tables:
+        return None
+    fl = pa.concat_tables(sink.flow_tables)
+    rel_us = (fl.column("ts_ns").to_numpy() - (sink.origin_ns or 0)).astype(np.float64) / 1000.0
+    return trace._pair_flows(pa.table({
         "kind": fl.column("kind"), **{c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")},
-        "seq": fl.column("row"), "track": pa.array(track_of_pair[fl.column("pair").to_numpy()]),
-        "us": pa.array(rel_us)}))
+        "seq": fl.column("row"), "track": fl.column("pair"), "us": pa.array(rel_us)}))
 
 
 def _open(store: Path) -> trace.TraceData | None:

@@ -67,14 +67,12 @@ def parse_events(path: Path) -> pa.Table:
 # digests each batch meanwhile (casts, dictionary codes, and the per-batch sort and gather of the
 # timeline's args), so that little is left once the last batch arrives.
 
-_RAW_SELECT = "SELECT ph, name, cat, pid, tid, id, ts, dur, args{extra} FROM {source}"
-
-# Per batch, on the digesting thread. ts is cast from its text: the JSON reader would turn a numeric
-# ts into a double first and lose its sub-us digits. args.type is extracted only where the text can
-# hold a "type" key (json_extract on every event costs ~10% of the parse; a key spelled with \u
-# escapes is caught by the second test). Flow names (often one per flow) are kept out of ``name`` so
-# its dictionary stays small.
-_DIGEST_SQL = """
+# The reader's statement, digested in the reader's own pipeline (cheaper than a second query per batch):
+# ``ph`` -> kind; ts cast from its text (the JSON reader would turn a numeric ts into a double first and
+# lose its sub-us digits); args.type extracted only where the text can hold a "type" key (json_extract on
+# every event costs ~10% of the parse; a key spelled with \u escapes is caught by the second test); flow
+# names (often one per flow) kept out of ``name`` so its dictionary stays small.
+_READ_SQL = """
 SELECT CAST(CASE ph WHEN 'M' THEN 0 WHEN 'X' THEN 1 WHEN 'B' THEN 2 WHEN 'E' THEN 3 WHEN 's' THEN 4
                     WHEN 'f' THEN 5 WHEN 't' THEN 6 WHEN 'C' THEN 7
                     ELSE (CASE WHEN ph IS NULL THEN -1 ELSE 8 END) END AS TINYINT) AS kind,
@@ -83,8 +81,9 @@ SELECT CAST(CASE ph WHEN 'M' THEN 0 WHEN 'X' THEN 1 WHEN 'B' THEN 2 WHEN 'E' THE
        TRY_CAST(ts AS DECIMAL(38, 3)) AS ts,
        {dur} AS dur,
        CASE WHEN ph IN ('X', 'B') AND (contains(args, '"type"') OR contains(args, '\\u'))
-            THEN json_extract_string(args, '$.type') END AS arg_type
-FROM b
+            THEN json_extract_string(args, '$.type') END AS arg_type,
+       cat, pid, tid, id, args{extra}
+FROM {source}
 """
 
 # Rows per record batch: at most _BATCH_ROWS, and about _BATCHES_PER_FILE batches (at least
@@ -126,31 +125,33 @@ class _Chunk:
 _CODED = ("pid", "tid", "name", "cat", "arg_type")
 
 
-def _digest(batch: pa.RecordBatch, offset: int, dur_sql: str) -> _Chunk:
-    d = _query(_DIGEST_SQL.format(dur=dur_sql), b=pa.Table.from_batches([batch]))
-    kind = d.column("kind").to_numpy()
-    ts_ns, ts_ok = _ts_ns(d.column("ts"))
-    dur = pc.fill_null(d.column("dur"), np.nan).to_numpy()
-    src = {"pid": batch.column("pid"), "tid": batch.column("tid"), "cat": batch.column("cat"),
-           "name": d.column("name"), "arg_type": d.column("arg_type")}
-    codes = {c: _dict_chunk(src[c]) for c in _CODED}
-    placed = ((kind == KIND_X) & ~np.isnan(dur)) | (kind == KIND_B)
-    spans = np.flatnonzero(placed & ts_ok)
-    pid_i = codes["pid"].indices.to_numpy(zero_copy_only=False)
-    tid_i = codes["tid"].indices.to_numpy(zero_copy_only=False)
-    spans = spans[np.lexsort((ts_ns[spans], tid_i[spans], pid_i[spans]))]
-    args = batch.column("args")
-    span_args = args.take(pa.array(spans)) if len(spans) else pa.array([], pa.string())
+def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
+    """One batch of the reader's statement (`_READ_SQL`) as a `_Chunk`; with ``spans=False`` its
+    ``spans`` and ``span_args`` are None (a caller that orders the events its own way)."""
+    kind = batch.column("kind").to_numpy()
+    ts_ns, ts_ok = _ts_ns(batch.column("ts"))
+    dur = pc.fill_null(batch.column("dur"), np.nan).to_numpy()
+    codes = {c: _dict_chunk(batch.column(c)) for c in _CODED}
+    span_rows = span_args = None
+    if spans:
+        placed = ((kind == KIND_X) & ~np.isnan(dur)) | (kind == KIND_B)
+        span_rows = np.flatnonzero(placed & ts_ok)
+        pid_i = codes["pid"].indices.to_numpy(zero_copy_only=False)
+        tid_i = codes["tid"].indices.to_numpy(zero_copy_only=False)
+        span_rows = span_rows[np.lexsort((ts_ns[span_rows], tid_i[span_rows], pid_i[span_rows]))]
+        args = batch.column("args")
+        span_args = args.take(pa.array(span_rows)) if len(span_rows) else pa.array([], pa.string())
     aux_mask = (kind == KIND_M) | (kind == KIND_C)
     aux = pa.table({"row": pa.array(np.flatnonzero(aux_mask) + offset),
                     **{c: batch.column(c).filter(pa.array(aux_mask)) for c in ("name", "pid", "tid", "args")}})
     is_flow = pa.array((kind >= KIND_S) & (kind <= KIND_T))
     flow = pa.table({"row": pa.array(np.flatnonzero(is_flow) + offset),
                      **{c: batch.column(c).filter(is_flow) for c in ("cat", "id")},
-                     "name": d.column("flow_name").filter(is_flow)})
+                     "name": batch.column("flow_name").filter(is_flow)})
     # Everything kept is a copy: an Arrow array imported from duckdb keeps its whole batch alive (args
     # included), so keeping a view of one column would keep every batch of the file in memory.
-    return _Chunk(offset, batch.num_rows, kind.copy(), ts_ns, ts_ok, dur.copy(), codes, flow, aux, spans, span_args)
+    return _Chunk(offset, batch.num_rows, kind.copy(), ts_ns, ts_ok, dur.copy(), codes, flow, aux, span_rows,
+                  span_args)
 
 
 # JSON syntax around an event's values: keys, quotes, separators and braces (MindSpore and torch_npu
@@ -204,7 +205,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
         source = (f"(SELECT unnest(traceEvents, recursive := true), docs FROM (SELECT traceEvents, count(*) OVER () "
                   f"AS docs FROM read_json({lit}, format='unstructured', columns={{traceEvents: '{struct}'}}, "
                   f"maximum_object_size={_MAX_OBJECT}) QUALIFY row_number() OVER () = 1))")
-    sql = _RAW_SELECT.format(source=source, extra=", docs" if as_document else "")
+    sql = _READ_SQL.format(source=source, dur=dur_sql, extra=", docs" if as_document else "")
     size = path.stat().st_size
     batches: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
@@ -249,7 +250,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
                 if as_document and "docs" not in stats:
                     stats["docs"] = int(item.column("docs")[0].as_py())
                 stats["longest"] = max(stats["longest"], _longest(item))
-                chunks.append(digest(item, offset, dur_sql))
+                chunks.append(digest(item, offset))
                 offset += item.num_rows
                 if on_batch is not None:
                     on_batch(_json_bytes(item))
@@ -413,12 +414,12 @@ def _first_byte(path: Path) -> bytes:
     return stripped[:1]
 
 
-def _ts_ns(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+def _ts_ns(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """decimal128(38,3) us -> (int64 ns, valid mask) without Python objects: a decimal128 value is a
     128-bit integer scaled by 10**3, stored as (low, high) 64-bit words; a timestamp that fits in int64
     ns (|ts| < ~292 years) has a high word that is the sign extension of the low one. Others are invalid."""
     parts, valid = [], []
-    for chunk in col.chunks:
+    for chunk in col.chunks if isinstance(col, pa.ChunkedArray) else [col]:
         words = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[2 * chunk.offset: 2 * (chunk.offset + len(chunk))]
         low, high = words[0::2], words[1::2]
         parts.append(low.copy())
