@@ -234,6 +234,28 @@ def test_frame_cache_round_trip(tmp_path, monkeypatch):
     assert cache.cache_dir() is None
 
 
+def test_an_edit_during_the_background_write_does_not_reach_the_cache(tmp_path, monkeypatch):
+    """The frames are returned before their entry is written: the user's in-place edits meanwhile stay
+    theirs (the writer is held until they are done)."""
+    import threading
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    go = threading.Event()
+    write = cache._write
+    monkeypatch.setattr(cache, "_write", lambda *a: go.wait(30) and write(*a))
+    run = discover(TORCH.parent)[0]
+    first = trace.trace_data(run)
+    loaded = first.timeline.copy()
+    first.timeline.loc[first.timeline.index[0], "start_us"] = -1.0
+    first.timeline.loc[first.timeline.index[0], "name"] = first.timeline["name"].iloc[-1]
+    first.timeline["dur_us"] *= 2
+    go.set()
+    cache.wait()
+    again = trace.trace_data(run)
+    assert again.timeline is not first.timeline and len(list((tmp_path / "cache").iterdir())) == 1
+    pd.testing.assert_frame_equal(again.timeline, loaded)
+
+
 def test_cache_never_inside_profiler_dir(tmp_path, monkeypatch):
     """NBPROFILER_CACHE_DIR pointing into the run folder, at it, or at a folder above it: the entry goes
     to the user cache directory instead, with a warning; nothing appears beside the profiler files."""

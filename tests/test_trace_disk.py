@@ -213,3 +213,27 @@ def test_flows_pair_in_memory_as_the_sql_pairs_them_on_disk():
     assert 300 < len(mem) < 900
     pd.testing.assert_frame_equal(mem.astype(sql.dtypes.to_dict()), sql)
     assert trace._pair_flows(fl.slice(0, 0)).num_rows == 0
+
+
+def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path, monkeypatch):
+    """The in-memory build keys a batch's flows by integer ids when every id of the batch is one written
+    canonically, and by their text otherwise; read in small batches, some batches take each way."""
+    monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 16)
+    monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", 16)
+    rng = np.random.default_rng(5)
+    numbers = [7, "7", "07", "007", 8, "9", -3, "-3"]  # each reads as an integer; "07" is not the id 7
+    any_form = numbers + ["+7", "x8", "1704161511422904204", 2 ** 62, None]
+    events = [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": "0", "dur": 1}]
+    for i in range(480):
+        event = {"ph": str(rng.choice(["s", "f", "t"])), "name": f"fl{i % 5}", "pid": 1, "tid": int(rng.integers(1, 4)),
+                 "ts": str(int(rng.integers(0, 60))), "cat": str(rng.choice(["a", "b", ""]))}
+        forms = [int(rng.integers(0, 30))] if i < 160 else numbers if i < 320 else any_form
+        flow_id = forms[int(rng.integers(0, len(forms)))]
+        if flow_id is not None:
+            event["id"] = flow_id
+        events.append(event)
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps(events))
+    mem, _, disk, _ = _both(path, tmp_path)
+    _assert_same(mem, disk)
+    assert len(mem.flows) > 20 and {"07", "007", "+7", "x8", "1704161511422904204"} <= set(mem.flows["id"])

@@ -118,19 +118,26 @@ def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], d
 def store(key: str | None, paths: list[Path], frames: dict[str, pd.DataFrame], meta: dict,
           background: bool = False) -> Path | None:
     """Write an entry atomically (a temp dir renamed into place); returns its path, or None when
-    nothing is cached. With ``background``, the frames are snapshotted as Arrow tables here and
-    compressed and written by a thread (non-daemon, so a finishing interpreter completes the entry
-    first; `wait` joins it); the path is returned before the entry exists."""
+    nothing is cached. With ``background``, the frames are snapshotted here and converted, compressed
+    and written by a thread (non-daemon, so a finishing interpreter completes the entry first; `wait`
+    joins it); the path is returned before the entry exists. The snapshot is a shallow copy of each
+    frame where pandas copies on write (an in-place edit of a frame then copies its data first, so the
+    entry keeps what was loaded), else an Arrow table with its own copy of the numbers."""
     folder = entry(key, paths)
     if folder is None:
         return None
-    try:
-        tables = {name: _snapshot(df) for name, df in frames.items()}
-    except Exception:  # a frame Arrow cannot hold: caching is optional
-        return None
-    if not background:
-        return _write(folder, paths, tables, meta)
-    thread = threading.Thread(target=_write, args=(folder, paths, tables, meta), name="nbprofiler-cache-write")
+    if background and _COPY_ON_WRITE:
+        shallow = {name: df.copy(deep=False) for name, df in frames.items()}
+        args = (folder, paths, shallow, meta)
+    else:
+        try:
+            tables = {name: _snapshot(df) for name, df in frames.items()}
+        except Exception:  # a frame Arrow cannot hold: caching is optional
+            return None
+        if not background:
+            return _write(folder, paths, tables, meta)
+        args = (folder, paths, tables, meta)
+    thread = threading.Thread(target=_write, args=args, name="nbprofiler-cache-write")
     with _pending_lock:
         _pending[:] = [t for t in _pending if t.is_alive()] + [thread]
     thread.start()
@@ -147,6 +154,10 @@ def wait() -> None:
         pending = list(_pending)
     for t in pending:
         t.join()
+
+
+# pandas 3 always copies on write; pandas 2 when the user turned it on
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3 or pd.get_option("mode.copy_on_write") is True
 
 
 def _snapshot(df: pd.DataFrame):
@@ -175,9 +186,13 @@ def _snapshot(df: pd.DataFrame):
 
 
 def _write(entry: Path, paths: list[Path], tables: dict, meta: dict) -> Path | None:
+    """Write ``tables`` (Arrow tables, or frames that share nothing mutable with the user's: see `store`)."""
     tmp = None
     try:
+        import pyarrow as pa
         import pyarrow.feather as feather
+        tables = {name: t if isinstance(t, pa.Table) else pa.Table.from_pandas(t, preserve_index=False)
+                  for name, t in tables.items()}
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
         for name, table in tables.items():

@@ -574,11 +574,26 @@ def _pair_flows(fl: pa.Table) -> pa.Table:
     seq = fl.column("seq").to_numpy()
     if np.any(seq[1:] < seq[:-1]):
         fl = fl.take(pa.array(np.argsort(seq, kind="stable")))  # "first" and "last" are in file order
-    kind = fl.column("kind").to_numpy()
-    coded = [pc.dictionary_encode(fl.column(c)).combine_chunks() for c in ("cat", "id")]
-    key = coded[0].indices.to_numpy(zero_copy_only=False).astype(np.int64) * max(len(coded[1].dictionary), 1) \
-        + coded[1].indices.to_numpy(zero_copy_only=False)
+    codes = [pc.dictionary_encode(fl.column(c)).combine_chunks().indices.to_numpy(zero_copy_only=False)
+             for c in ("cat", "id")]
+    start, end = flow_ends(fl.column("kind").to_numpy(), flow_key(*codes))
+    return flow_pairs(fl, start, *(fl.column(c).to_numpy()[rows] for rows in (start, end) for c in ("track", "us")))
 
+
+def flow_key(cat: np.ndarray, ident: np.ndarray) -> np.ndarray:
+    """One int64 per (cat, id), from integer codes of each (an id's code may be the id itself)."""
+    if not len(cat):
+        return np.zeros(0, np.int64)
+    lo, hi = int(ident.min()), int(ident.max())
+    span = hi - lo + 1
+    if span * (int(cat.max()) + 1) >= 1 << 62:  # ids too far apart to pack beside the cat: number them first
+        ident, span, lo = np.unique(ident, return_inverse=True)[1], len(ident), 0
+    return cat.astype(np.int64) * span + (ident.astype(np.int64) - lo)
+
+
+def flow_ends(kind: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_FLOW_SQL`'s rule over flow events in file order: the row of each flow's start (its key's first s)
+    and of its end (the first f, else the last t), for the keys that have both."""
     def ends(k: int, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The distinct keys of the ``k`` events (ascending) and the row of the first (or last) of each."""
         rows = np.flatnonzero(kind == k)[::-1 if last else 1]
@@ -590,13 +605,28 @@ def _pair_flows(fl: pa.Table) -> pa.Table:
     t_only = ~np.isin(t_key, f_key, assume_unique=True)
     e_key, e_row = np.concatenate([f_key, t_key[t_only]]), np.concatenate([f_row, t_row[t_only]])
     _, si, ei = np.intersect1d(s_key, e_key, assume_unique=True, return_indices=True)
-    start = fl.select(["cat", "id", "name", "track", "us"]).take(pa.array(s_row[si]))
-    end = fl.select(["track", "us"]).take(pa.array(e_row[ei]))
-    order = pc.sort_indices(start, sort_keys=[("us", "ascending"), ("cat", "ascending"), ("id", "ascending")])
-    start, end = start.take(order), end.take(order)
+    return s_row[si], e_row[ei]
+
+
+def flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_track, end_us) -> pa.Table:
+    """`_FLOW_SQL`'s result from the pairs `flow_ends` found: the start events' ``cat``, ``id`` and
+    ``name`` (rows ``rows`` of ``text``), and both ends' tracks and times, ordered by start, cat, id. The
+    text is copied once, in that order: the order is found from the times, and from the text only among
+    flows that start at the same time."""
+    order = np.argsort(start_us, kind="stable")
+    us = start_us[order]
+    tied = np.zeros(len(us), dtype=bool)
+    tied[1:] = us[1:] == us[:-1]
+    tied[:-1] |= tied[1:]
+    if tied.any():  # each run of equal times is contiguous: sorting all of them by (time, cat, id) orders each
+        sub = order[tied]
+        keys = text.select(["cat", "id"]).take(pa.array(rows[sub])).append_column("us", pa.array(start_us[sub]))
+        order[tied] = sub[pc.sort_indices(keys, sort_keys=[("us", "ascending"), ("cat", "ascending"),
+                                                           ("id", "ascending")]).to_numpy()]
+    start = text.select(["cat", "id", "name"]).take(pa.array(rows[order]))
     return pa.table({"cat": start.column("cat"), "id": start.column("id"), "name": start.column("name"),
-                     "start_track": start.column("track"), "start_us": start.column("us"),
-                     "end_track": end.column("track"), "end_us": end.column("us")})
+                     "start_track": pa.array(start_track[order]), "start_us": pa.array(us, pa.float64()),
+                     "end_track": pa.array(end_track[order]), "end_us": pa.array(end_us[order], pa.float64())})
 
 
 def _flows(flow, kind, is_flow, row_track, rel_us) -> pd.DataFrame:

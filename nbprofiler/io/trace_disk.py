@@ -147,7 +147,7 @@ class _Sink:
     def __init__(self, spill: Path | None):
         self.spill_path = spill  # None: the runs and the flow events are kept in memory
         self.kept: list[pa.RecordBatch] = []
-        self.flow_tables: list[pa.Table] = []
+        self.flows = _KeptFlows()  # in memory
         self.writer = None
         self.codes = {c: _Codes() for c in trace_parse._CODED}
         self.pairs: dict[int, int] = {}  # pid code << 32 | tid code -> pair id
@@ -164,6 +164,7 @@ class _Sink:
         self.flow_writer = None
         self.aux: list[pa.Table] = []
         self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
+        self.op_type: dict[str, str] = {}  # name -> `trace.op_type_of` it
 
     def __call__(self, batch: pa.RecordBatch, offset: int):
         c = trace_parse._digest(batch, offset, spans=False)
@@ -200,7 +201,10 @@ class _Sink:
             uniq, inv = np.unique(key, return_inverse=True)
             ids = np.array([self._pair(int(k)) for k in uniq], dtype=np.int32)
             pair[on_track] = ids[inv]
+        seen = len(self.codes["name"].seen)
         name = self.codes["name"].of(c.codes["name"])
+        # the op types of new names are derived now, while the reader parses the next batch
+        self.op_type.update((n, trace.op_type_of(n)) for n in self.codes["name"].seen[seen:].to_pylist())
         cat = self.codes["cat"].of(c.codes["cat"])
         typ = self.codes["arg_type"].of(c.codes["arg_type"])
 
@@ -244,7 +248,7 @@ class _Sink:
                            "kind": pa.array(kind[frows]), "pair": pa.array(pair[frows]),
                            "ts_ns": pa.array(ts_ns[frows])})
             if self.flows_path is None:
-                self.flow_tables.append(fl)
+                self.flows.add(fl)
             else:
                 if self.flow_writer is None:
                     import pyarrow.parquet as pq
@@ -279,6 +283,8 @@ class _Sink:
         self.writer.write_batch(batch)
 
     def close(self) -> None:
+        """Called once every batch is read."""
+        self.aux_table = pa.concat_tables(self.aux) if self.aux else None
         for w in ("writer", "flow_writer"):
             if getattr(self, w) is not None:
                 getattr(self, w).close()
@@ -345,7 +351,7 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
             sink = _parse(path, tmp, bar, 0.7, "trace_disk")
             done = _assemble(sink, path, _ColumnFiles(tmp), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: bar.advance(size * 0.3 * f))
-        small = {"tracks": done.tracks, "counters": done.counters}
+        small = {"tracks": done.tracks, "counters": _counters(sink)}
         if not _flows(sink, done.track_of_pair, done.origin_ns, tmp):
             small["flows"] = trace._flow_frame(None)
         import pyarrow.feather as feather
@@ -377,6 +383,7 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
             # in memory the assembly is a small share of a load: the bar takes it in one step
             done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: None)
+            counters = _counters(sink)
             pairs = pairs.result()
         bar.advance(size * 0.2)
     if pairs is not None:  # their tracks were pair ids
@@ -387,7 +394,7 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
                                done.categories)
     return trace.TraceData(origin_us=done.origin_ns / 1000, timeline=timeline, tracks=done.tracks,
-                           flows=flows, counters=done.counters)
+                           flows=flows, counters=counters)
 
 
 class _ColumnFiles:
@@ -473,7 +480,6 @@ class _Kept:
 @dataclasses.dataclass
 class _Assembled:
     tracks: pd.DataFrame
-    counters: pd.DataFrame
     track_of_pair: np.ndarray
     origin_ns: int
     categories: dict
@@ -492,7 +498,7 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
                                   trace_exact._line_of_event(path, sink.absurd[1]))
     origin_ns = sink.origin_ns or 0
     final = {c: sink.codes[c].final() for c in trace_parse._CODED}
-    aux = pa.concat_tables(sink.aux) if sink.aux else None
+    aux = sink.aux_table
     meta = trace._meta_events(aux, aux.column("kind").to_numpy() == trace_parse.KIND_M) if aux is not None else []
     # a track is a distinct (pid, tid) text: a null pid and a literal "" one are the same track
     pid_text = final["pid"][1][final["pid"][0][np.array(sink.pair_pid, np.int64)]]
@@ -513,7 +519,7 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     name_map, name_values = _used(sink.used["name"], *final["name"])
     cat_map, cat_values = _used(sink.used["cat"], *final["cat"])
     type_map, type_values = _used(sink.used["arg_type"], *final["arg_type"])
-    op_of_name, op_of_type, op_values = _op_type_maps(name_values, type_values)
+    op_of_name, op_of_type, op_values = _op_type_maps(name_values, type_values, sink.op_type)
 
     segs = np.concatenate(sink.seg) if sink.seg else np.zeros((0, 6), np.int64)
     seg_track = track_of_pair[segs[:, 0]] if len(segs) else np.zeros(0, np.int32)
@@ -576,7 +582,7 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
         raise AssertionError(f"on-disk timeline wrote {events.sum()} of {n} events")
 
     tracks["events"] = events
-    return _Assembled(tracks=tracks, counters=_counters(aux, origin_ns), track_of_pair=track_of_pair,
+    return _Assembled(tracks=tracks, track_of_pair=track_of_pair,
                       origin_ns=origin_ns, categories=categories, dtypes=dtypes, n=n, columns=columns)
 
 
@@ -588,10 +594,12 @@ def _used(counts: np.ndarray, pos: np.ndarray, values: np.ndarray) -> tuple[np.n
     return (np.cumsum(used, dtype=np.int32) - 1)[pos], values[used]
 
 
-def _op_type_maps(names: np.ndarray, types: np.ndarray):
-    """As `trace._op_types`: per used name its derived type, per used args.type its own when specific;
-    categories = the derived types, then the specific args types, in first-seen order."""
-    derived = np.array([trace.op_type_of(n) for n in names.tolist()], dtype=object)
+def _op_type_maps(names: np.ndarray, types: np.ndarray, derived_of: dict[str, str]):
+    """As `trace._op_types`: per used name its derived type (from ``derived_of`` where the parse put it),
+    per used args.type its own when specific; categories = the derived types, then the specific args
+    types, in first-seen order."""
+    derived = np.array([derived_of[n] if n in derived_of else trace.op_type_of(n) for n in names.tolist()],
+                       dtype=object)
     usable = np.array([bool(t) and t not in trace.GENERIC_ARG_TYPES for t in types.tolist()], dtype=bool)
     cats = pd.Index(pd.unique(np.concatenate([derived, types[usable]])), dtype=str)
     of_name = cats.get_indexer(derived).astype(np.int32)
@@ -692,7 +700,9 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
     return True
 
 
-def _counters(aux: pa.Table | None, origin_ns: int) -> pd.DataFrame:
+def _counters(sink: _Sink) -> pd.DataFrame:
+    """The counters frame from the C events a build kept."""
+    aux, origin_ns = sink.aux_table, sink.origin_ns or 0
     if aux is None:
         return trace._counter_frame(None)
     c = aux.filter(pc.equal(aux.column("kind"), trace_parse.KIND_C))
@@ -717,16 +727,55 @@ def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict) -> pd
     return pd.DataFrame(cols, copy=False)
 
 
+class _KeptFlows:
+    """The flow events of an in-memory build, kept batch by batch in the form `trace.flow_ends` pairs:
+    file order, kind, pair, ts and an integer key part for cat (a running dictionary) and for id (the id
+    itself where every id of the batch is an integer written canonically, as profilers write them; else
+    the id's text, and the pairing then numbers the ids). Only the start (s) events keep their text."""
+
+    def __init__(self):
+        self.cat = _Codes()
+        self.batches: list[dict] = []
+
+    def add(self, fl: pa.Table) -> None:
+        kind = fl.column("kind").to_numpy()
+        text = {c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")}  # as `trace._FLOW_SQL`
+        ids = text["id"]
+        try:
+            number = pc.cast(ids, pa.int64())
+            # the id is the integer only when it is written as the integer prints ("7", not "07" or "+7")
+            if not pc.all(pc.equal(pc.cast(number, pa.string()), ids)).as_py():
+                number = None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            number = None
+        self.batches.append({
+            "kind": kind, "pair": fl.column("pair").to_numpy(), "ts_ns": fl.column("ts_ns").to_numpy(),
+            "cat": self.cat.of(pc.dictionary_encode(text["cat"]).combine_chunks()),
+            "id": ids.combine_chunks() if number is None else number.to_numpy(),
+            "start": pa.table(text).filter(pa.array(kind == trace_parse.KIND_S))})
+
+    def pairs(self, origin_ns: int) -> pa.Table | None:
+        """`trace._pair_flows`' result, with pair ids for tracks."""
+        if not self.batches:
+            return None
+        col = {c: np.concatenate([b[c] for b in self.batches]) for c in ("kind", "pair", "ts_ns", "cat")}
+        ids = [b["id"] for b in self.batches]
+        if all(isinstance(i, np.ndarray) for i in ids):
+            ident = np.concatenate(ids)
+        else:  # some ids are text: number them all by their text
+            text = pa.chunked_array([pc.cast(pa.array(i), pa.string()) if isinstance(i, np.ndarray) else i
+                                     for i in ids], pa.string())
+            ident = pc.dictionary_encode(text).combine_chunks().indices.to_numpy(zero_copy_only=False)
+        start, end = trace.flow_ends(col["kind"], trace.flow_key(col["cat"], ident))
+        s_rank = np.cumsum(col["kind"] == trace_parse.KIND_S) - 1  # a start event's row among the s events
+        us = (col["ts_ns"] - origin_ns).astype(np.float64) / 1000.0
+        return trace.flow_pairs(pa.concat_tables([b["start"] for b in self.batches]), s_rank[start],
+                                col["pair"][start], us[start], col["pair"][end], us[end])
+
+
 def _pair_kept_flows(sink: _Sink) -> pa.Table | None:
-    """`trace._pair_flows` of the flow events a build kept in memory, with pair ids for tracks (the tracks
-    are named meanwhile)."""
-    if not sink.flow_tables:
-        return None
-    fl = pa.concat_tables(sink.flow_tables)
-    rel_us = (fl.column("ts_ns").to_numpy() - (sink.origin_ns or 0)).astype(np.float64) / 1000.0
-    return trace._pair_flows(pa.table({
-        "kind": fl.column("kind"), **{c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")},
-        "seq": fl.column("row"), "track": fl.column("pair"), "us": pa.array(rel_us)}))
+    """The flows a build kept in memory, paired, with pair ids for tracks (the tracks are named meanwhile)."""
+    return sink.flows.pairs(sink.origin_ns or 0)
 
 
 def _open(store: Path) -> trace.TraceData | None:
