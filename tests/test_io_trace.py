@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import nbprofiler
@@ -402,3 +403,36 @@ def test_progress_moves_with_the_bytes_parsed(tmp_path, monkeypatch):
     # each batch's estimate is close to its real share: together within 10 % of the parsing share
     assert sum(parse_steps) == pytest.approx(0.8 * size, rel=0.1)
     assert max(parse_steps) < 0.5 * size
+
+
+def test_args_type_is_read_as_json_reads_it(tmp_path):
+    """``args.type`` (the op type where it is specific) of X and B events: read off duckdb's compact text
+    where it is the first key, else by json_extract; equal to what json.loads finds, escapes included."""
+    args = [{"type": "Conv2D"}, {"fullname": "a/b", "type": "MatMul"}, {"type": 5}, {"type": None}, {},
+            {"input": {"type": "nested"}}, {"type": "quote\"d"}, {"type": "uni\u00e9"}, {"type": ""},
+            {"type": "first", "type_2": "x"}]
+    events = [{"ph": ph, "name": f"e{i}", "pid": 1, "tid": 1, "ts": str(i), "dur": 1, "args": a}
+              for i, a in enumerate(args) for ph in ("X", "B", "C")]
+    text = json.dumps(events)
+    text = text.replace('{"type": "Conv2D"}', '{"ty\\u0070e": "Conv2D"}', 1)  # an escaped key, the first time
+    path = tmp_path / "trace.json"
+    path.write_text(text)
+    chunks = trace_parse._parse_chunks(path)
+    got = pa.chunked_array([c.codes["arg_type"] for c in chunks]).cast(pa.string()).to_pylist()
+    kinds = np.concatenate([c.kind for c in chunks])
+    want = []
+    for e, kind in zip(json.loads(text), kinds):
+        value = e["args"].get("type") if kind in (trace_parse.KIND_X, trace_parse.KIND_B) else None
+        want.append(None if value is None else value if isinstance(value, str) else json.dumps(value))
+    assert got == want and "Conv2D" in got and 'quote"d' in got and "uni\u00e9" in got
+
+
+def test_the_text_search_finds_a_needle_in_each_value_only():
+    """`trace_parse._holds`: one search of the whole text buffer, mapped back to values; a match across two
+    values is not one, and sliced, null and large-string arrays map right."""
+    values = ['{"type":1}', None, '"ty', 'pe"', "", 'x"type"', '"type"', '{"a":"type"}', "no"]
+    want = [('"type"' in v) if v is not None else False for v in values]
+    arr = pa.array(["pad"] + values)
+    for texts in (arr.slice(1), pa.array(values, pa.large_string()), pa.array(values)):
+        assert trace_parse._holds(texts, b'"type"').tolist() == want
+    assert not trace_parse._holds(pa.array([None, None], pa.string()), b'"type"').any()

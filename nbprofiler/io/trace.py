@@ -593,19 +593,26 @@ def flow_key(cat: np.ndarray, ident: np.ndarray) -> np.ndarray:
 
 def flow_ends(kind: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`_FLOW_SQL`'s rule over flow events in file order: the row of each flow's start (its key's first s)
-    and of its end (the first f, else the last t), for the keys that have both."""
-    def ends(k: int, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """The distinct keys of the ``k`` events (ascending) and the row of the first (or last) of each."""
-        rows = np.flatnonzero(kind == k)[::-1 if last else 1]
-        keys, first = np.unique(key[rows], return_index=True)
-        return keys, rows[first]
-    s_key, s_row = ends(KIND_S)
-    f_key, f_row = ends(KIND_F)
-    t_key, t_row = ends(KIND_T, last=True)
-    t_only = ~np.isin(t_key, f_key, assume_unique=True)
-    e_key, e_row = np.concatenate([f_key, t_key[t_only]]), np.concatenate([f_row, t_row[t_only]])
-    _, si, ei = np.intersect1d(s_key, e_key, assume_unique=True, return_indices=True)
-    return s_row[si], e_row[ei]
+    and of its end (the first f, else the last t), for the keys that have both. One stable sort by key
+    (each key's events stay in file order), then a pass over the sorted events."""
+    order = np.argsort(key, kind="stable")
+    k, kd = key[order], kind[order]
+    group = np.cumsum(np.r_[True, k[1:] != k[:-1]]) - 1 if len(k) else np.zeros(0, np.int64)
+    n = int(group[-1]) + 1 if len(group) else 0
+
+    def pick(event_kind: int, last: bool = False) -> np.ndarray:
+        """Per key, the row of its first (or last) ``event_kind`` event, or -1."""
+        at = np.flatnonzero(kd == event_kind)
+        g = group[at]
+        out = np.full(n, -1, dtype=np.int64)
+        if len(at):
+            keep = np.r_[g[1:] != g[:-1], True] if last else np.r_[True, g[1:] != g[:-1]]
+            out[g[keep]] = order[at[keep]]
+        return out
+    s, f, t = pick(KIND_S), pick(KIND_F), pick(KIND_T, last=True)
+    e = np.where(f >= 0, f, t)
+    both = (s >= 0) & (e >= 0)
+    return s[both], e[both]
 
 
 def flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_track, end_us) -> pa.Table:
@@ -728,37 +735,48 @@ def _from_cpu_ops(run: RunFiles) -> TraceData | None:
 
 # -- progress -----------------------------------------------------------------------------------------
 class _Progress:
-    """A tqdm.auto bar over input bytes that appears only when a load takes longer than a second.
-    duckdb parses a file in one call, so a ticker thread keeps the elapsed time moving meanwhile."""
+    """A tqdm.auto bar over input bytes that appears only when a load takes longer than a second (a
+    shorter load never imports tqdm). duckdb parses a file in one call, so a ticker thread keeps the
+    elapsed time moving meanwhile."""
+
+    DELAY_S = 1.0
 
     def __init__(self, total: int, desc: str, enabled: bool = True):
         self.total, self.desc, self.enabled = total, desc, enabled
         self.bar = None
+        self.done = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._thread = None
 
     def __enter__(self):
-        # below this size the load ends before the bar's 1 s delay: skip even importing tqdm
+        # below this size the load ends before the bar would appear: no ticker either
         if self.enabled and self.total >= PROGRESS_MIN_BYTES:
-            from tqdm.auto import tqdm
-            self.bar = tqdm(total=self.total, desc=self.desc, unit="B", unit_scale=True, delay=1.0, leave=False)
-            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread = threading.Thread(target=self._tick, daemon=True, name="nbprofiler-progress")
             self._thread.start()
         return self
 
     def _tick(self):
-        start = time.monotonic()
+        if self._stop.wait(self.DELAY_S):
+            return
+        from tqdm.auto import tqdm
+        with self._lock:
+            self.bar = tqdm(total=self.total, initial=int(self.done), desc=self.desc, unit="B", unit_scale=True,
+                            leave=False)
         while not self._stop.wait(0.5):
-            if time.monotonic() - start > 1.0:
-                self.bar.refresh()
+            self.bar.refresh()
 
     def advance(self, n: float) -> None:
-        if self.bar is not None:
-            self.bar.update(int(n))
+        with self._lock:
+            self.done += n
+            if self.bar is not None:
+                self.bar.update(int(n))
 
     def __exit__(self, *exc):
         self._stop.set()
-        if self.bar is not None:
+        if self._thread is not None:
             self._thread.join()
+        if self.bar is not None:
             self.bar.close()
         return False
 
