@@ -164,7 +164,6 @@ class _Sink:
         self.flow_writer = None
         self.aux: list[pa.Table] = []
         self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
-        self.op_type: dict[str, str] = {}  # name -> `trace.op_type_of` it
 
     def __call__(self, batch: pa.RecordBatch, offset: int):
         c = trace_parse._digest(batch, offset, spans=False)
@@ -201,10 +200,7 @@ class _Sink:
             uniq, inv = np.unique(key, return_inverse=True)
             ids = np.array([self._pair(int(k)) for k in uniq], dtype=np.int32)
             pair[on_track] = ids[inv]
-        seen = len(self.codes["name"].seen)
         name = self.codes["name"].of(c.codes["name"])
-        # the op types of new names are derived now, while the reader parses the next batch
-        self.op_type.update((n, trace.op_type_of(n)) for n in self.codes["name"].seen[seen:].to_pylist())
         cat = self.codes["cat"].of(c.codes["cat"])
         typ = self.codes["arg_type"].of(c.codes["arg_type"])
 
@@ -519,7 +515,7 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     name_map, name_values = _used(sink.used["name"], *final["name"])
     cat_map, cat_values = _used(sink.used["cat"], *final["cat"])
     type_map, type_values = _used(sink.used["arg_type"], *final["arg_type"])
-    op_of_name, op_of_type, op_values = _op_type_maps(name_values, type_values, sink.op_type)
+    op_of_name, op_of_type, op_values = _op_type_maps(name_values, type_values)
 
     segs = np.concatenate(sink.seg) if sink.seg else np.zeros((0, 6), np.int64)
     seg_track = track_of_pair[segs[:, 0]] if len(segs) else np.zeros(0, np.int32)
@@ -594,12 +590,11 @@ def _used(counts: np.ndarray, pos: np.ndarray, values: np.ndarray) -> tuple[np.n
     return (np.cumsum(used, dtype=np.int32) - 1)[pos], values[used]
 
 
-def _op_type_maps(names: np.ndarray, types: np.ndarray, derived_of: dict[str, str]):
-    """As `trace._op_types`: per used name its derived type (from ``derived_of`` where the parse put it),
-    per used args.type its own when specific; categories = the derived types, then the specific args
-    types, in first-seen order."""
-    derived = np.array([derived_of[n] if n in derived_of else trace.op_type_of(n) for n in names.tolist()],
-                       dtype=object)
+def _op_type_maps(names: np.ndarray, types: np.ndarray):
+    """As `trace._op_types`: per used name its derived type, per used args.type its own when specific;
+    categories = the derived types, then the specific args types, in first-seen order. (Derived here, not
+    while the file is read: a Python loop there would hold the GIL the reader thread needs.)"""
+    derived = np.array([trace.op_type_of(n) for n in names.tolist()], dtype=object)
     usable = np.array([bool(t) and t not in trace.GENERIC_ARG_TYPES for t in types.tolist()], dtype=bool)
     cats = pd.Index(pd.unique(np.concatenate([derived, types[usable]])), dtype=str)
     of_name = cats.get_indexer(derived).astype(np.int32)
