@@ -33,7 +33,6 @@ import dataclasses
 import json
 import re
 import threading
-import time
 from pathlib import Path
 
 import numpy as np

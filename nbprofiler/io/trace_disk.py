@@ -6,11 +6,12 @@
    its placeable X events, coded against running dictionaries (pid, tid, name, cat, args.type), sorted by
    (track, ts, file order) and kept (in memory, or spilled to an Arrow IPC file). What else is kept is
    small: the dictionaries, the M/C/flow/B/E events, and per batch one (track, first ts, last ts) segment
-   per track. The reader parses the next batch meanwhile, so most of this work is hidden behind it.
+   per track. The reader parses the next batch meanwhile, so most of this work is hidden behind it. In
+   memory, the flow events are kept keyed by integers (`_KeptFlows`), only the start events with text.
 2. The timeline is assembled track by track in display order: a track whose segments run forward in
    time from batch to batch (a file written in time order) is the concatenation of its segments;
    otherwise (or with B/E pairs) that track alone is sorted. In memory, ``args`` is the kept runs' own
-   text (no copy).
+   text (no copy), and the flows are paired by a second thread meanwhile.
 3. On disk, the columns land in a store directory (numeric columns as ``.npy``, ``args`` as Arrow IPC,
    the small frames as Feather): in the user cache dir (`nbprofiler.io.cache`, so a second open maps it
    again in well under a second), else a temporary dir removed at exit. The timeline frame's columns are
@@ -382,9 +383,9 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
             counters = _counters(sink)
             pairs = pairs.result()
         bar.advance(size * 0.2)
-    if pairs is not None:  # their tracks were pair ids
-        pairs = pairs.set_column(3, "start_track", pa.array(done.track_of_pair[pairs.column(3).to_numpy()])) \
-            .set_column(5, "end_track", pa.array(done.track_of_pair[pairs.column(5).to_numpy()]))
+    for col in ("start_track", "end_track") if pairs is not None else ():  # pair ids until the tracks were named
+        i = pairs.schema.get_field_index(col)
+        pairs = pairs.set_column(i, col, pa.array(done.track_of_pair[pairs.column(i).to_numpy()]))
     flows = trace._flow_frame_of_pairs(pairs)
     columns = done.columns
     timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),

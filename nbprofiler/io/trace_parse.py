@@ -3,11 +3,12 @@ Python object per event.
 
 duckdb's ``read_json`` with an explicit column list parses the file in C++ straight into Arrow record
 batches (``ts`` is read as text, ``dur`` as a number or, on a retry, as text; ``tid``/``id`` strings or
-ints are read as text). The reader uses one thread per file, so it runs in a background thread and this
-thread digests each batch while the next one is parsed: ``ph`` -> an int ``kind``, ``ts`` ->
-DECIMAL(38,3), i.e. exact integer nanoseconds (epoch microseconds in float64 keep only ~0.25 us),
-``args.type``, dictionary codes of pid/tid/name/cat, and the batch's X events sorted by (pid, tid, ts)
-with their args text gathered in that order. Everything is vectorised numpy/Arrow/duckdb work. An
+ints are read as text), and the same statement turns ``ph`` into an int ``kind`` and ``ts`` into
+DECIMAL(38,3), i.e. exact integer nanoseconds (epoch microseconds in float64 keep only ~0.25 us). The
+reader uses one thread per file, so it runs in a background thread and this thread digests each batch
+while the next one is parsed: ``args.type``, dictionary codes of pid/tid/name/cat, and (for
+`nbprofiler.io.trace`'s multi-file build) the batch's X events sorted by (pid, tid, ts) with their args
+text gathered in that order. Everything is vectorised numpy/Arrow/duckdb work. An
 object-form trace's event array is read like an array file when its byte range can be placed
 (`nbprofiler.io.json_slice`). When duckdb rejects a file, the exact validator
 (`nbprofiler.io.trace_exact`) finds the line of the error, so the user gets `TruncatedFileError` /
@@ -31,7 +32,7 @@ from ._util import EXPANSION, check_size
 from .trace_exact import _document_end, _exact_check, _warn_trailing
 
 # Fields read from every event. MindSpore writes ts/dur as strings or numbers and tid/id as strings or
-# ints (FORMATS 4.5, 3.14). ts is read as text and cast in SQL (`_DIGEST_SQL`): the JSON reader would turn a
+# ints (FORMATS 4.5, 3.14). ts is read as text and cast in SQL (`_READ_SQL`): the JSON reader would turn a
 # numeric ts into a double first and lose its sub-us digits. dur is read as DOUBLE directly (the reader
 # casts numeric strings itself, which is cheaper than a text column plus a cast); a file where some dur
 # is not a number fails that read and is re-read with dur as text and TRY_CAST (`_DUR_AS_TEXT`).
@@ -67,7 +68,7 @@ def parse_events(path: Path) -> pa.Table:
 # digests each batch meanwhile (casts, dictionary codes, and the per-batch sort and gather of the
 # timeline's args), so that little is left once the last batch arrives.
 
-# The reader's statement, digested in the reader's own pipeline (cheaper than a second query per batch):
+# The reader's statement: what is cheapest in the reader's own pipeline (not a second query per batch):
 # ``ph`` -> kind; ts cast from its text (the JSON reader would turn a numeric ts into a double first and
 # lose its sub-us digits); flow names (often one per flow) kept out of ``name`` so its dictionary stays
 # small. args.type is extracted by the digest (`_arg_types`): the reader is the slower thread.
