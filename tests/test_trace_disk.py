@@ -5,6 +5,7 @@ never written beside the profile, and chosen when the in-memory build would not 
 from __future__ import annotations
 
 import json
+import mmap
 import shutil
 import warnings
 from pathlib import Path
@@ -237,3 +238,31 @@ def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path,
     mem, _, disk, _ = _both(path, tmp_path)
     _assert_same(mem, disk)
     assert len(mem.flows) > 20 and {"07", "007", "+7", "x8", "1704161511422904204"} <= set(mem.flows["id"])
+
+
+def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path):
+    """The timeline index's passes over every event drop the mapped columns' pages from resident memory
+    afterwards (madvise), so one pass's pages do not add up with the next one's; in memory, nothing to do."""
+    from nbprofiler.analysis.timeline import TimelineIndex
+    store = tmp_path / "store"
+    trace_disk.build(REAL[0], store, legacy=False, progress=False)
+    disk = trace_disk._open(store)
+    advised = []
+
+    class Recorder:
+        def __init__(self, real):
+            self.real = real
+
+        def madvise(self, option, *args):
+            advised.append(option)
+            return self.real.madvise(option, *args)
+
+    maps = [ref() for ref in trace_disk._MAPS[str(store)]]
+    assert len(maps) == len(trace_disk._COLUMNS) and all(m is not None for m in maps)
+    for m in maps:
+        m._mmap = Recorder(m._mmap)
+    index = TimelineIndex(disk.timeline)
+    assert len(advised) >= len(maps) and set(advised) == {mmap.MADV_DONTNEED}
+    assert len(index.levels) and index.n == len(disk.timeline)
+    mem = trace.load_trace([REAL[0]], progress=False)
+    trace_disk.release_pages(mem.timeline)  # no store: nothing to release, no error

@@ -9,6 +9,8 @@ import pandas as pd
 
 from .._version import __version__
 from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average
+from ..io.trace_disk import release_pages
+from .timeline import row_passes
 
 
 
@@ -141,27 +143,34 @@ def _timeline(prof) -> dict | None:
     ev = prof.timeline
     if ev is None or ev.empty or "start_us" not in ev:
         return None
-    # Column arithmetic on the codes, no row selection: a selection would copy every column of a frame that
-    # can hold tens of millions of events (memory-mapped on a trace larger than memory).
+    # Column arithmetic on the codes in passes of a few million rows, no row selection: a selection would
+    # copy every column of a frame that can hold tens of millions of events (memory-mapped on a trace
+    # larger than memory), and whole-column temporaries would cost as much.
     start = ev["start_us"].to_numpy(dtype=np.float64)
     dur = ev["dur_us"].to_numpy(dtype=np.float64)
     # scope-layer bars span the operators under them: counted apart, never as an operator type
     scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)
+    passes = row_passes(len(ev))
 
-    def totals(column: str, rows: np.ndarray) -> dict:
+    def totals(column: str, in_scope: bool) -> dict:
         codes, values = (ev[column].cat.codes.to_numpy(), ev[column].cat.categories) \
             if isinstance(ev[column].dtype, pd.CategoricalDtype) else pd.factorize(ev[column], sort=True)
-        key = np.where(rows & (codes >= 0), codes, -1)
-        by = pd.Series(dur).groupby(key).agg(["size", "sum"])
-        by = by[by.index >= 0].rename(columns={"size": "count", "sum": "total_us"})
-        by.index = values[by.index.to_numpy()]
-        return {str(k): {"count": int(v["count"]), "total_us": float(v["total_us"])}
-                for k, v in by.sort_values("total_us", ascending=False).iterrows()}
+        count, total = np.zeros(len(values), np.int64), np.zeros(len(values), np.float64)
+        for p in passes:
+            keep = (scope[p] == in_scope) & (codes[p] >= 0)
+            c, d = codes[p][keep], dur[p][keep]
+            count += np.bincount(c, minlength=len(values))
+            total += np.bincount(c, weights=np.nan_to_num(d), minlength=len(values))
+        used = np.flatnonzero(count)
+        order = used[np.argsort(-total[used], kind="stable")]
+        return {str(values[i]): {"count": int(count[i]), "total_us": float(total[i])} for i in order}
     origin = prof.origin_us
+    release_pages(ev)
     return {"events": int(len(ev)), "tracks": int((np.bincount(ev["track"].to_numpy()) > 0).sum()),
-            "start_us": float(origin + start.min()), "end_us": float(origin + (start + np.nan_to_num(dur)).max()),
-            "by_type": totals("op_type", ~scope),
-            "scope_layers": totals("name", scope)}
+            "start_us": float(origin + start.min()),
+            "end_us": float(origin + max(float((start[p] + np.nan_to_num(dur[p])).max()) for p in passes)),
+            "by_type": totals("op_type", False),
+            "scope_layers": totals("name", True)}
 
 
 def _int(v):

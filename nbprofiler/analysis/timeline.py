@@ -27,6 +27,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..io.trace_disk import release_pages
+
 # At most this many of a track's longest events are tested one by one instead of through the sorted cut.
 LONG_EVENTS_PER_TRACK = 256
 MAX_GLYPHS = 20_000
@@ -168,12 +170,14 @@ class TimelineIndex:
         self.type_codes = type_codes
         self.type_values = np.asarray(types.categories, dtype=object)
         self.t_min = float(self.start.min()) if self.n else 0.0
-        self.t_max = max((float((self.start[p] + self.dur[p]).max()) for p in _passes(self.n)), default=0.0)
+        self.t_max = max((float((self.start[p] + self.dur[p]).max()) for p in row_passes(self.n)), default=0.0)
         # (pixel, {track: entries}), coarsest first; only tracks with many events get one. Until
         # `build_levels` has run, every query merges the events (the same bars, slower on wide windows).
         self.levels: list[tuple[float, dict[int, _LevelTrack]]] = []
+        self._release = lambda: release_pages(events)  # on disk, the passes' pages are not kept resident
         if levels:
             self.build_levels()
+        self._release()
 
     def end_of(self, pos: np.ndarray) -> np.ndarray:
         """End times (us) of index positions (not kept per event: 8 bytes each on a timeline of millions)."""
@@ -194,7 +198,10 @@ class TimelineIndex:
         built = []
         for bins in LEVEL_BINS:
             px = span / bins
-            lvl = {trk: _level_track(self, tr.lo, tr.hi, px) for trk, tr in busy.items()}
+            lvl = {}
+            for trk, tr in busy.items():
+                lvl[trk] = _level_track(self, tr.lo, tr.hi, px)
+                self._release()  # one track's pages at a time
             if lvl:
                 built.append((px, lvl))
         self.levels = built
@@ -223,11 +230,13 @@ def _as_categorical(s: pd.Series) -> pd.Categorical:
 
 
 def _is_sorted(track: np.ndarray, start: np.ndarray) -> bool:
-    """True when rows are already ordered by (track, start), as ``prof.timeline`` is."""
-    if len(track) < 2:
-        return True
-    dt = np.diff(track)
-    return bool((dt >= 0).all() and ((dt > 0) | (np.diff(start) >= 0)).all())
+    """True when rows are already ordered by (track, start), as ``prof.timeline`` is (checked pass by
+    pass: whole-column temporaries would cost more than the index)."""
+    for p in row_passes(len(track) - 1):
+        t0, t1 = track[p.start:p.stop], track[p.start + 1:p.stop + 1]
+        if not ((t1 > t0) | ((t1 == t0) & (start[p.start + 1:p.stop + 1] >= start[p.start:p.stop]))).all():
+            return False
+    return True
 
 
 def build_index(events: pd.DataFrame, levels: bool = True) -> TimelineIndex:
@@ -470,7 +479,8 @@ def range_stats(events: pd.DataFrame, t0: float, t1: float, tracks=None, by_trac
 _PASS_ROWS = 4_000_000
 
 
-def _passes(n: int) -> list[slice]:
+def row_passes(n: int) -> list[slice]:
+    """Slices of `_PASS_ROWS` rows covering ``n`` rows: a computation over every event done pass by pass."""
     return [slice(a, min(a + _PASS_ROWS, n)) for a in range(0, n, _PASS_ROWS)]
 
 
@@ -485,7 +495,7 @@ def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: 
     dur = events["dur_us"].to_numpy(dtype=np.float64)
     track = events["track"].to_numpy()
     n = len(start)
-    pieces = _passes(n)
+    pieces = row_passes(n)
     lo = float(start.min()) if t0 is None and n else float(t0 or 0.0)
     hi = max(float((start[p] + np.nan_to_num(dur[p])).max()) for p in pieces) if t1 is None and n \
         else float(t1 if t1 is not None else lo + 1.0)

@@ -33,6 +33,7 @@ import mmap
 import os
 import shutil
 import tempfile
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -709,6 +710,19 @@ def _counters(sink: _Sink) -> pd.DataFrame:
 
 
 # -- opening a store --------------------------------------------------------------------------------
+# store -> weak references to the maps of its timeline's numeric columns (the frame's arrays keep them alive)
+_MAPS: dict[str, list[weakref.ref]] = {}
+
+
+def release_pages(frame: pd.DataFrame) -> None:
+    """After a pass over every event of a timeline loaded on disk: drop the pages of its mapped columns
+    from this process's resident memory. They stay in the page cache, so touching them again costs a
+    minor fault, and the pages one pass touched do not add up with the next pass's. No-op for a frame
+    held in memory."""
+    for ref in _MAPS.get(frame.attrs.get("store"), ()):
+        m = ref()
+        if m is not None and hasattr(m, "_mmap") and hasattr(m._mmap, "madvise"):
+            m._mmap.madvise(mmap.MADV_DONTNEED)
 def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict) -> pd.DataFrame:
     """The timeline frame over these column arrays (category codes in `_codes_dtype`) and args, sharing
     their memory: no column is copied."""
@@ -782,9 +796,10 @@ def _open(store: Path) -> trace.TraceData | None:
         if meta.get("version") != STORE_VERSION:
             return None
         n, cats = int(meta["rows"]), meta["categories"]
-        arrays = {}
+        arrays, maps = {}, []
         for c in _COLUMNS:
-            arr = np.load(store / f"timeline.{c}.npy", mmap_mode="r").view(np.ndarray)  # a plain view of the map
+            maps.append(np.load(store / f"timeline.{c}.npy", mmap_mode="r"))
+            arr = maps[-1].view(np.ndarray)  # a plain view of the map
             if arr.shape != (n,) or arr.dtype != np.dtype(meta["dtypes"][c]):
                 return None
             if c in _CATEGORICAL and arr.dtype != _codes_dtype(len(cats[c])):
@@ -795,6 +810,7 @@ def _open(store: Path) -> trace.TraceData | None:
             return None
         timeline = _timeline_frame(arrays, args, cats)
         timeline.attrs["store"] = str(store)
+        _MAPS[str(store)] = [weakref.ref(m) for m in maps]
         import pyarrow.feather as feather
         small = {name: feather.read_table(store / f"{name}.arrow", memory_map=True).to_pandas(split_blocks=True)
                  for name in ("tracks", "flows", "counters")}
