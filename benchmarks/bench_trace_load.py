@@ -8,6 +8,8 @@ files) are written to a scratch dir (default: $TMPDIR/nbprofiler-bench), never t
     python benchmarks/bench_trace_load.py --quick          # 10 MB
     python benchmarks/bench_trace_load.py --sizes 100 1000  # MB
 
+Each method runs ``--repeat`` times per size (default 3, interleaved); the run of median time is reported.
+
 Methods, per size:
   floor       duckdb read_json of the same fields straight into Arrow: the parse alone, no frames.
               The loader cannot beat it; ``x_floor`` (loader time / floor time) says how close it gets,
@@ -95,7 +97,7 @@ def ensure_trace(scratch: Path, mb: int, seed: int = 1) -> Path:
     return path
 
 
-def run(sizes: list[int], scratch: Path, baseline_max_mb: int) -> list[dict]:
+def run(sizes: list[int], scratch: Path, baseline_max_mb: int, repeat: int = 3) -> list[dict]:
     scratch.mkdir(parents=True, exist_ok=True)
     results = []
     for mb in sizes:
@@ -104,10 +106,14 @@ def run(sizes: list[int], scratch: Path, baseline_max_mb: int) -> list[dict]:
         # outside the trace's folder: the cache refuses to live inside a profiler directory
         cache_dir = tempfile.mkdtemp(prefix="nbprofiler-bench-cache-")
         try:
-            row = {"size_mb": round(size_mb, 1), "machine": f"{os.cpu_count()} cpu"}
-            floor = measure("floor", path, "off")
-            nb = measure("nbprofiler", path, cache_dir)
-            cached = measure("cached", path, cache_dir)
+            row = {"size_mb": round(size_mb, 1), "machine": f"{os.cpu_count()} cpu", "repeat": repeat}
+            runs = {"floor": [], "nbprofiler": [], "cached": []}
+            for _ in range(repeat):  # interleaved, so a busy spell of the machine touches every method alike
+                shutil.rmtree(cache_dir, ignore_errors=True)
+                for method in runs:
+                    runs[method].append(measure(method, path, "off" if method == "floor" else cache_dir))
+            # the run of median time of each method (its CPU and memory are that run's)
+            floor, nb, cached = (sorted(runs[m], key=lambda r: r["seconds"])[repeat // 2] for m in runs)
             row["floor_duckdb_parse"] = _fmt(floor, size_mb)
             row["nbprofiler"] = _fmt(nb, size_mb)
             row["x_floor"] = round(nb["seconds"] / floor["seconds"], 2)
@@ -162,9 +168,11 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "nbprofiler-bench")
     ap.add_argument("--baseline-max-mb", type=int, default=1000,
                     help="skip the (slow, ~8x memory) baseline above this size")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each method per size; the median is reported")
     ap.add_argument("--out", type=Path, help="also write the results as JSON here")
     args = ap.parse_args(argv)
-    results = run([10] if args.quick else args.sizes, args.scratch, args.baseline_max_mb)
+    results = run([10] if args.quick else args.sizes, args.scratch, args.baseline_max_mb,
+                  repeat=1 if args.quick else args.repeat)
     print(markdown(results), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))

@@ -266,3 +266,26 @@ def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path):
     assert len(index.levels) and index.n == len(disk.timeline)
     mem = trace.load_trace([REAL[0]], progress=False)
     trace_disk.release_pages(mem.timeline)  # no store: nothing to release, no error
+
+
+def test_a_failed_read_lets_go_of_what_it_kept(tmp_path, monkeypatch):
+    """A read that fails part-way (here a dur that is not a number: the retry reads dur as text) discards
+    what its sink kept before the retry runs, so the two are never in memory together."""
+    from nbprofiler.synthetic import write_trace
+    path = tmp_path / "trace.json"
+    write_trace(path, 40_000_000, seed=3)  # past duckdb's first read buffer, so batches arrive before the error
+    text = path.read_text().rstrip()
+    path.write_text(text[:-1] + ', {"ph": "X", "name": "late", "pid": 1, "tid": 1, "ts": "1", "dur": "n/a"}]')
+    discarded = []
+    real = trace_disk._Sink.discard
+
+    def discard(sink):
+        discarded.append(len(sink.kept))
+        real(sink)
+        assert not sink.kept and not sink.flows.batches
+    monkeypatch.setattr(trace_disk._Sink, "discard", discard)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        data = trace.load_trace([path], progress=False)
+    assert discarded and discarded[0] >= 4  # the first read had kept several batches when it failed
+    assert "late" not in set(data.timeline["name"].astype(str)) and len(data.timeline) > 100_000

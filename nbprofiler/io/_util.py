@@ -26,7 +26,7 @@ MEMORY_FRACTION = 0.8
 # ``trace_document`` when an object-form trace has to be read as one document, ``trace_exact`` before the
 # stdlib parse that locates an error, ``csv_careful`` when a CSV's rows are not all as wide as its header.
 EXPANSION = {
-    "trace": 4.7,             # measured 3.72 (object form, many small events; array form 3.50)
+    "trace": 3.6,             # measured 2.82 (array form, many small events; object form 2.71)
     "trace_disk": 0.2,        # measured 0.11 (per byte between 1 and 10 GB; plus `TRACE_DISK_BASE_BYTES`)
     "trace_big_event": 10.8,  # measured 8.60 (one 100 MB name string; in args 3.47)
     "trace_document": 10.0,   # measured 8.00 (object form whose event array cannot be placed)

@@ -280,6 +280,18 @@ class _Sink:
             self.writer = pa.ipc.new_file(str(self.spill_path), batch.schema)
         self.writer.write_batch(batch)
 
+    def discard(self) -> None:
+        """Called when the read fails (a retry, or the exact parse that locates the error, comes next):
+        what was kept goes now."""
+        for w in ("writer", "flow_writer"):
+            if getattr(self, w) is not None:
+                getattr(self, w).close()
+                setattr(self, w, None)
+        for f in (self.spill_path, self.flows_path):
+            if f is not None:
+                f.unlink(missing_ok=True)
+        self.kept, self.flows, self.aux, self.be, self.seg = [], _KeptFlows(), [], [], []
+
     def close(self) -> None:
         """Called once every batch is read."""
         self.aux_table = pa.concat_tables(self.aux) if self.aux else None
@@ -314,7 +326,7 @@ def _parse(path: Path, spill_dir: Path | None, bar, share: float, family: str) -
     bar moves ``share`` of the file's size with the bytes parsed."""
     sinks: list[_Sink] = []
 
-    def make_digest():  # a retried read starts a fresh sink
+    def make_digest():  # a retried read starts a fresh sink (a failed read discards its own)
         sink = _Sink(spill_dir / f"spill-{len(sinks)}.arrow" if spill_dir is not None else None)
         sinks.append(sink)
         return sink
@@ -328,12 +340,7 @@ def _parse(path: Path, spill_dir: Path | None, bar, share: float, family: str) -
         bar.advance(step)
     reads = trace_parse._parse_chunks(path, on_batch=parsed, make_digest=make_digest, family=family)
     bar.advance(size * share - moved[0])
-    for s in sinks:
-        s.close()
-    for old in sinks[:-1]:
-        for f in (old.spill_path, old.flows_path):
-            if f is not None:
-                f.unlink(missing_ok=True)
+    sinks[-1].close()
     if not reads:
         raise EmptyFileError(path, "the trace holds no events")
     return sinks[-1]

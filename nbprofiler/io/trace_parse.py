@@ -227,7 +227,8 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     document is read up to this byte. ``stats`` (a dict) receives ``longest`` (bytes of the longest string
     value read) and, for a document read, ``docs`` (how many JSON documents the file holds; only the
     first one's events are read). ``make_digest``: returns the function that digests each batch (default
-    `_digest`); called once per read, so a read that fails and is retried starts a fresh one."""
+    `_digest`); called once per read, so a read that fails and is retried starts a fresh one, and a failed
+    read calls its ``discard()`` where it has one (what it kept is not held through the retry)."""
     import queue
     digest = _digest if make_digest is None else make_digest()
     stats = {} if stats is None else stats
@@ -297,6 +298,11 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
                     # the memory guard checked a smaller file: stop before reading what it did not allow
                     raise ProfilerDataError(path, f"the file grew while it was read (from {checked_size:,} bytes; "
                                                   "is the profiler still writing it?); load it once it is complete")
+    except BaseException:
+        if hasattr(digest, "discard"):
+            digest.discard()  # what a failed read kept goes before the retry or the exact parse
+        chunks.clear()
+        raise
     finally:
         stop.set()
         reader_thread.join()
