@@ -33,6 +33,7 @@ import mmap
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -382,24 +383,25 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     size = path.stat().st_size
     with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar:
         sink = _parse(path, None, bar, 0.8, "trace")
-        # the flows pair (Arrow and numpy work, mostly without the GIL) while the timeline is assembled
+        # A second thread pairs the flows (Arrow and numpy work, mostly without the GIL) while this one
+        # assembles the timeline; the counters go to whichever is free first (the flows take longer on a
+        # big trace, the assembly on a small one).
+        counters = _Once(lambda: _counters(sink))
         with ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows") as pool:
-            pairs = pool.submit(_pair_kept_flows, sink)
+            flows = pool.submit(lambda: (_flow_frame_of_kept(sink), counters.run())[0])
             # in memory the assembly is a small share of a load: the bar takes it in one step
             done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: None)
-            counters = _counters(sink)
-            pairs = pairs.result()
+            counters.run()
+            flows = flows.result()
         bar.advance(size * 0.2)
-    for col in ("start_track", "end_track") if pairs is not None else ():  # pair ids until the tracks were named
-        i = pairs.schema.get_field_index(col)
-        pairs = pairs.set_column(i, col, pa.array(done.track_of_pair[pairs.column(i).to_numpy()]))
-    flows = trace._flow_frame_of_pairs(pairs)
+    for col in ("start_track", "end_track"):  # pair ids until the tracks were named
+        flows[col] = done.track_of_pair[flows[col].to_numpy()].astype(np.int32)
     columns = done.columns
     timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
                                done.categories)
     return trace.TraceData(origin_us=done.origin_ns / 1000, timeline=timeline, tracks=done.tracks,
-                           flows=flows, counters=counters)
+                           flows=flows, counters=counters.result())
 
 
 class _ColumnFiles:
@@ -790,9 +792,36 @@ class _KeptFlows:
                                 col["pair"][start], us[start], col["pair"][end], us[end])
 
 
-def _pair_kept_flows(sink: _Sink) -> pa.Table | None:
-    """The flows a build kept in memory, paired, with pair ids for tracks (the tracks are named meanwhile)."""
-    return sink.flows.pairs(sink.origin_ns or 0)
+def _flow_frame_of_kept(sink: _Sink) -> pd.DataFrame:
+    """The flows frame of the flow events a build kept in memory, with pair ids for tracks (the tracks
+    are named meanwhile)."""
+    return trace._flow_frame_of_pairs(sink.flows.pairs(sink.origin_ns or 0))
+
+
+class _Once:
+    """A computation that runs once, in whichever thread asks first; ``result`` waits for it."""
+
+    def __init__(self, compute):
+        self.compute = compute
+        self.claim = threading.Lock()
+        self.done = threading.Event()
+        self.value = self.error = None
+
+    def run(self) -> None:
+        if not self.claim.acquire(blocking=False):
+            return  # the other thread has it
+        try:
+            self.value = self.compute()
+        except BaseException as e:  # raised by `result`, in the thread that needs the value
+            self.error = e
+        finally:
+            self.done.set()
+
+    def result(self):
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 def _open(store: Path) -> trace.TraceData | None:
