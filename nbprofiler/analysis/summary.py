@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average
 from ..io.trace_disk import release_pages
+from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average
 from .timeline import row_passes
 
 

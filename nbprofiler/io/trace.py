@@ -567,8 +567,8 @@ ORDER BY start_us, cat, id
 
 
 def _pair_flows(fl: pa.Table) -> pa.Table:
-    """`_FLOW_SQL`'s result from sorts of integer keys (no string hash tables: on a million flows, a tenth
-    of the SQL's memory in half its time). ``fl`` as in `_flow_frame`, without nulls."""
+    """`_FLOW_SQL`'s result from integer codes of cat and id and a sort (on a million flows, a tenth of the
+    SQL's memory in half its time). ``fl`` as in `_flow_frame`, without nulls."""
     fl = fl.combine_chunks()  # one chunk per column: a take from many chunks concatenates them first
     seq = fl.column("seq").to_numpy()
     if np.any(seq[1:] < seq[:-1]):

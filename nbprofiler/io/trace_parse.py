@@ -182,7 +182,7 @@ def _holds(texts: pa.Array, needle: bytes) -> np.ndarray:
     width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
     offsets = np.frombuffer(texts.buffers()[1], dtype=width)[texts.offset:texts.offset + len(texts) + 1]
     data = texts.buffers()[2]
-    text = data.to_pybytes()[int(offsets[0]):int(offsets[-1])] if data is not None else b""
+    text = data[int(offsets[0]):int(offsets[-1])].to_pybytes() if data is not None else b""
     at, found = 0, []
     while (at := text.find(needle, at)) >= 0:
         found.append(at)
