@@ -289,3 +289,22 @@ def test_a_failed_read_lets_go_of_what_it_kept(tmp_path, monkeypatch):
         data = trace.load_trace([path], progress=False)
     assert discarded and discarded[0] >= 4  # the first read had kept several batches when it failed
     assert "late" not in set(data.timeline["name"].astype(str)) and len(data.timeline) > 100_000
+
+
+def test_frames_on_disk_can_be_edited_in_place_without_writing_the_files(tmp_path):
+    """The store's columns are read-only maps: an in-place edit copies the column first, the files keep
+    what was loaded, and a re-open reads the original values."""
+    store = tmp_path / "store"
+    trace_disk.build(REAL[1], store, legacy=False, progress=False)  # torch_npu: it has flows
+    files = {p.name: p.read_bytes() for p in store.iterdir()}
+    data = trace_disk._open(store)
+    tl, flows = data.timeline, data.flows
+    first_start, first_name = float(tl["start_us"].iloc[0]), str(tl["name"].iloc[0])
+    tl.loc[0, "start_us"] = -1.0
+    tl.iloc[1, tl.columns.get_loc("dur_us")] = 5.0
+    tl.loc[0, "name"] = tl["name"].iloc[7]
+    flows.loc[0, "end_us"] = -2.0
+    assert tl["start_us"].iloc[0] == -1.0 and tl["dur_us"].iloc[1] == 5.0 and flows["end_us"].iloc[0] == -2.0
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == files
+    again = trace_disk._open(store)
+    assert again.timeline["start_us"].iloc[0] == first_start and str(again.timeline["name"].iloc[0]) == first_name

@@ -824,9 +824,17 @@ class _Once:
         return self.value
 
 
+def _copy_on_edit(df: pd.DataFrame) -> None:
+    """Let ``df`` (columns over read-only maps) be edited in place: a second frame holding the same columns
+    (kept on ``df``) makes pandas' copy-on-write copy a column before any in-place edit, where writing into
+    the map would raise "assignment destination is read-only"."""
+    object.__setattr__(df, "_nbprofiler_shares_maps", df.copy(deep=False))
+
+
 def _open(store: Path) -> trace.TraceData | None:
-    """The frames of a complete store (its meta is written last), or None. The timeline's columns are
-    views of the mapped files (read-only; pandas copies on write)."""
+    """The frames of a complete store (its meta is written last), or None. The columns are views of the
+    mapped files, which are read-only: an in-place edit of a frame copies the edited column first
+    (`_copy_on_edit`), and the files are never written."""
     try:
         meta = json.loads((store / "meta.json").read_text())
         if meta.get("version") != STORE_VERSION:
@@ -850,6 +858,8 @@ def _open(store: Path) -> trace.TraceData | None:
         import pyarrow.feather as feather
         small = {name: feather.read_table(store / f"{name}.arrow", memory_map=True).to_pandas(split_blocks=True)
                  for name in ("tracks", "flows", "counters")}
+        for df in (timeline, *small.values()):
+            _copy_on_edit(df)
         return trace.TraceData(origin_us=int(meta["origin_ns"]) / 1000, timeline=timeline, **small)
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
         return None
