@@ -165,12 +165,13 @@ def _timeline(prof) -> dict | None:
         order = used[np.argsort(-total[used], kind="stable")]
         return {str(values[i]): {"count": int(count[i]), "total_us": float(total[i])} for i in order}
     origin = prof.origin_us
-    release_pages(ev)
-    return {"events": int(len(ev)), "tracks": int((np.bincount(ev["track"].to_numpy()) > 0).sum()),
-            "start_us": float(origin + start.min()),
-            "end_us": float(origin + max(float((start[p] + np.nan_to_num(dur[p])).max()) for p in passes)),
-            "by_type": totals("op_type", False),
-            "scope_layers": totals("name", True)}
+    out = {"events": int(len(ev)), "tracks": int((np.bincount(ev["track"].to_numpy()) > 0).sum()),
+           "start_us": float(origin + start.min()),
+           "end_us": float(origin + max(float((start[p] + np.nan_to_num(dur[p])).max()) for p in passes)),
+           "by_type": totals("op_type", False),
+           "scope_layers": totals("name", True)}
+    release_pages(ev)  # after the passes above, which page the mapped columns in
+    return out
 
 
 def _int(v):
