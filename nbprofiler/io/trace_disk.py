@@ -33,7 +33,6 @@ import mmap
 import os
 import shutil
 import tempfile
-import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -385,14 +384,13 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
         sink = _parse(path, None, bar, 0.8, "trace")
         # A second thread pairs the flows (Arrow and numpy work, mostly without the GIL) while this one
         # assembles the timeline; the counters go to whichever is free first (the flows take longer on a
-        # big trace, the assembly on a small one).
-        counters = _Once(lambda: _counters(sink))
+        # big trace, the assembly on a small one): queued behind the flows, taken back if not started.
         with ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows") as pool:
-            flows = pool.submit(lambda: (_flow_frame_of_kept(sink), counters.run())[0])
+            flows, counters = pool.submit(_flow_frame_of_kept, sink), pool.submit(_counters, sink)
             # in memory the assembly is a small share of a load: the bar takes it in one step
             done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: None)
-            counters.run()
+            counters = _counters(sink) if counters.cancel() else counters.result()
             flows = flows.result()
         bar.advance(size * 0.2)
     for col in ("start_track", "end_track"):  # pair ids until the tracks were named
@@ -401,7 +399,7 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
                                done.categories)
     return trace.TraceData(origin_us=done.origin_ns / 1000, timeline=timeline, tracks=done.tracks,
-                           flows=flows, counters=counters.result())
+                           flows=flows, counters=counters)
 
 
 class _ColumnFiles:
@@ -796,32 +794,6 @@ def _flow_frame_of_kept(sink: _Sink) -> pd.DataFrame:
     """The flows frame of the flow events a build kept in memory, with pair ids for tracks (the tracks
     are named meanwhile)."""
     return trace._flow_frame_of_pairs(sink.flows.pairs(sink.origin_ns or 0))
-
-
-class _Once:
-    """A computation that runs once, in whichever thread asks first; ``result`` waits for it."""
-
-    def __init__(self, compute):
-        self.compute = compute
-        self.claim = threading.Lock()
-        self.done = threading.Event()
-        self.value = self.error = None
-
-    def run(self) -> None:
-        if not self.claim.acquire(blocking=False):
-            return  # the other thread has it
-        try:
-            self.value = self.compute()
-        except BaseException as e:  # raised by `result`, in the thread that needs the value
-            self.error = e
-        finally:
-            self.done.set()
-
-    def result(self):
-        self.done.wait()
-        if self.error is not None:
-            raise self.error
-        return self.value
 
 
 def _copy_on_edit(df: pd.DataFrame) -> None:
