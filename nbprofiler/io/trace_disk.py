@@ -209,14 +209,14 @@ class _Sink:
         # X events: this batch's sorted run per track, to the spill. Their args are gathered once, in that
         # order (large_string: what the timeline frame holds).
         args = batch.column("args")
-        args = args.storage if isinstance(args.type, pa.ExtensionType) else args
+        args = (args.storage if isinstance(args.type, pa.ExtensionType) else args).cast(pa.large_string())
         rows = np.flatnonzero(is_x)
         rows = rows[_by_track_and_time(pair[rows], ts_ns[rows])]
         if len(rows):
             self._write(pa.record_batch({
                 "pair": pair[rows], "name": name[rows], "cat": cat[rows], "arg_type": typ[rows],
                 "ts_ns": ts_ns[rows], "dur": dur[rows], "seq": rows + offset,
-                "args": args.cast(pa.large_string()).take(pa.array(rows))}))
+                "args": args.take(pa.array(rows))}))
             p = pair[rows]
             cut = np.flatnonzero(np.diff(p)) + 1
             lo, hi = np.r_[0, cut], np.r_[cut, len(rows)]
@@ -231,7 +231,7 @@ class _Sink:
         if is_b.any():
             b_rows = np.flatnonzero(is_b)
             # an E event has no span (hence no args); nulls stand for them
-            b_args = args.cast(pa.large_string()).take(pa.array(b_rows, mask=kind[b_rows] != trace_parse.KIND_B))
+            b_args = args.take(pa.array(b_rows, mask=kind[b_rows] != trace_parse.KIND_B))
             self.be.append(pa.table({"kind": kind[b_rows], "pair": pair[b_rows], "name": name[b_rows],
                                      "cat": cat[b_rows], "arg_type": typ[b_rows], "ts_ns": ts_ns[b_rows],
                                      "seq": b_rows + offset, "args": b_args}))
@@ -283,10 +283,7 @@ class _Sink:
     def discard(self) -> None:
         """Called when the read fails (a retry, or the exact parse that locates the error, comes next):
         what was kept goes now."""
-        for w in ("writer", "flow_writer"):
-            if getattr(self, w) is not None:
-                getattr(self, w).close()
-                setattr(self, w, None)
+        self._close_writers()
         for f in (self.spill_path, self.flows_path):
             if f is not None:
                 f.unlink(missing_ok=True)
@@ -295,6 +292,9 @@ class _Sink:
     def close(self) -> None:
         """Called once every batch is read."""
         self.aux_table = pa.concat_tables(self.aux) if self.aux else None
+        self._close_writers()
+
+    def _close_writers(self) -> None:
         for w in ("writer", "flow_writer"):
             if getattr(self, w) is not None:
                 getattr(self, w).close()

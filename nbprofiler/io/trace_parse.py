@@ -129,8 +129,8 @@ def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
     kind = batch.column("kind").to_numpy()
     ts_ns, ts_ok = _ts_ns(batch.column("ts"))
     dur = pc.fill_null(batch.column("dur"), np.nan).to_numpy()
-    text = {c: batch.column(c) for c in ("pid", "tid", "name", "cat")}
-    codes = {c: _dict_chunk(col) for c, col in {**text, "arg_type": _arg_types(kind, batch.column("args"))}.items()}
+    codes = {c: _dict_chunk(batch.column(c)) for c in ("pid", "tid", "name", "cat")}
+    codes["arg_type"] = _dict_chunk(_arg_types(kind, batch.column("args")))
     span_rows = span_args = None
     if spans:
         placed = ((kind == KIND_X) & ~np.isnan(dur)) | (kind == KIND_B)
