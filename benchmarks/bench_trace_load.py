@@ -46,7 +46,8 @@ import pandas as pd  # imports are not timed: every method needs them, a noteboo
 from pathlib import Path
 if method != "baseline":
     import duckdb
-    from nbprofiler.io import trace, trace_parse
+    import psutil  # the memory guard's probe of free memory
+    from nbprofiler.io import trace, trace_disk, trace_parse
     from nbprofiler.io.discover import discover
     run = discover(path)[0]
 def cpu():

@@ -410,7 +410,8 @@ def test_args_type_is_read_as_json_reads_it(tmp_path):
     where it is the first key, else by json_extract; equal to what json.loads finds, escapes included."""
     args = [{"type": "Conv2D"}, {"fullname": "a/b", "type": "MatMul"}, {"type": 5}, {"type": None}, {},
             {"input": {"type": "nested"}}, {"type": "quote\"d"}, {"type": "uni\u00e9"}, {"type": ""},
-            {"type": "first", "type_2": "x"}]
+            {"type": "first", "type_2": "x"}, {"a": {"b": 1, "type": "deep"}}, {"a": {"type": "in"}, "type": "out"},
+            {"note": 'a,"type":b'}]
     events = [{"ph": ph, "name": f"e{i}", "pid": 1, "tid": 1, "ts": str(i), "dur": 1, "args": a}
               for i, a in enumerate(args) for ph in ("X", "B", "C")]
     text = json.dumps(events)
@@ -424,7 +425,7 @@ def test_args_type_is_read_as_json_reads_it(tmp_path):
     for e, kind in zip(json.loads(text), kinds):
         value = e["args"].get("type") if kind in (trace_parse.KIND_X, trace_parse.KIND_B) else None
         want.append(None if value is None else value if isinstance(value, str) else json.dumps(value))
-    assert got == want and "Conv2D" in got and 'quote"d' in got and "uni\u00e9" in got
+    assert got == want and "Conv2D" in got and 'quote"d' in got and "uni\u00e9" in got and "out" in got
 
 
 def test_the_text_search_finds_a_needle_in_each_value_only():

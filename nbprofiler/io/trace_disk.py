@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import itertools
 import json
 import mmap
 import os
@@ -113,34 +114,49 @@ def _check_disk(path: Path, dest: Path) -> None:
 class _Codes:
     """A dictionary that grows batch by batch: each batch's own dictionary codes -> global codes. Code 0
     stands for null; `final` orders the values as Arrow's dictionary unification orders them for the
-    in-memory build (first appearance, null as the literal "" where one occurs, else last)."""
+    in-memory build (first appearance, null as the literal "" where one occurs, else last). ``derive``: a
+    function computed once per distinct value, when it is first seen (op types of names: the Python loop
+    then runs while the reader thread parses the next batch, not after the last one)."""
 
-    def __init__(self):
-        self.seen = pa.array([], pa.string())  # the values; global code = position + 1
+    def __init__(self, derive=None):
+        # A Python dict: matching a batch's dictionary against an Arrow array of every value seen would
+        # hash that whole array again for each batch (~50k names: 0.15 s of a 100 MB file).
+        self.index: dict[str, int] = {}
+        self.derive = derive
+        self.derived: list = []
 
     def of(self, arr: pa.DictionaryArray) -> np.ndarray:
-        local = arr.dictionary
-        # a batch mostly repeats values seen before: Arrow's hash lookup (a Python dict costs ~0.4 us a value)
-        table = np.empty(len(local) + 1, dtype=np.int32)
-        table[:-1] = pc.fill_null(pc.index_in(local, value_set=self.seen), -1).to_numpy(zero_copy_only=False) + 1
+        values = arr.dictionary.to_numpy(zero_copy_only=False)
+        index = self.index
+        table = np.empty(len(values) + 1, dtype=np.int32)
+        table[:-1] = np.fromiter(map(index.get, values, itertools.repeat(0)), np.int32, len(values))
         table[-1] = 0  # null
         new = np.flatnonzero(table[:-1] == 0)  # a dictionary holds each value once
         if len(new):
-            table[new] = np.arange(len(self.seen) + 1, len(self.seen) + 1 + len(new), dtype=np.int32)
-            self.seen = pa.concat_arrays([self.seen, local.take(pa.array(new))])
-        return table[pc.fill_null(arr.indices, len(local)).to_numpy(zero_copy_only=False)]
+            codes = np.arange(len(index) + 1, len(index) + 1 + len(new), dtype=np.int32)
+            table[new] = codes
+            fresh = values[new].tolist()
+            index.update(zip(fresh, codes.tolist()))
+            if self.derive is not None:
+                self.derived.extend(map(self.derive, fresh))
+        return table[pc.fill_null(arr.indices, len(values)).to_numpy(zero_copy_only=False)]
 
     def final(self) -> tuple[np.ndarray, np.ndarray]:
         """(global code -> position in the final values, the final values)."""
-        k = len(self.seen)
-        values = self.seen.to_pylist()
+        k = len(self.index)
+        values = list(self.index)
         pos = np.arange(-1, k, dtype=np.int64)
-        literal_empty = pc.index_in(pa.array([""]), value_set=self.seen)[0].as_py()
+        literal_empty = self.index.get("")
         if literal_empty is not None:
-            pos[0] = literal_empty
+            pos[0] = literal_empty - 1
             return pos, np.array(values, dtype=object)
         pos[0] = k
         return pos, np.array(values + [""], dtype=object)
+
+    def final_derived(self) -> np.ndarray:
+        """``derive`` of each of `final`'s values, in their order."""
+        extra = [] if "" in self.index else [self.derive("")]
+        return np.array(self.derived + extra, dtype=object)
 
 
 class _Sink:
@@ -151,7 +167,7 @@ class _Sink:
         self.kept: list[pa.RecordBatch] = []
         self.flows = _KeptFlows()  # in memory
         self.writer = None
-        self.codes = {c: _Codes() for c in trace_parse._CODED}
+        self.codes = {c: _Codes(trace.op_type_of if c == "name" else None) for c in trace_parse._CODED}
         self.pairs: dict[int, int] = {}  # pid code << 32 | tid code -> pair id
         self.pair_pid: list[int] = []
         self.pair_tid: list[int] = []
@@ -390,14 +406,14 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
             # in memory the assembly is a small share of a load: the bar takes it in one step
             done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: None)
+            columns = done.columns
+            timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
+                                       done.categories)
             counters = _counters(sink) if counters.cancel() else counters.result()
             flows = flows.result()
         bar.advance(size * 0.2)
     for col in ("start_track", "end_track"):  # pair ids until the tracks were named
         flows[col] = done.track_of_pair[flows[col].to_numpy()].astype(np.int32)
-    columns = done.columns
-    timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
-                               done.categories)
     return trace.TraceData(origin_us=done.origin_ns / 1000, timeline=timeline, tracks=done.tracks,
                            flows=flows, counters=counters)
 
@@ -521,10 +537,12 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     has_b = be is not None and len(be) > 0
     for col in ("name", "cat", "arg_type") if has_b else ():
         sink._use(col, be.column(col).to_numpy())
-    name_map, name_values = _used(sink.used["name"], *final["name"])
-    cat_map, cat_values = _used(sink.used["cat"], *final["cat"])
-    type_map, type_values = _used(sink.used["arg_type"], *final["arg_type"])
-    op_of_name, op_of_type, op_values = _op_type_maps(name_values, type_values)
+    name_map, name_used = _used(sink.used["name"], final["name"][0], len(final["name"][1]))
+    cat_map, cat_used = _used(sink.used["cat"], final["cat"][0], len(final["cat"][1]))
+    type_map, type_used = _used(sink.used["arg_type"], final["arg_type"][0], len(final["arg_type"][1]))
+    name_values, cat_values = final["name"][1][name_used], final["cat"][1][cat_used]
+    type_values = final["arg_type"][1][type_used]
+    op_of_name, op_of_type, op_values = _op_type_maps(sink.codes["name"].final_derived()[name_used], type_values)
 
     segs = np.concatenate(sink.seg) if sink.seg else np.zeros((0, 6), np.int64)
     seg_track = track_of_pair[segs[:, 0]] if len(segs) else np.zeros(0, np.int32)
@@ -591,24 +609,28 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
                       origin_ns=origin_ns, categories=categories, dtypes=dtypes, n=n, columns=columns)
 
 
-def _used(counts: np.ndarray, pos: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(global code -> code among the used values, the used values in their final order), from the
-    counts per global code and `_Codes.final`."""
-    used = np.zeros(len(values), dtype=bool)
+def _used(counts: np.ndarray, pos: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray]:
+    """(global code -> code among the used values, which of the final values are used), from the counts
+    per global code and `_Codes.final`'s positions of ``n_values`` values."""
+    used = np.zeros(n_values, dtype=bool)
     used[pos[:len(counts)][counts > 0]] = True
-    return (np.cumsum(used, dtype=np.int32) - 1)[pos], values[used]
+    return (np.cumsum(used, dtype=np.int32) - 1)[pos], used
 
 
-def _op_type_maps(names: np.ndarray, types: np.ndarray):
-    """As `trace._op_types`: per used name its derived type, per used args.type its own when specific;
-    categories = the derived types, then the specific args types, in first-seen order. (Derived here, not
-    while the file is read: a Python loop there would hold the GIL the reader thread needs.)"""
-    derived = np.array([trace.op_type_of(n) for n in names.tolist()], dtype=object)
-    usable = np.array([bool(t) and t not in trace.GENERIC_ARG_TYPES for t in types.tolist()], dtype=bool)
-    cats = pd.Index(pd.unique(np.concatenate([derived, types[usable]])), dtype=str)
-    of_name = cats.get_indexer(derived).astype(np.int32)
-    of_type = np.where(usable, cats.get_indexer(types), -1).astype(np.int32)
-    return of_name, of_type, np.asarray(cats, dtype=object)
+def _op_type_maps(derived: np.ndarray, types: np.ndarray):
+    """As `trace._op_types`: per used name its derived type (``derived``, `trace.op_type_of` of each used
+    name, computed as the names were read), per used args.type its own when specific; categories = the
+    derived types, then the specific args types, in first-seen order."""
+    of_name, cats = pd.factorize(derived)  # one hash pass over the names; the types are few
+    cats = list(cats)
+    usable = [bool(t) and t not in trace.GENERIC_ARG_TYPES for t in types.tolist()]
+    code = {c: i for i, c in enumerate(cats)}
+    for t, ok in zip(types.tolist(), usable):
+        if ok and t not in code:
+            code[t] = len(cats)
+            cats.append(t)
+    of_type = np.array([code[t] if ok else -1 for t, ok in zip(types.tolist(), usable)], dtype=np.int32)
+    return of_name.astype(np.int32), of_type, np.array(cats, dtype=object)
 
 
 def _pairs_of_be(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, path: Path) -> pa.Table | None:

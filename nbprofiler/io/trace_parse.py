@@ -153,9 +153,9 @@ def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
                   span_args)
 
 
-# duckdb writes args back as compact JSON, escapes decoded: where "type" is its first key and the value
-# has no escapes, the value is read off the text; other args whose text holds "type" (a later key, a
-# value with escapes, a nested key) go through json_extract.
+# duckdb writes args back as compact JSON (no blanks), escapes decoded: where "type" is its first key and
+# the value has no escapes, the value is read off the text; other args with a "type" key (a first one with
+# another value, or a later one, which a comma precedes) go through json_extract.
 _FIRST_TYPE = r'^\{"type":"(?P<type>[^"\\]*)"'
 
 
@@ -165,7 +165,9 @@ def _arg_types(kind: np.ndarray, args) -> pa.Array:
     timed = (kind == KIND_X) | (kind == KIND_B)
     found = pc.struct_field(pc.extract_regex(args, _FIRST_TYPE), 0)
     fast = timed & pc.is_valid(found).to_numpy(zero_copy_only=False)
-    rest = timed & ~fast & _holds(args, b'"type"')
+    first = pc.fill_null(pc.starts_with(args, '{"type":'), False).to_numpy(zero_copy_only=False)
+    maybe = first | _holds(args, b',"type":')
+    rest = timed & ~fast & maybe
     if rest.any():
         extracted = _query("SELECT json_extract_string(a, '$.type') AS t FROM x",
                            x=pa.table({"a": args.filter(pa.array(rest))})).column("t").combine_chunks()
