@@ -337,7 +337,6 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
 
     origin_ns = int(ts_ns[timed].min()) if timed.any() else 0
     rel_us = (ts_ns - origin_ns).astype(np.float64) / 1000.0
-    del ts_ns
 
     # Track = (pid, tid) of every slice and flow end, via dictionary codes (no per-row Python work).
     on_track = np.flatnonzero(is_x | is_b | is_flow)
@@ -347,6 +346,8 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
     pairs, pair_inv = _pair_codes(pid_code[on_track], len(pid_names), tid_code[on_track], n_tid)
     del pid_code, tid_code
     aux_rows = aux.column("row").to_numpy()
+    counter_events = _counter_events(aux, is_counter[aux_rows], ts_ns)
+    del ts_ns
     meta = _meta_events(aux, kind[aux_rows] == KIND_M)
     tracks = _name_tracks(pid_names[pairs // n_tid], tid_names[pairs % n_tid], meta, legacy=legacy, gpu=gpu)
     display_of_pair = np.empty(len(tracks), dtype=np.int32)
@@ -360,7 +361,8 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbprofiler-trace") as pool:
         side = pool.submit(lambda: (_flows(flow, kind, is_flow, row_track, rel_us),
-                                    _counters(aux, is_counter[aux_rows], rel_us)))
+                                    _counter_frame([counter_samples(counter_events)] if len(counter_events) else [],
+                                                   origin_ns)))
         timeline = _timeline(chunks, kind, is_x, is_b, row_track, rel_us, dur, multi, paths)
         flows, counters = side.result()
     tracks["events"] = np.bincount(timeline["track"].to_numpy(), minlength=len(tracks)).astype(np.int64)
@@ -666,36 +668,65 @@ def _flow_frame_of_pairs(pairs: pa.Table | None) -> pd.DataFrame:
                          "end_track": out["end_track"].astype(np.int32), "end_us": out["end_us"].astype(np.float64)})
 
 
+# One row per (C event, args key): each key of a C event's args is a series (Chrome trace format).
 _COUNTER_SQL = """
-SELECT coalesce(c.pid, '') AS pid, coalesce(c.name, '') AS name, j.key AS series, c.start_us,
+SELECT coalesce(c.pid, '') AS pid, coalesce(c.name, '') AS name, j.key AS series, c.ts_ns, c.row,
        TRY_CAST(j.value AS DOUBLE) AS value
 FROM c, json_each(CAST(c.args AS JSON)) AS j
-ORDER BY pid, name, series, c.start_us, c.row
 """
+_COUNTER_ORDER = ("pid", "name", "series", "ts_ns", "row")
 
 
-def _counters(aux, is_counter, rel_us) -> pd.DataFrame:
+# Counter args as profilers write them, in duckdb's compact JSON: flat objects of plain keys (no quote or
+# backslash) and numbers, e.g. {"Read(MB/s)":1.5,"Write(MB/s)":0}. There a comma before a quote only
+# separates two keys, so these are split by Arrow string kernels; other args go through duckdb's json_each.
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_FLAT_ARGS = rf'^\{{"[^"\\]*":{_NUMBER}(?:,"[^"\\]*":{_NUMBER})*\}}$'
+
+
+def counter_samples(events: pa.Table) -> pa.Table:
+    """The samples of some placeable C events (``row`` = file order, ``pid``, ``name``, ``args``, ``ts_ns``
+    = exact ns): one row per (event, args key), unordered (`_counter_frame` orders them)."""
+    events = events.select(["row", "pid", "name", "args", "ts_ns"])
+    args = events.column("args").combine_chunks()
+    flat = pc.fill_null(pc.match_substring_regex(args, _FLAT_ARGS), False).to_numpy(zero_copy_only=False)
+    samples = [_query(_COUNTER_SQL, c=events.filter(pa.array(~flat)))] if not flat.all() else []
+    if flat.any():
+        simple = events.filter(pa.array(flat))
+        # {"a":1,"b":2} -> ['"a":1', 'b":2'] -> ['"a', '1', 'b', '2']: keys at even places, values at odd ones
+        pairs = pc.split_pattern(pc.utf8_slice_codeunits(simple.column("args"), 1, -1), ',"')
+        tokens = pc.list_flatten(pc.split_pattern(pc.list_flatten(pairs), '":', max_splits=1))
+        try:
+            value = pc.cast(tokens[1::2], pa.float64())
+        except pa.ArrowInvalid:  # a number beyond float64: duckdb decides
+            return _query(_COUNTER_SQL, c=events)
+        of = simple.select(["pid", "name", "ts_ns", "row"]).take(pc.list_parent_indices(pairs))
+        samples.append(pa.table({"pid": pc.fill_null(of.column("pid"), ""), "name": pc.fill_null(of.column("name"), ""),
+                                 "series": pc.utf8_ltrim(tokens[0::2], '"'), "ts_ns": of.column("ts_ns"),
+                                 "row": of.column("row"), "value": value}))
+    return pa.concat_tables(samples, promote_options="permissive") if len(samples) > 1 else samples[0]
+
+
+def _counter_events(aux: pa.Table, is_counter: np.ndarray, ts_ns: np.ndarray) -> pa.Table:
     """``aux``: the M and C events with their global ``row``; ``is_counter``: which of them are
-    placeable C events."""
+    placeable C events; ``ts_ns``: every event's ts."""
     rows = aux.column("row").to_numpy()[is_counter]
-    if not len(rows):
-        return _counter_frame(None)
-    return _counter_frame(_rows(aux, ["row", "pid", "name", "args"], is_counter)
-                          .append_column("start_us", pa.array(rel_us[rows])))
+    return _rows(aux, ["row", "pid", "name", "args"], is_counter).append_column("ts_ns", pa.array(ts_ns[rows]))
 
 
-def _counter_frame(c: pa.Table | None) -> pd.DataFrame:
-    """The counters frame from the placeable C events (``row`` = file order, ``pid``, ``name``, ``args``,
-    ``start_us``), or an empty one. One row per (sample, series): each key of a C event's args is a series
-    (Chrome trace format)."""
-    if c is None or not len(c):
+def _counter_frame(samples: list[pa.Table], origin_ns: int) -> pd.DataFrame:
+    """The counters frame from `counter_samples` tables: ordered by (pid, name, series, time, file order),
+    times in us from ``origin_ns``; an empty frame when there are none."""
+    samples = [t for t in samples if len(t)]
+    if not samples:
         return _empty(COUNTER_COLUMNS, {"start_us": np.float64, "value": np.float64})
-    out = _query(_COUNTER_SQL, c=c).to_pandas()
+    t = pa.concat_tables(samples).sort_by([(c, "ascending") for c in _COUNTER_ORDER])
+    out = t.select(["pid", "name", "series"]).to_pandas()
     for col in ("pid", "name", "series"):
         out[col] = out[col].astype(str)
-    out["start_us"] = out["start_us"].astype(np.float64)
-    out["value"] = out["value"].astype(np.float64)
-    return out.reset_index(drop=True)
+    out["start_us"] = (t.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0
+    out["value"] = pc.fill_null(t.column("value").cast(pa.float64()), np.nan).to_numpy()
+    return out
 
 
 def _empty(columns, dtypes) -> pd.DataFrame:
@@ -729,7 +760,7 @@ def _from_cpu_ops(run: RunFiles) -> TraceData | None:
         "args": pd.Series([None] * len(order), dtype=object)})
     tracks["events"] = np.bincount(timeline["track"], minlength=len(tracks)).astype(np.int64)
     return TraceData(origin_us=origin, timeline=timeline, tracks=tracks,
-                     flows=_flow_frame(None), counters=_counter_frame(None))
+                     flows=_flow_frame(None), counters=_counter_frame([], 0))
 
 
 # -- progress -----------------------------------------------------------------------------------------

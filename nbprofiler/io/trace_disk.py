@@ -164,6 +164,7 @@ class _Sink:
 
     def __init__(self, spill: Path | None):
         self.spill_path = spill  # None: the runs and the flow events are kept in memory
+        self.counters: list[pa.Table] = []  # the C events, per batch
         self.kept: list[pa.RecordBatch] = []
         self.flows = _KeptFlows()  # in memory
         self.writer = None
@@ -180,7 +181,7 @@ class _Sink:
         self.be: list[pa.Table] = []
         self.flows_path = spill.with_name(spill.stem + "-flows.parquet") if spill is not None else None
         self.flow_writer = None
-        self.aux: list[pa.Table] = []
+        self.meta: list[pa.Table] = []  # the M events (track names and sort keys)
         self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
 
     def __call__(self, batch: pa.RecordBatch, offset: int):
@@ -270,9 +271,13 @@ class _Sink:
                 self.flow_writer.write_table(fl)
         if len(c.aux):
             arows = c.aux.column("row").to_numpy() - offset
-            ok = (kind[arows] == trace_parse.KIND_M) | is_counter[arows]
-            self.aux.append(c.aux.filter(pa.array(ok)).append_column("kind", pa.array(kind[arows[ok]]))
-                            .append_column("ts_ns", pa.array(ts_ns[arows[ok]])))
+            is_meta = kind[arows] == trace_parse.KIND_M
+            if is_meta.any():
+                self.meta.append(c.aux.filter(pa.array(is_meta)))
+            counter = is_counter[arows]
+            if counter.any():
+                self.counters.append(c.aux.filter(pa.array(counter))
+                                     .append_column("ts_ns", pa.array(ts_ns[arows[counter]])))
         return _Read(c.n)
 
     def _pair(self, key: int) -> int:
@@ -303,11 +308,11 @@ class _Sink:
         for f in (self.spill_path, self.flows_path):
             if f is not None:
                 f.unlink(missing_ok=True)
-        self.kept, self.flows, self.aux, self.be, self.seg = [], _KeptFlows(), [], [], []
+        self.kept, self.flows, self.meta, self.be, self.seg, self.counters = [], _KeptFlows(), [], [], [], []
 
     def close(self) -> None:
         """Called once every batch is read."""
-        self.aux_table = pa.concat_tables(self.aux) if self.aux else None
+        self.meta_table = pa.concat_tables(self.meta) if self.meta else None
         self._close_writers()
 
     def _close_writers(self) -> None:
@@ -396,21 +401,21 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     `nbprofiler.io.trace.load_trace` reads one file). The timeline's ``args`` is the runs' own text,
     not a copy."""
     size = path.stat().st_size
-    with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar:
+    # A second thread pairs the flows (Arrow and numpy work, mostly without the GIL) while this one
+    # assembles the timeline and reads the counters (duckdb's JSON parse, on duckdb's threads: beside the
+    # assembly it would take three threads to two cores).
+    with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar, \
+            ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows") as side:
         sink = _parse(path, None, bar, 0.8, "trace")
-        # A second thread pairs the flows (Arrow and numpy work, mostly without the GIL) while this one
-        # assembles the timeline; the counters go to whichever is free first (the flows take longer on a
-        # big trace, the assembly on a small one): queued behind the flows, taken back if not started.
-        with ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows") as pool:
-            flows, counters = pool.submit(_flow_frame_of_kept, sink), pool.submit(_counters, sink)
-            # in memory the assembly is a small share of a load: the bar takes it in one step
-            done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
-                             advance=lambda f: None)
-            columns = done.columns
-            timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
-                                       done.categories)
-            counters = _counters(sink) if counters.cancel() else counters.result()
-            flows = flows.result()
+        flows = side.submit(_flow_frame_of_kept, sink)
+        # in memory the assembly is a small share of a load: the bar takes it in one step
+        done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
+                         advance=lambda f: None)
+        columns = done.columns
+        timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
+                                   done.categories)
+        counters = _counters(sink)
+        flows = flows.result()
         bar.advance(size * 0.2)
     for col in ("start_track", "end_track"):  # pair ids until the tracks were named
         flows[col] = done.track_of_pair[flows[col].to_numpy()].astype(np.int32)
@@ -435,10 +440,16 @@ class _ColumnFiles:
         self.pending: list[pa.Array] = []
         self.pending_rows = 0
 
-    def add(self, cols: dict, args: pa.Array) -> bool:
-        """Append rows; True when the args written so far went to disk (the spill's pages can go)."""
+    def slot(self, k: int) -> dict:
+        """Arrays for the next ``k`` rows of each numeric column, to be filled, then `add`-ed."""
+        self.filled = {c: np.empty(k, dtype=self.dtypes[c]) for c in _COLUMNS}
+        return self.filled
+
+    def add(self, args: pa.Array) -> bool:
+        """Append the rows of the last `slot` and their args; True when the args written so far went to disk
+        (the spill's pages can go)."""
         for c, f in self.files.items():
-            f.write(np.ascontiguousarray(cols[c], dtype=self.dtypes[c]).tobytes())
+            f.write(self.filled[c].tobytes())
         self.pending.append(args)
         self.pending_rows += len(args)
         if self.pending_rows < _OUT_ROWS:
@@ -469,12 +480,13 @@ class _ColumnArrays:
         self.args: list[pa.Array] = []
         self.at = 0
 
-    def add(self, cols: dict, args: pa.Array) -> bool:
-        k = len(args)
-        for c, arr in self.arrays.items():
-            arr[self.at:self.at + k] = cols[c]
+    def slot(self, k: int) -> dict:
+        """The next ``k`` rows of each numeric column (views of the frame's arrays), to be filled."""
+        return {c: arr[self.at:self.at + k] for c, arr in self.arrays.items()}
+
+    def add(self, args: pa.Array) -> bool:
         self.args.append(args)
-        self.at += k
+        self.at += len(args)
         return False
 
     def close(self) -> None:
@@ -487,8 +499,8 @@ class _Kept:
     def __init__(self, batches: list[pa.RecordBatch]):
         self.batches = batches
 
-    def rows(self, batch: int, lo: int, hi: int) -> pa.Table:
-        return pa.Table.from_batches([self.batches[batch].slice(lo, hi - lo)])
+    def rows(self, batch: int, lo: int, hi: int) -> pa.RecordBatch:
+        return self.batches[batch].slice(lo, hi - lo)
 
     def release(self) -> None:
         pass
@@ -519,8 +531,8 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
                                   trace_exact._line_of_event(path, sink.absurd[1]))
     origin_ns = sink.origin_ns or 0
     final = {c: sink.codes[c].final() for c in trace_parse._CODED}
-    aux = sink.aux_table
-    meta = trace._meta_events(aux, aux.column("kind").to_numpy() == trace_parse.KIND_M) if aux is not None else []
+    meta = trace._meta_events(sink.meta_table, np.ones(len(sink.meta_table), bool)) \
+        if sink.meta_table is not None else []
     # a track is a distinct (pid, tid) text: a null pid and a literal "" one are the same track
     pid_text = final["pid"][1][final["pid"][0][np.array(sink.pair_pid, np.int64)]]
     tid_text = final["tid"][1][final["tid"][0][np.array(sink.pair_tid, np.int64)]]
@@ -558,6 +570,10 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     dtypes = {"track": np.dtype(np.int32), "start_us": np.dtype(np.float64), "dur_us": np.dtype(np.float64),
               **{c: _codes_dtype(len(categories[c])) for c in _CATEGORICAL}}
     columns.open(dtypes, n)
+    # the maps in the columns' own code types; per args.type code the op type it gives, where specific
+    name_map, cat_map = name_map.astype(dtypes["name"]), cat_map.astype(dtypes["cat"])
+    op_of_name = op_of_name.astype(dtypes["op_type"])
+    op_of_arg_type = op_of_type[type_map] if len(op_of_type) and (op_of_type >= 0).any() else None
     events = np.zeros(len(tracks), dtype=np.int64)
     spill = (_Spill(sink.spill_path) if sink.spill_path is not None else _Kept(sink.kept)) if sink.batches else None
     try:
@@ -578,21 +594,27 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
                 k = part.num_rows
                 if not k:
                     continue
-                is_b = part.column("from_pair").to_numpy() if "from_pair" in part.column_names else None
-                name_c = name_map[part.column("name").to_numpy()]
-                type_c = type_map[part.column("arg_type").to_numpy()]
-                op = np.where(op_of_type[type_c] >= 0, op_of_type[type_c], op_of_name[name_c]) \
-                    if len(op_of_type) else op_of_name[name_c]
-                cols = {"track": np.full(k, t, np.int32), "name": name_c, "op_type": op,
-                        "ph": ph_map[is_b.astype(np.int8)] if is_b is not None else np.zeros(k, np.int8),
-                        "cat": cat_map[part.column("cat").to_numpy()],
-                        "start_us": (part.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0,
-                        "dur_us": part.column("dur").to_numpy()}
+                # each column mapped straight into its place (no temporaries; mode="clip": unchecked)
+                out = columns.slot(k)
+                out["track"][:] = t
+                np.take(name_map, part.column("name").to_numpy(), out=out["name"], mode="clip")
+                np.take(op_of_name, out["name"], out=out["op_type"], mode="clip")
+                if op_of_arg_type is not None:  # a specific args.type wins over the name's type
+                    specific = op_of_arg_type[part.column("arg_type").to_numpy()]
+                    np.copyto(out["op_type"], specific, where=specific >= 0, casting="unsafe")
+                if "from_pair" in part.column_names:
+                    np.take(ph_map, part.column("from_pair").to_numpy().astype(np.int8), out=out["ph"], mode="clip")
+                else:
+                    out["ph"][:] = 0
+                np.take(cat_map, part.column("cat").to_numpy(), out=out["cat"], mode="clip")
+                # exact ns offset first, then us (as the in-memory build of several files computes it)
+                np.divide(part.column("ts_ns").to_numpy() - origin_ns, 1000.0, out=out["start_us"])
+                out["dur_us"][:] = part.column("dur").to_numpy()
                 events[t] += k
                 args = part.column("args")
-                # one chunk: pass that chunk itself (combine_chunks would copy the text)
-                args = args.chunk(0) if args.num_chunks == 1 else args.combine_chunks()
-                if columns.add(cols, args) and spill is not None:
+                if isinstance(args, pa.ChunkedArray):  # one chunk: that chunk itself (combine_chunks copies)
+                    args = args.chunk(0) if args.num_chunks == 1 else args.combine_chunks()
+                if columns.add(args) and spill is not None:
                     spill.release()
             if spill is not None:
                 spill.release()
@@ -650,10 +672,10 @@ def _pairs_of_be(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, path: P
 _TRACK_COLUMNS = ["name", "cat", "arg_type", "ts_ns", "dur", "seq", "args"]
 
 
-def _sorted_track(spans: list[pa.Table], b_pairs: pa.Table | None) -> pa.Table:
+def _sorted_track(spans: list[pa.RecordBatch], b_pairs: pa.Table | None) -> pa.Table:
     """One track's X events (``spans``) and B/E pairs, sorted as the in-memory build sorts them: by start,
     X events before pairs at equal starts, X events in file order, pairs in the order they were matched."""
-    parts = [p.select(_TRACK_COLUMNS) for p in spans]
+    parts = [pa.Table.from_batches([p.select(_TRACK_COLUMNS)]) for p in spans]
     flags = [np.zeros(p.num_rows, bool) for p in parts]
     keys = [p.column("seq").to_numpy() for p in parts]
     if b_pairs is not None and len(b_pairs):
@@ -676,8 +698,8 @@ class _Spill:
         self.mm = mmap.mmap(self.f.fileno(), 0, access=mmap.ACCESS_READ)
         self.reader = pa.ipc.open_file(pa.py_buffer(self.mm))
 
-    def rows(self, batch: int, lo: int, hi: int) -> pa.Table:
-        return pa.Table.from_batches([self.reader.get_batch(batch).slice(lo, hi - lo)])
+    def rows(self, batch: int, lo: int, hi: int) -> pa.RecordBatch:
+        return self.reader.get_batch(batch).slice(lo, hi - lo)
 
     def release(self) -> None:
         if hasattr(self.mm, "madvise"):
@@ -728,14 +750,8 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
 
 def _counters(sink: _Sink) -> pd.DataFrame:
     """The counters frame from the C events a build kept."""
-    aux, origin_ns = sink.aux_table, sink.origin_ns or 0
-    if aux is None:
-        return trace._counter_frame(None)
-    c = aux.filter(pc.equal(aux.column("kind"), trace_parse.KIND_C))
-    if not len(c):
-        return trace._counter_frame(None)
-    rel_us = (c.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0
-    return trace._counter_frame(c.select(["row", "pid", "name", "args"]).append_column("start_us", pa.array(rel_us)))
+    events = pa.concat_tables(sink.counters) if sink.counters else None
+    return trace._counter_frame([trace.counter_samples(events)] if events is not None else [], sink.origin_ns or 0)
 
 
 # -- opening a store --------------------------------------------------------------------------------
