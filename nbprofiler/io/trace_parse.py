@@ -202,15 +202,21 @@ def _holds(texts: pa.Array, needle: bytes) -> np.ndarray:
 _EVENT_SYNTAX_BYTES = 70
 
 
-def _json_bytes(batch: pa.RecordBatch) -> int:
-    """About how many bytes of JSON ``batch`` was read from: its text values plus the syntax around them."""
-    n = batch.num_rows * _EVENT_SYNTAX_BYTES
+def _text_sizes(batch: pa.RecordBatch) -> tuple[int, int]:
+    """(about how many bytes of JSON ``batch`` was read from: its text values plus the syntax around them;
+    bytes of its longest string value)."""
+    total, longest = batch.num_rows * _EVENT_SYNTAX_BYTES, 0
     for col in batch.columns:
+        if isinstance(col.type, pa.ExtensionType):  # duckdb's JSON type arrives as an extension of string
+            col = col.storage
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            n += int(pc.sum(pc.binary_length(col)).as_py() or 0)
+            if len(col):
+                lengths = pc.binary_length(col)
+                total += int(pc.sum(lengths).as_py() or 0)
+                longest = max(longest, int(pc.max(lengths).as_py() or 0))
         else:
-            n += 8 * batch.num_rows
-    return n
+            total += 8 * batch.num_rows
+    return total, longest
 
 
 def _dict_chunk(col) -> pa.DictionaryArray:
@@ -291,11 +297,12 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
             if item.num_rows:
                 if as_document and "docs" not in stats:
                     stats["docs"] = int(item.column("docs")[0].as_py())
-                stats["longest"] = max(stats["longest"], _longest(item))
+                nbytes, longest = _text_sizes(item)
+                stats["longest"] = max(stats["longest"], longest)
                 chunks.append(digest(item, offset))
                 offset += item.num_rows
                 if on_batch is not None:
-                    on_batch(_json_bytes(item))
+                    on_batch(nbytes)
                 if checked_size is not None and path.stat().st_size > checked_size:
                     # the memory guard checked a smaller file: stop before reading what it did not allow
                     raise ProfilerDataError(path, f"the file grew while it was read (from {checked_size:,} bytes; "
@@ -311,17 +318,6 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
         if url:
             json_slice.release(url)
     return chunks
-
-
-def _longest(batch: pa.RecordBatch) -> int:
-    """Bytes of the longest string value in ``batch``."""
-    n = 0
-    for col in batch.columns:
-        if isinstance(col.type, pa.ExtensionType):  # duckdb's JSON type arrives as an extension of string
-            col = col.storage
-        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and len(col):
-            n = max(n, int(pc.max(pc.binary_length(col)).as_py() or 0))
-    return n
 
 
 def _parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, family: str = "trace") -> list[_Chunk]:
