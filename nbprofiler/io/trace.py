@@ -449,32 +449,6 @@ def op_type_of(name: str) -> str:
     return without_op or base or name
 
 
-# Names of the form profilers mostly write, "scope/.../Type-opN": path components of printable ASCII
-# but space and "/" (nothing that str.strip() or the rules above treat specially) and an -opN suffix.
-# For these `op_type_of` is the last component without the suffix.
-_PLAIN = "[!-.0-~]"
-_SCOPED_OP = rf"^(?:{_PLAIN}+/)*{_PLAIN}+-op[0-9]+(?:_[0-9]+)*$"
-
-
-def op_types_of(names: list[str]) -> list[str]:
-    """`op_type_of` of each of ``names``; those of the form "scope/.../Type-opN" through Arrow string
-    kernels (a few us for thousands of names), the others one by one."""
-    if not names:
-        return []
-    arr = pa.array(names, pa.string())
-    scoped = pc.match_substring_regex(arr, _SCOPED_OP).to_numpy(zero_copy_only=False)
-    out = [op_type_of(n) for n in np.asarray(names, dtype=object)[~scoped].tolist()] if not scoped.all() else []
-    if not scoped.any():
-        return out
-    types = pc.replace_substring_regex(pc.replace_substring_regex(arr.filter(pa.array(scoped)), r"^.*/", ""),
-                                       r"-op[0-9]+(?:_[0-9]+)*$", "").to_pylist()
-    if not out:
-        return types
-    merged = np.empty(len(names), dtype=object)
-    merged[scoped], merged[~scoped] = types, out
-    return merged.tolist()
-
-
 def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     """A Categorical of ``values[codes]`` with only the values that occur as categories."""
     used = np.bincount(codes, minlength=len(values)) > 0
@@ -487,7 +461,7 @@ def _op_types(names: pd.Categorical, type_codes: np.ndarray, type_values: np.nda
     """op_type per row: ``args.type`` where present and specific, else derived from the name. The
     derivation runs once per distinct name, and the choice once per distinct (name, type) code pair."""
     types = _categorical(type_codes, type_values)
-    derived = np.array(op_types_of(names.categories.tolist()), dtype=object)
+    derived = np.array([op_type_of(n) for n in names.categories.tolist()], dtype=object)
     type_vals = np.asarray(types.categories, dtype=object)
     usable = np.array([bool(t) and t not in GENERIC_ARG_TYPES for t in type_vals], dtype=bool)
     cats = pd.Index(pd.unique(np.concatenate([derived, type_vals[usable]])), dtype=str)
@@ -715,12 +689,13 @@ def counter_samples(events: pa.Table) -> pa.Table:
     = exact ns): one row per (event, args key), unordered (`_counter_frame` orders them)."""
     events = events.select(["row", "pid", "name", "args", "ts_ns"])
     args = events.column("args").combine_chunks()
+    args = args.storage if isinstance(args.type, pa.ExtensionType) else args  # duckdb's JSON type
     flat = pc.fill_null(pc.match_substring_regex(args, _FLAT_ARGS), False).to_numpy(zero_copy_only=False)
     samples = [_query(_COUNTER_SQL, c=events.filter(pa.array(~flat)))] if not flat.all() else []
     if flat.any():
         simple = events.filter(pa.array(flat))
         # {"a":1,"b":2} -> ['"a":1', 'b":2'] -> ['"a', '1', 'b', '2']: keys at even places, values at odd ones
-        pairs = pc.split_pattern(pc.utf8_slice_codeunits(simple.column("args"), 1, -1), ',"')
+        pairs = pc.split_pattern(pc.utf8_slice_codeunits(args.filter(pa.array(flat)), 1, -1), ',"')
         tokens = pc.list_flatten(pc.split_pattern(pc.list_flatten(pairs), '":', max_splits=1))
         try:
             value = pc.cast(tokens[1::2], pa.float64())
@@ -838,4 +813,4 @@ class _Progress:
 
 
 __all__ = ["mark_scope_layers", "trace_sources",
-           "trace_data", "load_trace", "parse_events", "exact_events", "op_type_of", "op_types_of", "TraceData"]
+           "trace_data", "load_trace", "parse_events", "exact_events", "op_type_of", "TraceData"]

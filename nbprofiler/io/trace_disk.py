@@ -115,8 +115,8 @@ class _Codes:
     """A dictionary that grows batch by batch: each batch's own dictionary codes -> global codes. Code 0
     stands for null; `final` orders the values as Arrow's dictionary unification orders them for the
     in-memory build (first appearance, null as the literal "" where one occurs, else last). ``derive``: a
-    function of a list of values giving one derived value for each, called with each batch's new values
-    (op types of names: derived while the reader thread parses the next batch, not after the last one)."""
+    function computed once per distinct value, when it is first seen (op types of names: derived while the
+    reader thread parses the next batch, not after the last one)."""
 
     def __init__(self, derive=None):
         # A Python dict: matching a batch's dictionary against an Arrow array of every value seen would
@@ -138,7 +138,7 @@ class _Codes:
             fresh = values[new].tolist()
             index.update(zip(fresh, codes.tolist()))
             if self.derive is not None:
-                self.derived.extend(self.derive(fresh))
+                self.derived.extend(map(self.derive, fresh))
         return table[pc.fill_null(arr.indices, len(values)).to_numpy(zero_copy_only=False)]
 
     def final(self) -> tuple[np.ndarray, np.ndarray]:
@@ -155,7 +155,7 @@ class _Codes:
 
     def final_derived(self) -> np.ndarray:
         """``derive`` of each of `final`'s values, in their order."""
-        extra = [] if "" in self.index else self.derive([""])
+        extra = [] if "" in self.index else [self.derive("")]
         return np.array(self.derived + extra, dtype=object)
 
 
@@ -168,7 +168,7 @@ class _Sink:
         self.kept: list[pa.RecordBatch] = []
         self.flows = _KeptFlows()  # in memory
         self.writer = None
-        self.codes = {c: _Codes(trace.op_types_of if c == "name" else None) for c in trace_parse._CODED}
+        self.codes = {c: _Codes(trace.op_type_of if c == "name" else None) for c in trace_parse._CODED}
         self.pairs: dict[int, int] = {}  # pid code << 32 | tid code -> pair id
         self.pair_pid: list[int] = []
         self.pair_tid: list[int] = []
@@ -402,8 +402,7 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     not a copy."""
     size = path.stat().st_size
     # A second thread pairs the flows (Arrow and numpy work, mostly without the GIL) while this one
-    # assembles the timeline and reads the counters (duckdb's JSON parse, on duckdb's threads: beside the
-    # assembly it would take three threads to two cores).
+    # assembles the timeline, builds its frame and reads the counters.
     with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar, \
             ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows") as side:
         sink = _parse(path, None, bar, 0.8, "trace")
