@@ -401,19 +401,20 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     `nbprofiler.io.trace.load_trace` reads one file). The timeline's ``args`` is the runs' own text,
     not a copy."""
     size = path.stat().st_size
-    # A second thread pairs the flows (Arrow and numpy work, mostly without the GIL) while this one
-    # assembles the timeline, builds its frame and reads the counters.
+    # A second thread pairs the flows and then reads the counters (Arrow and numpy work, mostly without the
+    # GIL) while this one assembles the timeline and builds its frame; the counters are taken back here if
+    # that thread has not started them by then.
     with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar, \
-            ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows") as side:
+            ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-side") as side:
         sink = _parse(path, None, bar, 0.8, "trace")
-        flows = side.submit(_flow_frame_of_kept, sink)
+        flows, counters = side.submit(_flow_frame_of_kept, sink), side.submit(_counters, sink)
         # in memory the assembly is a small share of a load: the bar takes it in one step
         done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
                          advance=lambda f: None)
         columns = done.columns
         timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
                                    done.categories)
-        counters = _counters(sink)
+        counters = _counters(sink) if counters.cancel() else counters.result()
         flows = flows.result()
         bar.advance(size * 0.2)
     for col in ("start_track", "end_track"):  # pair ids until the tracks were named
