@@ -440,7 +440,7 @@ def test_the_text_search_finds_a_needle_in_each_value_only():
 
 
 def test_flat_counter_args_are_split_as_json_each_splits_them():
-    """`trace.counter_samples` splits flat {"key":number,...} args with Arrow string kernels and sends the
+    """`trace._counter_samples` splits flat {"key":number,...} args with Arrow string kernels and sends the
     others to duckdb's json_each: every shape gives what json_each alone gives."""
     args = ['{"MHz":1800}', '{"Read(MB/s)":1.5,"Write(MB/s)":0}', '{"a,b":-2.5e-3,"c:d":1E2,"":7}',
             '{"x":1,"x":2}', '{"big":18446744073709551615,"bigger":123456789012345678901234567890}',
@@ -455,10 +455,10 @@ def test_flat_counter_args_are_split_as_json_each_splits_them():
     def ordered(t):
         return t.select(["pid", "name", "series", "ts_ns", "row", "value"]).sort_by(
             [(c, "ascending") for c in trace._COUNTER_ORDER] + [("value", "ascending")]).to_pylist()
-    got = trace.counter_samples(events)
+    got = trace._counter_samples(events)
     assert ordered(got) == ordered(by_json_each)
     assert {"MHz", "Read(MB/s)", "a,b", "c:d", ""} <= set(got.column("series").to_pylist())
     # only the flat ones take the Arrow path (one of them: json_each is not asked at all)
     flat = events.filter(pa.array([a is not None and a.startswith('{"MHz"') for a in args]))
-    assert ordered(trace.counter_samples(flat)) == ordered(trace._query(trace._COUNTER_SQL, c=flat))
+    assert ordered(trace._counter_samples(flat)) == ordered(trace._query(trace._COUNTER_SQL, c=flat))
 

@@ -361,7 +361,7 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbprofiler-trace") as pool:
         side = pool.submit(lambda: (_flows(flow, kind, is_flow, row_track, rel_us),
-                                    _counter_frame([counter_samples(counter_events)] if len(counter_events) else [],
+                                    _counter_frame([_counter_samples(counter_events)] if len(counter_events) else [],
                                                    origin_ns)))
         timeline = _timeline(chunks, kind, is_x, is_b, row_track, rel_us, dur, multi, paths)
         flows, counters = side.result()
@@ -577,11 +577,11 @@ def _pair_flows(fl: pa.Table) -> pa.Table:
         fl = fl.take(pa.array(np.argsort(seq, kind="stable")))  # "first" and "last" are in file order
     codes = [pc.dictionary_encode(fl.column(c)).combine_chunks().indices.to_numpy(zero_copy_only=False)
              for c in ("cat", "id")]
-    start, end = flow_ends(fl.column("kind").to_numpy(), flow_key(*codes))
-    return flow_pairs(fl, start, *(fl.column(c).to_numpy()[rows] for rows in (start, end) for c in ("track", "us")))
+    start, end = _flow_ends(fl.column("kind").to_numpy(), _flow_key(*codes))
+    return _flow_pairs(fl, start, *(fl.column(c).to_numpy()[rows] for rows in (start, end) for c in ("track", "us")))
 
 
-def flow_key(cat: np.ndarray, ident: np.ndarray) -> np.ndarray:
+def _flow_key(cat: np.ndarray, ident: np.ndarray) -> np.ndarray:
     """One int64 per (cat, id), from integer codes of each (an id's code may be the id itself)."""
     if not len(cat):
         return np.zeros(0, np.int64)
@@ -592,7 +592,7 @@ def flow_key(cat: np.ndarray, ident: np.ndarray) -> np.ndarray:
     return cat.astype(np.int64) * span + (ident.astype(np.int64) - lo)
 
 
-def flow_ends(kind: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _flow_ends(kind: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`_FLOW_SQL`'s rule over flow events in file order: the row of each flow's start (its key's first s)
     and of its end (the first f, else the last t), for the keys that have both. One stable sort by key
     (each key's events stay in file order), then a pass over the sorted events."""
@@ -616,8 +616,8 @@ def flow_ends(kind: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return s[both], e[both]
 
 
-def flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_track, end_us) -> pa.Table:
-    """`_FLOW_SQL`'s result from the pairs `flow_ends` found: the start events' ``cat``, ``id`` and
+def _flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_track, end_us) -> pa.Table:
+    """`_FLOW_SQL`'s result from the pairs `_flow_ends` found: the start events' ``cat``, ``id`` and
     ``name`` (rows ``rows`` of ``text``), and both ends' tracks and times, ordered by start, cat, id. The
     text is copied once, in that order: the order is found from the times, and from the text only among
     flows that start at the same time."""
@@ -684,7 +684,7 @@ _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _FLAT_ARGS = rf'^\{{"[^"\\]*":{_NUMBER}(?:,"[^"\\]*":{_NUMBER})*\}}$'
 
 
-def counter_samples(events: pa.Table) -> pa.Table:
+def _counter_samples(events: pa.Table) -> pa.Table:
     """The samples of some placeable C events (``row`` = file order, ``pid``, ``name``, ``args``, ``ts_ns``
     = exact ns): one row per (event, args key), unordered (`_counter_frame` orders them)."""
     events = events.select(["row", "pid", "name", "args", "ts_ns"])
@@ -716,7 +716,7 @@ def _counter_events(aux: pa.Table, is_counter: np.ndarray, ts_ns: np.ndarray) ->
 
 
 def _counter_frame(samples: list[pa.Table], origin_ns: int) -> pd.DataFrame:
-    """The counters frame from `counter_samples` tables: ordered by (pid, name, series, time, file order),
+    """The counters frame from `_counter_samples` tables: ordered by (pid, name, series, time, file order),
     times in us from ``origin_ns``; an empty frame when there are none."""
     samples = [t for t in samples if len(t)]
     if not samples:

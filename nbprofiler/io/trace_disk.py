@@ -751,7 +751,7 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
 def _counters(sink: _Sink) -> pd.DataFrame:
     """The counters frame from the C events a build kept."""
     events = pa.concat_tables(sink.counters) if sink.counters else None
-    return trace._counter_frame([trace.counter_samples(events)] if events is not None else [], sink.origin_ns or 0)
+    return trace._counter_frame([trace._counter_samples(events)] if events is not None else [], sink.origin_ns or 0)
 
 
 # -- opening a store --------------------------------------------------------------------------------
@@ -783,7 +783,7 @@ def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict) -> pd
 
 
 class _KeptFlows:
-    """The flow events of an in-memory build, kept batch by batch in the form `trace.flow_ends` pairs:
+    """The flow events of an in-memory build, kept batch by batch in the form `trace._flow_ends` pairs:
     file order, kind, pair, ts and an integer key part for cat (a running dictionary) and for id (the id
     itself where every id of the batch is an integer written canonically, as profilers write them; else
     the id's text, and the pairing then numbers the ids). Only the start (s) events keep their text."""
@@ -821,10 +821,10 @@ class _KeptFlows:
             text = pa.chunked_array([pc.cast(pa.array(i), pa.string()) if isinstance(i, np.ndarray) else i
                                      for i in ids], pa.string())
             ident = pc.dictionary_encode(text).combine_chunks().indices.to_numpy(zero_copy_only=False)
-        start, end = trace.flow_ends(col["kind"], trace.flow_key(col["cat"], ident))
+        start, end = trace._flow_ends(col["kind"], trace._flow_key(col["cat"], ident))
         s_rank = np.cumsum(col["kind"] == trace_parse.KIND_S) - 1  # a start event's row among the s events
         us = (col["ts_ns"] - origin_ns).astype(np.float64) / 1000.0
-        return trace.flow_pairs(pa.concat_tables([b["start"] for b in self.batches]), s_rank[start],
+        return trace._flow_pairs(pa.concat_tables([b["start"] for b in self.batches]), s_rank[start],
                                 col["pair"][start], us[start], col["pair"][end], us[end])
 
 
