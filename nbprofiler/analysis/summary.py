@@ -10,7 +10,7 @@ import pandas as pd
 from .._version import __version__
 from ..io.trace_disk import release_pages
 from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average
-from .timeline import row_passes
+from .timeline import events_end, row_passes
 
 
 
@@ -167,7 +167,7 @@ def _timeline(prof) -> dict | None:
     origin = prof.origin_us
     out = {"events": int(len(ev)), "tracks": int((np.bincount(ev["track"].to_numpy()) > 0).sum()),
            "start_us": float(origin + start.min()),
-           "end_us": float(origin + max(float((start[p] + np.nan_to_num(dur[p])).max()) for p in passes)),
+           "end_us": float(origin + events_end(start, dur)),
            "by_type": totals("op_type", False),
            "scope_layers": totals("name", True)}
     release_pages(ev)  # after the passes above, which page the mapped columns in

@@ -484,6 +484,12 @@ def row_passes(n: int) -> list[slice]:
     return [slice(a, min(a + _PASS_ROWS, n)) for a in range(0, n, _PASS_ROWS)]
 
 
+def events_end(start: np.ndarray, dur: np.ndarray) -> float:
+    """When the last of some events ends (us; a missing duration counts as 0), pass by pass. At least one
+    event."""
+    return max(float((start[p] + np.nan_to_num(dur[p])).max()) for p in row_passes(len(start)))
+
+
 def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: float | None = None
             ) -> pd.DataFrame:
     """Minimap density: events starting in each of ``bins`` equal time bins per track.
@@ -497,8 +503,7 @@ def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: 
     n = len(start)
     pieces = row_passes(n)
     lo = float(start.min()) if t0 is None and n else float(t0 or 0.0)
-    hi = max(float((start[p] + np.nan_to_num(dur[p])).max()) for p in pieces) if t1 is None and n \
-        else float(t1 if t1 is not None else lo + 1.0)
+    hi = events_end(start, dur) if t1 is None and n else float(t1 if t1 is not None else lo + 1.0)
     if hi <= lo:
         hi = lo + 1.0
     edges = np.linspace(lo, hi, bins + 1)
