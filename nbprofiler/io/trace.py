@@ -47,7 +47,7 @@ from ._util import check_size, warn_partial
 from .discover import RunFiles
 from .trace_exact import _line_of_event, exact_events
 from .trace_parse import (KIND_B, KIND_C, KIND_E, KIND_F, KIND_M, KIND_NO_PH, KIND_S, KIND_T, KIND_X, _Chunk,
-                          _parse_chunks, _query, parse_events)
+                          _parse_chunks, _query, _storage, parse_events)
 
 # Roles that hold Chrome-trace JSON, in order of preference.
 TRACE_ROLES = ("trace_view", "timeline", "cann_timeline", "cann_task_time", "cann_hccl")
@@ -346,7 +346,7 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
     pairs, pair_inv = _pair_codes(pid_code[on_track], len(pid_names), tid_code[on_track], n_tid)
     del pid_code, tid_code
     aux_rows = aux.column("row").to_numpy()
-    counter_events = _counter_events(aux, is_counter[aux_rows], ts_ns)
+    counter_events = _counter_events(aux, is_counter[aux_rows], ts_ns[aux_rows])
     del ts_ns
     meta = _meta_events(aux, kind[aux_rows] == KIND_M)
     tracks = _name_tracks(pid_names[pairs // n_tid], tid_names[pairs % n_tid], meta, legacy=legacy, gpu=gpu)
@@ -361,8 +361,7 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbprofiler-trace") as pool:
         side = pool.submit(lambda: (_flows(flow, kind, is_flow, row_track, rel_us),
-                                    _counter_frame([_counter_samples(counter_events)] if len(counter_events) else [],
-                                                   origin_ns)))
+                                    _counter_frame(counter_events, origin_ns)))
         timeline = _timeline(chunks, kind, is_x, is_b, row_track, rel_us, dur, multi, paths)
         flows, counters = side.result()
     tracks["events"] = np.bincount(timeline["track"].to_numpy(), minlength=len(tracks)).astype(np.int64)
@@ -688,8 +687,7 @@ def _counter_samples(events: pa.Table) -> pa.Table:
     """The samples of some placeable C events (``row`` = file order, ``pid``, ``name``, ``args``, ``ts_ns``
     = exact ns): one row per (event, args key), unordered (`_counter_frame` orders them)."""
     events = events.select(["row", "pid", "name", "args", "ts_ns"])
-    args = events.column("args").combine_chunks()
-    args = args.storage if isinstance(args.type, pa.ExtensionType) else args  # duckdb's JSON type
+    args = _storage(events.column("args").combine_chunks())
     flat = pc.fill_null(pc.match_substring_regex(args, _FLAT_ARGS), False).to_numpy(zero_copy_only=False)
     samples = [_query(_COUNTER_SQL, c=events.filter(pa.array(~flat)))] if not flat.all() else []
     if flat.any():
@@ -709,19 +707,18 @@ def _counter_samples(events: pa.Table) -> pa.Table:
 
 
 def _counter_events(aux: pa.Table, is_counter: np.ndarray, ts_ns: np.ndarray) -> pa.Table:
-    """``aux``: the M and C events with their global ``row``; ``is_counter``: which of them are
-    placeable C events; ``ts_ns``: every event's ts."""
-    rows = aux.column("row").to_numpy()[is_counter]
-    return _rows(aux, ["row", "pid", "name", "args"], is_counter).append_column("ts_ns", pa.array(ts_ns[rows]))
+    """``aux``: M and C events with their global ``row``; ``is_counter``: which of them are placeable C
+    events; ``ts_ns``: each aux event's ts. The C events as `_counter_samples` takes them."""
+    return _rows(aux, ["row", "pid", "name", "args"], is_counter).append_column("ts_ns", pa.array(ts_ns[is_counter]))
 
 
-def _counter_frame(samples: list[pa.Table], origin_ns: int) -> pd.DataFrame:
-    """The counters frame from `_counter_samples` tables: ordered by (pid, name, series, time, file order),
-    times in us from ``origin_ns``; an empty frame when there are none."""
-    samples = [t for t in samples if len(t)]
-    if not samples:
+def _counter_frame(events: pa.Table | None, origin_ns: int) -> pd.DataFrame:
+    """The counters frame of some placeable C events (`_counter_events`): ordered by (pid, name, series,
+    time, file order), times in us from ``origin_ns``; an empty frame when there are none."""
+    t = _counter_samples(events) if events is not None and len(events) else None
+    if t is None or not len(t):
         return _empty(COUNTER_COLUMNS, {"start_us": np.float64, "value": np.float64})
-    t = pa.concat_tables(samples).sort_by([(c, "ascending") for c in _COUNTER_ORDER])
+    t = t.sort_by([(c, "ascending") for c in _COUNTER_ORDER])
     out = t.select(["pid", "name", "series"]).to_pandas()
     for col in ("pid", "name", "series"):
         out[col] = out[col].astype(str)
@@ -761,7 +758,7 @@ def _from_cpu_ops(run: RunFiles) -> TraceData | None:
         "args": pd.Series([None] * len(order), dtype=object)})
     tracks["events"] = np.bincount(timeline["track"], minlength=len(tracks)).astype(np.int64)
     return TraceData(origin_us=origin, timeline=timeline, tracks=tracks,
-                     flows=_flow_frame(None), counters=_counter_frame([], 0))
+                     flows=_flow_frame(None), counters=_counter_frame(None, 0))
 
 
 # -- progress -----------------------------------------------------------------------------------------

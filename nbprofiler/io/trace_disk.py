@@ -226,7 +226,7 @@ class _Sink:
         # X events: this batch's sorted run per track, to the spill. Their args are gathered once, in that
         # order (large_string: what the timeline frame holds).
         args = batch.column("args")
-        args = (args.storage if isinstance(args.type, pa.ExtensionType) else args).cast(pa.large_string())
+        args = trace_parse._storage(args).cast(pa.large_string())
         rows = np.flatnonzero(is_x)
         rows = rows[_by_track_and_time(pair[rows], ts_ns[rows])]
         if len(rows):
@@ -276,8 +276,7 @@ class _Sink:
                 self.meta.append(c.aux.filter(pa.array(is_meta)))
             counter = is_counter[arows]
             if counter.any():
-                self.counters.append(c.aux.filter(pa.array(counter))
-                                     .append_column("ts_ns", pa.array(ts_ns[arows[counter]])))
+                self.counters.append(trace._counter_events(c.aux, counter, ts_ns[arows]))
         return _Read(c.n)
 
     def _pair(self, key: int) -> int:
@@ -750,8 +749,7 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
 
 def _counters(sink: _Sink) -> pd.DataFrame:
     """The counters frame from the C events a build kept."""
-    events = pa.concat_tables(sink.counters) if sink.counters else None
-    return trace._counter_frame([trace._counter_samples(events)] if events is not None else [], sink.origin_ns or 0)
+    return trace._counter_frame(pa.concat_tables(sink.counters) if sink.counters else None, sink.origin_ns or 0)
 
 
 # -- opening a store --------------------------------------------------------------------------------

@@ -159,9 +159,14 @@ def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
 _FIRST_TYPE = r'^\{"type":"(?P<type>[^"\\]*)"'
 
 
+def _storage(col):
+    """``col`` with its extension type taken off: duckdb's JSON type arrives as an extension of string."""
+    return col.storage if isinstance(col.type, pa.ExtensionType) else col
+
+
 def _arg_types(kind: np.ndarray, args) -> pa.Array:
     """``args.type`` of the X and B events (null for others, and where there is none), as text."""
-    args = args.storage if isinstance(args.type, pa.ExtensionType) else args
+    args = _storage(args)
     timed = (kind == KIND_X) | (kind == KIND_B)
     found = pc.struct_field(pc.extract_regex(args, _FIRST_TYPE), 0)
     fast = timed & pc.is_valid(found).to_numpy(zero_copy_only=False)
@@ -206,9 +211,7 @@ def _text_sizes(batch: pa.RecordBatch) -> tuple[int, int]:
     """(about how many bytes of JSON ``batch`` was read from: its text values plus the syntax around them;
     bytes of its longest string value)."""
     total, longest = batch.num_rows * _EVENT_SYNTAX_BYTES, 0
-    for col in batch.columns:
-        if isinstance(col.type, pa.ExtensionType):  # duckdb's JSON type arrives as an extension of string
-            col = col.storage
+    for col in map(_storage, batch.columns):
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             if len(col):
                 lengths = pc.binary_length(col)
