@@ -462,3 +462,40 @@ def test_flat_counter_args_are_split_as_json_each_splits_them():
     flat = events.filter(pa.array([a is not None and a.startswith('{"MHz"') for a in args]))
     assert ordered(trace._counter_samples(flat)) == ordered(trace._query(trace._COUNTER_SQL, c=flat))
 
+
+
+def test_a_build_allocates_from_the_system_allocator_and_restores_the_default(monkeypatch):
+    """mimalloc (pyarrow's default on Linux) is swapped for the system allocator while a build runs, on its
+    reading, digesting and side threads alike, and put back after, also when builds overlap on several
+    threads; a default the user chose is not touched."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nbprofiler.io import trace_disk
+    seen = set()
+    digest = trace_disk._Sink.__call__
+
+    def watched(self, batch, offset):
+        seen.add(pa.default_memory_pool().backend_name)
+        return digest(self, batch, offset)
+    monkeypatch.setattr(trace_disk._Sink, "__call__", watched)
+    before = pa.default_memory_pool()
+    try:
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        with ThreadPoolExecutor(3) as pool:
+            frames = list(pool.map(lambda p: trace.load_trace([p], progress=False), [MS2, TORCH, WIDEDEEP] * 2))
+        assert [len(d.timeline) for d in frames] == [13801, 2212, 6359] * 2
+        assert seen == {"system"}
+        assert pa.default_memory_pool().backend_name == "mimalloc"
+        # a failed build restores it too
+        with pytest.raises(TruncatedFileError):
+            with trace_parse.system_arrow_memory():
+                assert pa.default_memory_pool().backend_name == "system"
+                raise TruncatedFileError(MS2, "cut")
+        assert pa.default_memory_pool().backend_name == "mimalloc"
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+        seen.clear()
+        assert len(trace.load_trace([TORCH], progress=False).timeline) == 2212
+        assert seen == {"jemalloc"}
+        assert pa.default_memory_pool().backend_name == "jemalloc"
+    finally:
+        pa.set_memory_pool(before)
