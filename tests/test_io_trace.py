@@ -465,9 +465,10 @@ def test_flat_counter_args_are_split_as_json_each_splits_them():
 
 
 def test_a_build_allocates_from_the_system_allocator_and_restores_the_default(monkeypatch):
-    """mimalloc (pyarrow's default on Linux) is swapped for the system allocator while a build runs, on its
-    reading, digesting and side threads alike, and put back after, also when builds overlap on several
-    threads; a default the user chose is not touched."""
+    """mimalloc (pyarrow's default on Linux) is swapped for the system allocator while a build runs, on its reading,
+    digesting and side threads alike, and put back after, also when builds overlap on several threads; a
+    default the user chose is not touched."""
+    from nbprofiler.io import _util
     from concurrent.futures import ThreadPoolExecutor
 
     from nbprofiler.io import trace_disk
@@ -488,7 +489,7 @@ def test_a_build_allocates_from_the_system_allocator_and_restores_the_default(mo
         assert pa.default_memory_pool().backend_name == "mimalloc"
         # a failed build restores it too
         with pytest.raises(TruncatedFileError):
-            with trace_parse.system_arrow_memory():
+            with _util.arrow_memory():
                 assert pa.default_memory_pool().backend_name == "system"
                 raise TruncatedFileError(MS2, "cut")
         assert pa.default_memory_pool().backend_name == "mimalloc"

@@ -366,7 +366,7 @@ def _parse(path: Path, spill_dir: Path | None, bar, share: float, family: str) -
     return sinks[-1]
 
 
-@trace_parse.system_arrow_memory()
+@_util.arrow_memory()
 def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
     """Parse ``path`` into a store at ``dest`` (written to a temp dir beside it, renamed into place)."""
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,6 @@ warning. The frames are assembled from the batches by `nbprofiler.io.trace` (in 
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import threading
 from pathlib import Path
@@ -123,36 +122,6 @@ class _Chunk:
 
 _CODED = ("pid", "tid", "name", "cat", "arg_type")
 
-
-# -- Arrow's allocator during a build -------------------------------------------------------------------
-# pyarrow's default allocator on Linux is mimalloc, which advises its 1 GiB arena for transparent huge pages.
-# A build allocates and frees many 0.1-5 MB buffers per batch (casts, dictionary codes, the args gather):
-# as mimalloc purges freed pages and reuses them, each first touch zeroes a whole 2 MB page. On a 2-core VM
-# that cost 0.1-0.2 s of kernel time in some runs of a 100 MB load (a 0.55 s load took 0.65-0.8 s) and
-# ~60 MB more peak RSS; with the system allocator no run did. A default the user chose is left alone.
-_pool_lock = threading.Lock()
-_pool_users = 0
-_pool_before = None
-
-
-@contextlib.contextmanager
-def system_arrow_memory():
-    """Within: pyarrow allocates from the system allocator (on every thread) where its default is mimalloc.
-    Nested and concurrent builds share one switch; the last to leave restores the default."""
-    global _pool_users, _pool_before
-    with _pool_lock:
-        if _pool_users == 0 and pa.default_memory_pool().backend_name == "mimalloc":
-            _pool_before = pa.default_memory_pool()
-            pa.set_memory_pool(pa.system_memory_pool())
-        _pool_users += 1
-    try:
-        yield
-    finally:
-        with _pool_lock:
-            _pool_users -= 1
-            if _pool_users == 0 and _pool_before is not None:
-                pa.set_memory_pool(_pool_before)
-                _pool_before = None
 
 
 def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
