@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import nbprofiler
@@ -463,15 +464,27 @@ def test_flat_counter_args_are_split_as_json_each_splits_them():
     assert ordered(trace._counter_samples(flat)) == ordered(trace._query(trace._COUNTER_SQL, c=flat))
 
 
+def test_text_sizes_are_what_arrow_measures():
+    """The progress estimate and the longest value, read off the offsets, are Arrow's lengths of the values
+    (nulls, sliced batches, large strings, JSON-typed args)."""
+    text = pa.array(["a", None, "", "héllo wörld", "x" * 300, None, "{}"])
+    batch = pa.record_batch({"name": text, "args": text.cast(pa.large_string()), "dur": np.arange(7.0)})
+    for b in (batch, batch.slice(1, 4), batch.slice(3)):
+        total, longest = trace_parse._text_sizes(b)
+        lengths = [pc.binary_length(c) for c in (b.column("name"), b.column("args"))]
+        assert total == b.num_rows * (trace_parse._EVENT_SYNTAX_BYTES + 8) + sum(
+            pc.sum(n).as_py() or 0 for n in lengths)
+        assert longest == max(pc.max(n).as_py() or 0 for n in lengths)
+    assert trace_parse._text_sizes(batch)[1] == 300
 
-def test_a_build_allocates_from_the_system_allocator_and_restores_the_default(monkeypatch):
-    """mimalloc (pyarrow's default on Linux) is swapped for the system allocator while a build runs, on its reading,
-    digesting and side threads alike, and put back after, also when builds overlap on several threads; a
-    default the user chose is not touched."""
-    from nbprofiler.io import _util
+
+def test_a_build_allocates_from_jemalloc_and_restores_the_default(monkeypatch):
+    """mimalloc (pyarrow's default on Linux) is swapped for jemalloc (the system allocator where pyarrow has
+    no jemalloc) while a build runs, on its reading, digesting and side threads alike, and put back after,
+    also when builds overlap on several threads; a default the user chose is not touched."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from nbprofiler.io import trace_disk
+    from nbprofiler.io import _util, trace_disk
     seen = set()
     digest = trace_disk._Sink.__call__
 
@@ -485,18 +498,19 @@ def test_a_build_allocates_from_the_system_allocator_and_restores_the_default(mo
         with ThreadPoolExecutor(3) as pool:
             frames = list(pool.map(lambda p: trace.load_trace([p], progress=False), [MS2, TORCH, WIDEDEEP] * 2))
         assert [len(d.timeline) for d in frames] == [13801, 2212, 6359] * 2
-        assert seen == {"system"}
+        build = _util._build_pool().backend_name
+        assert seen == {build} and build in ("jemalloc", "system")
         assert pa.default_memory_pool().backend_name == "mimalloc"
         # a failed build restores it too
         with pytest.raises(TruncatedFileError):
             with _util.arrow_memory():
-                assert pa.default_memory_pool().backend_name == "system"
+                assert pa.default_memory_pool().backend_name == build
                 raise TruncatedFileError(MS2, "cut")
         assert pa.default_memory_pool().backend_name == "mimalloc"
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
+        pa.set_memory_pool(pa.system_memory_pool())
         seen.clear()
         assert len(trace.load_trace([TORCH], progress=False).timeline) == 2212
-        assert seen == {"jemalloc"}
-        assert pa.default_memory_pool().backend_name == "jemalloc"
+        assert seen == {"system"}
+        assert pa.default_memory_pool().backend_name == "system"
     finally:
         pa.set_memory_pool(before)

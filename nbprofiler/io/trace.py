@@ -362,7 +362,8 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbprofiler-trace") as pool:
         side = pool.submit(lambda: (_flows(flow, kind, is_flow, row_track, rel_us),
-                                    _counter_frame(counter_events, origin_ns)))
+                                    _counter_frame(_counter_samples(counter_events) if len(counter_events) else None,
+                                                   origin_ns)))
         timeline = _timeline(chunks, kind, is_x, is_b, row_track, rel_us, dur, multi, paths)
         flows, counters = side.result()
     tracks["events"] = np.bincount(timeline["track"].to_numpy(), minlength=len(tracks)).astype(np.int64)
@@ -685,8 +686,8 @@ _FLAT_ARGS = rf'^\{{"[^"\\]*":{_NUMBER}(?:,"[^"\\]*":{_NUMBER})*\}}$'
 
 
 def _counter_samples(events: pa.Table) -> pa.Table:
-    """The samples of some placeable C events (``row`` = file order, ``pid``, ``name``, ``args``, ``ts_ns``
-    = exact ns): one row per (event, args key), unordered (`_counter_frame` orders them)."""
+    """The samples of one or more placeable C events (``row`` = file order, ``pid``, ``name``, ``args``,
+    ``ts_ns`` = exact ns): one row per (event, args key), unordered (`_counter_frame` orders them)."""
     events = events.select(["row", "pid", "name", "args", "ts_ns"])
     args = _storage(events.column("args").combine_chunks())
     flat = pc.fill_null(pc.match_substring_regex(args, _FLAT_ARGS), False).to_numpy(zero_copy_only=False)
@@ -713,13 +714,13 @@ def _counter_events(aux: pa.Table, is_counter: np.ndarray, ts_ns: np.ndarray) ->
     return _rows(aux, ["row", "pid", "name", "args"], is_counter).append_column("ts_ns", pa.array(ts_ns[is_counter]))
 
 
-def _counter_frame(events: pa.Table | None, origin_ns: int) -> pd.DataFrame:
-    """The counters frame of some placeable C events (`_counter_events`): ordered by (pid, name, series,
-    time, file order), times in us from ``origin_ns``; an empty frame when there are none."""
-    t = _counter_samples(events) if events is not None and len(events) else None
-    if t is None or not len(t):
+def _counter_frame(samples: pa.Table | None, origin_ns: int) -> pd.DataFrame:
+    """The counters frame of some counter samples (`_counter_samples`, of one or more tables of C events):
+    ordered by (pid, name, series, time, file order), times in us from ``origin_ns``; an empty frame when
+    there are none."""
+    if samples is None or not len(samples):
         return _empty(COUNTER_COLUMNS, {"start_us": np.float64, "value": np.float64})
-    t = t.sort_by([(c, "ascending") for c in _COUNTER_ORDER])
+    t = samples.sort_by([(c, "ascending") for c in _COUNTER_ORDER])
     out = t.select(["pid", "name", "series"]).to_pandas()
     for col in ("pid", "name", "series"):
         out[col] = out[col].astype(str)

@@ -164,7 +164,7 @@ class _Sink:
 
     def __init__(self, spill: Path | None):
         self.spill_path = spill  # None: the runs and the flow events are kept in memory
-        self.counters: list[pa.Table] = []  # the C events, per batch
+        self.counters: list[pa.Table] = []  # the C events' samples, per batch
         self.kept: list[pa.RecordBatch] = []
         self.flows = _KeptFlows()  # in memory
         self.writer = None
@@ -276,7 +276,8 @@ class _Sink:
                 self.meta.append(c.aux.filter(pa.array(is_meta)))
             counter = is_counter[arows]
             if counter.any():
-                self.counters.append(trace._counter_events(c.aux, counter, ts_ns[arows]))
+                # split now, while the reader parses the next batch: only their order is left for the end
+                self.counters.append(trace._counter_samples(trace._counter_events(c.aux, counter, ts_ns[arows])))
         return _Read(c.n)
 
     def _pair(self, key: int) -> int:
@@ -536,9 +537,10 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     # a track is a distinct (pid, tid) text: a null pid and a literal "" one are the same track
     pid_text = final["pid"][1][final["pid"][0][np.array(sink.pair_pid, np.int64)]]
     tid_text = final["tid"][1][final["tid"][0][np.array(sink.pair_tid, np.int64)]]
-    text = pd.DataFrame({"pid": pid_text.astype(str), "tid": tid_text.astype(str)})
-    canon = text.groupby(["pid", "tid"], sort=False).ngroup().to_numpy()  # distinct pairs, first seen first
-    first_of = text.drop_duplicates().index.to_numpy()
+    seen: dict[tuple[str, str], int] = {}  # distinct pairs, first seen first (pairs are few: a dict, not pandas)
+    canon = np.array([seen.setdefault(k, len(seen)) for k in zip(pid_text.astype(str).tolist(),
+                                                                    tid_text.astype(str).tolist())], dtype=np.int64)
+    first_of = np.unique(canon, return_index=True)[1]
     tracks = trace._name_tracks(pid_text[first_of], tid_text[first_of], meta, legacy=legacy, gpu=gpu)
     track_of_unique = np.empty(len(tracks), dtype=np.int32)
     track_of_unique[tracks["_pair"].to_numpy()] = np.arange(len(tracks), dtype=np.int32)
@@ -749,8 +751,9 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
 
 
 def _counters(sink: _Sink) -> pd.DataFrame:
-    """The counters frame from the C events a build kept."""
-    return trace._counter_frame(pa.concat_tables(sink.counters) if sink.counters else None, sink.origin_ns or 0)
+    """The counters frame from the samples a build kept."""
+    samples = pa.concat_tables(sink.counters, promote_options="permissive") if sink.counters else None
+    return trace._counter_frame(samples, sink.origin_ns or 0)
 
 
 # -- opening a store --------------------------------------------------------------------------------

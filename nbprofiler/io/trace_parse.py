@@ -187,8 +187,7 @@ def _holds(texts: pa.Array, needle: bytes) -> np.ndarray:
     out = np.zeros(len(texts), dtype=bool)
     if not len(texts) or texts.null_count == len(texts):
         return out
-    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
-    offsets = np.frombuffer(texts.buffers()[1], dtype=width)[texts.offset:texts.offset + len(texts) + 1]
+    offsets = _offsets(texts)
     data = texts.buffers()[2]
     text = data[int(offsets[0]):int(offsets[-1])].to_pybytes() if data is not None else b""
     at, found = 0, []
@@ -214,13 +213,19 @@ def _text_sizes(batch: pa.RecordBatch) -> tuple[int, int]:
     total, longest = batch.num_rows * _EVENT_SYNTAX_BYTES, 0
     for col in map(_storage, batch.columns):
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            if len(col):
-                lengths = pc.binary_length(col)
-                total += int(pc.sum(lengths).as_py() or 0)
-                longest = max(longest, int(pc.max(lengths).as_py() or 0))
+            if len(col):  # read off the offsets (a null value's length is 0)
+                offsets = _offsets(col)
+                total += int(offsets[-1] - offsets[0])
+                longest = max(longest, int(np.diff(offsets).max()))
         else:
             total += 8 * batch.num_rows
     return total, longest
+
+
+def _offsets(texts: pa.Array) -> np.ndarray:
+    """The value offsets of a string array (n + 1 of them), as a view of its buffer."""
+    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
+    return np.frombuffer(texts.buffers()[1], dtype=width)[texts.offset:texts.offset + len(texts) + 1]
 
 
 def _dict_chunk(col) -> pa.DictionaryArray:
