@@ -10,7 +10,9 @@
 
 MindInsight and HTA run in their own virtualenvs, created on demand under ``--venvs`` (default
 ``<repo>/.cache/bench-venvs``); a peer that cannot be installed is skipped with a message. Every
-measurement runs in its own subprocess (its peak RSS is its own). Synthetic files go to ``--scratch``.
+measurement runs in its own subprocess (its peak RSS is its own); nbprofiler's runs and the floor are the
+median of ``--repeat`` interleaved runs, the peers' (seconds to minutes each) one run. Synthetic files go to
+``--scratch``.
 
     python benchmarks/bench_peers.py --quick          # 10 MB
     python benchmarks/bench_peers.py --sizes 100 1000
@@ -141,10 +143,27 @@ def _files(scratch: Path, mb: int) -> dict:
 
 def _row(m: dict, size_mb: float) -> dict:
     return {"events": m["events"], "seconds": round(m["seconds"], 3), "mb_per_s": round(size_mb / m["seconds"], 1),
-            "peak_rss_mb": round(m["peak_rss_mb"], 1), "peak_x_file": round(m["peak_rss_mb"] / size_mb, 2)}
+            "peak_rss_mb": round(m["peak_rss_mb"], 1), "peak_x_file": round(m["peak_rss_mb"] / size_mb, 2),
+            **({"runs_s": m["runs_s"]} if "runs_s" in m else {})}
 
 
-def run(sizes: list[int], scratch: Path, venvs: Path) -> list[dict]:
+def _fresh(cache_dir: str) -> Path:
+    """An empty cache directory under ``cache_dir``, so that every nbprofiler run is a first open."""
+    return Path(tempfile.mkdtemp(dir=cache_dir))
+
+
+def _interleaved(repeat: int, **runs) -> dict:
+    """Each of ``runs`` (name -> a function measuring once) ``repeat`` times, in turn; per name the run of
+    median time, with every run's seconds under ``runs_s``."""
+    done = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, once in runs.items():
+            done[name].append(once())
+    return {name: {**sorted(ms, key=lambda m: m["seconds"])[len(ms) // 2],
+                   "runs_s": sorted(round(m["seconds"], 3) for m in ms)} for name, ms in done.items()}
+
+
+def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5) -> list[dict]:
     scratch.mkdir(parents=True, exist_ok=True)
     pythons = {name: peer_python(name, venvs) for name in PEERS}
     results = []
@@ -152,9 +171,12 @@ def run(sizes: list[int], scratch: Path, venvs: Path) -> list[dict]:
         f = _files(scratch, mb)
         with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-") as cache_dir:
             ms_mb = f["files"]["ms"].stat().st_size / 1e6
-            row = {"shape": "MindSpore (bare array)", "size_mb": round(ms_mb, 1),
-                   "floor": _row(measure(sys.executable, "floor", f["files"]["ms"]), ms_mb),
-                   "nbprofiler": _row(measure(sys.executable, "nbprofiler", f["ms"], Path(cache_dir) / "ms"), ms_mb)}
+            # nbprofiler and the floor: the median of ``repeat`` interleaved runs (the cache is cleared before
+            # each first open); the peers, seconds to minutes per run, once
+            m = _interleaved(repeat, floor=lambda: measure(sys.executable, "floor", f["files"]["ms"]),
+                             nbprofiler=lambda: measure(sys.executable, "nbprofiler", f["ms"], _fresh(cache_dir)))
+            row = {"shape": "MindSpore (bare array)", "size_mb": round(ms_mb, 1), "repeat": repeat,
+                   "floor": _row(m["floor"], ms_mb), "nbprofiler": _row(m["nbprofiler"], ms_mb)}
             if pythons["mindinsight"]:
                 row["mindinsight"] = _row(measure(pythons["mindinsight"], "mindinsight", f["ms"]), ms_mb)
                 row["x_mindinsight"] = round(row["mindinsight"]["seconds"] / row["nbprofiler"]["seconds"], 2)
@@ -162,10 +184,10 @@ def run(sizes: list[int], scratch: Path, venvs: Path) -> list[dict]:
             results.append(row)
             print(json.dumps(row), flush=True)
             k_mb = f["files"]["kineto"].stat().st_size / 1e6
-            row = {"shape": "Kineto (object)", "size_mb": round(k_mb, 1),
-                   "nbprofiler": _row(measure(sys.executable, "nbprofiler", f["kineto"], Path(cache_dir) / "k"), k_mb),
-                   "nbprofiler_bare_array": _row(measure(sys.executable, "nbprofiler", f["kineto_bare"],
-                                                         Path(cache_dir) / "kb"), k_mb)}
+            m = _interleaved(repeat, object=lambda: measure(sys.executable, "nbprofiler", f["kineto"], _fresh(cache_dir)),
+                             array=lambda: measure(sys.executable, "nbprofiler", f["kineto_bare"], _fresh(cache_dir)))
+            row = {"shape": "Kineto (object)", "size_mb": round(k_mb, 1), "repeat": repeat,
+                   "nbprofiler": _row(m["object"], k_mb), "nbprofiler_bare_array": _row(m["array"], k_mb)}
             row["x_object_vs_array"] = round(row["nbprofiler"]["seconds"] / row["nbprofiler_bare_array"]["seconds"], 2)
             if pythons["hta"]:
                 row["hta"] = _row(measure(pythons["hta"], "hta", f["files"]["kineto"], f["kineto"]), k_mb)
@@ -198,8 +220,9 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "nbprofiler-bench-peers")
     ap.add_argument("--venvs", type=Path, default=REPO / ".cache" / "bench-venvs")
     ap.add_argument("--out", type=Path, help="also write the results as JSON here")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of nbprofiler and the floor (median reported)")
     args = ap.parse_args(argv)
-    results = run([10] if args.quick else args.sizes, args.scratch, args.venvs)
+    results = run([10] if args.quick else args.sizes, args.scratch, args.venvs, args.repeat)
     print(markdown(results), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
