@@ -28,11 +28,11 @@ MEMORY_FRACTION = 0.8
 # ``trace_document`` when an object-form trace has to be read as one document, ``trace_exact`` before the
 # stdlib parse that locates an error, ``csv_careful`` when a CSV's rows are not all as wide as its header.
 EXPANSION = {
-    "trace": 3.6,             # measured 2.44 (object form, many small events; array form 2.17; set when it was 2.82)
+    "trace": 3.6,             # measured 2.82 (array form, many small events; object form 2.71)
     "trace_disk": 0.2,        # measured 0.11 (per byte between 1 and 10 GB; plus `TRACE_DISK_BASE_BYTES`)
-    "trace_big_event": 10.8,  # measured 6.46 (a 100 MB name string, object form; in args 3.33; set when it was 8.60)
-    "trace_document": 10.0,   # measured 7.82 (object form whose event array cannot be placed)
-    "trace_exact": 9.3,       # measured 7.21 (invalid JSON 90 % into an object-form trace; array form 3.55)
+    "trace_big_event": 10.8,  # measured 8.60 (one 100 MB name string; in args 3.47)
+    "trace_document": 10.0,   # measured 8.00 (object form whose event array cannot be placed)
+    "trace_exact": 9.3,       # measured 7.38 (invalid JSON 90 % into an object-form trace; array form 4.69)
     "csv": 8.7,               # measured 6.94 (short numeric fields; kernel_details rows 6.50, one field 6.06)
     "csv_careful": 24.7,      # measured 19.70 (kernel_details rows + one short row; a row of commas 16.03)
     "json": 12.8,             # measured 10.22 (arrays of numbers; nested objects 5.97, one string 5.96)
@@ -400,11 +400,6 @@ def snake(name: str) -> str:
     return f"{base}_{unit}" if unit else base
 
 
-__all__ = ["read_text", "read_json", "read_csv", "read_bytes", "decode", "numeric", "require_keys", "snake",
-           "warn_partial", "check_size", "available_memory_bytes", "EXPANSION", "skipped_rows", "too_many_bad",
-           "line_of", "BAD_ROW_LIMIT"]
-
-
 # -- Arrow's allocator while frames are built or written -------------------------------------------------
 # pyarrow's default allocator on Linux is mimalloc, which advises its 1 GiB arena for transparent huge pages.
 # A trace build allocates and frees many 0.1-5 MB buffers per batch (casts, dictionary codes, the args
@@ -445,3 +440,8 @@ def arrow_memory():
             if _pool_users == 0 and _pool_before is not None:
                 pa.set_memory_pool(_pool_before)
                 _pool_before = None
+
+
+__all__ = ["read_text", "read_json", "read_csv", "read_bytes", "decode", "numeric", "require_keys", "snake",
+           "warn_partial", "check_size", "available_memory_bytes", "EXPANSION", "skipped_rows", "too_many_bad",
+           "line_of", "BAD_ROW_LIMIT", "arrow_memory"]

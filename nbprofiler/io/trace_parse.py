@@ -123,7 +123,6 @@ class _Chunk:
 _CODED = ("pid", "tid", "name", "cat", "arg_type")
 
 
-
 def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
     """One batch of the reader's statement (`_READ_SQL`) as a `_Chunk`; with ``spans=False`` its
     ``spans`` and ``span_args`` are None (a caller that orders the events its own way)."""
@@ -213,7 +212,7 @@ def _text_sizes(batch: pa.RecordBatch) -> tuple[int, int]:
     total, longest = batch.num_rows * _EVENT_SYNTAX_BYTES, 0
     for col in map(_storage, batch.columns):
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            if len(col):  # read off the offsets (a null value's length is 0)
+            if len(col):  # read off the offsets (duckdb gives a null value none)
                 offsets = _offsets(col)
                 total += int(offsets[-1] - offsets[0])
                 longest = max(longest, int(np.diff(offsets).max()))
