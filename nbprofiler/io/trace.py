@@ -226,11 +226,12 @@ def _pair_codes(a: np.ndarray, n_a: int, b: np.ndarray, n_b: int) -> tuple[np.nd
     return pairs, lookup[pair]
 
 
-def _meta_events(table: pa.Table, is_meta: np.ndarray) -> list[dict]:
-    """The M events (few: one per process/thread name or sort key) as dicts with ``m_name`` /
-    ``m_sort`` taken from their args."""
+def _meta_events(table: pa.Table, is_meta: np.ndarray | None = None) -> list[dict]:
+    """The M events (few: one per process/thread name or sort key; the rows ``is_meta`` of ``table``, or all
+    of them) as dicts with ``m_name`` / ``m_sort`` taken from their args."""
+    columns = ["name", "pid", "tid", "args"]
     out = []
-    for m in _rows(table, ["name", "pid", "tid", "args"], is_meta).to_pylist():
+    for m in (table.select(columns) if is_meta is None else _rows(table, columns, is_meta)).to_pylist():
         try:
             args = json.loads(m.pop("args")) if m.get("args") else {}
         except (ValueError, RecursionError):

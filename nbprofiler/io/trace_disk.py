@@ -532,8 +532,7 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
                                   trace_exact._line_of_event(path, sink.absurd[1]))
     origin_ns = sink.origin_ns or 0
     final = {c: sink.codes[c].final() for c in trace_parse._CODED}
-    meta = trace._meta_events(sink.meta_table, np.ones(len(sink.meta_table), bool)) \
-        if sink.meta_table is not None else []
+    meta = trace._meta_events(sink.meta_table) if sink.meta_table is not None else []
     # a track is a distinct (pid, tid) text: a null pid and a literal "" one are the same track
     pid_text = final["pid"][1][final["pid"][0][np.array(sink.pair_pid, np.int64)]]
     tid_text = final["tid"][1][final["tid"][0][np.array(sink.pair_tid, np.int64)]]
