@@ -120,7 +120,7 @@ def run(sizes: list[int], scratch: Path, baseline_max_mb: int, repeat: int = 3) 
             row["floor_duckdb_parse"] = _fmt(floor, size_mb)
             row["nbprofiler"] = _fmt(nb, size_mb)
             row["x_floor"] = round(nb["seconds"] / floor["seconds"], 2)
-            # every run's seconds: on a 2-core machine the first open's runs are bimodal (see the README)
+            # every run's seconds: the median alone hides how widely a size's runs spread
             row["runs_s"] = {m: sorted(round(r["seconds"], 3) for r in runs[m]) for m in runs}
             row["x_floor_cpu"] = round(nb["cpu_seconds"] / floor["cpu_seconds"], 2)
             row["cache_write_after_s"] = round(nb["cache_wait_s"], 3)
