@@ -402,9 +402,9 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     `nbprofiler.io.trace.load_trace` reads one file). The timeline's ``args`` is the runs' own text,
     not a copy."""
     size = path.stat().st_size
-    # A second thread pairs the flows and then reads the counters (Arrow and numpy work, mostly without the
-    # GIL) while this one assembles the timeline and builds its frame; the counters are taken back here if
-    # that thread has not started them by then.
+    # A second thread pairs the flows and then orders the counters' samples (split per batch as they were
+    # read; Arrow and numpy work, mostly without the GIL) while this one assembles the timeline and builds its
+    # frame; the counters are taken back here if that thread has not started them by then.
     with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar, \
             ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-side") as side:
         sink = _parse(path, None, bar, 0.8, "trace")
