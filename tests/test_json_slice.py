@@ -18,10 +18,12 @@ REAL_TRACES = {
 AROUND = {"schemaVersion": 1, "distributedInfo": {"backend": "hccl", "rank": 0, "world_size": 2},
           "deviceProperties": [{"id": 0, "name": "Ascend910B ]}[{\"", "totalGlobalMem": 68719476736}],
           "traceName": "rank0 \"]}\\"}
+# Non-ASCII text before the array: the offsets are byte offsets, not character offsets.
+AROUND_UTF8 = {**AROUND, "deviceProperties": [{"id": 0, "name": "昇腾910B ]}[{\"é"}]}
 
 
-def _wrap(events_text: str, array_at: str, indent: bool) -> str:
-    around = json.dumps(AROUND, indent=1 if indent else None)[1:-1].strip()
+def _wrap(events_text: str, array_at: str, indent: bool, around: dict = AROUND) -> str:
+    around = json.dumps(around, indent=1 if indent else None, ensure_ascii=False)[1:-1].strip()
     sep = ",\n " if indent else ", "
     if array_at == "first":
         return '{"traceEvents": ' + events_text + sep + around + "}"
@@ -38,27 +40,51 @@ def _run_dir(root, text: str):
 @pytest.mark.parametrize("name", list(REAL_TRACES))
 @pytest.mark.parametrize("array_at", ["first", "last"])
 @pytest.mark.parametrize("indent", [False, True])
-def test_span_is_exactly_the_event_array(tmp_path, name, array_at, indent):
+@pytest.mark.parametrize("around", [AROUND, AROUND_UTF8], ids=["ascii", "utf8"])
+def test_span_is_exactly_the_event_array(tmp_path, name, array_at, indent, around):
     events = REAL_TRACES[name].read_text()
     path = tmp_path / "t.json"
-    path.write_text(_wrap(events.strip(), array_at, indent))
+    path.write_text(_wrap(events.strip(), array_at, indent, around), encoding="utf-8")
     start, end = json_slice.array_span(path)
     data = path.read_bytes()
     assert json.loads(data[start:end]) == json.loads(events)
     rest = json.loads(data[:start] + b"[]" + data[end:])
-    assert rest == {**AROUND, "traceEvents": []}
+    assert rest == {**around, "traceEvents": []}
+
+
+def _read_through(monkeypatch, how: str) -> list:
+    """Make object-form reads go through ``how``: "copy" (`ArrayCopy`, the default), "slice" (no copy can
+    be made) or "failed copy" (the copy fails midway); returns the list of copies started."""
+    started = []
+    real_start = json_slice.ArrayCopy.start
+
+    def start(*args, **kwargs):
+        if how == "slice":
+            return None
+        copy = real_start(*args, **kwargs)
+        started.append(copy)
+        return copy
+    monkeypatch.setattr(json_slice.ArrayCopy, "start", start)
+    if how == "failed copy":
+        def fail(self, path, start, end):
+            self._error = OSError(28, "No space left on device")
+        monkeypatch.setattr(json_slice.ArrayCopy, "_copy", fail)
+    return started
 
 
 @pytest.mark.parametrize("name", list(REAL_TRACES))
 @pytest.mark.parametrize("array_at", ["first", "last"])
-def test_object_form_frames_equal_the_array_forms(tmp_path, name, array_at):
+@pytest.mark.parametrize("how", ["copy", "slice", "failed copy"])
+def test_object_form_frames_equal_the_array_forms(tmp_path, monkeypatch, name, array_at, how):
     events = REAL_TRACES[name].read_text().strip()
     bare = load_quietly(_run_dir(tmp_path / "bare", events))
+    started = _read_through(monkeypatch, how)
     wrapped = load_quietly(_run_dir(tmp_path / "wrapped", _wrap(events, array_at, indent=False)))
     assert len(bare.timeline) > 1000
     pd.testing.assert_frame_equal(wrapped.timeline, bare.timeline)
     pd.testing.assert_frame_equal(wrapped.timeline_tracks, bare.timeline_tracks)
     assert wrapped.problems == bare.problems == []
+    assert len(started) == (0 if how == "slice" else 1)
 
 
 def test_small_and_empty_arrays_and_what_is_not_an_object_trace(tmp_path):
@@ -99,3 +125,18 @@ def test_slices_are_read_only_and_released():
     json_slice.release(url)
     with pytest.raises(KeyError):
         fs.open(url, "rb")
+
+
+def test_an_array_copy_is_the_exact_range_and_leaves_nothing_behind(tmp_path):
+    source = REAL_TRACES["ascend_pt"]
+    data = source.read_bytes()
+    start, end = 1000, len(data) - 777
+    (tmp_path / "copies").mkdir()
+    copy = json_slice.ArrayCopy.start(source, start, end, directory=tmp_path / "copies")
+    with open(copy.path(), "rb") as f:
+        assert f.read() == data[start:end]
+    assert list((tmp_path / "copies").iterdir()) == []  # unnamed while it exists
+    copy.close()
+    with pytest.raises(OSError):
+        open(copy.path(), "rb")  # closed with its descriptor
+    assert json_slice.ArrayCopy.start(source, 0, json_slice.COPY_MAX_BYTES + 1, directory=tmp_path) is None

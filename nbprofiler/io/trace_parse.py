@@ -234,13 +234,15 @@ def _dict_chunk(col) -> pa.DictionaryArray:
 
 def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
             span: tuple[int, int] | None = None, on_batch=None, checked_size: int | None = None,
-            limit: int | None = None, stats: dict | None = None, make_digest=None) -> list[_Chunk]:
+            limit: int | None = None, stats: dict | None = None, make_digest=None,
+            copy: json_slice.ArrayCopy | None = None) -> list[_Chunk]:
     """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
     duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
     a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
     range of an event array (of an object-form file, `json_slice.array_span`, or the array a file starts
-    with when other data follows it), read as an array file. ``limit``: an object-form file read as one
-    document is read up to this byte. ``stats`` (a dict) receives ``longest`` (bytes of the longest string
+    with when other data follows it), read as an array file: from ``copy`` (a `json_slice.ArrayCopy` of
+    the span) when it is given and complete, else through `json_slice.slice_url`. ``limit``: an
+    object-form file read as one document is read up to this byte. ``stats`` (a dict) receives ``longest`` (bytes of the longest string
     value read) and, for a document read, ``docs`` (how many JSON documents the file holds; only the
     first one's events are read). ``make_digest``: returns the function that digests each batch (default
     `_digest`); called once per read, so a read that fails and is retried starts a fresh one, and a failed
@@ -249,9 +251,10 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     digest = _digest if make_digest is None else make_digest()
     stats = {} if stats is None else stats
     stats["longest"] = 0
-    url = json_slice.slice_url(path, *span) if span else \
+    copied = copy.path() if copy is not None and span else None
+    url = None if copied else json_slice.slice_url(path, *span) if span else \
         json_slice.slice_url(path, 0, limit) if limit is not None else None
-    lit = "'" + (url or str(path)).replace("'", "''") + "'"
+    lit = "'" + (url or copied or str(path)).replace("'", "''") + "'"
     as_document = not (first == b"[" or span)
     if not as_document:
         cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
@@ -341,16 +344,13 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, 
         _exact_check(path)  # raises with the line of the first bad byte
         raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
                                        "'traceEvents'", line=1)
-    import duckdb
-    # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
-    read_errors = (duckdb.Error, pa.ArrowException, OSError)
     end = None  # the end of the JSON document, when other data follows it
     if not _ends_like(path, first):
         # something other than the closing bracket ends the file: the exact parse says what, and where
         end = _document_end(path)
     stats: dict = {}
     while True:
-        chunks, error = _read_attempts(path, first, offset, on_batch, checked, end, stats, read_errors, make_digest)
+        chunks, error = _read_attempts(path, first, offset, on_batch, checked, end, stats, make_digest)
         if chunks is not None:
             break
         if end is None:
@@ -375,7 +375,7 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, 
 
 
 def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int, end: int | None,
-                   stats: dict, read_errors, make_digest=None) -> tuple[list[_Chunk] | None, Exception | None]:
+                   stats: dict, make_digest=None) -> tuple[list[_Chunk] | None, Exception | None]:
     """The fast reads of ``path`` (up to byte ``end`` when given), in order, until one succeeds:
     (its chunks, None), or (None, the last read's error) when all of them fail."""
     if end is not None and first == b"[":
@@ -383,6 +383,34 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
     else:
         # An object-form trace's event array is read like an array file when its bytes can be placed.
         span = json_slice.array_span(path, end=end) if first == b"{" else None
+    copy = json_slice.ArrayCopy.start(path, *span, directory=_copy_directory()) if span else None
+    try:
+        import duckdb  # while the span is copied (a first load spends ~80 ms on this import)
+        # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
+        read_errors = (duckdb.Error, pa.ArrowException, OSError)
+        return _read_span(path, first, offset, on_batch, checked, end, stats, make_digest, span, copy,
+                          read_errors)
+    finally:
+        if copy is not None:
+            copy.close()
+
+
+def _copy_directory() -> Path | None:
+    """Where `json_slice.ArrayCopy` puts its copy: the user cache directory (on disk, where the on-disk
+    frames go too), else the system's temporary directory."""
+    from .cache import cache_dir
+    root = cache_dir()
+    if root is None:
+        return None
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return root
+
+
+def _read_span(path, first, offset, on_batch, checked, end, stats, make_digest, span, copy, read_errors):
+    """`_read_attempts`' reads of ``span`` (copied to ``copy``, when given), then the slower ones."""
     # Then, if that fails (some dur is not a number, an event is larger than _MAX_EVENT, or the file is
     # broken): dur read as text (cast what casts) with no practical size limit; an object as one document.
     attempts = [(_COLUMNS, "dur", _MAX_EVENT, span), (_DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", _MAX_OBJECT, span)]
@@ -396,7 +424,7 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
             check_size(path, "trace_big_event")  # an event larger than the first read allows
         try:
             return _stream(path, first, columns, dur_sql, offset, max_event, where, on_batch, checked,
-                           limit=end, stats=stats, make_digest=make_digest), None
+                           limit=end, stats=stats, make_digest=make_digest, copy=copy), None
         except read_errors as e:
             too_big, error = too_big or "maximum_object_size" in str(e), e
     return None, error
