@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -144,7 +145,7 @@ def _files(scratch: Path, mb: int) -> dict:
 def _row(m: dict, size_mb: float) -> dict:
     return {"events": m["events"], "seconds": round(m["seconds"], 3), "mb_per_s": round(size_mb / m["seconds"], 1),
             "peak_rss_mb": round(m["peak_rss_mb"], 1), "peak_x_file": round(m["peak_rss_mb"] / size_mb, 2),
-            **({"runs_s": m["runs_s"]} if "runs_s" in m else {})}
+            **{k: m[k] for k in ("runs_s", "runs_rss_mb") if k in m}}
 
 
 def _fresh(cache_dir: str) -> Path:
@@ -154,13 +155,16 @@ def _fresh(cache_dir: str) -> Path:
 
 def _interleaved(repeat: int, **runs) -> dict:
     """Each of ``runs`` (name -> a function measuring once) ``repeat`` times, in turn; per name the run of
-    median time, with every run's seconds under ``runs_s``."""
+    median time with the median peak RSS (a run's peak varies: at 100 MB by ~35 MB, with how many batches
+    wait in the reader's queue), every run's seconds under ``runs_s`` and peaks under ``runs_rss_mb``."""
     done = {name: [] for name in runs}
     for _ in range(repeat):
         for name, once in runs.items():
             done[name].append(once())
     return {name: {**sorted(ms, key=lambda m: m["seconds"])[len(ms) // 2],
-                   "runs_s": sorted(round(m["seconds"], 3) for m in ms)} for name, ms in done.items()}
+                   "peak_rss_mb": statistics.median(m["peak_rss_mb"] for m in ms),
+                   "runs_s": sorted(round(m["seconds"], 3) for m in ms),
+                   "runs_rss_mb": sorted(round(m["peak_rss_mb"]) for m in ms)} for name, ms in done.items()}
 
 
 def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5) -> list[dict]:
