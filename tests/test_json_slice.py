@@ -140,3 +140,22 @@ def test_an_array_copy_is_the_exact_range_and_leaves_nothing_behind(tmp_path):
     with pytest.raises(OSError):
         open(copy.path(), "rb")  # closed with its descriptor
     assert json_slice.ArrayCopy.start(source, 0, json_slice.COPY_MAX_BYTES + 1, directory=tmp_path) is None
+
+    trimmed = json_slice.ArrayCopy.start(source, start, len(data), directory=tmp_path / "copies")
+    trimmed.trim(end)  # the end became known while it copied
+    with open(trimmed.path(), "rb") as f:
+        assert f.read() == data[start:end]
+    trimmed.close()
+
+
+def test_the_copied_span_is_the_event_array(tmp_path):
+    events = REAL_TRACES["ascend_pt"].read_text().strip()
+    path = tmp_path / "t.json"
+    path.write_text(_wrap(events, "first", indent=True, around=AROUND_UTF8), encoding="utf-8")
+    span, copy = json_slice.copied_span(path, directory=tmp_path)
+    assert span == json_slice.array_span(path)
+    with open(copy.path(), "rb") as f:
+        assert json.loads(f.read()) == json.loads(events)
+    copy.close()
+    path.write_text('{"traceEvents": [1, 2]')  # no end: no span, and the copy started is dropped
+    assert json_slice.copied_span(path, directory=tmp_path) == (None, None)

@@ -141,11 +141,12 @@ def _walk_back(tail: bytes, marks: list[int], open_at: int):
     return _UNDECIDED
 
 
-def array_span(path, end: int | None = None) -> tuple[int, int] | None:
+def array_span(path, end: int | None = None, on_start=None) -> tuple[int, int] | None:
     """(start, end) byte offsets of the ``traceEvents`` array of an object-form trace, ``[`` to ``]``
     inclusive, checked by decoding everything around it as the rest of the object; None when the array
     cannot be placed that way (then read the file as one document). ``end``: the object ends at this
-    byte (data follows it), else at the end of the file."""
+    byte (data follows it), else at the end of the file. ``on_start(start, end)``: called once the
+    array's first byte is placed, before its end is looked for, with the end of the object."""
     path = Path(path)
     size = path.stat().st_size if end is None else end
     with open(path, "rb") as f:
@@ -155,6 +156,8 @@ def array_span(path, end: int | None = None) -> tuple[int, int] | None:
     start = _head_start(head)
     if start is None:
         return None
+    if on_start is not None:
+        on_start(start, size)
     end_in_tail = _tail_end(tail, start - (size - len(tail)))
     if end_in_tail is None:
         return None
@@ -250,7 +253,7 @@ class ArrayCopy:
     space); `path` returns None when the copy failed (then read the range through `slice_url`)."""
 
     def __init__(self, fd: int, path, start: int, end: int):
-        self._fd, self._error = fd, None
+        self._fd, self._error, self._start, self._keep = fd, None, start, None
         self._thread = threading.Thread(target=self._copy, args=(str(path), start, end),
                                         name="nbprofiler-array-copy", daemon=True)
         self._thread.start()
@@ -284,14 +287,40 @@ class ArrayCopy:
         except OSError as e:  # no space left, or the file shrank: the caller reads the original instead
             self._error = e
 
+    def trim(self, end: int) -> None:
+        """Keep the bytes up to ``end`` of the source only (a copy started before the range's end was
+        known, see `copied_span`)."""
+        self._keep = end - self._start
+
     def path(self) -> str | None:
         """The copy's path for duckdb, once it is complete; None if it failed."""
         self._thread.join()
+        if self._error is None and self._keep is not None:
+            try:
+                os.ftruncate(self._fd, self._keep)
+                self._keep = None
+            except OSError as e:
+                self._error = e
         return None if self._error else f"/proc/self/fd/{self._fd}"
 
     def close(self) -> None:
         self._thread.join()
         os.close(self._fd)
+
+
+def copied_span(path, end: int | None = None, directory=None) -> tuple[tuple[int, int] | None, ArrayCopy | None]:
+    """`array_span`, and an `ArrayCopy` of the array (None where none can be made): the copy starts as
+    soon as the array's first byte is placed, and runs while its end is looked for (~4 ms: at 10 MB, a
+    third of what placing and copying the array cost one after the other)."""
+    copies = []
+    span = array_span(path, end, on_start=lambda start, stop: copies.append(ArrayCopy.start(path, start, stop, directory)))
+    copy = copies[0] if copies else None
+    if copy is not None and span is None:
+        copy.close()
+        copy = None
+    elif copy is not None:
+        copy.trim(span[1])
+    return span, copy
 
 
 def register(con) -> None:
@@ -312,4 +341,4 @@ def release(url: str) -> None:
         _slices.pop(url.split("://", 1)[1], None)
 
 
-__all__ = ["array_span", "ArrayCopy", "register", "slice_url", "release", "EDGE_BYTES", "COPY_MAX_BYTES"]
+__all__ = ["array_span", "copied_span", "ArrayCopy", "register", "slice_url", "release", "EDGE_BYTES", "COPY_MAX_BYTES"]

@@ -378,12 +378,13 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
                    stats: dict, make_digest=None) -> tuple[list[_Chunk] | None, Exception | None]:
     """The fast reads of ``path`` (up to byte ``end`` when given), in order, until one succeeds:
     (its chunks, None), or (None, the last read's error) when all of them fail."""
+    span = copy = None
     if end is not None and first == b"[":
         span = (0, end)  # the array, without what follows it
-    else:
+        copy = json_slice.ArrayCopy.start(path, *span, directory=_copy_directory())
+    elif first == b"{":
         # An object-form trace's event array is read like an array file when its bytes can be placed.
-        span = json_slice.array_span(path, end=end) if first == b"{" else None
-    copy = json_slice.ArrayCopy.start(path, *span, directory=_copy_directory()) if span else None
+        span, copy = json_slice.copied_span(path, end=end, directory=_copy_directory())
     try:
         import duckdb  # while the span is copied (a first load spends ~80 ms on this import)
         # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
