@@ -242,11 +242,12 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     range of an event array (of an object-form file, `json_slice.array_span`, or the array a file starts
     with when other data follows it), read as an array file: from ``copy`` (a `json_slice.ArrayCopy` of
     the span) when it is given and complete, else through `json_slice.slice_url`. ``limit``: an
-    object-form file read as one document is read up to this byte. ``stats`` (a dict) receives ``longest`` (bytes of the longest string
-    value read) and, for a document read, ``docs`` (how many JSON documents the file holds; only the
-    first one's events are read). ``make_digest``: returns the function that digests each batch (default
-    `_digest`); called once per read, so a read that fails and is retried starts a fresh one, and a failed
-    read calls its ``discard()`` where it has one (what it kept is not held through the retry)."""
+    object-form file read as one document is read up to this byte. ``stats`` (a dict) receives
+    ``longest`` (bytes of the longest string value read) and, for a document read, ``docs`` (how many
+    JSON documents the file holds; only the first one's events are read). ``make_digest``: returns the
+    function that digests each batch (default `_digest`); called once per read, so a read that fails and
+    is retried starts a fresh one, and a failed read calls its ``discard()`` where it has one (what it
+    kept is not held through the retry)."""
     import queue
     digest = _digest if make_digest is None else make_digest()
     stats = {} if stats is None else stats
