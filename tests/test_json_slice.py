@@ -159,3 +159,24 @@ def test_the_copied_span_is_the_event_array(tmp_path):
     copy.close()
     path.write_text('{"traceEvents": [1, 2]')  # no end: no span, and the copy started is dropped
     assert json_slice.copied_span(path, directory=tmp_path) == (None, None)
+
+
+def test_the_copy_is_never_made_in_the_profile_folder(tmp_path, monkeypatch):
+    """A cache directory set inside the trace's folder is not used for the copy either (nor created there):
+    the copy goes to the user cache directory, as the cache's own entries do."""
+    import platformdirs
+    events = REAL_TRACES["lenet_pynative"].read_text().strip()
+    run = _run_dir(tmp_path / "wrapped", _wrap(events, "last", indent=False))
+    monkeypatch.setenv("NBPROFILER_CACHE_DIR", str(run / "ASCEND_PROFILER_OUTPUT" / "cache"))
+    monkeypatch.setattr(platformdirs, "user_cache_dir", lambda *a, **k: str(tmp_path / "user-cache"))
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    started = []
+    real_start = json_slice.ArrayCopy.start
+
+    def start(path, begin, end, directory=None):
+        started.append(directory)
+        return real_start(path, begin, end, directory)
+    monkeypatch.setattr(json_slice.ArrayCopy, "start", start)
+    assert len(load_quietly(run).timeline) > 1000
+    assert started == [(tmp_path / "user-cache").resolve()]
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before

@@ -65,19 +65,28 @@ def entry(key: str | None, paths: list[Path]) -> Path | None:
         return None
     if sum(_size(p) for p in paths) < MIN_BYTES:
         return None
+    if _beside_sources(root.resolve(), paths):
+        import warnings
+        warnings.warn(f"{ENV}={root.resolve()} holds the profiler files being cached; caching in the user cache "
+                      "directory instead", stacklevel=3)
+    root = root_for(paths)
+    return None if root is None else root / key
+
+
+def root_for(paths: list[Path]) -> Path | None:
+    """The cache root that files derived from ``paths`` may be written under: `cache_dir`, or where that
+    lies above or inside a folder holding the sources, the user cache directory (never into a profile,
+    whatever the environment says); None when caching is off or both lie there."""
+    root = cache_dir()
+    if root is None:
+        return None
     root = root.resolve()
     if _beside_sources(root, paths):
-        # Never into (or under) a folder holding the sources, whatever the environment says: the user
-        # cache directory instead.
-        import warnings
-
         import platformdirs
-        warnings.warn(f"{ENV}={root} holds the profiler files being cached; caching in the user cache "
-                      "directory instead", stacklevel=3)
         root = Path(platformdirs.user_cache_dir("nbprofiler", appauthor=False)).resolve()
         if _beside_sources(root, paths):
             return None
-    return root / key
+    return root
 
 
 def _beside_sources(root: Path, paths: list[Path]) -> bool:

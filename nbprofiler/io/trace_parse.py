@@ -382,10 +382,10 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
     span = copy = None
     if end is not None and first == b"[":
         span = (0, end)  # the array, without what follows it
-        copy = json_slice.ArrayCopy.start(path, *span, directory=_copy_directory())
+        copy = json_slice.ArrayCopy.start(path, *span, directory=_copy_directory(path))
     elif first == b"{":
         # An object-form trace's event array is read like an array file when its bytes can be placed.
-        span, copy = json_slice.copied_span(path, end=end, directory=_copy_directory())
+        span, copy = json_slice.copied_span(path, end=end, directory=_copy_directory(path))
     try:
         import duckdb  # while the span is copied (a first load spends ~80 ms on this import)
         # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
@@ -397,11 +397,11 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
             copy.close()
 
 
-def _copy_directory() -> Path | None:
-    """Where `json_slice.ArrayCopy` puts its copy: the user cache directory (on disk, where the on-disk
-    frames go too), else the system's temporary directory."""
-    from .cache import cache_dir
-    root = cache_dir()
+def _copy_directory(path: Path) -> Path | None:
+    """Where `json_slice.ArrayCopy` puts its copy of ``path``'s array: the cache root (on disk, where the
+    cached frames go too; never in the profile's folder), else the system's temporary directory (None)."""
+    from .cache import root_for
+    root = root_for([path])
     if root is None:
         return None
     try:
