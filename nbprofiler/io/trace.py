@@ -363,8 +363,7 @@ def _build(chunks: list[_Chunk], paths: list[Path], legacy: bool, gpu: bool) -> 
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbprofiler-trace") as pool:
         side = pool.submit(lambda: (_flows(flow, kind, is_flow, row_track, rel_us),
-                                    _counter_frame(_counter_samples(counter_events) if len(counter_events) else None,
-                                                   origin_ns)))
+                                    _counter_frame(_counter_samples(counter_events), origin_ns)))
         timeline = _timeline(chunks, kind, is_x, is_b, row_track, rel_us, dur, multi, paths)
         flows, counters = side.result()
     tracks["events"] = np.bincount(timeline["track"].to_numpy(), minlength=len(tracks)).astype(np.int64)
@@ -686,9 +685,12 @@ _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _FLAT_ARGS = rf'^\{{"[^"\\]*":{_NUMBER}(?:,"[^"\\]*":{_NUMBER})*\}}$'
 
 
-def _counter_samples(events: pa.Table) -> pa.Table:
-    """The samples of one or more placeable C events (``row`` = file order, ``pid``, ``name``, ``args``,
-    ``ts_ns`` = exact ns): one row per (event, args key), unordered (`_counter_frame` orders them)."""
+def _counter_samples(events: pa.Table) -> pa.Table | None:
+    """The samples of some placeable C events (``row`` = file order, ``pid``, ``name``, ``args``, ``ts_ns``
+    = exact ns): one row per (event, args key), unordered (`_counter_frame` orders them); None for no
+    events."""
+    if not len(events):
+        return None
     events = events.select(["row", "pid", "name", "args", "ts_ns"])
     args = _storage(events.column("args").combine_chunks())
     flat = pc.fill_null(pc.match_substring_regex(args, _FLAT_ARGS), False).to_numpy(zero_copy_only=False)
