@@ -74,6 +74,20 @@ def test_fast_path_equals_exact_parse(path, n_x):
     assert len(trace.exact_events(path)) == len(json.loads(path.read_text()))
 
 
+def test_the_categorical_of_a_real_traces_names_equals_pandas_checked_one():
+    """`trace.distinct_categorical` skips pandas' check that the categories are distinct: on the names of
+    a real trace (and a missing value) it builds what the checked constructor builds, its codes narrowed
+    to the categories' count the same way."""
+    names = trace.load_trace(MS2, progress=False).timeline["name"]
+    categories = pd.Index(names.cat.categories, dtype=str)
+    read = names.cat.codes.to_numpy()
+    for codes in (read.astype(np.int32), np.r_[read[:50], -1].astype(read.dtype)):
+        fast = trace.distinct_categorical(codes, categories.tolist())
+        checked = pd.Categorical.from_codes(codes, categories=categories)
+        pd.testing.assert_extension_array_equal(fast, checked)
+        assert fast.codes.dtype == checked.codes.dtype and fast.isna().sum() == (codes == -1).sum()
+
+
 def test_cann_iterations_merge_and_dedupe():
     files = sorted(CANN0.glob("msprof_*.json"))
     fast, data = _fast(files)

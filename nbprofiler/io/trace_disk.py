@@ -414,7 +414,7 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
                          advance=lambda f: None)
         columns = done.columns
         timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
-                                   done.categories)
+                                   done.categories, built=True)
         counters = _counters(sink) if counters.cancel() else counters.result()
         flows = flows.result()
         bar.advance(size * 0.2)
@@ -769,14 +769,16 @@ def release_pages(frame: pd.DataFrame) -> None:
         m = ref()
         if m is not None and hasattr(m, "_mmap") and hasattr(m._mmap, "madvise"):
             m._mmap.madvise(mmap.MADV_DONTNEED)
-def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict) -> pd.DataFrame:
+def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built: bool = False) -> pd.DataFrame:
     """The timeline frame over these column arrays (category codes in `_codes_dtype`) and args, sharing
-    their memory: no column is copied."""
+    their memory: no column is copied. ``built``: the categories are the build's own (distinct by
+    construction), not read back from a store, whose are checked."""
     cols = {}
     for c in _COLUMNS:
         arr = arrays[c]
         if c in _CATEGORICAL:
-            arr = pd.Categorical.from_codes(arr, categories=pd.Index(categories[c], dtype=str), validate=False)
+            arr = trace.distinct_categorical(arr, categories[c]) if built else \
+                pd.Categorical.from_codes(arr, categories=pd.Index(categories[c], dtype=str), validate=False)
         cols[c] = pd.Series(arr, copy=False)
     # pandas' default string dtype, backed by the Arrow array (no copy)
     cols["args"] = pd.Series(pd.Series([], dtype=str).dtype.__from_arrow__(args), copy=False)
