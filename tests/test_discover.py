@@ -7,7 +7,7 @@ import pytest
 
 import nbprofiler
 from nbprofiler.errors import NoProfilerDataError
-from nbprofiler.io.discover import classify, discover
+from nbprofiler.io.discover import classify, discover, run_folder
 
 from .conftest import DATA
 
@@ -114,3 +114,19 @@ def test_discovery_depth_limit(tmp_path):
     (deep / "kernel_details.csv").write_text("Name,Type\n")
     with pytest.raises(NoProfilerDataError):
         discover(tmp_path)
+
+
+@pytest.mark.parametrize("file, run", [
+    ("d/h_1_20231001000000000_ascend_ms/ASCEND_PROFILER_OUTPUT/trace_view.json", "d/h_1_20231001000000000_ascend_ms"),
+    ("d/h_1_20231001000000000_ascend_ms/PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/timeline/"
+     "msprof_0_1.json", "d/h_1_20231001000000000_ascend_ms"),
+    ("d/PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/timeline/msprof_0_1.json",
+     "d/PROF_000001_20230818142704322_COJGGGCANRMICFBC"),
+    ("d/renamed_run/ASCEND_PROFILER_OUTPUT/trace_view.json", "d/renamed_run"),
+    ("d/renamed_run/FRAMEWORK/x.txt", "d/renamed_run"),
+    ("d/profiler/ascend_timeline_display_0.json", "d/profiler"),
+])
+def test_a_files_run_folder_is_the_whole_run_the_profiler_wrote(tmp_path, file, run):
+    """What the cache guards as a profile: a ``*_ascend_ms`` run folder whole, not only the folder a file
+    is in."""
+    assert run_folder(tmp_path / file) == tmp_path / run

@@ -273,14 +273,16 @@ def test_an_edit_during_the_background_write_does_not_reach_the_cache(tmp_path, 
 
 
 def test_cache_never_inside_profiler_dir(tmp_path, monkeypatch):
-    """NBPROFILER_CACHE_DIR pointing into the run folder, at it, or at a folder above it: the entry goes
-    to the user cache directory instead, with a warning; nothing appears beside the profiler files."""
+    """NBPROFILER_CACHE_DIR pointing into the run folder (beside the trace's own folder too), at it, or at a
+    folder above it: the entry goes to the user cache directory instead, with a warning; nothing appears
+    beside the profiler files."""
     monkeypatch.setattr(cache, "MIN_BYTES", 0)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
-    src = tmp_path / "profiles" / "src"
+    run = tmp_path / "profiles" / "host_1_20231001000000000_ascend_pt"
+    src = run / "ASCEND_PROFILER_OUTPUT"
     shutil.copytree(TORCH.parent, src)
     before = sorted(p.relative_to(tmp_path / "profiles") for p in (tmp_path / "profiles").rglob("*"))
-    for target in (src / "cache", src, tmp_path / "profiles"):
+    for target in (src / "cache", src, run / "cache", run, tmp_path / "profiles"):
         monkeypatch.setenv(cache.ENV, str(target))
         with pytest.warns(UserWarning, match="holds the profiler files being cached"):
             trace.trace_data(discover(src)[0])

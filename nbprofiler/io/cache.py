@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ._util import arrow_memory
+from .discover import run_folder
 
 # Bump when the layout of cached frames changes, so stale entries are not read.
 FORMAT_VERSION = 3
@@ -75,7 +76,7 @@ def entry(key: str | None, paths: list[Path]) -> Path | None:
 
 def root_for(paths: list[Path]) -> Path | None:
     """The cache root that files derived from ``paths`` may be written under: `cache_dir`, or where that
-    lies above or inside a folder holding the sources, the user cache directory (never into a profile,
+    lies above or inside the run folder holding a source, the user cache directory (never into a profile,
     whatever the environment says); None when caching is off or both lie there."""
     root = cache_dir()
     if root is None:
@@ -90,9 +91,10 @@ def root_for(paths: list[Path]) -> Path | None:
 
 
 def _beside_sources(root: Path, paths: list[Path]) -> bool:
-    """Whether ``root`` is a folder above a source file (where a profile lives) or inside one's folder."""
+    """Whether ``root`` is the folder of a source file's run (`discover.run_folder`: a whole ``*_ascend_ms``
+    folder, not only the file's own), a folder above it, or inside it."""
     for p in paths:
-        folder = Path(p).resolve().parent
+        folder = run_folder(Path(p).resolve())
         if root == folder or root in folder.parents or folder in root.parents:
             return True
     return False

@@ -308,6 +308,20 @@ def _single_file(path: Path) -> RunFiles:
     return run
 
 
+def run_folder(path: str | os.PathLike) -> Path:
+    """The folder of the profiler run that holds the file ``path``: its outermost ``*_ascend_ms`` /
+    ``*_ascend_pt`` / ``PROF_*`` ancestor, else the folder above an ``ASCEND_PROFILER_OUTPUT`` or ``FRAMEWORK``
+    folder holding it, else the file's own folder."""
+    path = Path(path)
+    found = path.parent
+    if found.name in ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK"):
+        found = found.parent
+    for folder in path.parents:
+        if ASCEND_MS.match(folder.name) or PROF_DIR.match(folder.name):
+            found = folder
+    return found
+
+
 def _walk(folder: Path, depth: int, walker: _Walker, runs: list[RunFiles]) -> None:
     entries = walker.scandir(folder)
     if ASCEND_MS.match(folder.name):
