@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import nbprofiler
@@ -154,6 +155,45 @@ def test_flows_of_torch_npu_trace(torch_npu):
     data = T.flow_data(flows, tracks, -1e12, 1e12)
     assert len(data["x0"]) == min(len(flows.dropna(subset=["start_track", "end_track"])), T.MAX_FLOWS)
     assert "HostToDevice" in set(data["cat"])
+
+
+def _flows_by_brute_force(flows: pd.DataFrame, tracks: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
+    """What `flows_in_window` shows, the slow way: every flow between shown tracks with an end in
+    [t0, t1], in start order (ties in frame order), the first MAX_FLOWS."""
+    row = dict(zip(tracks["track"].astype(int), tracks["row"].astype(int)))
+    shown = flows[flows["start_track"].isin(row.keys()) & flows["end_track"].isin(row.keys())]
+    shown = shown.sort_values("start_us", kind="stable")
+    hit = shown["start_us"].between(t0, t1) | shown["end_us"].between(t0, t1)
+    return shown[hit].head(T.MAX_FLOWS)
+
+
+@pytest.mark.parametrize("chunks", [1, 7])
+def test_the_flows_of_a_window_are_the_brute_force_ones(torch_npu, chunks):
+    """Flows out of start order, going back in time, one spanning the whole trace, more than a search
+    block and than MAX_FLOWS in a window, and text held in several Arrow chunks (a frame from the cache):
+    every window shows what a scan of every flow shows."""
+    rng = np.random.default_rng(7)
+    real = torch_npu.timeline_flows.dropna(subset=["start_track", "end_track"])
+    n = 3 * T._FLOW_BLOCK
+    start = rng.uniform(0, 1e6, n)
+    end = start + np.where(rng.random(n) < 0.1, -rng.uniform(0, 50, n), rng.uniform(0, 200, n))
+    end[5] = 2e6  # one long flow: every window looks back to it
+    pick = rng.integers(0, len(real), n)
+    text = {c: real[c].astype(str).to_numpy()[pick] + "-" + np.arange(n).astype(str) for c in ("cat", "name")}
+    as_str = pd.Series([], dtype=str).dtype
+    flows = pd.DataFrame({
+        **{c: pd.Series(as_str.__from_arrow__(pa.chunked_array(np.array_split(text[c], chunks)))) for c in text},
+        "start_track": real["start_track"].to_numpy()[pick], "start_us": start,
+        "end_track": real["end_track"].to_numpy()[pick], "end_us": end})
+    tracks = T.track_table(torch_npu.timeline_tracks)
+    prepared = T.prepare_flows(flows, tracks)
+    for t0, t1 in [(-1e9, 1e9), (0, 1e6), (5e5, 5e5 + 10), (5e5, 5.3e5), (9.9e5, 1.5e6), (1.9e6, 2.1e6),
+                   (3e6, 4e6), (-10, 0)] + [tuple(sorted(rng.uniform(-1e3, 1.1e6, 2))) for _ in range(20)]:
+        got, want = T.flows_in_window(prepared, t0, t1), _flows_by_brute_force(flows, tracks, t0, t1)
+        assert len(got["x0"]) == len(want), (t0, t1)
+        np.testing.assert_array_equal(got["x0"], want["start_us"].to_numpy())
+        np.testing.assert_array_equal(got["x1"], want["end_us"].to_numpy())
+        assert got["name"] == want["name"].tolist() and got["cat"] == want["cat"].tolist()
 
 
 def test_view_requeries_on_zoom_and_links(torch_npu):

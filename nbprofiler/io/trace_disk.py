@@ -769,10 +769,12 @@ def release_pages(frame: pd.DataFrame) -> None:
         m = ref()
         if m is not None and hasattr(m, "_mmap") and hasattr(m._mmap, "madvise"):
             m._mmap.madvise(mmap.MADV_DONTNEED)
+
+
 def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built: bool = False) -> pd.DataFrame:
     """The timeline frame over these column arrays (category codes in `_codes_dtype`) and args, sharing
     their memory: no column is copied. ``built``: the categories are the build's own (distinct by
-    construction), not read back from a store, whose are checked."""
+    construction), not read back from a store (pandas checks those)."""
     cols = {}
     for c in _COLUMNS:
         arr = arrays[c]

@@ -36,6 +36,7 @@ from .base import View
 
 MAX_GLYPHS = 20_000          # never send more bars than this to the browser
 MAX_FLOWS = 2_000
+_FLOW_BLOCK = 65_536         # flows `flows_in_window` tests at a time
 MAX_MATCHES = 1_000          # rows of the search table
 MAX_ARGS_CHARS = 2_000       # args text carried per bar (hover and details)
 DEBOUNCE_S = 0.15
@@ -132,11 +133,14 @@ def _short(args) -> str:
 
 
 def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
-    """The flows between shown tracks: ``x0``, ``x1`` (µs) and ``y0``, ``y1`` (rows) as arrays, and ``pos``,
-    their rows in the frame, whose ``cat`` and ``name`` stay there; done once per track order, so a
-    re-query only picks the window's flows (`flows_in_window`) and turns just those names into text."""
+    """The flows between shown tracks, in start order: ``x0``, ``x1`` (µs) and ``y0``, ``y1`` (rows) as
+    arrays, ``pos``, their rows in the frame, whose ``cat`` and ``name`` stay there, and ``back`` /
+    ``ahead``, how far before its end a flow starts at most / after it. Done once per track order, so a
+    re-query only looks at the flows that can have an end in its window (`flows_in_window`) and turns
+    just the ones it shows into text."""
     empty = {"x0": np.zeros(0), "y0": np.zeros(0, np.int32), "x1": np.zeros(0), "y1": np.zeros(0, np.int32),
-             "pos": np.zeros(0, np.int64), "cat": pd.Series([], dtype=object), "name": pd.Series([], dtype=object)}
+             "pos": np.zeros(0, np.int64), "cat": pd.Series([], dtype=object), "name": pd.Series([], dtype=object),
+             "back": 0.0, "ahead": 0.0}
     if flows_df is None or len(flows_df) == 0:
         return empty
     row_of = np.full(int(tracks["track"].max()) + 2 if len(tracks) else 1, -1, np.int32)
@@ -149,22 +153,47 @@ def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
     y1 = np.where(inside, row_of[np.where(inside, et, len(row_of) - 1).astype(np.int64)], -1).astype(np.int32)
     del st, et, ok, inside
     keep = np.flatnonzero((y0 >= 0) & (y1 >= 0))
-    if len(keep) == len(flows_df):  # every flow is shown: the frame's own columns, no copies (millions of flows)
-        return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "pos": keep, "cat": flows_df["cat"], "name": flows_df["name"]}
-    return {"x0": x0[keep], "y0": y0[keep], "x1": x1[keep], "y1": y1[keep], "pos": keep,
-            "cat": flows_df["cat"], "name": flows_df["name"]}
+    if len(keep) < len(flows_df):  # else every flow is shown: the frame's own columns, no copies (millions)
+        x0, y0, x1, y1 = x0[keep], y0[keep], x1[keep], y1[keep]
+    if np.any(x0[1:] < x0[:-1]):  # loaders write flows in start order; other frames are sorted here once
+        order = np.argsort(x0, kind="stable")
+        x0, y0, x1, y1, keep = x0[order], y0[order], x1[order], y1[order], keep[order]
+    length = x1 - x0
+    return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "pos": keep, "cat": flows_df["cat"], "name": flows_df["name"],
+            "back": float(max(length.max(), 0.0)) if len(length) else 0.0,
+            "ahead": float(max(-length.min(), 0.0)) if len(length) else 0.0}
 
 
 def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
-    """Column data of ``timeline_flows_src``: the `prepare_flows` flows with an end inside [t0, t1], at
-    most `MAX_FLOWS`. Columns x0, y0 (start), x1, y1 (end), cat, name."""
+    """Column data of ``timeline_flows_src``: the `prepare_flows` flows with an end inside [t0, t1], the
+    first `MAX_FLOWS` of them in start order. Columns x0, y0 (start), x1, y1 (end), cat, name."""
     x0, x1 = prepared["x0"], prepared["x1"]
-    hit = np.flatnonzero(((x0 >= t0) & (x0 <= t1)) | ((x1 >= t0) & (x1 <= t1)))[:MAX_FLOWS]
+    # A flow with its end in the window starts in [t0 - back, t1 + ahead]: only those are looked at (x0 is
+    # sorted), a block at a time until MAX_FLOWS are found (a wide window stops at its first block).
+    lo = int(np.searchsorted(x0, t0 - prepared["back"], side="left"))
+    hi = int(np.searchsorted(x0, t1 + prepared["ahead"], side="right"))
+    found, n = [], 0
+    for at in range(lo, hi, _FLOW_BLOCK):
+        a, b = x0[at:min(at + _FLOW_BLOCK, hi)], x1[at:min(at + _FLOW_BLOCK, hi)]
+        found.append(at + np.flatnonzero(((a >= t0) & (a <= t1)) | ((b >= t0) & (b <= t1))))
+        n += len(found[-1])
+        if n >= MAX_FLOWS:
+            break
+    hit = np.concatenate(found)[:MAX_FLOWS] if found else np.zeros(0, np.int64)
     rows = prepared["pos"][hit]
     return {"x0": x0[hit], "y0": prepared["y0"][hit].astype(np.int64), "x1": x1[hit],
             "y1": prepared["y1"][hit].astype(np.int64),
-            "cat": prepared["cat"].iloc[rows].astype(str).tolist(),
-            "name": prepared["name"].iloc[rows].astype(str).tolist()}
+            "cat": _texts(prepared["cat"], rows), "name": _texts(prepared["name"], rows)}
+
+
+def _texts(column: pd.Series, rows: np.ndarray) -> list[str]:
+    """``column``'s values at ``rows`` as text. Taken from the slice the rows span first: a frame loaded
+    from the cache holds its text in many Arrow chunks, and a take from all of them joins them all
+    (~6 ms for a million flow names) where the slice holds the few the rows are in."""
+    if not len(rows):
+        return []
+    lo, hi = int(rows.min()), int(rows.max()) + 1
+    return column.iloc[lo:hi].iloc[rows - lo].astype(str).tolist()
 
 
 def flow_data(flows_df: pd.DataFrame | None, tracks: pd.DataFrame, t0: float, t1: float) -> dict:
