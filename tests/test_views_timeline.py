@@ -257,10 +257,44 @@ def test_counters_are_drawn_under_the_timeline_one_series_at_a_time():
     c = prof.timeline_counters
     assert len(select.options) == c.groupby(["name", "series"]).ngroups
     src = panel.select_one({"name": "timeline_counters_src"}).data
-    assert len(src["value"]) == len(c)  # all 5,952 samples fit the budget
-    shown = [lbl for lbl, keep in zip(src["series_label"], fig.renderers[0].view.filter.booleans) if keep]
-    assert set(shown) == {select.value} and fig.title.text == select.value
+    assert len(src["value"]) == len(c)  # no series has 4 samples a pixel: all 5,952 are drawn
+    assert fig.renderers[0].view.filter.group == 0 and select.value == select.options[0] == fig.title.text
     assert T.counter_figure(nbprofiler.load(DATA / "legacy" / "run_1_widedeep").timeline_counters, view.x_range) is None
+
+
+def test_a_zoom_draws_the_counters_a_line_that_wide_draws():
+    """On a real trace's counters cut in a few columns: per series, the samples of a window are the one
+    it opens on, the one after it, and per column the first, lowest, highest and last of all samples in
+    it; a zoom of the view sends the new window's."""
+    prof = nbprofiler.load(DATA / "npu" / "ascend_pt_text_2rank")
+    prof = prof[prof.ranks[0]]
+    prepared = T.prepare_counters(prof.timeline_counters)
+    x, v, bounds = prepared["start_us"], prepared["value"], prepared["bounds"]
+    lo, hi = float(x.min()), float(x.max())
+    for t0, t1, columns in [(lo, hi, 20), (lo + (hi - lo) * 0.3, lo + (hi - lo) * 0.6, 7), (lo - 5, hi + 5, 1000)]:
+        got = T.counter_window(prepared, t0, t1, columns)
+        for code in range(len(prepared["labels"])):
+            xs, vs = x[bounds[code]:bounds[code + 1]], v[bounds[code]:bounds[code + 1]]
+            first = max(int(np.searchsorted(xs, t0, side="right")) - 1, 0)
+            last = min(int(np.searchsorted(xs, t1, side="right")), len(xs) - 1)
+            xs, vs = xs[first:last + 1], vs[first:last + 1]
+            mine = got["series"] == code
+            kept = pd.DataFrame({"x": got["start_us"][mine], "v": got["value"][mine]})
+            if len(xs) <= 4 * columns:
+                assert kept["x"].tolist() == xs.tolist()
+                continue
+            assert len(kept) <= 4 * (columns + 2) and kept["x"].is_monotonic_increasing
+            col = np.clip(np.floor((xs - t0) * columns / (t1 - t0)), -1, columns)
+            everything = pd.DataFrame({"x": xs, "v": vs, "col": col})
+            kept["col"] = np.clip(np.floor((kept["x"] - t0) * columns / (t1 - t0)), -1, columns)
+            want = everything.groupby("col")["v"].agg(["first", "last", "min", "max"])
+            have = kept.groupby("col")["v"].agg(["first", "last", "min", "max"])
+            pd.testing.assert_frame_equal(have, want)
+    view = T.TimelineView(prof, debounce_s=0, width=30 * T.COUNTER_COLUMN_PX)
+    src = view.layout.select_one({"name": "timeline_counters_src"})
+    view.set_window(lo + (hi - lo) * 0.3, lo + (hi - lo) * 0.6)
+    np.testing.assert_array_equal(src.data["start_us"], T.counter_window(prepared, lo + (hi - lo) * 0.3,
+                                                                         lo + (hi - lo) * 0.6, 30)["start_us"])
 
 
 def test_bars_ship_without_args_and_a_click_fetches_the_events(torch_npu):

@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 import traitlets
 from bokeh.layouts import column, row
-from bokeh.models import (Arrow, BooleanFilter, BoxSelectTool, CDSView, ColumnDataSource, CustomJS, DataTable, Div,
-                          FixedTicker, HoverTool, NumberFormatter, Range1d, RangeTool, Select, TableColumn, TapTool,
-                          VeeHead)
+from bokeh.models import (Arrow, BoxSelectTool, CDSView, ColumnDataSource, CustomJS, DataTable, Div,
+                          FixedTicker, GroupFilter, HoverTool, NumberFormatter, Range1d, RangeTool, Select,
+                          TableColumn, TapTool, VeeHead)
 from bokeh.plotting import figure
 
 from . import theme
@@ -374,48 +374,93 @@ def matches_table(matches_df: pd.DataFrame | None, x_range: Range1d, tracks: pd.
                               TableColumn(field="dur_us", title="duration (us)", formatter=num)])
 
 
-# Counter samples shipped to the page: enough for every series of a real trace (~6,000 on a torch_npu
-# run), bounded so that a long sampled run stays light (each series thinned evenly past it).
-MAX_COUNTER_POINTS = 50_000
+# Pixels a column of a counter line spans (its first, lowest, highest and last samples are drawn): the
+# browser redraws the line at every zoom, tens of us a point (headless Chromium), and 4 points a pixel
+# across a 1,600 px view made a wide zoom 0.3-0.4 s slower.
+COUNTER_COLUMN_PX = 4
 
 _COUNTER_SELECT_JS = """
-const want = cb_obj.value;
-const names = src.data.series_label;
-filter.booleans = Array.from(names, (n) => n === want);
+filter.group = labels.indexOf(cb_obj.value);
 src.change.emit();
-fig.title.text = want;
+fig.title.text = cb_obj.value;
 """
 
 
-def counter_figure(counters_df: pd.DataFrame | None, x_range: Range1d, width: int = MAX_WIDTH_PX):
-    """The trace's counter samples (``timeline_counters``: memory, bandwidth, frequency ...) under the
-    timeline on the same time axis: one series at a time, chosen in a select (``timeline_counter_select``,
-    CustomJS, works in a standalone file), drawn as a step line. None without counters."""
+def prepare_counters(counters_df: pd.DataFrame | None) -> dict | None:
+    """The counter samples as arrays for `counter_window`: ``labels`` (one per series: "name (series)",
+    or the name alone for a series called "value"), and per series, contiguous and in time order,
+    ``start_us``, ``value`` and its ``series`` code, with ``bounds`` (the offset where each series starts,
+    and the end). None without counters."""
     if counters_df is None or counters_df.empty:
         return None
-    df = counters_df.copy()
-    df["series_label"] = (df["name"].astype(str) + " (" + df["series"].astype(str) + ")").str.replace(
+    label = (counters_df["name"].astype(str) + " (" + counters_df["series"].astype(str) + ")").str.replace(
         r" \(value\)$", "", regex=True)
-    per_series = max(1, MAX_COUNTER_POINTS // max(df["series_label"].nunique(), 1))
-    df = df.sort_values(["series_label", "start_us"], kind="stable")
-    by = df.groupby("series_label", sort=False)
-    stride = (by["series_label"].transform("size") // per_series).clip(lower=1)
-    df = df[by.cumcount() % stride == 0]  # every stride-th sample of each series
-    labels = list(dict.fromkeys(df["series_label"]))
-    first = labels[0]
-    src = ColumnDataSource({"start_us": df["start_us"].to_numpy(float), "value": df["value"].to_numpy(float),
-                            "series_label": df["series_label"].tolist()}, name="timeline_counters_src")
-    filt = BooleanFilter([lbl == first for lbl in src.data["series_label"]])
-    fig = figure(name="timeline_counters", title=first, height=150, sizing_mode="stretch_width",
+    code, labels = pd.factorize(label)
+    order = np.lexsort((counters_df["start_us"].to_numpy(float), code))
+    code = code[order].astype(np.int32)
+    return {"labels": list(labels), "series": code, "start_us": counters_df["start_us"].to_numpy(float)[order],
+            "value": counters_df["value"].to_numpy(float)[order],
+            "bounds": np.searchsorted(code, np.arange(len(labels) + 1))}
+
+
+def counter_window(prepared: dict, t0: float, t1: float, columns: int) -> dict:
+    """Column data of ``timeline_counters_src`` for the window [t0, t1] cut in ``columns`` columns: per
+    series, its samples from the one the window opens on to the one after it, all of them where they are
+    at most 4 a column, else per column the first, lowest, highest and last (the samples that give a line
+    through all of them its shape at that resolution). Columns start_us, value, series."""
+    x, v = prepared["start_us"], prepared["value"]
+    bounds = prepared["bounds"]
+    keep = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        a = lo + max(int(np.searchsorted(x[lo:hi], t0, side="right")) - 1, 0)
+        b = lo + min(int(np.searchsorted(x[lo:hi], t1, side="right")) + 1, hi - lo)
+        if b - a <= 4 * columns or not t1 > t0:
+            keep.append(np.arange(a, b))
+            continue
+        column = np.clip(np.floor((x[a:b] - t0) * (columns / (t1 - t0))), -1, columns).astype(np.int64)
+        start = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
+        end = np.r_[start[1:], b - a] - 1
+        group = np.repeat(np.arange(len(start)), end - start + 1)
+        vals = v[a:b]
+        picked = [start, end]
+        for extreme in (np.minimum, np.maximum):
+            at = np.flatnonzero(vals == extreme.reduceat(vals, start)[group])  # NaN samples keep first/last only
+            picked.append(at[np.unique(group[at], return_index=True)[1]])
+        keep.append(a + np.unique(np.concatenate(picked)))
+    rows = np.concatenate(keep) if keep else np.zeros(0, np.int64)
+    return {"start_us": x[rows], "value": v[rows], "series": prepared["series"][rows]}
+
+
+def counter_columns(width: int) -> int:
+    """How many columns `counter_window` cuts a counter line ``width`` pixels wide in: one per
+    `COUNTER_COLUMN_PX` pixels."""
+    return max(width // COUNTER_COLUMN_PX, 1)
+
+
+def counter_figure(counters_df: pd.DataFrame | None, x_range: Range1d, width: int = MAX_WIDTH_PX,
+                   prepared: dict | None = None):
+    """The trace's counter samples (``timeline_counters``: memory, bandwidth, frequency ...) under the
+    timeline on the same time axis: one series at a time, chosen in a select (``timeline_counter_select``,
+    CustomJS, works in a standalone file), drawn as a step line of `counter_window`'s samples over the
+    counters' whole span (`TimelineView` sends the shown range's as it zooms). ``prepared``:
+    `prepare_counters` of the frame, where the caller has it. None without counters."""
+    prepared = prepare_counters(counters_df) if prepared is None else prepared
+    if prepared is None:
+        return None
+    labels = prepared["labels"]
+    span = float(prepared["start_us"].min()), float(prepared["start_us"].max())
+    src = ColumnDataSource(counter_window(prepared, *span, counter_columns(width)), name="timeline_counters_src")
+    filt = GroupFilter(column_name="series", group=0)
+    fig = figure(name="timeline_counters", title=labels[0], height=150, sizing_mode="stretch_width",
                  min_width=MIN_WIDTH_PX, max_width=max(width, MIN_WIDTH_PX), x_range=x_range,
                  tools="xpan,xwheel_zoom,reset,save", active_scroll="xwheel_zoom", output_backend="webgl")
     fig.step("start_us", "value", source=src, view=CDSView(filter=filt), mode="after", color=theme.OP_TYPE_PALETTE[0],
              line_width=1.5)
-    fig.add_tools(HoverTool(tooltips=[("", "@series_label"), ("at", "@start_us{0,0.0} us"),
-                                      ("value", "@value{0,0.000}")]))
+    fig.add_tools(HoverTool(tooltips=[("at", "@start_us{0,0.0} us"), ("value", "@value{0,0.000}")]))
     theme.time_us_axis(fig.xaxis)
-    select = Select(title="Counter", value=first, options=labels, width=360, name="timeline_counter_select")
-    select.js_on_change("value", CustomJS(args=dict(src=src, filter=filt, fig=fig), code=_COUNTER_SELECT_JS))
+    select = Select(title="Counter", value=labels[0], options=labels, width=360, name="timeline_counter_select")
+    select.js_on_change("value", CustomJS(args=dict(src=src, filter=filt, fig=fig, labels=labels),
+                                          code=_COUNTER_SELECT_JS))
     return column(select, theme.style(fig, legend=False), sizing_mode="stretch_width", name="timeline_counters_panel")
 
 
@@ -494,7 +539,9 @@ class TimelineView(traitlets.HasTraits, View):
         self.x_range.js_on_change("start", busy_js)
         self.x_range.js_on_change("end", busy_js)
         self.source.js_on_change("data", CustomJS(args=dict(busy=self.busy), code="busy.text = '';"))
-        counters = counter_figure(frames.get("timeline_counters"), self.x_range, width=width)
+        self._counters = prepare_counters(frames.get("timeline_counters"))
+        counters = counter_figure(None, self.x_range, width=width, prepared=self._counters)
+        self._counters_src = counters.select_one({"name": "timeline_counters_src"}) if counters is not None else None
         self.layout = column(self.busy, self.minimap, self.plot, *([counters] if counters is not None else []),
                              row(self.matches_table, self.stats, sizing_mode="stretch_width"),
                              sizing_mode="stretch_width", name="timeline_layout")
@@ -546,6 +593,8 @@ class TimelineView(traitlets.HasTraits, View):
         self.source.data = bar_data(lod, self.tracks)
         flows = self._sources["timeline_flows_src"]
         flows.data = flows_in_window(self._flows_prepared, t0, t1)
+        if self._counters is not None:  # the counters' samples for this window, at this width
+            self._counters_src.data = counter_window(self._counters, t0, t1, counter_columns(self.width))
         self._update_highlight()
         self._set_status()
 
