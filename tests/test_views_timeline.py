@@ -256,16 +256,19 @@ def test_counters_are_drawn_under_the_timeline_one_series_at_a_time():
     select = panel.select_one({"name": "timeline_counter_select"})
     c = prof.timeline_counters
     assert len(select.options) == c.groupby(["name", "series"]).ngroups
-    src = panel.select_one({"name": "timeline_counters_src"}).data
-    assert len(src["value"]) == len(c)  # no series has 4 samples a pixel: all 5,952 are drawn
     assert fig.renderers[0].view.filter.group == 0 and select.value == select.options[0] == fig.title.text
+    # no series has 4 samples a column: all 5,952 go to a standalone page, the chosen series' to the view
+    standalone = T.counter_figure(c, view.x_range).select_one({"name": "timeline_counters_src"}).data
+    assert len(standalone["value"]) == len(c)
+    src = panel.select_one({"name": "timeline_counters_src"}).data
+    assert set(src["series"]) == {0} and len(src["value"]) == (standalone["series"] == 0).sum()
     assert T.counter_figure(nbprofiler.load(DATA / "legacy" / "run_1_widedeep").timeline_counters, view.x_range) is None
 
 
 def test_a_zoom_draws_the_counters_a_line_that_wide_draws():
     """On a real trace's counters cut in a few columns: per series, the samples of a window are the one
     it opens on, the one after it, and per column the first, lowest, highest and last of all samples in
-    it; a zoom of the view sends the new window's."""
+    it; a zoom of the view sends the new window's, of the series chosen, and choosing another sends its."""
     prof = nbprofiler.load(DATA / "npu" / "ascend_pt_text_2rank")
     prof = prof[prof.ranks[0]]
     prepared = T.prepare_counters(prof.timeline_counters)
@@ -292,9 +295,13 @@ def test_a_zoom_draws_the_counters_a_line_that_wide_draws():
             pd.testing.assert_frame_equal(have, want)
     view = T.TimelineView(prof, debounce_s=0, width=30 * T.COUNTER_COLUMN_PX)
     src = view.layout.select_one({"name": "timeline_counters_src"})
-    view.set_window(lo + (hi - lo) * 0.3, lo + (hi - lo) * 0.6)
-    np.testing.assert_array_equal(src.data["start_us"], T.counter_window(prepared, lo + (hi - lo) * 0.3,
-                                                                         lo + (hi - lo) * 0.6, 30)["start_us"])
+    t0, t1 = lo + (hi - lo) * 0.3, lo + (hi - lo) * 0.6
+    view.set_window(t0, t1)
+    every = T.counter_window(prepared, t0, t1, 30)
+    np.testing.assert_array_equal(src.data["start_us"], every["start_us"][every["series"] == 0])
+    view.layout.select_one({"name": "timeline_counter_select"}).value = prepared["labels"][2]  # another series
+    np.testing.assert_array_equal(src.data["value"], every["value"][every["series"] == 2])
+    assert set(src.data["series"]) == {2}
 
 
 def test_bars_ship_without_args_and_a_click_fetches_the_events(torch_npu):

@@ -403,15 +403,16 @@ def prepare_counters(counters_df: pd.DataFrame | None) -> dict | None:
             "bounds": np.searchsorted(code, np.arange(len(labels) + 1))}
 
 
-def counter_window(prepared: dict, t0: float, t1: float, columns: int) -> dict:
+def counter_window(prepared: dict, t0: float, t1: float, columns: int, series: int | None = None) -> dict:
     """Column data of ``timeline_counters_src`` for the window [t0, t1] cut in ``columns`` columns: per
-    series, its samples from the one the window opens on to the one after it, all of them where they are
-    at most 4 a column, else per column the first, lowest, highest and last (the samples that give a line
-    through all of them its shape at that resolution). Columns start_us, value, series."""
+    series (every one, or the one coded ``series``), its samples from the one the window opens on to the
+    one after it, all of them where they are at most 4 a column, else per column the first, lowest,
+    highest and last (the samples that give a line through all of them its shape at that resolution).
+    Columns start_us, value, series."""
     x, v = prepared["start_us"], prepared["value"]
     bounds = prepared["bounds"]
     keep = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in zip(bounds[:-1], bounds[1:]) if series is None else [bounds[series:series + 2]]:
         a = lo + max(int(np.searchsorted(x[lo:hi], t0, side="right")) - 1, 0)
         b = lo + min(int(np.searchsorted(x[lo:hi], t1, side="right")) + 1, hi - lo)
         if b - a <= 4 * columns or not t1 > t0:
@@ -438,18 +439,20 @@ def counter_columns(width: int) -> int:
 
 
 def counter_figure(counters_df: pd.DataFrame | None, x_range: Range1d, width: int = MAX_WIDTH_PX,
-                   prepared: dict | None = None):
+                   prepared: dict | None = None, every_series: bool = True):
     """The trace's counter samples (``timeline_counters``: memory, bandwidth, frequency ...) under the
     timeline on the same time axis: one series at a time, chosen in a select (``timeline_counter_select``,
     CustomJS, works in a standalone file), drawn as a step line of `counter_window`'s samples over the
-    counters' whole span (`TimelineView` sends the shown range's as it zooms). ``prepared``:
+    counters' whole span: of every series, or with ``every_series=False`` of the first one only
+    (`TimelineView` sends the chosen series' samples of the shown range as it zooms). ``prepared``:
     `prepare_counters` of the frame, where the caller has it. None without counters."""
     prepared = prepare_counters(counters_df) if prepared is None else prepared
     if prepared is None:
         return None
     labels = prepared["labels"]
     span = float(prepared["start_us"].min()), float(prepared["start_us"].max())
-    src = ColumnDataSource(counter_window(prepared, *span, counter_columns(width)), name="timeline_counters_src")
+    src = ColumnDataSource(counter_window(prepared, *span, counter_columns(width), None if every_series else 0),
+                           name="timeline_counters_src")
     filt = GroupFilter(column_name="series", group=0)
     fig = figure(name="timeline_counters", title=labels[0], height=150, sizing_mode="stretch_width",
                  min_width=MIN_WIDTH_PX, max_width=max(width, MIN_WIDTH_PX), x_range=x_range,
@@ -540,8 +543,11 @@ class TimelineView(traitlets.HasTraits, View):
         self.x_range.js_on_change("end", busy_js)
         self.source.js_on_change("data", CustomJS(args=dict(busy=self.busy), code="busy.text = '';"))
         self._counters = prepare_counters(frames.get("timeline_counters"))
-        counters = counter_figure(None, self.x_range, width=width, prepared=self._counters)
-        self._counters_src = counters.select_one({"name": "timeline_counters_src"}) if counters is not None else None
+        counters = counter_figure(None, self.x_range, width=width, prepared=self._counters, every_series=False)
+        if counters is not None:  # the chosen series alone, sent again when another is chosen
+            self._counters_src = counters.select_one({"name": "timeline_counters_src"})
+            self._counter_select = counters.select_one({"name": "timeline_counter_select"})
+            self._counter_select.on_change("value", lambda attr, old, new: self._send_counters())
         self.layout = column(self.busy, self.minimap, self.plot, *([counters] if counters is not None else []),
                              row(self.matches_table, self.stats, sizing_mode="stretch_width"),
                              sizing_mode="stretch_width", name="timeline_layout")
@@ -593,10 +599,16 @@ class TimelineView(traitlets.HasTraits, View):
         self.source.data = bar_data(lod, self.tracks)
         flows = self._sources["timeline_flows_src"]
         flows.data = flows_in_window(self._flows_prepared, t0, t1)
-        if self._counters is not None:  # the counters' samples for this window, at this width
-            self._counters_src.data = counter_window(self._counters, t0, t1, counter_columns(self.width))
+        self._send_counters()
         self._update_highlight()
         self._set_status()
+
+    def _send_counters(self) -> None:
+        """The chosen counter series' samples for the window shown, at this width."""
+        if self._counters is not None:
+            self._counters_src.data = counter_window(
+                self._counters, float(self.x_range.start), float(self.x_range.end), counter_columns(self.width),
+                self._counters["labels"].index(self._counter_select.value))
 
     def _on_range(self, attr, old, new) -> None:
         if self._setting_window:        # set_window re-queries once itself
