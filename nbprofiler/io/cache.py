@@ -66,12 +66,12 @@ def entry(key: str | None, paths: list[Path]) -> Path | None:
         return None
     if sum(_size(p) for p in paths) < MIN_BYTES:
         return None
-    if _beside_sources(root.resolve(), paths):
+    safe = root_for(paths)
+    if safe != root.resolve():  # root_for moved it: it lies in or above a profile
         import warnings
         warnings.warn(f"{ENV}={root.resolve()} holds the profiler files being cached; caching in the user cache "
                       "directory instead", stacklevel=3)
-    root = root_for(paths)
-    return None if root is None else root / key
+    return None if safe is None else safe / key
 
 
 def root_for(paths: list[Path]) -> Path | None:
