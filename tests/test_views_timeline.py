@@ -258,11 +258,13 @@ def test_counters_are_drawn_under_the_timeline_one_series_at_a_time():
     assert len(select.options) == c.groupby(["name", "series"]).ngroups
     assert fig.renderers[0].view.filter.group == 0 and select.value == select.options[0] == fig.title.text
     # no series has 4 samples a column: all 5,952 go to a standalone page, the chosen series' to the view
-    standalone = T.counter_figure(c, view.x_range).select_one({"name": "timeline_counters_src"}).data
+    standalone = T.counter_figure(T.prepare_counters(c), view.x_range)
+    standalone = standalone.select_one({"name": "timeline_counters_src"}).data
     assert len(standalone["value"]) == len(c)
     src = panel.select_one({"name": "timeline_counters_src"}).data
     assert set(src["series"]) == {0} and len(src["value"]) == (standalone["series"] == 0).sum()
-    assert T.counter_figure(nbprofiler.load(DATA / "legacy" / "run_1_widedeep").timeline_counters, view.x_range) is None
+    assert T.prepare_counters(nbprofiler.load(DATA / "legacy" / "run_1_widedeep").timeline_counters) is None
+    assert T.counter_figure(None, view.x_range) is None
 
 
 def test_a_zoom_draws_the_counters_a_line_that_wide_draws():

@@ -217,11 +217,11 @@ def _timeline(prof):
     tl = prof.timeline
     if tl.empty:
         return None
-    from ..views.timeline import counter_figure
+    from ..views.timeline import counter_figure, prepare_counters
     lod, note = timeline_lod(tl, TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
     fig = timeline_figure(lod, prof.timeline_tracks, width=TIMELINE_WIDTH_PX)
-    counters = counter_figure(prof.timeline_counters, fig.select_one({"name": "timeline_fig"}).x_range,
-                              width=TIMELINE_WIDTH_PX)
+    counters = counter_figure(prepare_counters(prof.timeline_counters),
+                              fig.select_one({"name": "timeline_fig"}).x_range, width=TIMELINE_WIDTH_PX)
     return column(Div(text=f"<p>{_e(note)}</p>", name="timeline_lod_note", sizing_mode="stretch_width"),
                   fig, *([counters] if counters is not None else []), sizing_mode="stretch_width")
 

@@ -396,9 +396,10 @@ def prepare_counters(counters_df: pd.DataFrame | None) -> dict | None:
     label = (counters_df["name"].astype(str) + " (" + counters_df["series"].astype(str) + ")").str.replace(
         r" \(value\)$", "", regex=True)
     code, labels = pd.factorize(label)
-    order = np.lexsort((counters_df["start_us"].to_numpy(float), code))
+    start = counters_df["start_us"].to_numpy(float)
+    order = np.lexsort((start, code))
     code = code[order].astype(np.int32)
-    return {"labels": list(labels), "series": code, "start_us": counters_df["start_us"].to_numpy(float)[order],
+    return {"labels": list(labels), "series": code, "start_us": start[order],
             "value": counters_df["value"].to_numpy(float)[order],
             "bounds": np.searchsorted(code, np.arange(len(labels) + 1))}
 
@@ -438,15 +439,13 @@ def counter_columns(width: int) -> int:
     return max(width // COUNTER_COLUMN_PX, 1)
 
 
-def counter_figure(counters_df: pd.DataFrame | None, x_range: Range1d, width: int = MAX_WIDTH_PX,
-                   prepared: dict | None = None, every_series: bool = True):
-    """The trace's counter samples (``timeline_counters``: memory, bandwidth, frequency ...) under the
-    timeline on the same time axis: one series at a time, chosen in a select (``timeline_counter_select``,
-    CustomJS, works in a standalone file), drawn as a step line of `counter_window`'s samples over the
-    counters' whole span: of every series, or with ``every_series=False`` of the first one only
-    (`TimelineView` sends the chosen series' samples of the shown range as it zooms). ``prepared``:
-    `prepare_counters` of the frame, where the caller has it. None without counters."""
-    prepared = prepare_counters(counters_df) if prepared is None else prepared
+def counter_figure(prepared: dict | None, x_range: Range1d, width: int = MAX_WIDTH_PX, every_series: bool = True):
+    """The trace's counter samples (``prepared``: `prepare_counters` of ``timeline_counters``: memory,
+    bandwidth, frequency ...) under the timeline on the same time axis: one series at a time, chosen in a
+    select (``timeline_counter_select``, CustomJS, works in a standalone file), drawn as a step line of
+    `counter_window`'s samples over the counters' whole span: of every series, or with
+    ``every_series=False`` of the first one only (`TimelineView` sends the chosen series' samples of the
+    shown range as it zooms). None without counters."""
     if prepared is None:
         return None
     labels = prepared["labels"]
@@ -543,7 +542,7 @@ class TimelineView(traitlets.HasTraits, View):
         self.x_range.js_on_change("end", busy_js)
         self.source.js_on_change("data", CustomJS(args=dict(busy=self.busy), code="busy.text = '';"))
         self._counters = prepare_counters(frames.get("timeline_counters"))
-        counters = counter_figure(None, self.x_range, width=width, prepared=self._counters, every_series=False)
+        counters = counter_figure(self._counters, self.x_range, width=width, every_series=False)
         if counters is not None:  # the chosen series alone, sent again when another is chosen
             self._counters_src = counters.select_one({"name": "timeline_counters_src"})
             self._counter_select = counters.select_one({"name": "timeline_counter_select"})
