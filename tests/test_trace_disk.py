@@ -291,6 +291,50 @@ def test_a_failed_read_lets_go_of_what_it_kept(tmp_path, monkeypatch):
     assert "late" not in set(data.timeline["name"].astype(str)) and len(data.timeline) > 100_000
 
 
+def test_a_digest_that_fails_never_leaves_the_reader_waiting(monkeypatch):
+    """The digest fails once the reader has read every batch and waits to hand over its end with the
+    queue full: the load raises the digest's error and the reader ends (it stops handing over what
+    nobody takes), instead of both waiting on each other for ever."""
+    import queue
+    import threading
+    import time
+    monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 512)
+    monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", 512)
+    path = REAL[0]
+    total = len(trace_parse._parse_chunks(path))
+    assert total > 8
+    queues = []
+
+    class Watched(queue.Queue):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            queues.append(self)
+    monkeypatch.setattr(queue, "Queue", Watched)
+    taken = []
+
+    def digest(batch, offset):
+        taken.append(offset)
+        if len(taken) == total - queues[0].maxsize:  # the rest of the batches fill the queue
+            deadline = time.monotonic() + 60
+            while not queues[0].full() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            raise RuntimeError("digest failed")
+        return trace_parse._digest(batch, offset)
+    outcome = []
+
+    def load():
+        try:
+            trace_parse._parse_chunks(path, make_digest=lambda: digest)
+        except RuntimeError as e:
+            outcome.append(str(e))
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the load hung"
+    assert outcome == ["digest failed"]
+    assert not any(t.name == "nbprofiler-trace-reader" for t in threading.enumerate())
+
+
 def test_frames_on_disk_can_be_edited_in_place_without_writing_the_files(tmp_path):
     """The store's columns are read-only maps: an in-place edit copies the column first, the files keep
     what was loaded, and a re-open reads the original values."""

@@ -273,6 +273,17 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     stop = threading.Event()
     done = object()
 
+    def hand(item) -> bool:
+        """Queue ``item`` for the digesting thread; False once it stopped taking them (it raised), so the
+        reader never blocks on a full queue nobody empties."""
+        while not stop.is_set():
+            try:
+                batches.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def read():
         try:
             con = _connection()
@@ -283,18 +294,12 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
             reader = rel.to_arrow_reader(rows) if hasattr(rel, "to_arrow_reader") \
                 else rel.fetch_record_batch(rows)
             for b in reader:
-                while not stop.is_set():
-                    try:
-                        batches.put(b, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not hand(b):
                     return
-            batches.put(done)
+            hand(done)
         except BaseException as e:  # handed to the digesting thread, which raises it
             _local.con = None
-            batches.put(e)
+            hand(e)
 
     reader_thread = threading.Thread(target=read, name="nbprofiler-trace-reader", daemon=True)
     reader_thread.start()
