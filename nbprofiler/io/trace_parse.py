@@ -130,7 +130,7 @@ def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
     ts_ns, ts_ok = _ts_ns(batch.column("ts"))
     dur = pc.fill_null(batch.column("dur"), np.nan).to_numpy()
     codes = {c: _dict_chunk(batch.column(c)) for c in ("pid", "tid", "name", "cat")}
-    codes["arg_type"] = _dict_chunk(_arg_types(kind, batch.column("args")))
+    codes["arg_type"] = _arg_types(kind, batch.column("args"))
     span_rows = span_args = None
     if spans:
         placed = ((kind == KIND_X) & ~np.isnan(dur)) | (kind == KIND_B)
@@ -164,20 +164,33 @@ def _storage(col):
     return col.storage if isinstance(col.type, pa.ExtensionType) else col
 
 
-def _arg_types(kind: np.ndarray, args) -> pa.Array:
-    """``args.type`` of the X and B events (null for others, and where there is none), as text."""
+def _arg_types(kind: np.ndarray, args) -> pa.DictionaryArray:
+    """``args.type`` of the X and B events (null for others, and where there is none), as a dictionary
+    array whose values are in order of first appearance (as `_dict_chunk` of the text would order them).
+    Only the args that can hold a type are looked at: those that start with it (read off the text) and
+    those with a later "type" key (json_extract)."""
     args = _storage(args)
     timed = (kind == KIND_X) | (kind == KIND_B)
-    found = pc.struct_field(pc.extract_regex(args, _FIRST_TYPE), 0)
-    fast = timed & pc.is_valid(found).to_numpy(zero_copy_only=False)
     first = pc.fill_null(pc.starts_with(args, '{"type":'), False).to_numpy(zero_copy_only=False)
-    maybe = first | _holds(args, b',"type":')
-    rest = timed & ~fast & maybe
+    rows = np.flatnonzero(timed & first)
+    found = pc.struct_field(pc.extract_regex(args.take(pa.array(rows)), _FIRST_TYPE), 0)
+    fast = pc.is_valid(found).to_numpy(zero_copy_only=False)
+    rows, found = rows[fast], found.filter(pa.array(fast))
+    rest = timed & (first | _holds(args, b',"type":'))
+    rest[rows] = False
     if rest.any():
         extracted = _query("SELECT json_extract_string(a, '$.type') AS t FROM x",
                            x=pa.table({"a": args.filter(pa.array(rest))})).column("t").combine_chunks()
-        found = pc.replace_with_mask(found, pa.array(rest), extracted.cast(pa.string()))
-    return pc.if_else(pa.array(fast | rest), found, pa.scalar(None, pa.string()))
+        rows = np.concatenate([rows, np.flatnonzero(rest)])
+        found = pa.concat_arrays([found, extracted.cast(pa.string())])
+        order = np.argsort(rows, kind="stable")
+        rows, found = rows[order], found.take(pa.array(order))
+    types = pc.dictionary_encode(found)
+    codes = np.zeros(len(kind), dtype=np.int32)
+    valid = np.zeros(len(kind), dtype=bool)
+    codes[rows] = pc.fill_null(types.indices, 0).to_numpy(zero_copy_only=False)
+    valid[rows] = pc.is_valid(types.indices).to_numpy(zero_copy_only=False)
+    return pa.DictionaryArray.from_arrays(pa.array(codes, mask=~valid), types.dictionary)
 
 
 def _holds(texts: pa.Array, needle: bytes) -> np.ndarray:
