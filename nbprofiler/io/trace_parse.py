@@ -173,7 +173,7 @@ def _arg_types(kind: np.ndarray, args) -> pa.DictionaryArray:
     timed = (kind == KIND_X) | (kind == KIND_B)
     first = pc.fill_null(pc.starts_with(args, '{"type":'), False).to_numpy(zero_copy_only=False)
     rows = np.flatnonzero(timed & first)
-    found = pc.struct_field(pc.extract_regex(args.take(pa.array(rows)), _FIRST_TYPE), 0)
+    found = pc.struct_field(pc.extract_regex(args.take(pa.array(rows)), _FIRST_TYPE), 0).cast(pa.string())
     fast = pc.is_valid(found).to_numpy(zero_copy_only=False)
     rows, found = rows[fast], found.filter(pa.array(fast))
     rest = timed & (first | _holds(args, b',"type":'))
