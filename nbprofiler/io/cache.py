@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ._util import arrow_memory
+from ._util import frame_memory
 from .discover import run_folder
 
 # Bump when the layout of cached frames changes, so stale entries are not read.
@@ -107,6 +107,7 @@ def _size(p: Path) -> int:
         return 0
 
 
+@frame_memory()  # see there: the decompressed columns are first touches of fresh pages too
 def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], dict] | None:
     """(frames, metadata) of a cache entry, or None when absent or unreadable."""
     folder = entry(key, paths)
@@ -199,7 +200,7 @@ def _snapshot(df: pd.DataFrame):
     return pa.Table.from_arrays(columns, schema=table.schema)
 
 
-@arrow_memory()  # see there: the compressed buffers would churn mimalloc's huge pages
+@frame_memory()  # see there: the compressed buffers would churn mimalloc's huge pages
 def _write(entry: Path, paths: list[Path], tables: dict, meta: dict) -> Path | None:
     """Write ``tables`` (Arrow tables, or frames that share nothing mutable with the user's: see `store`)."""
     tmp = None

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 from ..errors import EmptyFileError, MalformedFileError
 from ..schema import FRAMES
 from . import cache
-from ._util import arrow_memory, check_size, warn_partial
+from ._util import check_size, frame_memory, warn_partial
 from .discover import RunFiles
 from .trace_exact import _line_of_event, exact_events
 from .trace_parse import (KIND_B, KIND_C, KIND_E, KIND_F, KIND_M, KIND_NO_PH, KIND_S, KIND_T, KIND_X, _Chunk,
@@ -169,7 +169,7 @@ def trace_data(run: RunFiles) -> TraceData | None:
 
 
 # -- loading ------------------------------------------------------------------------------------------
-@arrow_memory()
+@frame_memory()
 def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: bool = True) -> TraceData:
     """Parse one or more Chrome-trace JSON files into `TraceData` (several files are merged and their
     repeated metadata deduplicated). ``legacy``: name tracks by the legacy conventions where no ``M``

@@ -367,7 +367,7 @@ def _parse(path: Path, spill_dir: Path | None, bar, share: float, family: str) -
     return sinks[-1]
 
 
-@_util.arrow_memory()
+@_util.frame_memory()
 def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
     """Parse ``path`` into a store at ``dest`` (written to a temp dir beside it, renamed into place)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
