@@ -238,14 +238,14 @@ def test_frame_cache_round_trip(tmp_path, monkeypatch):
     assert len(entries) == 1 and sorted(p.relative_to(src) for p in src.rglob("*")) == before
     assert sorted(p.name for p in entries[0].iterdir()) == ["counters.arrow", "flows.arrow", "meta.json",
                                                             "timeline.arrow", "tracks.arrow"]
-    import pyarrow.feather as feather
-    read, pools = feather.read_table, []
+    read, pools = pa.ipc.open_file, []
 
-    def watched(*a, **k):  # the entry is read back as frames are built: jemalloc, no huge-page advice
-        pools.append((pa.default_memory_pool().backend_name, _numpy_huge_pages_now()))
-        return read(*a, **k)
-    monkeypatch.setattr(feather, "read_table", watched)
+    def watched(*a, memory_pool=None, **k):  # read back as frames are built: jemalloc, no huge-page advice
+        pools.append((memory_pool.backend_name, _numpy_huge_pages_now()))
+        return read(*a, memory_pool=memory_pool, **k)
+    monkeypatch.setattr(pa.ipc, "open_file", watched)
     again = trace.trace_data(run)
+    monkeypatch.setattr(pa.ipc, "open_file", read)
     from nbprofiler.io import _util
     huge = None if _numpy_huge_pages_now() is None else False
     assert pools == [(_util._build_pool().backend_name, huge)] * 4

@@ -407,9 +407,9 @@ def snake(name: str) -> str:
 # first touch zeroes a whole 2 MB page. On a 2-core VM that cost 0.1-0.2 s of kernel time in some runs of a
 # 100 MB load (a 0.55 s load took 0.65-0.8 s); with jemalloc or the system allocator no run did. jemalloc,
 # where pyarrow has it: glibc's malloc kept what a 10 GB build freed, and that session's peak grew by 0.23 GiB.
-# numpy advises every array of 4 MiB or more for huge pages too; where the kernel defragments on demand for
-# such memory (transparent_hugepage/defrag "madvise", the common default), a first touch can wait for it to
-# compact memory. Reading the 1 GB trace's cache entry back decompresses ~180 MB of columns into fresh pages:
+# numpy advises every array of 4 MiB or more for huge pages too, so that first touches there take whole 2 MB
+# pages from the kernel (no compaction stalled; the VM returns its free 2 MB blocks to the host, which may
+# make those the slow ones). Reading the 1 GB trace's cache entry back decompresses ~180 MB into fresh pages:
 # 0.48-1.23 s (median 0.77 s, 10 runs; the process's kernel time 0.3-1.3 s) from mimalloc with numpy's
 # advice, 0.42-0.60 s (median 0.48 s) from jemalloc without it, interleaved; jemalloc with the advice took
 # 0.42-1.21 s. A build or a read touches each page a few times, so huge pages save it little.
