@@ -238,17 +238,16 @@ def test_frame_cache_round_trip(tmp_path, monkeypatch):
     assert len(entries) == 1 and sorted(p.relative_to(src) for p in src.rglob("*")) == before
     assert sorted(p.name for p in entries[0].iterdir()) == ["counters.arrow", "flows.arrow", "meta.json",
                                                             "timeline.arrow", "tracks.arrow"]
+    from nbprofiler.io import _util
     read, pools = pa.ipc.open_file, []
 
-    def watched(*a, memory_pool=None, **k):  # read back as frames are built: jemalloc, no huge-page advice
-        pools.append((memory_pool.backend_name, _numpy_huge_pages_now()))
+    def watched(*a, memory_pool=None, **k):  # decompressed into the pool a build allocates from
+        pools.append(memory_pool.backend_name)
         return read(*a, memory_pool=memory_pool, **k)
     monkeypatch.setattr(pa.ipc, "open_file", watched)
     again = trace.trace_data(run)
     monkeypatch.setattr(pa.ipc, "open_file", read)
-    from nbprofiler.io import _util
-    huge = None if _numpy_huge_pages_now() is None else False
-    assert pools == [(_util._build_pool().backend_name, huge)] * 4
+    assert pools == [_util._build_pool().backend_name] * 4
     for name, df in first.frames().items():
         pd.testing.assert_frame_equal(df, again.frames()[name])
     assert again.origin_us == first.origin_us
@@ -504,29 +503,19 @@ def test_text_sizes_are_what_arrow_measures():
     assert trace_parse._text_sizes(batch)[1] == 300
 
 
-def _numpy_huge_pages_now() -> bool | None:
-    from nbprofiler.io import _util
-    was = _util._numpy_huge_pages(True)
-    _util._numpy_huge_pages(bool(was))
-    return was
-
-
 def test_a_build_allocates_from_jemalloc_and_restores_the_default(monkeypatch):
     """mimalloc (pyarrow's default on Linux) is swapped for jemalloc (the system allocator where pyarrow has
     no jemalloc) while a build runs, on its reading, digesting and side threads alike, and put back after,
-    also when builds overlap on several threads; a default the user chose is not touched. numpy's huge-page
-    advice is off meanwhile, and back as it was after."""
+    also when builds overlap on several threads; a default the user chose is not touched."""
     from concurrent.futures import ThreadPoolExecutor
 
     from nbprofiler.io import _util, trace_disk
     cache.wait()  # an earlier test's entry, written in the background, holds the switch until it is done
-    seen, huge = set(), set()
+    seen = set()
     digest = trace_disk._Sink.__call__
-    huge_before = _numpy_huge_pages_now()
 
     def watched(self, batch, offset):
         seen.add(pa.default_memory_pool().backend_name)
-        huge.add(_util._numpy_huge_pages(False))  # what it was (turning it off again changes nothing)
         return digest(self, batch, offset)
     monkeypatch.setattr(trace_disk._Sink, "__call__", watched)
     before = pa.default_memory_pool()
@@ -538,11 +527,9 @@ def test_a_build_allocates_from_jemalloc_and_restores_the_default(monkeypatch):
         build = _util._build_pool().backend_name
         assert seen == {build} and build in ("jemalloc", "system")
         assert pa.default_memory_pool().backend_name == "mimalloc"
-        assert huge == ({False} if huge_before is not None else {None})
-        assert _numpy_huge_pages_now() == huge_before
         # a failed build restores it too
         with pytest.raises(TruncatedFileError):
-            with _util.frame_memory():
+            with _util.arrow_memory():
                 assert pa.default_memory_pool().backend_name == build
                 raise TruncatedFileError(MS2, "cut")
         assert pa.default_memory_pool().backend_name == "mimalloc"

@@ -400,23 +400,18 @@ def snake(name: str) -> str:
     return f"{base}_{unit}" if unit else base
 
 
-# -- allocation while frames are built, written or read back ----------------------------------------------
+# -- Arrow's allocator while frames are built, written or read back ----------------------------------------
 # pyarrow's default allocator on Linux is mimalloc, which advises its 1 GiB arena for transparent huge pages.
 # A trace build allocates and frees many 0.1-5 MB buffers per batch (casts, dictionary codes, the args
 # gather), and a cache write its compressed buffers: as mimalloc purges freed pages and reuses them, each
 # first touch zeroes a whole 2 MB page. On a 2-core VM that cost 0.1-0.2 s of kernel time in some runs of a
 # 100 MB load (a 0.55 s load took 0.65-0.8 s); with jemalloc or the system allocator no run did. jemalloc,
 # where pyarrow has it: glibc's malloc kept what a 10 GB build freed, and that session's peak grew by 0.23 GiB.
-# numpy advises every array of 4 MiB or more for huge pages too, so that first touches there take whole 2 MB
-# pages from the kernel (no compaction stalled; the VM returns its free 2 MB blocks to the host, which may
-# make those the slow ones). Reading the 1 GB trace's cache entry back decompresses ~180 MB into fresh pages:
-# 0.48-1.23 s (median 0.77 s, 10 runs; the process's kernel time 0.3-1.3 s) from mimalloc with numpy's
-# advice, 0.42-0.60 s (median 0.48 s) from jemalloc without it, interleaved; jemalloc with the advice took
-# 0.42-1.21 s. A build or a read touches each page a few times, so huge pages save it little.
+# The switch is pyarrow's default pool: Arrow's C++ code that takes no pool from Python (the IPC reader's
+# decompression, unless named to it: see `cache.load`) still allocates from the C++ default, mimalloc.
 _pool_lock = threading.Lock()
 _pool_users = 0
 _pool_before = None
-_huge_before = None
 
 
 def _build_pool():
@@ -427,46 +422,28 @@ def _build_pool():
         return pa.system_memory_pool()
 
 
-def _numpy_huge_pages(enabled: bool) -> bool | None:
-    """Turn numpy's huge-page advice on or off; its previous setting (None: this numpy has no switch)."""
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage  # numpy 2
-    except ImportError:
-        try:
-            from numpy.core.multiarray import _set_madvise_hugepage  # numpy 1
-        except ImportError:
-            return None
-    return bool(_set_madvise_hugepage(enabled))
-
-
 @contextlib.contextmanager
-def frame_memory():
+def arrow_memory():
     """Within: pyarrow allocates from jemalloc (else the system allocator), on every thread, where its
-    default is mimalloc (a default the user chose is left alone), and numpy does not advise its arrays for
-    huge pages. Nested and concurrent uses share one switch, and the last to leave restores both."""
+    default is mimalloc; a default the user chose is left alone. Nested and concurrent uses share one
+    switch, and the last to leave restores the default."""
     import pyarrow as pa
-    global _pool_users, _pool_before, _huge_before
+    global _pool_users, _pool_before
     with _pool_lock:
-        if _pool_users == 0:
-            if pa.default_memory_pool().backend_name == "mimalloc":
-                _pool_before = pa.default_memory_pool()
-                pa.set_memory_pool(_build_pool())
-            _huge_before = _numpy_huge_pages(False)
+        if _pool_users == 0 and pa.default_memory_pool().backend_name == "mimalloc":
+            _pool_before = pa.default_memory_pool()
+            pa.set_memory_pool(_build_pool())
         _pool_users += 1
     try:
         yield
     finally:
         with _pool_lock:
             _pool_users -= 1
-            if _pool_users == 0:
-                if _pool_before is not None:
-                    pa.set_memory_pool(_pool_before)
-                    _pool_before = None
-                if _huge_before:
-                    _numpy_huge_pages(True)
-                _huge_before = None
+            if _pool_users == 0 and _pool_before is not None:
+                pa.set_memory_pool(_pool_before)
+                _pool_before = None
 
 
 __all__ = ["read_text", "read_json", "read_csv", "read_bytes", "decode", "numeric", "require_keys", "snake",
            "warn_partial", "check_size", "available_memory_bytes", "EXPANSION", "skipped_rows", "too_many_bad",
-           "line_of", "BAD_ROW_LIMIT", "frame_memory"]
+           "line_of", "BAD_ROW_LIMIT", "arrow_memory"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ._util import frame_memory
+from ._util import arrow_memory
 from .discover import run_folder
 
 # Bump when the layout of cached frames changes, so stale entries are not read.
@@ -107,7 +107,7 @@ def _size(p: Path) -> int:
         return 0
 
 
-@frame_memory()  # see there: the decompressed columns are fresh pages too
+@arrow_memory()  # see there (and below: the pool is named to the IPC reader)
 def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], dict] | None:
     """(frames, metadata) of a cache entry, or None when absent or unreadable."""
     folder = entry(key, paths)
@@ -119,7 +119,9 @@ def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], d
         frames = {}
         for name, shape in meta["schema"].items():
             # Arrow's IPC reader decompresses into the C++ default pool (mimalloc, whatever pyarrow's default
-            # is) unless told: 364 MB of the 1 GB trace's entry, which took 0.8 s there and 0.24-0.3 s here
+            # is) unless told: the 1 GB trace's entry is 364 MB decompressed, and its re-open took 0.45-1.67 s
+            # from run to run there (up to 1.8 s of it in the kernel, first touches of huge pages), 0.43-0.53 s
+            # from jemalloc
             with pa.OSFile(str(folder / f"{name}.arrow")) as f:
                 table = pa.ipc.open_file(f, memory_pool=pa.default_memory_pool()).read_all()
             # an entry must hold what its meta says it holds: the frame's own columns and row count
@@ -203,7 +205,7 @@ def _snapshot(df: pd.DataFrame):
     return pa.Table.from_arrays(columns, schema=table.schema)
 
 
-@frame_memory()  # see there: the compressed buffers would churn mimalloc's huge pages
+@arrow_memory()  # see there: the compressed buffers would churn mimalloc's huge pages
 def _write(entry: Path, paths: list[Path], tables: dict, meta: dict) -> Path | None:
     """Write ``tables`` (Arrow tables, or frames that share nothing mutable with the user's: see `store`)."""
     tmp = None

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 from ..errors import EmptyFileError, MalformedFileError
 from ..schema import FRAMES
 from . import cache
-from ._util import check_size, frame_memory, warn_partial
+from ._util import arrow_memory, check_size, warn_partial
 from .discover import RunFiles
 from .trace_exact import _line_of_event, exact_events
 from .trace_parse import (KIND_B, KIND_C, KIND_E, KIND_F, KIND_M, KIND_NO_PH, KIND_S, KIND_T, KIND_X, _Chunk,
@@ -117,14 +117,24 @@ def mark_scope_layers(timeline: pd.DataFrame, tracks: pd.DataFrame) -> pd.DataFr
     out = timeline.copy(deep=False)
     out["is_scope"] = scope
     if scope.any():
+        # every step in the codes' own small integer type: a timeline of 33M events is 33 MB of int8 codes,
+        # and each int64 temporary of them (bincount's input, a lookup's result) costs 265 MB of fresh pages
         cats = out["op_type"].cat.categories
         if SCOPE_LAYER_TYPE not in cats:
             cats = cats.append(pd.Index([SCOPE_LAYER_TYPE], dtype=cats.dtype))
-        codes = np.where(scope, cats.get_loc(SCOPE_LAYER_TYPE), out["op_type"].cat.codes.to_numpy())
-        # the categories still used, in their order (a count per code: no sort of every row)
-        used = np.bincount(codes + 1, minlength=len(cats) + 1)[1:] > 0
-        new_code = np.r_[-1, np.cumsum(used) - 1]
-        out["op_type"] = pd.Categorical.from_codes(new_code[codes + 1], categories=cats[used], validate=False)
+        k = cats.get_loc(SCOPE_LAYER_TYPE)
+        old = out["op_type"].cat.codes.to_numpy()
+        codes = old.astype(np.promote_types(old.dtype, np.min_scalar_type(k)), copy=True)
+        codes[scope] = k
+        # the categories still used, in their order (-1, a missing value, marks the extra last slot)
+        present = np.zeros(len(cats) + 1, dtype=bool)
+        present[codes] = True
+        used = present[:-1]
+        if not used.all():
+            new_code = np.full(len(cats) + 1, -1, dtype=codes.dtype)
+            new_code[:-1][used] = np.arange(int(used.sum()))
+            codes = new_code[codes]
+        out["op_type"] = pd.Categorical.from_codes(codes, categories=cats[used], validate=False)
     return out
 
 
@@ -169,7 +179,7 @@ def trace_data(run: RunFiles) -> TraceData | None:
 
 
 # -- loading ------------------------------------------------------------------------------------------
-@frame_memory()
+@arrow_memory()
 def load_trace(paths: list[Path] | Path, legacy: bool | None = None, progress: bool = True) -> TraceData:
     """Parse one or more Chrome-trace JSON files into `TraceData` (several files are merged and their
     repeated metadata deduplicated). ``legacy``: name tracks by the legacy conventions where no ``M``

@@ -367,7 +367,7 @@ def _parse(path: Path, spill_dir: Path | None, bar, share: float, family: str) -
     return sinks[-1]
 
 
-@_util.frame_memory()
+@_util.arrow_memory()
 def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
     """Parse ``path`` into a store at ``dest`` (written to a temp dir beside it, renamed into place)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -846,6 +846,7 @@ def _copy_on_edit(df: pd.DataFrame) -> None:
     object.__setattr__(df, "_nbprofiler_shares_maps", df.copy(deep=False))
 
 
+@_util.arrow_memory()  # see there: the small frames are converted from Arrow into fresh pages too
 def _open(store: Path) -> trace.TraceData | None:
     """The frames of a complete store (its meta is written last), or None. The columns are views of the
     mapped files, which are read-only: an in-place edit of a frame copies the edited column first
