@@ -16,8 +16,8 @@ def test_scope_layers_are_not_op_types():
     assert "Default" not in set(tl.loc[~tl["is_scope"], "op_type"].astype(str))
     # the type the scope bar had is no category any more; the others keep their order, the scope type last
     cats = list(tl["op_type"].cat.categories)
-    assert "Default" not in cats and cats[-1] == "Scope Layer" and cats[:3] == ["SparseSoftmaxCrossEntropyWithLogits",
-                                                                                 "MatMul", "Ones"]
+    assert "Default" not in cats and cats[-1] == "Scope Layer"
+    assert cats[:3] == ["SparseSoftmaxCrossEntropyWithLogits", "MatMul", "Ones"]
     s = prof.summary()["timeline"]
     assert "Default" not in s["by_type"] and s["scope_layers"]["Default"]["count"] == 1
     # one operator track: its op types add up to no more than the timeline's span (was 1.96x with scope)
