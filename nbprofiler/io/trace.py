@@ -124,7 +124,7 @@ def mark_scope_layers(timeline: pd.DataFrame, tracks: pd.DataFrame) -> pd.DataFr
             cats = cats.append(pd.Index([SCOPE_LAYER_TYPE], dtype=cats.dtype))
         k = cats.get_loc(SCOPE_LAYER_TYPE)
         old = out["op_type"].cat.codes.to_numpy()
-        codes = old.astype(np.promote_types(old.dtype, np.min_scalar_type(k)), copy=True)
+        codes = old.astype(np.promote_types(old.dtype, np.min_scalar_type(-k - 1)), copy=True)  # signed, holds k
         codes[scope] = k
         # the categories still used, in their order (-1, a missing value, marks the extra last slot)
         present = np.zeros(len(cats) + 1, dtype=bool)
