@@ -281,6 +281,41 @@ def test_an_edit_during_the_background_write_does_not_reach_the_cache(tmp_path, 
     pd.testing.assert_frame_equal(again.timeline, loaded)
 
 
+def test_a_load_returns_before_its_flows_are_paired(tmp_path, monkeypatch):
+    """The flows of a one-file trace are paired on a thread of their own once the timeline is built: the
+    load returns without them, reading them waits for them, and the cache entry holds them as they were
+    paired (an in-place edit once they are read stays the user's)."""
+    import threading
+    from concurrent.futures import Future
+
+    from nbprofiler.io import trace_disk
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    run = discover(TORCH.parent)[0]
+    go = threading.Event()
+    trace_disk._PAIRING.submit(go.wait, 30)  # the pairing thread is busy until the test lets it go
+    try:
+        first = trace.trace_data(run)
+        pending = first._flows
+        assert isinstance(pending, Future) and not pending.done()
+        assert len(first.timeline) and len(first.tracks)  # the other frames are there
+    finally:
+        go.set()
+    flows = first.flows
+    assert pending.done() and first._flows is flows
+    assert len(flows) == 713 and set(flows["cat"]) == {"HostToDevice", "async_npu", "async_task_queue", "fwdbwd"}
+    # the same flows as the build of several files (here the file twice, its repeated events merged), which
+    # pairs them before it returns
+    pd.testing.assert_frame_equal(trace.load_trace([TORCH, TORCH], progress=False).flows, flows)
+    paired = flows.copy()
+    flows.loc[flows.index[0], "start_us"] = -1.0
+    flows["end_us"] *= 2
+    cache.wait()
+    again = trace.trace_data(run)
+    assert not isinstance(again._flows, Future)  # read from the cache entry
+    pd.testing.assert_frame_equal(again.flows, paired)
+
+
 def test_cache_never_inside_profiler_dir(tmp_path, monkeypatch):
     """NBPROFILER_CACHE_DIR pointing into the run folder (beside the trace's own folder too), at it, or at a
     folder above it: the entry goes to the user cache directory instead, with a warning; nothing appears
@@ -505,12 +540,14 @@ def test_text_sizes_are_what_arrow_measures():
 
 def test_a_build_allocates_from_jemalloc_and_restores_the_default(monkeypatch):
     """mimalloc (pyarrow's default on Linux) is swapped for jemalloc (the system allocator where pyarrow has
-    no jemalloc) while a build runs, on its reading, digesting and side threads alike, and put back after,
-    also when builds overlap on several threads; a default the user chose is not touched."""
+    no jemalloc) while a build runs, on its reading, digesting and side threads alike, and put back after
+    (once the flows, which a load does not wait for, are paired), also when builds overlap on several
+    threads; a default the user chose is not touched."""
     from concurrent.futures import ThreadPoolExecutor
 
     from nbprofiler.io import _util, trace_disk
     cache.wait()  # an earlier test's entry, written in the background, holds the switch until it is done
+    trace_disk._PAIRING.submit(lambda: None).result()  # and so do the flows it left to be paired
     seen = set()
     digest = trace_disk._Sink.__call__
 
@@ -524,6 +561,7 @@ def test_a_build_allocates_from_jemalloc_and_restores_the_default(monkeypatch):
         with ThreadPoolExecutor(3) as pool:
             frames = list(pool.map(lambda p: trace.load_trace([p], progress=False), [MS2, TORCH, WIDEDEEP] * 2))
         assert [len(d.timeline) for d in frames] == [13801, 2212, 6359] * 2
+        assert [len(d.flows) for d in frames] == [0, 713, 0] * 2  # waits for their pairing
         build = _util._build_pool().backend_name
         assert seen == {build} and build in ("jemalloc", "system")
         assert pa.default_memory_pool().backend_name == "mimalloc"

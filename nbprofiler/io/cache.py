@@ -140,24 +140,20 @@ def store(key: str | None, paths: list[Path], frames: dict[str, pd.DataFrame], m
     """Write an entry atomically (a temp dir renamed into place); returns its path, or None when
     nothing is cached. With ``background``, the frames are snapshotted here and converted, compressed
     and written by a thread (non-daemon, so a finishing interpreter completes the entry first; `wait`
-    joins it); the path is returned before the entry exists. The snapshot is a shallow copy of each
-    frame where pandas copies on write (an in-place edit of a frame then copies its data first, so the
-    entry keeps what was loaded), else an Arrow table with its own copy of the numbers."""
+    joins it); the path is returned before the entry exists. The snapshot (`snapshot`) keeps what was
+    loaded whatever the user then edits in place. A frame still being built on another thread is given
+    as a function that waits for it and returns its `snapshot`, taken before the frame was handed to
+    anyone; the writing thread calls it."""
     folder = entry(key, paths)
     if folder is None:
         return None
-    if background and _COPY_ON_WRITE:
-        shallow = {name: df.copy(deep=False) for name, df in frames.items()}
-        args = (folder, paths, shallow, meta)
-    else:
-        try:
-            tables = {name: _snapshot(df) for name, df in frames.items()}
-        except Exception:  # a frame Arrow cannot hold: caching is optional
-            return None
-        if not background:
-            return _write(folder, paths, tables, meta)
-        args = (folder, paths, tables, meta)
-    thread = threading.Thread(target=_write, args=args, name="nbprofiler-cache-write")
+    try:
+        kept = {name: df if callable(df) else snapshot(df) for name, df in frames.items()}
+    except Exception:  # a frame Arrow cannot hold: caching is optional
+        return None
+    if not background:
+        return _write(folder, paths, kept, meta)
+    thread = threading.Thread(target=_write, args=(folder, paths, kept, meta), name="nbprofiler-cache-write")
     with _pending_lock:
         _pending[:] = [t for t in _pending if t.is_alive()] + [thread]
     thread.start()
@@ -178,6 +174,13 @@ def wait() -> None:
 
 # pandas 3 always copies on write; pandas 2 when the user turned it on
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3 or pd.get_option("mode.copy_on_write") is True
+
+
+def snapshot(df: pd.DataFrame):
+    """What an entry keeps of ``df`` until it is written: a shallow copy where pandas copies on write (an
+    in-place edit of the frame then copies its data first), else an Arrow table with its own copy of the
+    numbers (`_snapshot`)."""
+    return df.copy(deep=False) if _COPY_ON_WRITE else _snapshot(df)
 
 
 def _snapshot(df: pd.DataFrame):
@@ -207,10 +210,12 @@ def _snapshot(df: pd.DataFrame):
 
 @arrow_memory()  # see there: the compressed buffers would churn mimalloc's huge pages
 def _write(entry: Path, paths: list[Path], tables: dict, meta: dict) -> Path | None:
-    """Write ``tables`` (Arrow tables, or frames that share nothing mutable with the user's: see `store`)."""
+    """Write ``tables`` (Arrow tables, or frames that share nothing mutable with the user's, or functions
+    returning either: see `store`)."""
     tmp = None
     try:
         import pyarrow as pa
+        tables = {name: t() if callable(t) else t for name, t in tables.items()}
         tables = {name: t if isinstance(t, pa.Table) else pa.Table.from_pandas(t, preserve_index=False)
                   for name, t in tables.items()}
         entry.parent.mkdir(parents=True, exist_ok=True)

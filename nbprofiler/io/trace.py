@@ -29,10 +29,10 @@ path, size and mtime of every source file, so a second open of a big trace reads
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -74,18 +74,32 @@ FLOW_COLUMNS = FRAMES["timeline_flows"].required
 COUNTER_COLUMNS = FRAMES["timeline_counters"].required
 
 
-@dataclasses.dataclass
 class TraceData:
-    """Everything parsed from a run's trace source(s): the four frames and the absolute origin."""
+    """Everything parsed from a run's trace source(s): the four frames and the absolute origin.
+    ``flows`` may still be paired on a background thread when a load returns (`trace_disk.build_in_memory`):
+    given as a `concurrent.futures.Future` of (the frame, its `cache.snapshot`), and reading ``flows``
+    waits for it."""
 
-    origin_us: float
-    timeline: pd.DataFrame
-    tracks: pd.DataFrame
-    flows: pd.DataFrame
-    counters: pd.DataFrame
+    def __init__(self, origin_us: float, timeline: pd.DataFrame, tracks: pd.DataFrame, flows, counters: pd.DataFrame):
+        self.origin_us, self.timeline, self.tracks, self.counters = origin_us, timeline, tracks, counters
+        self._flows = flows
+
+    @property
+    def flows(self) -> pd.DataFrame:
+        pending = self._flows
+        if isinstance(pending, Future):
+            self._flows = pending.result()[0]
+        return self._flows
 
     def frames(self) -> dict[str, pd.DataFrame]:
         return {name: getattr(self, name) for name in TRACE_FRAMES}
+
+    def frames_to_cache(self) -> dict:
+        """`frames` for `cache.store`, without waiting for flows still being paired: those are a function
+        the cache's writing thread calls."""
+        pending = self._flows
+        return {name: (lambda: pending.result()[1]) if name == "flows" and isinstance(pending, Future)
+                else getattr(self, name) for name in TRACE_FRAMES}
 
 
 TRACE_FRAMES = ("timeline", "tracks", "flows", "counters")  # what a trace's cache entry must hold
@@ -174,7 +188,7 @@ def trace_data(run: RunFiles) -> TraceData | None:
         return TraceData(origin_us=float(meta["origin_us"]), **frames)
     data = load_trace(paths, legacy=(role == "timeline"))
     # the entry is written by a background thread: the frames are ready now, the cache is for later
-    cache.store(key, paths, data.frames(), {"origin_us": data.origin_us}, background=True)
+    cache.store(key, paths, data.frames_to_cache(), {"origin_us": data.origin_us}, background=True)
     return data
 
 

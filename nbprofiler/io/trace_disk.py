@@ -11,7 +11,8 @@
 2. The timeline is assembled track by track in display order: a track whose segments run forward in
    time from batch to batch (a file written in time order) is the concatenation of its segments;
    otherwise (or with B/E pairs) that track alone is sorted. In memory, ``args`` is the kept runs' own
-   text (no copy), and the flows are paired by a second thread meanwhile.
+   text (no copy), and the flows are paired by a second thread afterwards, which the load does not wait
+   for (reading them does).
 3. On disk, the columns land in a store directory (numeric columns as ``.npy``, ``args`` as Arrow IPC,
    the small frames as Feather): in the user cache dir (`nbprofiler.io.cache`, so a second open maps it
    again in well under a second), else a temporary dir removed at exit. The timeline frame's columns are
@@ -402,13 +403,13 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     `nbprofiler.io.trace.load_trace` reads one file). The timeline's ``args`` is the runs' own text,
     not a copy."""
     size = path.stat().st_size
-    # A second thread pairs the flows and then orders the counters' samples (split per batch as they were
-    # read; Arrow and numpy work, mostly without the GIL) while this one assembles the timeline and builds its
-    # frame; the counters are taken back here if that thread has not started them by then.
+    # A second thread orders the counters' samples (split per batch as they were read) while this one
+    # assembles the timeline and builds its frame; they are taken back here if that thread has not started
+    # them by then.
     with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar, \
             ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-side") as side:
         sink = _parse(path, None, bar, 0.8, "trace")
-        flows, counters = side.submit(_flow_frame_of_kept, sink), side.submit(_counters, sink)
+        counters = side.submit(_counters, sink)
         # in memory the assembly is a small share of a load: the bar takes it in one step
         done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
                          advance=lambda f: None)
@@ -416,12 +417,27 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
         timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
                                    done.categories, built=True)
         counters = _counters(sink) if counters.cancel() else counters.result()
-        flows = flows.result()
         bar.advance(size * 0.2)
-    for col in ("start_track", "end_track"):  # pair ids until the tracks were named
-        flows[col] = done.track_of_pair[flows[col].to_numpy()].astype(np.int32)
+    # The flows are paired once the timeline is built, on a thread of their own, and the load returns
+    # without waiting for them (`trace.TraceData` waits where they are read): a timeline is looked at before
+    # its arrows, and pairing them while the timeline was assembled took the GIL from it (the last ~15 ms
+    # of a 100 MB trace's first open).
+    flows = _PAIRING.submit(_paired_flows, sink, done.track_of_pair)
     return trace.TraceData(origin_us=done.origin_ns / 1000, timeline=timeline, tracks=done.tracks,
                            flows=flows, counters=counters)
+
+
+_PAIRING = ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows")
+
+
+@_util.arrow_memory()
+def _paired_flows(sink: _Sink, track_of_pair: np.ndarray) -> tuple[pd.DataFrame, object]:
+    """The flows frame of the flow events an in-memory build kept, with its tracks, and its
+    `cache.snapshot` (taken before anyone could edit the frame)."""
+    flows = trace._flow_frame_of_pairs(sink.flows.pairs(sink.origin_ns or 0))
+    for col in ("start_track", "end_track"):  # pair ids until the tracks were named
+        flows[col] = track_of_pair[flows[col].to_numpy()].astype(np.int32)
+    return flows, cache.snapshot(flows)
 
 
 class _ColumnFiles:
@@ -831,12 +847,6 @@ class _KeptFlows:
         us = (col["ts_ns"] - origin_ns).astype(np.float64) / 1000.0
         return trace._flow_pairs(pa.concat_tables([b["start"] for b in self.batches]), s_rank[start],
                                 col["pair"][start], us[start], col["pair"][end], us[end])
-
-
-def _flow_frame_of_kept(sink: _Sink) -> pd.DataFrame:
-    """The flows frame of the flow events a build kept in memory, with pair ids for tracks (the tracks
-    are named meanwhile)."""
-    return trace._flow_frame_of_pairs(sink.flows.pairs(sink.origin_ns or 0))
 
 
 def _copy_on_edit(df: pd.DataFrame) -> None:
