@@ -135,15 +135,15 @@ def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], d
         return None
 
 
-def store(key: str | None, paths: list[Path], frames: dict[str, pd.DataFrame], meta: dict,
+def store(key: str | None, paths: list[Path], frames: dict[str, object], meta: dict,
           background: bool = False) -> Path | None:
     """Write an entry atomically (a temp dir renamed into place); returns its path, or None when
     nothing is cached. With ``background``, the frames are snapshotted here and converted, compressed
     and written by a thread (non-daemon, so a finishing interpreter completes the entry first; `wait`
-    joins it); the path is returned before the entry exists. The snapshot (`snapshot`) keeps what was
-    loaded whatever the user then edits in place. A frame still being built on another thread is given
-    as a function that waits for it and returns its `snapshot`, taken before the frame was handed to
-    anyone; the writing thread calls it."""
+    joins it); the path is returned before the entry exists. ``frames``: name -> DataFrame, snapshotted
+    (`snapshot`) so that the entry keeps what was loaded whatever the user then edits in place; or name ->
+    a function that waits for a frame still built on another thread and returns its `snapshot`, taken
+    before the frame was handed to anyone (the writing thread calls it)."""
     folder = entry(key, paths)
     if folder is None:
         return None
