@@ -117,14 +117,19 @@ class _Codes:
     stands for null; `final` orders the values as Arrow's dictionary unification orders them for the
     in-memory build (first appearance, null as the literal "" where one occurs, else last). ``derive``: a
     function computed once per distinct value, when it is first seen (op types of names: derived while the
-    reader thread parses the next batch, not after the last one)."""
+    reader thread parses the next batch, not after the last one); its distinct results are numbered as
+    they come."""
 
     def __init__(self, derive=None):
         # A Python dict: matching a batch's dictionary against an Arrow array of every value seen would
         # hash that whole array again for each batch (~50k names: 0.15 s of a 100 MB file).
         self.index: dict[str, int] = {}
+        # The values again, in code order, as Arrow arrays taken from the batches' dictionaries: the
+        # categories of a timeline column are built from them without a Python string per value.
+        self.values: list[pa.Array] = []
         self.derive = derive
-        self.derived: list = []
+        self.derived: dict[str, int] = {}  # derive's distinct results, first seen first -> their number
+        self.derived_of: list[int] = []  # per value, in code order: the number of its derived result
 
     def of(self, arr: pa.DictionaryArray) -> np.ndarray:
         values = arr.dictionary.to_numpy(zero_copy_only=False)
@@ -138,26 +143,34 @@ class _Codes:
             table[new] = codes
             fresh = values[new].tolist()
             index.update(zip(fresh, codes.tolist()))
+            self.values.append(arr.dictionary.take(pa.array(new)).cast(pa.large_string()))
             if self.derive is not None:
-                self.derived.extend(map(self.derive, fresh))
+                derived = self.derived
+                self.derived_of.extend([derived.setdefault(d, len(derived)) for d in map(self.derive, fresh)])
         return table[pc.fill_null(arr.indices, len(values)).to_numpy(zero_copy_only=False)]
 
-    def final(self) -> tuple[np.ndarray, np.ndarray]:
-        """(global code -> position in the final values, the final values)."""
+    def final(self) -> tuple[np.ndarray, pa.Array]:
+        """(global code -> position in the final values, the final values: a large_string array)."""
         k = len(self.index)
-        values = list(self.index)
         pos = np.arange(-1, k, dtype=np.int64)
         literal_empty = self.index.get("")
         if literal_empty is not None:
             pos[0] = literal_empty - 1
-            return pos, np.array(values, dtype=object)
+            return pos, pa.concat_arrays(self.values)
         pos[0] = k
-        return pos, np.array(values + [""], dtype=object)
+        return pos, pa.concat_arrays([*self.values, pa.array([""], pa.large_string())])
 
-    def final_derived(self) -> np.ndarray:
-        """``derive`` of each of `final`'s values, in their order."""
-        extra = [] if "" in self.index else [self.derive("")]
-        return np.array(self.derived + extra, dtype=object)
+    def final_derived(self) -> tuple[np.ndarray, list]:
+        """(per `final` value, the number of its ``derive`` result; the distinct results, first seen first)."""
+        numbers, results = self.derived_of, list(self.derived)
+        if "" not in self.index:
+            empty = self.derive("")
+            number = self.derived.get(empty)
+            if number is None:
+                number = len(results)
+                results.append(empty)
+            numbers = [*numbers, number]
+        return np.array(numbers, dtype=np.int64), results
 
 
 class _Sink:
@@ -387,7 +400,8 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
             feather.write_feather(df, tmp / f"{name}.arrow", compression="uncompressed")
         (tmp / "meta.json").write_text(json.dumps({
             "version": STORE_VERSION, "rows": int(done.n), "origin_ns": int(done.origin_ns), "source": str(path),
-            "categories": done.categories, "dtypes": {c: d.str for c, d in done.dtypes.items()}}))
+            "categories": {c: v.to_pylist() if isinstance(v, pa.Array) else v for c, v in done.categories.items()},
+            "dtypes": {c: d.str for c, d in done.dtypes.items()}}))
         for f in (sink.spill_path, sink.flows_path):
             f.unlink(missing_ok=True)
         if dest.exists():
@@ -532,7 +546,7 @@ class _Assembled:
     tracks: pd.DataFrame
     track_of_pair: np.ndarray
     origin_ns: int
-    categories: dict
+    categories: dict  # column -> its categories: a list, or for "name" an Arrow string array
     dtypes: dict
     n: int
     columns: object
@@ -548,10 +562,12 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
                                   trace_exact._line_of_event(path, sink.absurd[1]))
     origin_ns = sink.origin_ns or 0
     final = {c: sink.codes[c].final() for c in trace_parse._CODED}
+    # the values as Python strings where they are few; the names stay in Arrow (a 100 MB trace has ~55k)
+    text = {c: final[c][1].to_numpy(zero_copy_only=False) for c in ("pid", "tid", "cat", "arg_type")}
     meta = trace._meta_events(sink.meta_table) if sink.meta_table is not None else []
     # a track is a distinct (pid, tid) text: a null pid and a literal "" one are the same track
-    pid_text = final["pid"][1][final["pid"][0][np.array(sink.pair_pid, np.int64)]]
-    tid_text = final["tid"][1][final["tid"][0][np.array(sink.pair_tid, np.int64)]]
+    pid_text = text["pid"][final["pid"][0][np.array(sink.pair_pid, np.int64)]]
+    tid_text = text["tid"][final["tid"][0][np.array(sink.pair_tid, np.int64)]]
     seen: dict[tuple[str, str], int] = {}  # distinct pairs, first seen first (pairs are few: a dict, not pandas)
     canon = np.array([seen.setdefault(k, len(seen)) for k in zip(pid_text.astype(str).tolist(),
                                                                     tid_text.astype(str).tolist())], dtype=np.int64)
@@ -569,9 +585,10 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     name_map, name_used = _used(sink.used["name"], final["name"][0], len(final["name"][1]))
     cat_map, cat_used = _used(sink.used["cat"], final["cat"][0], len(final["cat"][1]))
     type_map, type_used = _used(sink.used["arg_type"], final["arg_type"][0], len(final["arg_type"][1]))
-    name_values, cat_values = final["name"][1][name_used], final["cat"][1][cat_used]
-    type_values = final["arg_type"][1][type_used]
-    op_of_name, op_of_type, op_values = _op_type_maps(sink.codes["name"].final_derived()[name_used], type_values)
+    name_values, cat_values = final["name"][1].filter(pa.array(name_used)), text["cat"][cat_used]
+    type_values = text["arg_type"][type_used]
+    derived_of, derived = sink.codes["name"].final_derived()
+    op_of_name, op_of_type, op_values = _op_type_maps(derived_of[name_used], derived, type_values)
 
     segs = np.concatenate(sink.seg) if sink.seg else np.zeros((0, 6), np.int64)
     seg_track = track_of_pair[segs[:, 0]] if len(segs) else np.zeros(0, np.int32)
@@ -582,7 +599,7 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
 
     ph_values = [v for v, used in (("X", sink.spans > 0), ("B", has_b)) if used]
     ph_map = np.array([0, len(ph_values) - 1], dtype=np.int8)  # from_pair -> code among the used values
-    categories = {"name": name_values.tolist(), "op_type": op_values.tolist(), "ph": ph_values,
+    categories = {"name": name_values, "op_type": op_values.tolist(), "ph": ph_values,
                   "cat": cat_values.tolist()}
     dtypes = {"track": np.dtype(np.int32), "start_us": np.dtype(np.float64), "dur_us": np.dtype(np.float64),
               **{c: _codes_dtype(len(categories[c])) for c in _CATEGORICAL}}
@@ -656,12 +673,17 @@ def _used(counts: np.ndarray, pos: np.ndarray, n_values: int) -> tuple[np.ndarra
     return (np.cumsum(used, dtype=np.int32) - 1)[pos], used
 
 
-def _op_type_maps(derived: np.ndarray, types: np.ndarray):
-    """As `trace._op_types`: per used name its derived type (``derived``, `trace.op_type_of` of each used
-    name, computed as the names were read), per used args.type its own when specific; categories = the
-    derived types, then the specific args types, in first-seen order."""
-    of_name, cats = pd.factorize(derived)  # one hash pass over the names; the types are few
-    cats = list(cats)
+def _op_type_maps(derived_of: np.ndarray, derived: list, types: np.ndarray):
+    """As `trace._op_types`: per used name its derived type (``derived_of``: the number in ``derived`` of
+    `trace.op_type_of` of each used name, computed as the names were read), per used args.type its own
+    when specific; categories = the derived types, then the specific args types, in first-seen order."""
+    # the used names' types renumbered in the order they first occur among them (as pd.factorize would)
+    numbers, first = np.unique(derived_of, return_index=True)
+    seen = numbers[np.argsort(first, kind="stable")]
+    renumber = np.zeros(len(derived), dtype=np.int32)
+    renumber[seen] = np.arange(len(seen), dtype=np.int32)
+    of_name = renumber[derived_of]
+    cats = [derived[i] for i in seen.tolist()]
     usable = [bool(t) and t not in trace.GENERIC_ARG_TYPES for t in types.tolist()]
     code = {c: i for i, c in enumerate(cats)}
     for t, ok in zip(types.tolist(), usable):
@@ -669,7 +691,7 @@ def _op_type_maps(derived: np.ndarray, types: np.ndarray):
             code[t] = len(cats)
             cats.append(t)
     of_type = np.array([code[t] if ok else -1 for t, ok in zip(types.tolist(), usable)], dtype=np.int32)
-    return of_name.astype(np.int32), of_type, np.array(cats, dtype=object)
+    return of_name, of_type, np.array(cats, dtype=object)
 
 
 def _pairs_of_be(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, path: Path) -> pa.Table | None:
