@@ -114,11 +114,10 @@ def scope_tracks(tracks: pd.DataFrame) -> set[int]:
     legacy "Scope Name" thread (tid 100001)."""
     if tracks is None or tracks.empty:
         return set()
-    proc = tracks["process"].astype(str).str.lower()
-    thread = tracks["thread"].astype(str).str.lower()
-    is_scope = proc.str.contains("scope layer") | thread.str.contains("scope name") | \
-        (tracks["tid"].astype(str) == "100001")
-    return set(tracks.loc[is_scope, "track"].astype(int))
+    # tracks are few: plain Python (pandas' string methods cost ~5 ms of every first open)
+    return {int(track) for track, process, thread, tid in
+            zip(tracks["track"], tracks["process"].astype(str), tracks["thread"].astype(str), tracks["tid"].astype(str))
+            if "scope layer" in process.lower() or "scope name" in thread.lower() or tid == "100001"}
 
 
 def mark_scope_layers(timeline: pd.DataFrame, tracks: pd.DataFrame) -> pd.DataFrame:
@@ -127,7 +126,14 @@ def mark_scope_layers(timeline: pd.DataFrame, tracks: pd.DataFrame) -> pd.DataFr
     with operator types (their time is the time of the ops inside them, counted again)."""
     if "is_scope" in timeline.columns:
         return timeline
-    scope = timeline["track"].isin(scope_tracks(tracks)).to_numpy()
+    track = timeline["track"].to_numpy()
+    marked = sorted(scope_tracks(tracks))
+    if marked:  # a lookup per event (isin hashes every event's track)
+        lookup = np.zeros(max(marked[-1], int(track.max(initial=0))) + 1, dtype=bool)
+        lookup[marked] = True
+        scope = lookup[track]
+    else:
+        scope = np.zeros(len(track), dtype=bool)
     out = timeline.copy(deep=False)
     out["is_scope"] = scope
     if scope.any():
