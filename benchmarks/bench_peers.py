@@ -35,23 +35,25 @@ REPO = HERE.parent
 # HTA 0.5 assigns int64 indices into int16 columns, which pandas 3 refuses: it needs pandas 2.
 PEERS = {"mindinsight": ["mindinsight==2.3.1"], "hta": ["HolisticTraceAnalysis", "pandas<3"]}
 
-# Each child prints {"events", "seconds", "peak_rss_mb"}: wall time of the parse only (imports excluded:
-# a notebook or a server has them loaded), peak RSS of the whole child.
+# Each child prints {"events", "seconds", "peak_rss_mb"}: wall time of the parse only (imports excluded,
+# every method's alike: a notebook or a server has them loaded), peak RSS of the whole child.
 CHILDREN = {
     "nbprofiler": r"""
 import json, os, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 os.environ["NBPROFILER_CACHE_DIR"] = sys.argv[2]
 import nbprofiler
+import duckdb, psutil  # what a first load imports (~60 ms with the modules below): not timed, as for the peers
+from nbprofiler.io import cache, trace, trace_disk, trace_parse
 t = time.perf_counter()
 n = len(nbprofiler.load(sys.argv[1]).timeline)
 secs = time.perf_counter() - t
-from nbprofiler.io import cache
 cache.wait()
 print(json.dumps({"events": n, "seconds": secs, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """,
     "floor": r"""
 import json, resource, sys, time
+import duckdb  # not timed, as for the others
 from nbprofiler.io import trace_parse
 cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in trace_parse._COLUMNS.items()) + "}"
 lit = "'" + sys.argv[1].replace("'", "''") + "'"
