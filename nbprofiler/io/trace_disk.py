@@ -125,7 +125,8 @@ class _Codes:
         # hash that whole array again for each batch (~50k names: 0.15 s of a 100 MB file).
         self.index: dict[str, int] = {}
         # The values again, in code order, as Arrow arrays taken from the batches' dictionaries: the
-        # categories of a timeline column are built from them without a Python string per value.
+        # categories of a timeline column are built from them without a Python string per value (~5 ms of
+        # a 100 MB trace's first open, for ~80 bytes a value beside the dict's ~130).
         self.values: list[pa.Array] = []
         self.derive = derive
         self.derived: dict[str, int] = {}  # derive's distinct results, first seen first -> their number
