@@ -115,8 +115,8 @@ def scope_tracks(tracks: pd.DataFrame) -> set[int]:
     if tracks is None or tracks.empty:
         return set()
     # tracks are few: plain Python (pandas' string methods cost ~5 ms of every first open)
-    return {int(track) for track, process, thread, tid in
-            zip(tracks["track"], tracks["process"].astype(str), tracks["thread"].astype(str), tracks["tid"].astype(str))
+    text = (tracks[c].astype(str) for c in ("process", "thread", "tid"))
+    return {int(track) for track, process, thread, tid in zip(tracks["track"], *text)
             if "scope layer" in process.lower() or "scope name" in thread.lower() or tid == "100001"}
 
 
