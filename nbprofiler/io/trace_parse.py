@@ -470,19 +470,28 @@ _slices_registered = False
 
 def _connection():
     """This thread's cursor on the process's duckdb database (opening a database costs ~20 ms, a tenth of
-    parsing 20 MB; a cursor ~20 us, and every load reads in a new thread): all cores, file order kept,
-    nothing spilled to disk (duckdb's default spill directory is relative to the working directory, which
-    may be a profiler directory). A streamed result is buffered up to 1 MB, not duckdb's 10 MB: the
-    reader then hands over each record batch as soon as it is full, where it otherwise held them back
-    two or three at a time, so the digest of the first batch starts ~30 ms earlier and the last batches
-    do not all arrive at the end (in interleaved runs, 1-2 % faster first opens at 10 MB to 1 GB)."""
+    parsing 20 MB; a cursor ~20 us, and every load reads in a new thread): file order kept, nothing
+    spilled to disk (duckdb's default spill directory is relative to the working directory, which may be a
+    profiler directory), and no worker threads: a query runs on the thread that reads its result.
+
+    duckdb parses a JSON file on one thread either way (two files read by two threads still run side by
+    side). With workers, the memory they read with stayed resident after the read in about half the first
+    opens of a 100 MB trace: 40 MB more when the parse ended, and a peak of 320-330 MB instead of
+    285-295 MB once the frames were built on top of it. Read on the reading thread, it is returned when
+    the read ends.
+
+    A streamed result is buffered up to 1 MB, not duckdb's 10 MB: the reader then hands over each record
+    batch as soon as it is full, where it otherwise held them back two or three at a time, so the digest
+    of the first batch starts ~30 ms earlier and the last batches do not all arrive at the end (in
+    interleaved runs, 1-2 % faster first opens at 10 MB to 1 GB)."""
     global _database
     con = getattr(_local, "con", None)
     if con is None:
         with _database_lock:
             if _database is None:
                 import duckdb
-                _database = duckdb.connect(config={"preserve_insertion_order": True, "temp_directory": ""})
+                _database = duckdb.connect(config={"preserve_insertion_order": True, "temp_directory": "",
+                                                    "threads": 1})
         con = _database.cursor()
         con.execute("SET enable_progress_bar = false")
         con.execute("SET streaming_buffer_size = '1MB'")
