@@ -20,6 +20,10 @@ Methods, per size:
               it is done is reported apart (``cache_write_after_s``), and peak RSS includes it.
   cached      second open of the same trace (reads the cache entry).
   baseline    stdlib json.load + pandas DataFrame of the X events with float ts/dur.
+  memory      one more first open, untimed (Linux only), that samples /proc/self/status every 2 ms: what
+              the peak is made of. ``anon_added_mb``: the load's own memory (anonymous pages) at its
+              highest, over the process's after its imports; ``code_paged_in_mb``: the libraries' code
+              the load pages in on first use (file-backed pages: duckdb's database, Arrow's kernels).
 
 Prints one JSON object per size (seconds, CPU seconds, MB/s, peak RSS in MB and x file size, what the
 load adds to the process's RSS after its imports x file size, the 1-minute load average when the
@@ -71,6 +75,27 @@ elif method == "floor":
     table = trace_parse._query(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
                                f"maximum_object_size={trace_parse._MAX_EVENT})")
     n = int((table.column("ph").to_numpy(zero_copy_only=False) == "X").sum())
+elif method == "memory":  # a first open again, with a sampler: anonymous vs file-backed pages
+    import threading
+    def status():
+        with open("/proc/self/status") as f:
+            return {k: int(v.split()[0]) / 1024 for k, v in (line.split(":", 1) for line in f)
+                    if k in ("RssAnon", "RssFile")}
+    before, samples, done = status(), [], threading.Event()
+    def sample():
+        while not done.wait(0.002):
+            samples.append(status())
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    n = len(trace.trace_data(run).timeline)
+    from nbprofiler.io import cache
+    cache.wait()
+    done.set()
+    sampler.join()
+    samples.append(status())
+    print(json.dumps({"events": n, "anon_added_mb": max(x["RssAnon"] for x in samples) - before["RssAnon"],
+                      "code_paged_in_mb": samples[-1]["RssFile"] - before["RssFile"]}))
+    sys.exit(0)
 else:  # "nbprofiler" (empty cache: parse + frames + cache write) or "cached" (second open)
     n = len(trace.trace_data(run).timeline)
 secs, cpu_secs = time.perf_counter() - t, cpu() - c
@@ -128,6 +153,12 @@ def run(sizes: list[int], scratch: Path, baseline_max_mb: int, repeat: int = 3) 
             row["cached_load_1min"] = round(cached["load_1min"], 2)
             if nb["events"] != cached["events"]:
                 raise RuntimeError(f"cached re-open read {cached['events']} events, first open {nb['events']}")
+            if os.path.exists("/proc/self/status"):
+                shutil.rmtree(cache_dir, ignore_errors=True)
+                mem = measure("memory", path, cache_dir)
+                row["memory"] = {"anon_added_mb": round(mem["anon_added_mb"], 1),
+                                 "anon_x_file": round(mem["anon_added_mb"] / size_mb, 2),
+                                 "code_paged_in_mb": round(mem["code_paged_in_mb"], 1)}
             if mb <= baseline_max_mb:
                 base = measure("baseline", path, "off")
                 row["baseline_json_pandas"] = _fmt(base, size_mb)
@@ -156,11 +187,13 @@ def markdown(results: list[dict]) -> str:
     for r in results:
         f, n, b = r["floor_duckdb_parse"], r["nbprofiler"], r.get("baseline_json_pandas")
         base = f"{b['seconds']:.2f} s ({b['mb_per_s']:.0f} MB/s, {b['peak_x_file']:.1f}x)" if b else "-"
+        m = r.get("memory")
+        mem = f", of it code {m['code_paged_in_mb']:.0f} MB; own data {m['anon_x_file']:.2f}x" if m else ""
         lines.append(
             f"| {r['size_mb']:.0f} MB | {f['seconds']:.2f} s ({f['mb_per_s']:.0f} MB/s) | "
             f"{n['seconds']:.2f} s ({n['mb_per_s']:.0f} MB/s, CPU {n['cpu_seconds']:.2f} s) | "
             f"{r['x_floor']:.2f} / {r['x_floor_cpu']:.2f} | {n['peak_rss_mb']:.0f} MB ({n['peak_x_file']:.2f}x; "
-            f"load {n['added_x_file']:.2f}x) | "
+            f"load {n['added_x_file']:.2f}x{mem}) | "
             f"{r['cached_reopen_s']:.2f} s | {base} | {r.get('speedup_vs_baseline', '-')}x | "
             f"{f['load_1min']:.1f} / {n['load_1min']:.1f} / {r['cached_load_1min']:.1f} |")
     return "\n".join(lines)

@@ -395,6 +395,10 @@ def test_benchmark_quick_mode(tmp_path):
     assert row["nbprofiler"]["events"] == row["baseline_json_pandas"]["events"] > 30_000
     assert row["nbprofiler"]["mb_per_s"] > 0 and row["speedup_vs_baseline"] > 0
     assert row["cached_reopen_s"] > 0
+    if "memory" in row:  # Linux: the peak's own data and the code paged in, both parts of the peak
+        mem = row["memory"]
+        assert 0 < mem["anon_added_mb"] and 0 < mem["code_paged_in_mb"]
+        assert mem["anon_added_mb"] + mem["code_paged_in_mb"] < row["nbprofiler"]["peak_rss_mb"]
 
 
 def _frames(paths):
