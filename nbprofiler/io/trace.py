@@ -497,19 +497,39 @@ def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     return distinct_categorical(new_code[codes] if len(codes) else codes.astype(np.int32), values[used])
 
 
+def _op_type_maps(derived_of: np.ndarray, derived: list, types: np.ndarray):
+    """The op types of names and of args.type values: per name its derived type (``derived_of``: the
+    number in ``derived`` of `op_type_of` of each name), per args.type value its own type's code where it
+    is specific, else -1 (a specific args.type wins over the name's type); categories = the derived types,
+    then the specific args types, in first-seen order."""
+    # the used names' types renumbered in the order they first occur among them (as pd.factorize would)
+    numbers, first = np.unique(derived_of, return_index=True)
+    seen = numbers[np.argsort(first, kind="stable")]
+    renumber = np.zeros(len(derived), dtype=np.int32)
+    renumber[seen] = np.arange(len(seen), dtype=np.int32)
+    of_name = renumber[derived_of]
+    cats = [derived[i] for i in seen.tolist()]
+    usable = [bool(t) and t not in GENERIC_ARG_TYPES for t in types.tolist()]
+    code = {c: i for i, c in enumerate(cats)}
+    for t, ok in zip(types.tolist(), usable):
+        if ok and t not in code:
+            code[t] = len(cats)
+            cats.append(t)
+    of_type = np.array([code[t] if ok else -1 for t, ok in zip(types.tolist(), usable)], dtype=np.int32)
+    return of_name, of_type, np.array(cats, dtype=object)
+
+
 def _op_types(names: pd.Categorical, type_codes: np.ndarray, type_values: np.ndarray) -> pd.Categorical:
     """op_type per row: ``args.type`` where present and specific, else derived from the name. The
     derivation runs once per distinct name, and the choice once per distinct (name, type) code pair."""
     types = _categorical(type_codes, type_values)
-    derived = np.array([op_type_of(n) for n in names.categories.tolist()], dtype=object)
-    type_vals = np.asarray(types.categories, dtype=object)
-    usable = np.array([bool(t) and t not in GENERIC_ARG_TYPES for t in type_vals], dtype=bool)
-    cats = pd.Index(pd.unique(np.concatenate([derived, type_vals[usable]])), dtype=str)
-    derived_code = cats.get_indexer(derived)
-    type_code = np.where(usable, cats.get_indexer(type_vals), -1)
-    tc = type_code[types.codes] if len(type_vals) else np.full(len(names), -1)
-    codes = np.where(tc >= 0, tc, derived_code[names.codes] if len(derived) else -1)
-    return pd.Categorical.from_codes(codes.astype(np.int32), categories=cats)
+    distinct: dict[str, int] = {}
+    derived_of = np.array([distinct.setdefault(op_type_of(n), len(distinct)) for n in names.categories.tolist()],
+                          dtype=np.int64)
+    of_name, of_type, cats = _op_type_maps(derived_of, list(distinct), np.asarray(types.categories, dtype=object))
+    tc = of_type[types.codes] if len(of_type) else np.full(len(names), -1)
+    codes = np.where(tc >= 0, tc, of_name[names.codes] if len(of_name) else -1)
+    return pd.Categorical.from_codes(codes.astype(np.int32), categories=pd.Index(cats, dtype=str))
 
 
 def _timeline(chunks, kind, is_x, is_b, row_track, rel_us, dur, multi, paths) -> pd.DataFrame:

@@ -589,7 +589,7 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     name_values, cat_values = final["name"][1].filter(pa.array(name_used)), text["cat"][cat_used]
     type_values = text["arg_type"][type_used]
     derived_of, derived = sink.codes["name"].final_derived()
-    op_of_name, op_of_type, op_values = _op_type_maps(derived_of[name_used], derived, type_values)
+    op_of_name, op_of_type, op_values = trace._op_type_maps(derived_of[name_used], derived, type_values)
 
     segs = np.concatenate(sink.seg) if sink.seg else np.zeros((0, 6), np.int64)
     seg_track = track_of_pair[segs[:, 0]] if len(segs) else np.zeros(0, np.int32)
@@ -672,27 +672,6 @@ def _used(counts: np.ndarray, pos: np.ndarray, n_values: int) -> tuple[np.ndarra
     used = np.zeros(n_values, dtype=bool)
     used[pos[:len(counts)][counts > 0]] = True
     return (np.cumsum(used, dtype=np.int32) - 1)[pos], used
-
-
-def _op_type_maps(derived_of: np.ndarray, derived: list, types: np.ndarray):
-    """As `trace._op_types`: per used name its derived type (``derived_of``: the number in ``derived`` of
-    `trace.op_type_of` of each used name, computed as the names were read), per used args.type its own
-    when specific; categories = the derived types, then the specific args types, in first-seen order."""
-    # the used names' types renumbered in the order they first occur among them (as pd.factorize would)
-    numbers, first = np.unique(derived_of, return_index=True)
-    seen = numbers[np.argsort(first, kind="stable")]
-    renumber = np.zeros(len(derived), dtype=np.int32)
-    renumber[seen] = np.arange(len(seen), dtype=np.int32)
-    of_name = renumber[derived_of]
-    cats = [derived[i] for i in seen.tolist()]
-    usable = [bool(t) and t not in trace.GENERIC_ARG_TYPES for t in types.tolist()]
-    code = {c: i for i, c in enumerate(cats)}
-    for t, ok in zip(types.tolist(), usable):
-        if ok and t not in code:
-            code[t] = len(cats)
-            cats.append(t)
-    of_type = np.array([code[t] if ok else -1 for t, ok in zip(types.tolist(), usable)], dtype=np.int32)
-    return of_name, of_type, np.array(cats, dtype=object)
 
 
 def _pairs_of_be(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, path: Path) -> pa.Table | None:
