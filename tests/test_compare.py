@@ -120,3 +120,38 @@ def test_runs_without_a_step_trace_compare_their_host_queue_timing():
     # a run with a step trace keeps it as its source
     wd = nbprofiler.compare(load_quietly(DATA / "legacy" / "run_1_widedeep"), load_quietly(DATA / "legacy" / "run_2_lenet"))
     assert wd.step_sources == {"a": "step trace", "b": "step trace"} and "from the" not in wd.verdict[0]
+
+
+def _hover_labels(fig) -> list[str]:
+    from bokeh.models import HoverTool
+    return [label for tool in fig.select({"type": HoverTool}) for label, _ in tool.tooltips]
+
+
+def test_the_compare_view_names_runs_by_their_labels_never_a_and_b(map_vs_fast):
+    c = map_vs_fast
+    names = ("md_bottleneck_map (device 0)", "md_fast (device 0)")
+    assert (c.a_label, c.b_label) == names   # the folder names, as `compare` labels the runs
+    layout = compare_layout(c)
+    steps = layout.select_one({"name": "compare_steps"})
+    assert tuple(steps.x_range.factors) == names
+    assert tuple(layout.select_one({"name": "compare_steps_src"}).data["run"]) == names
+    ops = layout.select_one({"name": "compare_op_types"})
+    assert ops.title.text == "Op-type time change: md_fast (device 0) vs md_bottleneck_map (device 0)"
+    assert set(names) <= set(_hover_labels(ops))
+    verdict = layout.select_one({"name": "compare_verdict"}).text
+    assert "<b>md_bottleneck_map (device 0)</b> &rarr; <b>md_fast (device 0)</b>" in verdict
+    every_label = [*steps.x_range.factors, *_hover_labels(steps), *_hover_labels(ops), ops.title.text, verdict]
+    assert not [s for s in every_label if s.strip() in ("a", "b") or s.startswith(("a:", "b:"))]
+
+
+def test_the_compare_view_uses_the_labels_given_and_tells_equal_ones_apart():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        given = nbprofiler.compare(DATA / "minddata/md_bottleneck_map", DATA / "minddata/md_fast",
+                                   labels=("before: workers=1", "after: workers=8"))
+        same = nbprofiler.compare(DATA / "minddata/md_bottleneck_map", DATA / "minddata/md_fast",
+                                  labels=("nightly", "nightly"))
+    steps = compare_layout(given).select_one({"name": "compare_steps"})
+    assert tuple(steps.x_range.factors) == ("before: workers=1", "after: workers=8")
+    steps = compare_layout(same).select_one({"name": "compare_steps"})
+    assert tuple(steps.x_range.factors) == ("nightly (baseline)", "nightly (new)")

@@ -1,5 +1,8 @@
 """The comparison of two runs: side-by-side stacked step bars, a diverging chart of op-type deltas and
-the verdict. Figure factories take the `Comparison`'s DataFrames; `CompareView` wraps them in a widget."""
+the verdict. Figure factories take the `Comparison`'s DataFrames; `CompareView` wraps them in a widget.
+
+Runs are named by their labels everywhere on screen (`run_labels`: the folder name and device, or the
+``labels=`` given to `compare`), never by the frames' ``a``/``b`` column prefixes."""
 from __future__ import annotations
 
 import html
@@ -12,14 +15,30 @@ from bokeh.plotting import figure
 from . import theme
 from .base import LayoutView
 
-GAIN = "#009E73"   # time saved in run b
-LOSS = "#D55E00"   # time added in run b
+GAIN = "#009E73"   # time saved in the new run (b)
+LOSS = "#D55E00"   # time added in the new run (b)
+# Axis labels longer than this are drawn at an angle (two bars share a 360 px wide plot).
+LONG_LABEL = 20
 
 
-def step_compare_figure(steps_df: pd.DataFrame, labels: tuple[str, str] = ("a", "b")) -> figure:
-    """Two stacked bars (run a, run b) of the average step, one segment per stage. ``steps_df``: the
-    `Comparison.steps` frame (``stage``, ``a_ms``, ``b_ms``; the ``total_ms`` row is drawn only when no
-    stage has values: runs timed by the host queue have step totals, not stages)."""
+def run_labels(cmp) -> tuple[str, str]:
+    """The two runs' display names: the `Comparison`'s labels (folder name and device, or the ``labels=``
+    given to `compare`); where both are the same, " (baseline)" / " (new)" tell them apart (a category
+    axis needs distinct names)."""
+    a, b = str(cmp.a_label), str(cmp.b_label)
+    if a == b:
+        a, b = f"{a} (baseline)", f"{b} (new)"
+    return a, b
+
+
+def step_compare_figure(steps_df: pd.DataFrame, labels: tuple[str, str]) -> figure:
+    """Two stacked bars (baseline run, new run) of the average step, one segment per stage, on an axis
+    naming the runs by ``labels`` (see `run_labels`). ``steps_df``: the `Comparison.steps` frame
+    (``stage``, ``a_ms``, ``b_ms``; the ``total_ms`` row is drawn only when no stage has values: runs
+    timed by the host queue have step totals, not stages)."""
+    labels = tuple(str(x) for x in labels)
+    if len(labels) != 2 or labels[0] == labels[1]:
+        raise ValueError(f"two distinct run labels are needed, not {labels!r}")
     vals = steps_df.set_index("stage")
     stages = [s for s in steps_df["stage"] if s != "total_ms" and vals.loc[s, ["a_ms", "b_ms"]].notna().any()]
     if not stages and "total_ms" in vals.index and vals.loc["total_ms", ["a_ms", "b_ms"]].notna().any():
@@ -38,12 +57,16 @@ def step_compare_figure(steps_df: pd.DataFrame, labels: tuple[str, str] = ("a", 
                                                                 for s in stages]))
         fig.add_layout(fig.legend[0], "below")
     fig.y_range.start = 0
+    if max(map(len, labels)) > LONG_LABEL:
+        fig.xaxis.major_label_orientation = 0.5  # radians: long run names at an angle, never overlapping
     return theme.style(fig)
 
 
-def op_type_delta_figure(op_types_df: pd.DataFrame, top_n: int = 15) -> figure:
+def op_type_delta_figure(op_types_df: pd.DataFrame, top_n: int = 15,
+                         runs: tuple[str, str] = ("baseline", "new run")) -> figure:
     """Horizontal diverging bars: the ``top_n`` op types with the largest |b - a| time (ms), savings in
-    green left of zero, additions in orange right of it. ``op_types_df``: `Comparison.op_types`."""
+    green left of zero, additions in orange right of it; the title and hover name the runs by ``runs``
+    (see `run_labels`). ``op_types_df``: `Comparison.op_types`."""
     df = op_types_df.head(top_n).copy()
     df["label"] = [f"{t} ({theme.kind_label(k)})" for k, t in zip(df["kind"], df["op_type"])]
     df = df.drop_duplicates("label")
@@ -56,16 +79,17 @@ def op_type_delta_figure(op_types_df: pd.DataFrame, top_n: int = 15) -> figure:
     src = ColumnDataSource({c: df[c].tolist() for c in cols}, name="compare_op_types_src")
     labels = list(reversed(df["label"].tolist())) or ["(no operator data)"]
     fig = figure(y_range=FactorRange(*labels), height=max(200, 24 * len(labels) + 80), sizing_mode="stretch_width",
-                 title="Op-type time change (b - a)", x_axis_label=theme.axis_label("Change", "ms"),
-                 tools="save", name="compare_op_types")
+                 title=f"Op-type time change: {runs[1]} vs {runs[0]}",
+                 x_axis_label=theme.axis_label("Change", "ms"), tools="save", name="compare_op_types")
     fig.hbar(y="label", left=0, right="delta_ms", height=0.7, color="color", source=src)
-    fig.add_tools(HoverTool(tooltips=[("op type", "@op_type"), ("status", "@status"), ("a", "@a_ms{0,0.000} ms"),
-                                      ("b", "@b_ms{0,0.000} ms"), ("change", "@delta_ms{+0,0.000} ms")]))
+    fig.add_tools(HoverTool(tooltips=[("op type", "@op_type"), ("status", "@status"),
+                                      (runs[0], "@a_ms{0,0.000} ms"), (runs[1], "@b_ms{0,0.000} ms"),
+                                      ("change", "@delta_ms{+0,0.000} ms")]))
     return theme.style(fig)
 
 
-def verdict_div(verdict: list[str], labels: tuple[str, str] = ("a", "b")) -> Div:
-    """The verdict as an escaped HTML list."""
+def verdict_div(verdict: list[str], labels: tuple[str, str] = ("baseline", "new run")) -> Div:
+    """The verdict as an escaped HTML list under "<baseline> → <new run>" (``labels``, see `run_labels`)."""
     items = "".join(f"<li>{html.escape(s)}</li>" for s in verdict)
     head = f"<b>{html.escape(labels[0])}</b> &rarr; <b>{html.escape(labels[1])}</b>"
     return Div(text=f'<div style="{theme.PANEL_CSS}">{head}<ul style="margin:4px 0">{items}</ul></div>',
@@ -74,9 +98,9 @@ def verdict_div(verdict: list[str], labels: tuple[str, str] = ("a", "b")) -> Div
 
 def compare_layout(cmp):
     """The whole comparison as one Bokeh layout (notebook or `file_html`)."""
-    labels = ("a: " + cmp.a_label, "b: " + cmp.b_label)
+    labels = run_labels(cmp)
     return column(verdict_div(cmp.verdict, labels),
-                  row(step_compare_figure(cmp.steps, ("a", "b")), op_type_delta_figure(cmp.op_types),
+                  row(step_compare_figure(cmp.steps, labels), op_type_delta_figure(cmp.op_types, runs=labels),
                       sizing_mode="stretch_width"),
                   sizing_mode="stretch_width", name="compare_layout")
 
@@ -92,4 +116,4 @@ class CompareView(LayoutView):
         self.layout = compare_layout(cmp_or_a)
 
 
-__all__ = ["step_compare_figure", "op_type_delta_figure", "verdict_div", "compare_layout", "CompareView"]
+__all__ = ["run_labels", "step_compare_figure", "op_type_delta_figure", "verdict_div", "compare_layout", "CompareView"]
