@@ -160,25 +160,59 @@ def test_set_step_without_step_ids_says_so(lenet_cpu):
     assert len(view._model("op_table_src_cpu").data["op_name"]) == 29
 
 
-def test_table_shows_the_operator_end_a_percent_and_readable_units():
+def test_table_shows_the_operator_end_a_percent_and_one_unit():
     """lenet_pynative's CPU operators: the distinguishing end of each name in its own column (the scope
-    apart), the share of the kind's time, and times in seconds (its largest total is 33.14 s, not
-    33,138,900 us)."""
+    apart), the share of the kind's time, and totals and averages in the page's one unit, ms (its largest
+    total 33,138.9 ms, its averages up to 110 ms)."""
     prof = load_quietly("mindspore2/lenet_pynative")
     lay = O.operators_layout(prof.op_types, prof.ops)
     src = next(iter(lay.select({"name": "op_table_src_cpu"}))).data
     table = next(iter(lay.select({"name": "op_table_cpu"})))
     titles = [c.title for c in table.columns]
-    assert titles[:2] == ["Operator", "Type"] and "Total time (s)" in titles and "%" in titles
+    assert titles[:2] == ["Operator", "Type"] and "Total time (ms)" in titles and "%" in titles
     assert titles[-1] == "Scope"
     for name, op, scope in zip(src["op_name"], src["op"], src["scope"]):
         assert (f"{scope}/{op}" if scope else op) == name and "/" not in op
     cpu = prof.ops[prof.ops["kind"] == "cpu"]
-    assert max(src["total_time"]) == pytest.approx(cpu["total_time_us"].max() / 1e6)
-    assert "Average time (ms)" in titles  # averages (up to 110 ms) in their own unit
+    assert max(src["total_time"]) == pytest.approx(cpu["total_time_us"].max() / 1e3)
+    assert "Average time (ms)" in titles
     assert max(src["avg_time"]) == pytest.approx(cpu["avg_time_us"].max() / 1e3)
     assert sum(src["percent"]) == pytest.approx(100.0)
     assert max(src["total_time_us"]) == pytest.approx(cpu["total_time_us"].max())  # the frame's us kept
+
+
+def _time_units(layout) -> dict[str, set[str]]:
+    """Every unit a time is shown in on an operators page: table headers, hover lines, axis labels."""
+    import re
+    from bokeh.models import Axis, DataTable, HoverTool
+    found: dict[str, set[str]] = {"table": set(), "hover": set(), "axis": set()}
+    unit = re.compile(r"\((us|ms|s)\)|\} (us|ms|s)$")
+    for t in layout.select({"type": DataTable}):
+        found["table"] |= {m.group(1) for c in t.columns if (m := unit.search(c.title))}
+    for h in layout.select({"type": HoverTool}):
+        found["hover"] |= {m.group(2) for _, v in h.tooltips if (m := unit.search(v))}
+    for a in layout.select({"type": Axis}):
+        found["axis"] |= {m.group(1) for m in [unit.search(a.axis_label or "")] if m}
+    return found
+
+
+@pytest.mark.parametrize("data", ["mindspore2/lenet_pynative", "legacy/run_1_widedeep", "npu/kernel_details_591"])
+def test_one_time_unit_on_the_whole_operators_page(data):
+    """Totals of 33 s and averages of 2 us on one page: every time the page shows (table columns of every
+    tab, hover, bar axis) is in ms, the number behind it the frame's us / 1000."""
+    prof = load_quietly(data)
+    view = O.OperatorsView(prof)
+    units = _time_units(view.layout)
+    assert units == {"table": {"ms"}, "hover": {"ms"}, "axis": {"ms"}}, units
+    for kind in view.kinds:
+        types = view._model(f"op_types_src_{kind}").data
+        assert list(types["total_time"]) == pytest.approx([t / 1e3 for t in types["total_time_us"]])
+        bar = view._model(f"op_bar_{kind}")
+        assert bar.renderers[0].glyph.right == "total_time"
+    # the values a step or a filter puts into the table stay in that unit
+    view.set_type_filter(view._model(f"op_table_src_{view.kind}").data["op_type"][0])
+    shown = view._model(f"op_table_src_{view.kind}").data
+    assert list(shown["avg_time"]) == pytest.approx([t / 1e3 for t in shown["avg_time_us"]])
 
 
 def test_type_filter_is_shown_with_a_button_that_clears_it():

@@ -7,7 +7,9 @@ and type) and click-to-filter are CustomJS on named sources, and the table's col
 click. `OperatorsView` is the notebook widget: top N is an ipywidgets control, and the linking API
 ``set_type_filter(op_type)`` / ``set_step(step)`` re-fills the same sources from Python.
 
-Times are microseconds (``_us``) as in the frames; ``percent`` is 0..100 of the kind's total time.
+The frames keep microseconds (``_us`` columns); the page shows every time in one unit, `UNIT` (ms, as
+the dashboard's other operator tables and the step trace do): table columns, hover and axes alike, with
+up to six decimals so a sub-microsecond average still reads. ``percent`` is 0..100 of the kind's total time.
 """
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ OTHER = "Other"     # the folded row of analysis.operators.top_types
 ALL_TYPES = ""          # type filter value meaning "every type"
 TABLE_COLUMNS = ["op_name", "op_type", "total_time_us", "count", "avg_time_us"]
 TYPE_COLUMNS = ["op_type", "total_time_us", "count", "avg_time_us", "percent"]
+# The one time unit of the operators page (table, hover, axis) and its size in microseconds.
+UNIT, UNIT_US = "ms", 1e3
+TIME_FORMAT = "0,0.000[000]"   # numbro: three decimals, up to six where they are not zeros
 
 
 # -- data preparation ------------------------------------------------------------------------------
@@ -119,7 +124,8 @@ def panel_kinds(op_types_df: pd.DataFrame, ops_df: pd.DataFrame) -> list[str]:
 
 def pie_angles(types_df: pd.DataFrame) -> pd.DataFrame:
     """`top_types` rows plus ``start_angle``/``end_angle`` (radians, clockwise from 12 o'clock, by
-    share of total time), ``color`` (stable per type) and ``label`` ("MatMul 57.4%")."""
+    share of total time), ``color`` (stable per type), ``label`` ("MatMul 57.4%") and the times in the
+    page's `UNIT`: ``total_time``, ``avg_time``."""
     df = types_df.copy()
     share = df["total_time_us"] / df["total_time_us"].sum() if df["total_time_us"].sum() else 0.0 * df["total_time_us"]
     ends = math.pi / 2 - 2 * math.pi * np.cumsum(np.asarray(share, float))
@@ -127,25 +133,16 @@ def pie_angles(types_df: pd.DataFrame) -> pd.DataFrame:
     df["start_angle"] = np.concatenate([[math.pi / 2], ends[:-1]])
     df["color"] = theme.op_type_colors(df["op_type"])
     df["label"] = df["op_type"].astype(str) + " " + df["percent"].map("{:.1f}%".format)
+    df["total_time"] = df["total_time_us"].astype(float) / UNIT_US
+    df["avg_time"] = df["avg_time_us"].astype(float) / UNIT_US
     return df
 
 
-def time_unit(values_us) -> tuple[str, float]:
-    """The unit a column of microsecond times reads best in (by its largest value) and its divisor."""
-    top = float(np.nanmax(np.abs(np.asarray(values_us, dtype=float)))) if len(values_us) else 0.0
-    if top >= 1e6:
-        return "s", 1e6
-    if top >= 1e3:
-        return "ms", 1e3
-    return "us", 1.0
-
-
-def _table_data(df: pd.DataFrame, divisor: float = 1.0, whole_us: float | None = None,
-                avg_divisor: float | None = None) -> dict:
+def _table_data(df: pd.DataFrame, whole_us: float | None = None) -> dict:
     """The table's columns: the frame's (``op_name``, ``op_type``, times in us, ``count``) plus what is
     shown: ``op`` (the name's last part, the end that tells operators apart), ``scope`` (the rest),
-    ``total_time`` / ``avg_time`` (in the table's units: us / ``divisor``, us / ``avg_divisor``, default
-    the same) and ``percent`` (0..100 of ``whole_us``, default the rows' own total time)."""
+    ``total_time`` / ``avg_time`` (in the page's `UNIT`) and ``percent`` (0..100 of ``whole_us``, default
+    the rows' own total time)."""
     out = {c: df[c].to_numpy() if c in df else np.full(len(df), np.nan) for c in TABLE_COLUMNS}
     out["count"] = pd.to_numeric(pd.Series(out["count"]), errors="coerce").astype(float).to_numpy()
     out["op_name"] = df["op_name"].astype(str).to_numpy()
@@ -154,8 +151,8 @@ def _table_data(df: pd.DataFrame, divisor: float = 1.0, whole_us: float | None =
                     if len(df) else (np.array([], str),) * 3)
     out["op"], out["scope"] = op, scope
     total = np.asarray(out["total_time_us"], dtype=float)
-    out["total_time"] = total / divisor
-    out["avg_time"] = np.asarray(out["avg_time_us"], dtype=float) / (avg_divisor or divisor)
+    out["total_time"] = total / UNIT_US
+    out["avg_time"] = np.asarray(out["avg_time_us"], dtype=float) / UNIT_US
     whole = np.nansum(total) if whole_us is None else whole_us
     out["percent"] = total / whole * 100 if whole > 0 else np.full(len(total), np.nan)
     return out
@@ -169,12 +166,12 @@ def _type_source(op_types_df, kind, top_n) -> ColumnDataSource:
 def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: str = "pie",
                   source: ColumnDataSource | None = None):
     """Pie (``mode="pie"``) or horizontal bar (``"bar"``) chart of one kind's top-N operator types by
-    total time, the rest as "Other". Hover shows total (us), count, average (us) and percent. The data
+    total time, the rest as "Other". Hover shows total, count, average (in `UNIT`) and percent. The data
     source is named ``op_types_src_<kind>``; pass ``source`` to share one between pie and bar."""
     src = source or _type_source(op_types_df, kind, top_n)
     title = f"{theme.kind_label(kind)} operator types by total time (top {top_n})"
-    hover = HoverTool(tooltips=[("type", "@op_type"), ("total", "@total_time_us{0,0.000} us"),
-                                ("count", "@count"), ("average", "@avg_time_us{0,0.000} us"),
+    hover = HoverTool(tooltips=[("type", "@op_type"), ("total", f"@total_time{{{TIME_FORMAT}}} {UNIT}"),
+                                ("count", "@count"), ("average", f"@avg_time{{{TIME_FORMAT}}} {UNIT}"),
                                 ("share", "@percent{0.00} %")])
     if mode == "pie":
         # A fixed square frame keeps the pie round; the legend sits outside, to its right.
@@ -208,29 +205,27 @@ def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: s
     types = src.data["op_type"]
     fig = figure(y_range=list(reversed(list(types))), height=max(220, 22 * len(types) + 80),
                  sizing_mode="stretch_width", title=title, tools=[hover, "tap", "save"],
-                 x_axis_label=theme.axis_label("Total time", "us"), name=f"op_bar_{kind}")
-    fig.hbar(y="op_type", right="total_time_us", height=0.75, fill_color="color", line_color=None, source=src)
+                 x_axis_label=theme.axis_label("Total time", UNIT), name=f"op_bar_{kind}")
+    fig.hbar(y="op_type", right="total_time", height=0.75, fill_color="color", line_color=None, source=src)
     return theme.style(fig)
 
 
 def op_table(ops_df: pd.DataFrame, kind: str = "", height: int = 360) -> DataTable:
     """Sortable operator table (click a header to sort) on a source named ``op_table_src[_<kind>]``:
     operator (the name's last part), type, total time and its % of the kind's, count, average time (both
-    times in s, ms or us by the largest total), scope; default order total time descending. Cells are
-    rendered as text by Bokeh (no HTML)."""
+    times in the page's `UNIT`, as its chart's hover and axis), scope; default order total time
+    descending. Cells are rendered as text by Bokeh (no HTML)."""
     suffix = f"_{kind}" if kind else ""
-    unit, divisor = time_unit(ops_df["total_time_us"]) if len(ops_df) else ("us", 1.0)
-    avg_unit, avg_divisor = time_unit(ops_df["avg_time_us"]) if len(ops_df) else ("us", 1.0)
-    src = ColumnDataSource(_table_data(sort_ops(ops_df), divisor, avg_divisor=avg_divisor), name=f"op_table_src{suffix}")
-    num = NumberFormatter(format="0,0.000")
+    src = ColumnDataSource(_table_data(sort_ops(ops_df)), name=f"op_table_src{suffix}")
+    num = NumberFormatter(format=TIME_FORMAT)
     # The operator (the name's end, which tells operators apart) first; its scope last, where a long
     # path may be cut without hiding which operator the row is.
     cols = [TableColumn(field="op", title="Operator", width=220),
             TableColumn(field="op_type", title="Type", width=150),
-            TableColumn(field="total_time", title=f"Total time ({unit})", formatter=num, width=110),
+            TableColumn(field="total_time", title=f"Total time ({UNIT})", formatter=num, width=110),
             TableColumn(field="percent", title="%", formatter=NumberFormatter(format="0.00"), width=60),
             TableColumn(field="count", title="Count", formatter=NumberFormatter(format="0,0"), width=70),
-            TableColumn(field="avg_time", title=f"Average time ({avg_unit})", formatter=num, width=120),
+            TableColumn(field="avg_time", title=f"Average time ({UNIT})", formatter=num, width=120),
             TableColumn(field="scope", title="Scope", width=420)]
     return DataTable(source=src, columns=cols, sortable=True, index_position=None, height=height,
                      sizing_mode="stretch_width", name=f"op_table{suffix}")
@@ -381,14 +376,10 @@ class OperatorsView(traitlets.HasTraits, View):
 
     def _refill(self, kind):
         kind_ops = self._kind_ops(kind)
-        # the unit the table's headers were built with (the kind's whole-run times)
-        built = self.ops[self.ops["kind"] == kind]
-        _, divisor = time_unit(built["total_time_us"])
-        _, avg_divisor = time_unit(built["avg_time_us"])
         whole = float(kind_ops["total_time_us"].sum())
-        self._model(f"op_all_src_{kind}").data = _table_data(sort_ops(kind_ops), divisor, whole, avg_divisor)
+        self._model(f"op_all_src_{kind}").data = _table_data(sort_ops(kind_ops), whole)
         rows = self.visible_ops(kind)
-        self._model(f"op_table_src_{kind}").data = _table_data(rows, divisor, whole, avg_divisor)
+        self._model(f"op_table_src_{kind}").data = _table_data(rows, whole)
         self._model(f"op_count_{kind}").text = f"{len(rows)} of {len(self._kind_ops(kind))} operators"
 
     def show_operator(self, name: str) -> bool:
