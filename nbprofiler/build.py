@@ -15,12 +15,13 @@ Parsers raise `ProfilerDataError`; partial loads warn with `ProfilerDataWarning`
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
 from . import derive, schema
-from .errors import ProfilerDataError
+from .errors import MalformedFileError, ProfilerDataError
 from .io import ascend_ms, cann, db, families, framework, legacy, minddata, ops
 from .io._util import warn_partial
 
@@ -102,13 +103,55 @@ def _db_timeline(prof: "Profile") -> tuple:
     return prof.cached("db_timeline", lambda: db.timeline(prof.run, prof.origin_us) or (None, None, None))
 
 
-def _in_window(prof: "Profile", mem: pd.DataFrame, path, rebase: bool = True) -> pd.DataFrame:
-    """``mem`` clipped to this session's window (`derive.clip_to_window`) when the run is one of several
-    sessions of its rank, or its metadata names a repeating schedule, and it has a timeline."""
-    from .io import trace
-    if mem.empty or not (prof.other_sessions or _repeating(prof)) or trace.trace_sources(prof.run) is None:
-        return mem
-    return derive.clip_to_window(mem, prof.origin_us, path, rebase=rebase)
+def _earlier_windows(prof: "Profile", role: str, parse: Callable) -> list[tuple[str, pd.DataFrame]]:
+    """(folder name, memory frame) of every earlier session of this rank beside this run's session folder
+    (same parent folder) that has the same memory file (``role``, same name), each read by ``parse(run)``
+    with this profile's origin. Found on disk, so a window loaded alone and a window loaded through its
+    parent see the same earlier windows. A sibling none of whose first records is in this file cannot be
+    the source of repeats and is not parsed; a byte-identical file is a copy of this recording, not an
+    earlier window."""
+    import os
+    import warnings
+
+    from .io import discover
+    path = prof.run.get(role)
+    if path is None:
+        return []
+    path = Path(path)
+    session = discover.run_folder(path)
+    try:
+        rel = path.relative_to(session)
+        mine = path.read_bytes()
+        siblings = sorted(e.path for e in os.scandir(session.parent) if e.is_dir() and e.path != str(session))
+    except (OSError, ValueError):
+        return []
+    lines = set(mine.replace(b"\r\n", b"\n").split(b"\n")[1:])
+    rank, order = discover.rank_of(prof.run), discover.session_order(prof.run)
+    out = []
+    for folder in siblings:
+        other = Path(folder) / rel
+        try:
+            size = other.stat().st_size if other.is_file() else None
+            if size is None or size > len(mine) or (size == len(mine) and other.read_bytes() == mine):
+                # a window's repeats hold every record of the earlier file, so it is no larger; the same
+                # bytes are a copy of this very recording (a window running ops adds records of its own)
+                continue
+            with open(other, "rb") as f:
+                head = [f.readline().rstrip(b"\r\n") for _ in range(9)][1:]
+        except OSError:
+            continue
+        if not any(line and line in lines for line in head):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the sibling's own problems are reported where it is loaded
+            try:
+                runs = [r for r in discover.discover(folder) if discover.rank_of(r) == rank
+                        and r.get(role) is not None and Path(r.get(role)) == other]
+                if runs and discover.session_order(runs[0]) < order:
+                    out.append((Path(folder).name, parse(runs[0])))
+            except ProfilerDataError:
+                continue
+    return out
 
 
 def _repeating(prof: "Profile") -> bool:
@@ -119,6 +162,26 @@ def _repeating(prof: "Profile") -> bool:
     return derive.repeating_schedule(info)
 
 
+def _without_repeats(prof: "Profile", mem: pd.DataFrame, role: str, parse: Callable) -> pd.DataFrame:
+    """``mem`` without the records MindSpore copied from earlier schedule windows (`derive.drop_repeats`,
+    evidence from `_earlier_windows`). A window whose metadata names a repeating schedule but whose earlier
+    windows are not beside it keeps every record, with a warning when some precede its timeline."""
+    from .io import trace
+    if mem.empty:
+        return mem
+    earlier = _earlier_windows(prof, role, parse)
+    out = derive.drop_repeats(mem, earlier, prof.run.get(role))
+    if not earlier and _repeating(prof) and trace.trace_sources(prof.run) is not None:
+        n = derive.records_before(out)
+        if n:
+            warn_partial(MalformedFileError(
+                prof.run.get(role), f"{n} of {len(out)} memory records precede this window's timeline; its "
+                "metadata names a repeating schedule, so some may be MindSpore's copies of earlier windows' "
+                "records, but no earlier window of this rank is beside it to tell them apart: all were kept "
+                "(they sit before 0 on the time axis)"))
+    return out
+
+
 # -- parsers with their inputs --------------------------------------------------------------------------------
 def _kernels_csv(prof: "Profile") -> pd.DataFrame:
     on_timeline = prof.run.has(*derive.KERNELS_ON_TIMELINE)
@@ -126,13 +189,16 @@ def _kernels_csv(prof: "Profile") -> pd.DataFrame:
 
 
 def _memory_csv(prof: "Profile") -> pd.DataFrame:
-    origin = float(prof.origin_us)
-    out = ascend_ms.memory_record(prof.run, origin)
-    return out if origin == 0.0 else _in_window(prof, out, prof.run.get("memory_record"), rebase=False)
+    def parse(run):
+        return ascend_ms.memory_record(run, float(prof.origin_us))
+    return _without_repeats(prof, parse(prof.run), "memory_record", parse)
 
 
 def _memory_framework(prof: "Profile") -> pd.DataFrame:
-    return _in_window(prof, framework.memory_record(prof.run), prof.run.get("cpu_memory_record"))
+    """cpu_ms_memory_record on the timeline's clock: its epoch-ns timestamps minus the profile's origin."""
+    def parse(run):
+        return framework.memory_record(run, float(prof.origin_us))
+    return _without_repeats(prof, parse(prof.run), "cpu_memory_record", parse)
 
 
 def trace_data(prof: "Profile"):

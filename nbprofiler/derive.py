@@ -3,7 +3,8 @@
 
 - the profile's time origin (`time_origin`: the trace's earliest event, else the kernels', else the
   database's) and which kernels count from it (`KERNELS_ON_TIMELINE`);
-- a memory record clipped to this session's profiling window (`clip_to_window`, `repeating_schedule`);
+- a memory record without the rows MindSpore repeats from earlier schedule windows (`drop_repeats`,
+  `repeating_schedule`, `records_before`);
 - a step's place on the timeline (`place_steps`);
 - the operators joined with their input shapes (`join_input_shapes`).
 
@@ -26,8 +27,11 @@ NOT_DEVICE_PIDS = ("9000", "10000", "11000")
 # earliest start (the profile's origin is then the kernels' own, see `time_origin`).
 KERNELS_ON_TIMELINE = ("trace_view", "timeline", "cann_timeline")
 
-# Rows this much earlier than the window's first traced event belong to an earlier window.
+# Memory records this much earlier than the first traced event are "before the timeline" (`records_before`).
 WINDOW_SLACK_US = 1000.0
+
+# The columns that make two memory records the same record (every column the files write).
+MEMORY_RECORD_KEYS = ["component", "time_us", "allocated_mb", "reserved_mb", "active_mb"]
 
 
 # -- the time origin ------------------------------------------------------------------------------------
@@ -70,32 +74,47 @@ def repeating_schedule(info: dict) -> bool:
     return False
 
 
-def clip_to_window(mem: pd.DataFrame, window_start_us: float, path, rebase: bool = True) -> pd.DataFrame:
-    """With the schedule API (or several start/stop calls) MindSpore writes one session folder per
-    window, and each window's memory record (``path``) repeats the rows of every earlier window. Rows
-    earlier than the window's first traced event (``window_start_us``, absolute; by more than
-    `WINDOW_SLACK_US`) are those repeats: they are dropped with a warning saying why, and (``rebase``: a
-    frame counting from its own first row) ``time_us`` counts from the first row kept.
-    ``mem.attrs["origin_us"]`` is the absolute time ``time_us`` counts from. Call it for a run that is one
-    of several sessions of its rank (or whose metadata names a `repeating_schedule`) and has a timeline."""
-    if mem.empty:
+def drop_repeats(mem: pd.DataFrame, earlier: list[tuple[str, pd.DataFrame]], path) -> pd.DataFrame:
+    """``mem`` without the records MindSpore copied into it from earlier schedule windows.
+
+    With the schedule API MindSpore writes one session folder per window, and each later window's memory
+    record (``path``) starts with the records of every earlier window copied verbatim (FORMATS 6, quirk
+    18; in a real two-window recording the second file held the first file's 216 records, then its own
+    216). A record is such a copy only when the evidence says so: the same record (every column of
+    `MEMORY_RECORD_KEYS`, timestamps read with the same origin) is in the memory file of an earlier window
+    of the same rank. ``earlier``: (folder name, memory frame read with the same parser and origin as
+    ``mem``) for each earlier session of the rank beside this one. Records that are merely early
+    (allocations before the window's first traced event, a separate run's own records) are never dropped.
+    The dropped rows are reported in a warning naming the folders they repeat; ``attrs["repeated_rows"]``
+    counts them."""
+    if mem.empty or not earlier:
         return mem
-    window_start = float(window_start_us)
-    first = float(mem.attrs["origin_us"])
-    early = (first + mem["time_us"].to_numpy()) < window_start - WINDOW_SLACK_US
-    if not early.any():
+    mine = pd.util.hash_pandas_object(mem[MEMORY_RECORD_KEYS], index=False).to_numpy()
+    repeated = np.zeros(len(mem), dtype=bool)
+    sources = []
+    for name, frame in earlier:
+        if frame is None or frame.empty or not set(MEMORY_RECORD_KEYS) <= set(frame.columns):
+            continue
+        hit = np.isin(mine, pd.util.hash_pandas_object(frame[MEMORY_RECORD_KEYS], index=False).to_numpy())
+        if hit.any():
+            sources.append(name)
+            repeated |= hit
+    if not repeated.any():
         return mem
-    n = int(early.sum())
+    n = int(repeated.sum())
     warn_partial(MalformedFileError(
-        path, f"{n} of {len(mem)} memory records precede this window's timeline by up to "
-              f"{(window_start - first - float(mem['time_us'].min())) / 1e6:.3f} s: MindSpore repeats the "
-              "records of earlier schedule windows in every window's file, so they were dropped (this "
-              "session's window starts at its first traced event)", line=int(np.flatnonzero(early)[0]) + 2))
-    kept = mem.loc[~early].reset_index(drop=True)
-    shift = float(kept["time_us"].iloc[0]) if len(kept) and rebase else 0.0
-    kept["time_us"] = kept["time_us"] - shift
-    kept.attrs = dict(mem.attrs, origin_us=first + shift, clipped_rows=n)
+        path, f"{n} of {len(mem)} memory records are copies of the records of earlier schedule windows of this "
+              f"rank ({', '.join(sources)}: same records, same timestamps); MindSpore repeats them in every "
+              "later window's file, so they were dropped", line=int(np.flatnonzero(repeated)[0]) + 2))
+    kept = mem.loc[~repeated].reset_index(drop=True)
+    kept.attrs = dict(mem.attrs, repeated_rows=n)
     return kept
+
+
+def records_before(mem: pd.DataFrame, slack_us: float = WINDOW_SLACK_US) -> int:
+    """How many memory records (``time_us`` on the timeline's clock) precede the timeline's first event by
+    more than ``slack_us``."""
+    return 0 if mem is None or mem.empty else int((mem["time_us"].to_numpy(float) < -slack_us).sum())
 
 
 # -- steps on the timeline ----------------------------------------------------------------------------------

@@ -26,8 +26,10 @@ def test_memory_record(prof):
     assert list(mem.columns[:6]) == ["component", "time_us", "allocated_mb", "reserved_mb", "active_mb", "device"]
     first, last = mem.iloc[0], mem.iloc[-1]
     # first row 1795235132515411913,602112,1073741824,602112 ; last 1795235241714510917,3324928,...
-    assert mem.attrs["origin_us"] == 1795235132515411.913
-    assert first.time_us == 0.0 and last.time_us == (1795235241714510917 - 1795235132515411913) / 1000
+    # on the timeline's clock: from the trace's first event ("Default" scope, ts "1795235132515481.674")
+    assert mem.attrs["origin_us"] == prof.origin_us and mem.attrs["first_us"] == 1795235132515411.913
+    assert first.time_us == pytest.approx((1795235132515411913 - 1795235132515481674) / 1000, abs=0.25)
+    assert last.time_us - first.time_us == pytest.approx((1795235241714510917 - 1795235132515411913) / 1000, abs=1e-6)
     assert (first.allocated_mb, first.reserved_mb) == (602112 / 1024 / 1000, 1073741824 / 1024 / 1000)
     assert mem["allocated_mb"].max() == 5379072 / 1024 / 1000
     assert (first.component, first.device) == ("MindSpore", "CPU:0")

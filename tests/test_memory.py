@@ -4,7 +4,9 @@ read from the CSV files with the csv module, not through nbprofiler's parsers.""
 from __future__ import annotations
 
 import csv
+import json
 import math
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -78,6 +80,50 @@ def test_downsample_keeps_peaks_and_troughs():
     assert len(t) == 32400 and len(ts) <= 3000
     assert ys.max() == y.max() and ys.min() == y.min()
     assert np.all(np.diff(ts) >= 0)
+
+
+def _trace_span_us(trace_view):
+    """(first ts, last end) of a trace_view.json in absolute us, exact (Decimal), read with json."""
+    events = json.loads(trace_view.read_text())
+    starts = [Decimal(str(e["ts"])) for e in events if "ts" in e]
+    ends = [Decimal(str(e["ts"])) + Decimal(str(e["dur"])) for e in events if "ts" in e and "dur" in e]
+    return min(starts), max(ends)
+
+
+def test_cpu_memory_is_on_the_timeline_clock():
+    """MindSpore 2.10 CPU (LeNet): cpu_ms_memory_record's epoch-ns timestamps minus the trace's first event.
+    The peak (first sample of the largest allocated total) lies inside the timeline and at the file's own
+    peak time, converted here from the raw files (not from the file's first record)."""
+    folder = DATA / "mindspore2/lenet_pynative/vm_11535_20261121042531696_ascend_ms"
+    origin, end = _trace_span_us(folder / "ASCEND_PROFILER_OUTPUT/trace_view.json")
+    with open(folder / "FRAMEWORK/cpu_ms_memory_record_0.txt", newline="") as f:
+        rows = list(csv.DictReader(f))
+    alloc = [int(r["Total Allocated(Byte)"]) for r in rows]
+    peak_ns = int(rows[alloc.index(max(alloc))]["Timestamp(ns)"])
+    want = Decimal(peak_ns) / 1000 - origin
+    prof = load_quietly("mindspore2/lenet_pynative")
+    peak = M.memory_peaks(prof.memory).iloc[0]
+    assert peak["peak_allocated_mb"] == max(alloc) / 1024 / 1000  # 5.253 MB, unchanged
+    # the origin is a float64 of absolute us (0.25 us apart at 1.8e15): sub-us agreement
+    assert peak["peak_allocated_at_us"] == pytest.approx(float(want), abs=0.25)
+    assert 0 <= peak["peak_allocated_at_us"] <= float(end - origin)
+    first = Decimal(int(rows[0]["Timestamp(ns)"])) / 1000 - origin  # -69.8 us: before the first op
+    assert prof.memory["time_us"].iloc[0] == pytest.approx(float(first), abs=0.25)
+    timeline = prof.timeline
+    assert timeline["start_us"].min() == 0 and peak["peak_allocated_at_us"] <= (timeline["start_us"] +
+                                                                                timeline["dur_us"]).max()
+
+
+def test_npu_memory_is_on_the_timeline_clock(npu):
+    """memory_record.csv (Timestamp(us), Unix epoch) of the Ascend PyTorch run: the same clock as its
+    trace_view.json; the PTA+GE peak lies inside the timeline at the file's peak time."""
+    origin, end = _trace_span_us(NPU_OUT / "trace_view.json")
+    rows = [r for r in _rows("memory_record.csv") if r["Component"] == "PTA+GE"]
+    alloc = [_num(r["Total Allocated(MB)"]) for r in rows]
+    want = Decimal(rows[alloc.index(max(alloc))]["Timestamp(us)"].strip()) - origin
+    peak = M.memory_peaks(npu.memory).set_index("component").loc["PTA+GE"]
+    assert peak["peak_allocated_at_us"] == pytest.approx(float(want), abs=0.25)
+    assert 0 <= peak["peak_allocated_at_us"] <= float(end - origin)
 
 
 def test_view_sources_and_window(npu):

@@ -76,30 +76,39 @@ def cpu_ops(path: Path) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def memory_record(run: RunFiles) -> pd.DataFrame:
+def memory_record(run: RunFiles, origin_us: float = 0.0) -> pd.DataFrame:
     """``cpu_ms_memory_record_{id}.txt`` (a CSV: ``Timestamp(ns),Total Allocated(Byte),Total
     Reserved(Byte),Total Active(Byte)``) -> the ``memory`` frame.
 
-    Columns: ``component`` ("MindSpore", as MindSpore labels these rows), ``time_us`` (float64, us since
-    the first record), ``allocated_mb``, ``reserved_mb``, ``active_mb`` (float64, bytes / 1024 / 1000 as
-    MindSpore's memory_record.csv), ``device`` ("CPU:<id>", or "NPU:<id>" when the run has NPU kernels).
-    ``attrs["origin_us"]`` = absolute (Unix epoch) time of the first record in us. Every record of the file
-    is kept (`nbprofiler.derive.clip_to_window` drops those of earlier schedule windows).
+    Columns: ``component`` ("MindSpore", as MindSpore labels these rows), ``time_us`` (float64, us from
+    ``origin_us``: the profile's origin puts the records on the timeline's clock), ``allocated_mb``,
+    ``reserved_mb``, ``active_mb`` (float64, bytes / 1024 / 1000 as MindSpore's memory_record.csv),
+    ``device`` ("CPU:<id>", or "NPU:<id>" when the run has NPU kernels). The timestamps are Unix-epoch ns
+    on the clock of the op timestamps and trace_view.json (MindSpore's own memory_record.csv writes them as
+    ns / 1000 next to CANN's epoch us; FORMATS 4.9, 4.12). ``attrs``: ``origin_us`` (what ``time_us``
+    counts from), ``first_us`` (the first record, absolute us), ``path``. Every record of the file is kept
+    (`nbprofiler.derive.drop_repeats` drops those that repeat an earlier schedule window's).
     """
     path = run.get("cpu_memory_record")
     cols = {"Timestamp(ns)": "ts_ns", "Total Allocated(Byte)": "allocated", "Total Reserved(Byte)": "reserved",
             "Total Active(Byte)": "active"}
     df = read_csv(path, required=list(cols))
-    # Integer ns (~1.8e18) do not fit float64 exactly: subtract in int64 first, then convert.
+    # Integer ns (~1.8e18) do not fit float64 exactly: subtract the origin in int64 ns first, then convert
+    # (the origin as float64 us is exact to 0.25 us; whole us and the fraction are split to keep that).
     ts = numeric(df, "Timestamp(ns)", path, dtype=int, allow_missing=False).to_numpy(dtype="int64")
-    first = int(ts[0]) if len(ts) else 0
-    out = pd.DataFrame({"component": "MindSpore", "time_us": (ts - first) / 1000.0})
+    origin = float(origin_us)
+    whole = int(np.floor(origin))
+    origin_ns = whole * 1000 + int(round((origin - whole) * 1000))
+    rel = ts - np.int64(origin_ns)
+    out = pd.DataFrame({"component": "MindSpore",
+                        "time_us": (rel // 1000).astype("float64") + (rel % 1000) / 1000.0})
     for col, name in (("Total Allocated(Byte)", "allocated_mb"), ("Total Reserved(Byte)", "reserved_mb"),
                       ("Total Active(Byte)", "active_mb")):
         out[name] = numeric(df, col, path).to_numpy() / BYTES_PER_MB
     device_kind = "NPU" if run.has("kernel_details", "cann_timeline") else "CPU"
     out["device"] = f"{device_kind}:{run.device}"
-    out.attrs["origin_us"] = (first // 1000) + (first % 1000) / 1000.0
+    first = int(ts.min()) if len(ts) else 0
+    out.attrs.update(origin_us=origin, first_us=(first // 1000) + (first % 1000) / 1000.0, path=str(path))
     return out
 
 
