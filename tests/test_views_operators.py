@@ -226,3 +226,48 @@ def test_type_filter_is_shown_with_a_button_that_clears_it():
     shown = view._model("op_table_src_ai_core").data
     total = prof.ops.loc[prof.ops["kind"] == "ai_core", "total_time_us"].sum()
     assert list(shown["percent"]) == pytest.approx([t / total * 100 for t in shown["total_time_us"]])
+
+
+def _chart_colours(layout, kind):
+    return list(next(iter(layout.select({"name": f"op_types_legend_src_{kind}"}))).data["color"])
+
+
+def test_the_types_on_one_chart_have_distinct_colours_whatever_came_before():
+    """Colours left over by earlier views of the session (the issue: three pinks for a chart's three
+    types, and repeats once 38 types had taken every colour): every chart's legend colours are unique,
+    its first nine types nine hues, its "Other" grey."""
+    names = ["legacy/run_1_widedeep", "legacy/run_2_lenet", "mindspore2/lenet_pynative", "npu/kernel_details_591"]
+    profs = [load_quietly(n) for n in names]
+    # a long session: every type of every run coloured before, in another order
+    theme.op_type_colors(sorted({t for p in profs for t in p.op_types["op_type"].astype(str)}))
+    for prof in profs:
+        types, ops = O.split_by_core(prof.op_types, prof.ops)
+        lay = O.operators_layout(types, ops)
+        for kind in O.panel_kinds(types, ops):
+            labels = next(iter(lay.select({"name": f"op_types_legend_src_{kind}"}))).data["label"]
+            colours = [c for c, label in zip(_chart_colours(lay, kind), labels) if not label.startswith("Other ")]
+            assert len(set(colours)) == len(colours), (prof.source, kind, colours)
+            hues = [theme._FAMILY_OF[c] for c in colours[:len(theme.OP_TYPE_FAMILIES)]]
+            assert len(set(hues)) == len(hues), (prof.source, kind, hues)
+            assert theme.OTHER not in colours
+
+
+def test_a_fresh_chart_takes_the_palette_in_its_order_and_types_keep_their_colours():
+    saved = dict(theme._OP_TYPE_ASSIGNED)
+    try:
+        theme._OP_TYPE_ASSIGNED.clear()
+        first = theme.op_type_colors(["MatMul", "Conv2D", "Add", "Other"])
+        assert first == [*theme.OP_TYPE_PALETTE[:3], theme.OTHER]
+        # the same types in another view keep their colours; a new one takes the next free colour
+        assert theme.op_type_colors(["Conv2D", "Relu", "MatMul"]) == [first[1], theme.OP_TYPE_PALETTE[3], first[0]]
+        assert theme.op_type_color("MatMul") == first[0]
+        # a type whose colour repeats a hue already on the chart moves to a free hue, and keeps it
+        theme._OP_TYPE_ASSIGNED["Cast"] = theme.OP_TYPE_FAMILIES["blue"][1]   # light blue, beside MatMul's blue
+        colours = theme.op_type_colors(["MatMul", "Cast"])
+        assert theme._FAMILY_OF[colours[1]] != "blue" and theme.op_type_color("Cast") == colours[1]
+        # 27 types on one chart: 27 colours
+        many = theme.op_type_colors([f"T{i}" for i in range(len(theme.OP_TYPE_PALETTE))])
+        assert len(set(many)) == len(theme.OP_TYPE_PALETTE)
+    finally:
+        theme._OP_TYPE_ASSIGNED.clear()
+        theme._OP_TYPE_ASSIGNED.update(saved)

@@ -7,13 +7,16 @@ user's theme. Bokeh widgets and DataTables reset their own colour variables in e
 `themed(layout)` gives every model of a view a stylesheet (`BOKEH_CSS`) mapping them to JupyterLab's.
 
 Colours are stable across views: a stage always has the colour in `STAGE_COLORS`, and an operator type
-keeps the colour it first got in the session (`op_type_colors`), so "MatMul" is the same colour in the
-operators pie, the timeline and the comparison view. A new type gets the free palette colour most
-different (CIELAB distance) from the types listed before it in its chart, so a chart's top types are
-clearly distinct.
+keeps its colour in the session (`op_type_colors`), so "MatMul" is the same colour in the operators pie,
+the timeline and the operators-per-step chart. The types shown together on one chart are always told
+apart: they get colours in their order on the chart from `OP_TYPE_PALETTE` (nine hues, then their light
+and dark tones), each its own colour and, for the first nine, each its own hue; a type whose session
+colour would repeat a colour or hue already on the chart takes the next free one instead (and keeps
+that from then on).
 """
 from __future__ import annotations
 
+import collections
 import zlib
 
 from .. import schema
@@ -59,18 +62,25 @@ STAGE_LABELS, KIND_LABELS = schema.STAGE_LABELS, schema.KIND_LABELS
 # take a stage colour.
 REDUCE_COLORS = ["#D55E00", "#CC79A7", "#8E44AD", "#B35806", "#F781BF", "#7F3B08"]
 
-# Category20 without its greys (reserved for "Other"/free) followed by Category20b: 38 hues.
-OP_TYPE_PALETTE = [
-    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
-    "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#bcbd22", "#dbdb8d",
-    "#17becf", "#9edae5",
-    "#393b79", "#5254a3", "#6b6ecf", "#9c9ede", "#637939", "#8ca252", "#b5cf6b", "#cedb9c",
-    "#8c6d31", "#bd9e39", "#e7ba52", "#e7cb94", "#843c39", "#ad494a", "#d6616b", "#e7969c",
-    "#7b4173", "#a55194", "#ce6dbd", "#de9ed6",
-]
-# Colours handed out so far in this session, so two types never share one until the palette is used up.
+# Operator-type colours: nine hue families (Category10 without its grey, kept for "Other", its pink a
+# deeper one, clearly apart from its purple), each in three tones: mid, light, dark. A chart hands out
+# the mid tones first, so up to nine types shown together are nine hues; 27 types get 27 colours.
+OP_TYPE_FAMILIES: dict[str, tuple[str, str, str]] = {
+    "blue": ("#1f77b4", "#aec7e8", "#393b79"),
+    "orange": ("#ff7f0e", "#ffbb78", "#b35806"),
+    "green": ("#2ca02c", "#98df8a", "#1b6e1b"),
+    "red": ("#d62728", "#ff9896", "#8b1a1a"),
+    "purple": ("#9467bd", "#c5b0d5", "#6a3d9a"),
+    "brown": ("#8c564b", "#c49c94", "#5c3a21"),
+    "pink": ("#e7298a", "#f7b6d2", "#a1306f"),
+    "olive": ("#bcbd22", "#dbdb8d", "#7a7a10"),
+    "cyan": ("#17becf", "#9edae5", "#0e6f7a"),
+}
+# The mid tones of every family, then the light ones, then the dark ones: the order a chart takes them.
+OP_TYPE_PALETTE = [tones[i] for i in range(3) for tones in OP_TYPE_FAMILIES.values()]
+_FAMILY_OF = {c: family for family, tones in OP_TYPE_FAMILIES.items() for c in tones}
+# Each type's colour in this session (the last one a chart gave it).
 _OP_TYPE_ASSIGNED: dict[str, str] = {}
-
 
 
 def stage_color(stage: str) -> str:
@@ -107,45 +117,54 @@ def color_distance(a: str, b: str) -> float:
     return sum((p - q) ** 2 for p, q in zip(_lab(a), _lab(b))) ** 0.5
 
 
-def _assign(name: str, on_screen: list[str]) -> str:
-    """A colour for a type seen for the first time: a palette colour no other type holds, the one
-    farthest (in Lab) from the colours already on screen with it; with nothing on screen, its crc32
-    slot (so a lone type is usually the same colour across sessions)."""
-    start = zlib.crc32(name.encode("utf-8")) % len(OP_TYPE_PALETTE)
-    taken = set(_OP_TYPE_ASSIGNED.values())
-    # palette order starting at the type's own slot: ties go to the slot nearest its hash
-    free = [c for i in range(len(OP_TYPE_PALETTE))
-            if (c := OP_TYPE_PALETTE[(start + i) % len(OP_TYPE_PALETTE)]) not in taken]
-    if not free:  # palette used up: share the preferred slot
-        return OP_TYPE_PALETTE[start]
-    others = [c for c in dict.fromkeys(on_screen) if c != OTHER]
-    if not others:
-        return free[0]
-    return max(free, key=lambda c: min(color_distance(c, o) for o in others))
+def _fits(color: str, used: set[str], families: collections.Counter) -> bool:
+    """Whether ``color`` tells a type apart on a chart already showing ``used`` (whose hue families are
+    counted in ``families``): a colour not on it, of a hue not on it while some hue is still unused."""
+    if color in used or color not in _FAMILY_OF:
+        return False
+    return families[_FAMILY_OF[color]] == 0 or len(families) >= len(OP_TYPE_FAMILIES)
+
+
+def _pick(used: set[str], families: collections.Counter, held: set[str]) -> str:
+    """The colour for the next type on a chart: one not on it, of its least used hue, preferring one no
+    other type of the session holds (``held``), in palette order. A chart with more types than the
+    palette has colours repeats them in order."""
+    free = [c for c in OP_TYPE_PALETTE if c not in used]
+    if not free:
+        return OP_TYPE_PALETTE[len(used) % len(OP_TYPE_PALETTE)]
+    order = {c: i for i, c in enumerate(OP_TYPE_PALETTE)}
+    return min(free, key=lambda c: (families[_FAMILY_OF[c]], c in held, order[c]))
 
 
 def op_type_colors(op_types) -> list[str]:
-    """Colours of the operator types of one chart, most important (e.g. largest) first.
+    """Colours of the operator types shown together on one chart, in the chart's order (most important,
+    e.g. largest, first); the folded ``"Other"`` row is grey.
 
-    A type keeps the colour it got first in this session, in every view. A type not seen before gets the
-    free palette colour most different from the colours of the types listed before it, so the top types
-    of the first chart that shows them are clearly distinct (Category20 has near-identical pairs such as
-    two pinks). The folded ``"Other"`` row is grey."""
+    The types of one chart never share a colour (up to the palette's 27) and the first nine are nine
+    different hues. A type keeps its colour from earlier views of the session where that keeps the chart
+    so; otherwise (and the first time it is seen) it gets the palette colour of the least used hue on
+    the chart, one no other type of the session holds where possible, and keeps that from then on."""
     names = [str(t) for t in op_types]
     chosen: dict[str, str] = {}
+    used: set[str] = set()
+    families: collections.Counter = collections.Counter()
     for name in dict.fromkeys(names):
         if name.lower() == "other":
             chosen[name] = OTHER
-        elif name in _OP_TYPE_ASSIGNED:
-            chosen[name] = _OP_TYPE_ASSIGNED[name]
-        else:
-            chosen[name] = _OP_TYPE_ASSIGNED[name] = _assign(name, list(chosen.values()))
+            continue
+        color = _OP_TYPE_ASSIGNED.get(name)
+        if color is None or not _fits(color, used, families):
+            held = {c for t, c in _OP_TYPE_ASSIGNED.items() if t != name}
+            color = _OP_TYPE_ASSIGNED[name] = _pick(used, families, held)
+        chosen[name] = color
+        used.add(color)
+        families[_FAMILY_OF[color]] += 1
     return [chosen[n] for n in names]
 
 
 def op_type_color(op_type: str) -> str:
     """Colour of one operator type, the same in every view of a session (see `op_type_colors`; a type
-    first coloured alone takes its crc32 palette slot, or the next free one)."""
+    first coloured alone takes the first palette colour no other type holds)."""
     return op_type_colors([op_type])[0]
 
 
