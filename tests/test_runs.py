@@ -46,12 +46,25 @@ def test_headline_numbers_are_each_runs_summary(runset, profiles):
     assert head["timeline_span_ms"].isna().tolist() == [True, True, False]
 
 
-def test_change_against_the_baseline(runset):
+def test_change_against_the_baseline(runset, profiles):
     head, change = runset.headline.set_index("run"), runset.change_pct.set_index("run")
     base = head.at["map-bound", "host_get_ms"]
     assert change.at["fast", "host_get_ms"] == pytest.approx(100 * (head.at["fast", "host_get_ms"] - base) / base)
     assert change.at["map-bound", "host_get_ms"] == 0.0
-    assert change["step_ms"].isna().all()  # no run has a step trace: nothing to compare, not 0 %
+    # none has a step trace: every run is timed from its host queue's batch timestamps, as compare and
+    # check time them (one step-time source), and "Steps" counts those steps, never 0
+    for label, prof in zip(LABELS, profiles):
+        t = _host_queue_gaps(prof)
+        assert head.at[label, "step_ms"] == pytest.approx(t.mean())
+        assert head.at[label, "steps"] == len(t)
+    assert change.at["fast", "step_ms"] == pytest.approx(100 * (head.at["fast", "step_ms"] - head.at["map-bound", "step_ms"])
+                                                         / head.at["map-bound", "step_ms"])
+
+
+def _host_queue_gaps(prof):
+    """The gaps between consecutive batch timestamps of the run's host queue (ms), from its frame."""
+    import numpy as np
+    return np.diff(prof.host_queue.sort_values("step")["timestamp_ms"].to_numpy(float))
 
 
 def test_verdicts_are_the_pairwise_comparisons(runset, profiles):
@@ -86,8 +99,9 @@ def test_view_draws_the_headline_numbers(runset):
     assert table_src.data["host_queue_empty_pct"] == runset.headline["host_queue_empty_pct"].tolist()
     trend = layout.select_one({"name": "runs_trend_host_get_ms_src"})
     assert trend.data["value"] == pytest.approx(runset.headline["host_get_ms"].tolist())
-    # charts only for numbers some run holds: no step-time chart without step traces
-    assert layout.select_one({"name": "runs_trend_step_ms"}) is None
+    # charts only for numbers some run holds: the step time from the host queues, no stage without step traces
+    assert layout.select_one({"name": "runs_trend_step_ms"}) is not None
+    assert layout.select_one({"name": "runs_trend_computing_ms"}) is None
     assert "&lt;" not in layout.select_one({"name": "runs_verdicts"}).text  # nothing double-escaped
 
 

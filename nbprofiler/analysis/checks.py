@@ -37,8 +37,8 @@ def _share_pct(section: str, part: str) -> Callable[[dict], float | None]:
 
 
 METRICS: dict[str, tuple[str, Callable[[dict], float | None]]] = {
-    "step_ms": ("average step time, ms (MindInsight's average)",
-                lambda s: lookup(s, "step_trace.average.total_ms")),
+    "step_ms": ("average step time, ms (the step trace's, else the host queue's batch gaps)",
+                lambda s: lookup(s, "step_time.average_ms")),
     "host_queue_empty_pct": ("steps whose host queue was empty, % of steps",
                              _share_pct("host_queue", "empty_steps")),
     "host_queue_full_pct": ("steps whose host queue was full, % of steps",

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .steps import STAGE_KEYS, legacy_stage_view, step_average
+from .steps import HOST_QUEUE_SOURCE, step_average, step_times
 
 TOP_OPS = 10
 
@@ -37,8 +37,8 @@ class Comparison:
       pipeline does not have, so nothing can be said about it).
     - ``queues``: ``queue`` ("host", "device"), ``a_steps``, ``a_empty``, ``a_empty_rate``, ``b_steps``,
       ``b_empty``, ``b_empty_rate``.
-    ``stage_set`` says which stages were compared: the runs' own when they match, else both mapped to
-    the legacy three (step interval, forward+backward, tail); a run without a step trace contributes its
+    ``stage_set`` says which stages were compared: the runs' own when they match, else none (runs of two
+    stage vocabularies compare their step totals only); a run without a step trace contributes its
     step totals from the host queue's batch timestamps (``step_sources`` says which). ``verdict`` is a
     list of sentences.
     """
@@ -115,19 +115,22 @@ def _step_values(a, b) -> tuple[list[str], pd.DataFrame]:
         stages = sa
         frames = {"a": a.step_trace, "b": b.step_trace}
     else:
-        stages = list(STAGE_KEYS)
+        # Different stage vocabularies (a legacy step trace against a step_trace_time.csv) share no stage:
+        # only the step totals are compared, never one run's stages forced into the other's.
+        stages = []
         for k, p in (("a", a), ("b", b)):
             st = p.step_trace
-            frames[k] = legacy_stage_view(st) if len(st) and "total_ms" in st.columns else \
-                pd.DataFrame(columns=["step"] + stages + ["total_ms"])
+            frames[k] = st[["step", "total_ms"]] if len(st) and "total_ms" in st.columns else \
+                pd.DataFrame(columns=["step", "total_ms"])
     sources = {}
     for k, p in (("a", a), ("b", b)):
         st = frames.get(k)
         if st is not None and len(st):
             sources[k] = "step trace"
-        else:  # no step trace (a CPU run): each step is the time between two batches the host queue handed out
-            frames[k] = host_queue_steps(p)
-            sources[k] = HOST_QUEUE_SOURCE if len(frames[k]) else None
+        else:  # no step trace (a CPU run): the run's one step-time source (`steps.step_times`)
+            times = step_times(p)
+            frames[k] = times.frame[["step", "total_ms"]]
+            sources[k] = times.source
     rows = []
     for k, st in frames.items():
         cols = [c for c in stages + ["total_ms"] if c in st.columns]
@@ -140,20 +143,6 @@ def _step_values(a, b) -> tuple[list[str], pd.DataFrame]:
     values["ms"] = values["ms"].astype(float)
     values.attrs["sources"] = sources
     return stages, values
-
-
-HOST_QUEUE_SOURCE = "host-queue batch timestamps"
-
-
-def host_queue_steps(p) -> pd.DataFrame:
-    """``step``, ``total_ms``: the time between consecutive batches the host queue handed to the step
-    (its records' ``timestamp_ms``), for runs without a step trace; empty without timestamps."""
-    hq = p.host_queue
-    if hq is None or len(hq) < 2 or "timestamp_ms" not in hq.columns:
-        return pd.DataFrame(columns=["step", "total_ms"])
-    t = pd.to_numeric(hq.sort_values("step")["timestamp_ms"], errors="coerce").to_numpy(float)
-    steps = hq.sort_values("step")["step"].to_numpy()[1:]
-    return pd.DataFrame({"step": steps, "total_ms": np.diff(t)}).dropna()
 
 
 def _shown_average(p, stages: list[str], values: pd.DataFrame) -> dict:
@@ -342,4 +331,4 @@ def _verdict(steps: pd.DataFrame, op_types: pd.DataFrame, md: pd.DataFrame, queu
     return out or ["no differences found in the frames both runs have"]
 
 
-__all__ = ["compare", "Comparison", "TOP_OPS"]
+__all__ = ["compare", "Comparison", "TOP_OPS", "HOST_QUEUE_SOURCE"]

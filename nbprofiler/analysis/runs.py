@@ -14,6 +14,7 @@ import warnings
 import pandas as pd
 
 from ..errors import ProfilerDataWarning
+from ..schema import STAGE_LABELS, STAGE_SETS
 from .checks import value_of
 from .compare import Comparison, _label, _profile, compare
 
@@ -21,9 +22,9 @@ from .compare import Comparison, _label, _profile, compare
 # metric name or a summary path). Lower is better for every one of them.
 HEADLINE = {
     "step_ms": ("Step (ms)", "step_ms"),
-    "iteration_interval_ms": ("Step interval (ms)", "step_trace.average.iteration_interval_ms"),
-    "fp_and_bp_ms": ("Forward + backward (ms)", "step_trace.average.fp_and_bp_ms"),
-    "tail_ms": ("Step tail (ms)", "step_trace.average.tail_ms"),
+    # each run's own stages (a view shows only the columns some run has)
+    **{stage: (f"{label} (ms)", f"step_trace.stages.{stage}") for stage, label in STAGE_LABELS.items()
+       if stage in {s for stages in STAGE_SETS for s in stages}},
     "host_queue_empty_pct": ("Host queue empty (% of steps)", "host_queue_empty_pct"),
     "device_queue_empty_pct": ("Device queue empty (% of steps)", "device_queue_empty_pct"),
     "host_get_ms": ("Host queue get (ms)", "minddata.host_queue.avg_get_ms"),
@@ -36,7 +37,7 @@ class RunSet:
     """Many runs compared.
 
     - ``headline``: one row per run, in the order given: ``run`` (label), ``source``, ``generation``,
-      ``steps`` (real steps in the step trace, 0 without one), the `HEADLINE` numbers (NaN where a run
+      ``steps`` (the steps timed: the step trace's, else the host queue's; 0 without either), the `HEADLINE` numbers (NaN where a run
       does not hold one), ``bottleneck_ops`` (MindData ops the pipeline rule names, e.g. "MapOp_1"),
       ``top_op_type`` / ``top_op_type_pct`` (the longest op type of the run's main kind, 0..100 of it),
       ``suggestions`` (how many findings the advisor has), ``baseline`` (bool).
@@ -78,7 +79,7 @@ def _unique_labels(labels: list[str]) -> list[str]:
 
 def _headline_row(label: str, prof, summary: dict) -> dict:
     row = {"run": label, "source": str(prof.source), "generation": summary.get("generation"),
-           "steps": int((summary.get("step_trace") or {}).get("total_steps") or 0)}
+           "steps": int((summary.get("step_time") or {}).get("steps") or 0)}
     for col, (_, metric) in HEADLINE.items():
         row[col] = value_of(summary, metric)
     md = summary.get("minddata") or {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pandas as pd
 
 # MindInsight's three stages; every generation's stage set maps onto them (`legacy_stage_view`).
@@ -80,3 +81,57 @@ def profile_step_average(prof, extras: tuple[str, ...] = ()) -> StepAverage:
     """`step_average` of a Profile's step trace (memoised on it)."""
     return prof.cached(f"step_average{extras}", lambda: step_average(
         prof.step_trace, prof.step_stages, prof.step_trace_average, extras))
+
+
+HOST_QUEUE_SOURCE = "host-queue batch timestamps"
+STEP_TRACE_SOURCE = "step trace"
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTimes:
+    """A run's step times from its one source (the same for the summary, `check`, `compare`, the
+    diagnosis and the views): ``frame`` (``step``, ``total_ms`` plus the stage columns where the source
+    has them), ``source`` (`STEP_TRACE_SOURCE`, `HOST_QUEUE_SOURCE` or None), ``average_ms`` (the step
+    trace's comparable average, else the mean; None without steps)."""
+
+    frame: pd.DataFrame
+    source: str | None
+    average_ms: float | None
+
+    @property
+    def count(self) -> int:
+        return int(len(self.frame))
+
+    def to_dict(self) -> dict | None:
+        if self.source is None:
+            return None
+        t = pd.to_numeric(self.frame["total_ms"], errors="coerce")
+        return {"source": self.source, "steps": self.count, "average_ms": self.average_ms,
+                "median_ms": float(t.median()), "p90_ms": float(t.quantile(0.9)),
+                "max_ms": float(t.max())}
+
+
+def host_queue_steps(host_queue: pd.DataFrame | None) -> pd.DataFrame:
+    """``step``, ``total_ms``: the time between consecutive batches the host queue handed to the step
+    (its records' ``timestamp_ms``), for runs without a step trace (CPU runs); empty without timestamps."""
+    hq = host_queue
+    if hq is None or len(hq) < 2 or "timestamp_ms" not in hq.columns:
+        return pd.DataFrame(columns=["step", "total_ms"])
+    hq = hq.sort_values("step")
+    t = pd.to_numeric(hq["timestamp_ms"], errors="coerce").to_numpy(float)
+    out = pd.DataFrame({"step": hq["step"].to_numpy()[1:], "total_ms": np.diff(t)}).dropna()
+    return out[out["total_ms"] >= 0].reset_index(drop=True)
+
+
+def step_times(prof) -> StepTimes:
+    """The run's step times (memoised on the Profile): its step trace where it has one, else the gaps
+    between the batches its host queue handed out."""
+    def build():
+        st = prof.step_trace
+        if st is not None and len(st) and "total_ms" in st.columns:
+            return StepTimes(st, STEP_TRACE_SOURCE, profile_step_average(prof).comparable.get("total_ms"))
+        hq = host_queue_steps(prof.host_queue)
+        if len(hq):
+            return StepTimes(hq, HOST_QUEUE_SOURCE, float(hq["total_ms"].mean()))
+        return StepTimes(pd.DataFrame(columns=["step", "total_ms"]), None, None)
+    return prof.cached("step_times", build)

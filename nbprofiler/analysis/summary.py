@@ -9,7 +9,8 @@ import pandas as pd
 
 from .._version import __version__
 from ..io.trace_disk import release_pages
-from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average
+from .diagnosis import diagnose, own_stages
+from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average, step_times
 from .timeline import events_end, row_passes
 
 
@@ -23,14 +24,17 @@ def summarize(prof) -> dict:
         "devices_found": [str(d) for d in prof.devices_found],
         "session": session_info(prof),
         "problems": [],
+        "step_time": step_times(prof).to_dict(),
         "step_trace": _step_trace(prof),
         "op_types": _op_types(prof),
         "ops": _ops(prof),
         "minddata": _minddata(prof),
         "timeline": _timeline(prof),
     }
-    from .advisor import advise_profile
-    out["suggestions"] = [s.to_dict() for s in advise_profile(prof)]
+    diagnosis = diagnose(prof)
+    out["diagnosis"] = {**diagnosis.to_dict(),
+                        "folded": [{**s.to_dict(), "why": why} for s, why in diagnosis.folded]}
+    out["suggestions"] = [s.to_dict() for s in diagnosis.findings]
     out["problems"] = [p.as_dict() for p in prof.problems]
     return _plain(out)
 
@@ -61,9 +65,16 @@ def _step_trace(prof) -> dict | None:
     total = average["total_ms"]
     for k in STAGE_KEYS:
         average[k.replace("_ms", "_percent")] = round(average[k] / total * 100, 2) if total else 0.0
+    own = own_stages(prof)
+    own_total = profile_step_average(prof).comparable.get("total_ms") or 0.0
     return {
         "total_steps": int(len(view)),
+        # MindInsight's three stages, as MindInsight 2.3.1 shows them (new-format stage sets mapped onto them)
+        "mapping": "MindInsight 2.3.1's step interval, forward+backward and tail",
         "average": average,
+        # the run's own stages (step_trace_time.csv: computing, communication not overlapped, free, ...)
+        "stages": own,
+        "stages_percent": {k: round(v / own_total * 100, 2) if own_total else None for k, v in own.items()},
         "steps": [{"step": int(r.step), **{k: float(getattr(r, k)) for k in (*STAGE_KEYS, "total_ms")}}
                   for r in view.itertuples(index=False)],
     }

@@ -41,11 +41,12 @@ def _print_summary(s: dict) -> None:
     if ses:
         print(f"session {ses['key']} ({ses['folder']})" + (f"; other sessions of this rank: "
               f"{', '.join(ses['other_sessions'])} (pick one with --device KEY)" if ses["other_sessions"] else ""))
-    st = s.get("step_trace")
-    if st:
-        a = st["average"]
-        print(f"step trace: {st['total_steps']} steps, average {a['total_ms']:.4f} ms = interval "
-              f"{a['iteration_interval_ms']:.4f} + fp/bp {a['fp_and_bp_ms']:.4f} + tail {a['tail_ms']:.4f}")
+    diag = s.get("diagnosis") or {}
+    if diag.get("headline"):
+        print(diag["headline"])
+    if diag.get("stages"):
+        print(f"step: {diag['steps']} steps from the {diag['step_source']}, average {diag['step_ms']:.4f} ms = "
+              + " + ".join(f"{st['label'].lower()} {st['ms']:.4f}" for st in diag["stages"]))
     for kind, rows in (s.get("op_types") or {}).items():
         top = ", ".join(f"{r['op_type']} {r['percent']:.1f}%" for r in rows[:5])
         print(f"{kind} operator types ({len(rows)}): {top}")

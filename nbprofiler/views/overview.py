@@ -22,7 +22,7 @@ def _row(key, value) -> str:
             f"<td>{escape(str(value))}</td></tr>")
 
 
-def _facts(summary: dict, root) -> str:
+def _facts(summary: dict, root, headline: str = "") -> str:
     rows = [_row("generation", summary.get("generation")), _row("device", summary.get("device")),
             _row("devices found", ", ".join(map(str, summary.get("devices_found") or [])))]
     ses = summary.get("session")
@@ -32,25 +32,42 @@ def _facts(summary: dict, root) -> str:
             rows.append(_row("other sessions", f"{', '.join(ses['other_sessions'])}: nbprofiler.load(path, "
                                                "device=KEY), %nbprofiler PATH --device KEY or --device KEY on "
                                                "the command line"))
-    return (f"<div style='font-size:1.2em;font-weight:600'>{escape(str(root))}</div>"
+    return (f"<div style='font-size:1.2em;font-weight:600'>{escape(str(root))}</div>{headline}"
             f"<table>{''.join(rows)}</table>")
 
 
-def _step_trace(st: dict) -> str:
-    avg = st["average"]
+def _diagnosis(diag: dict) -> str:
+    """The first sentence of the page (`analysis.diagnosis`): what sets the step time."""
+    return (f"<p class='nbprofiler-diagnosis' style='font-size:1.1em;margin:6px 0'>"
+            f"{escape(diag['headline'])}</p>")
+
+
+def _step_trace(st: dict, diag: dict) -> str:
+    """The run's own stages (a MindSpore 2.x / Ascend step trace's Computing, Communication (not overlapped),
+    Free, Preparing; a legacy one's step interval, forward+backward and tail), as the diagnosis reads them."""
     cells = "".join(
         f"<span style='display:inline-block;margin:4px 18px 4px 0'><span style='color:"
-        f"{theme.stage_color(k)}'>■</span> {escape(theme.stage_label(k))}: <b>{_num(avg[k])} ms</b>"
-        + (f" ({_num(avg.get(k[:-3] + '_percent'), 2)} %)" if avg.get(k[:-3] + "_percent") is not None else "")
-        + "</span>"
-        for k in avg if k.endswith("_ms") and k != "total_ms")
+        f"{theme.stage_color(s['stage'])}'>■</span> {escape(s['label'])}: <b>{_num(s['ms'])} ms</b>"
+        + (f" ({_num(s['percent'], 2)} %)" if s.get("percent") is not None else "") + "</span>"
+        for s in diag.get("stages") or [])
     out = (f"<h4 style='margin:8px 0 2px'>Step trace: average of {st['total_steps']:,} steps, "
-           f"{_num(avg.get('total_ms', 0.0))} ms per step</h4><div>{cells}</div>")
+           f"{_num(diag.get('step_ms') or 0.0)} ms per step</h4><div>{cells}</div>")
     from .step_trace import average_note
     note = average_note(st)
     if note:
         out += f"<div style='{theme.MUTED_CSS}' class='nbprofiler-note'>{escape(note)}</div>"
     return out
+
+
+def _folded(diag: dict) -> str:
+    """Advice whose premise the data contradicts, folded under the findings with the reason."""
+    folded = diag.get("folded") or []
+    if not folded:
+        return ""
+    items = "".join(f"<li>{escape(f['text'])} <i>(folded: {escape(f['why'])})</i></li>" for f in folded)
+    return (f"<details class='nbprofiler-folded' style='margin:4px 0'><summary>{len(folded)} suggestion"
+            f"{'s' if len(folded) != 1 else ''} folded: the data contradicts their premise</summary>"
+            f"<ul style='margin:0'>{items}</ul></details>")
 
 
 def _operators(op_types: dict) -> str:
@@ -79,10 +96,13 @@ def _minddata(md: dict) -> str:
 
 def overview_html(summary: dict, root=None, comparison=None, runset=None,
                   missing: list[tuple[str, str]] | None = None, problems: bool = True) -> str:
-    """The overview: (``root`` given) the run's folder and facts; a `RunSet`'s or a `Comparison`'s verdicts;
+    """The overview: (``root`` given) the run's folder and facts; the diagnosis's first sentence (what sets the
+    step time); a `RunSet`'s or a `Comparison`'s verdicts;
     the average step and its stages; the top operator types per kind; the MindData digest; the timeline's
     size; ``missing`` ((view title, reason) of the views without data); (``problems``) what failed to load."""
-    parts = [_facts(summary, root)] if root is not None else []
+    diag = summary.get("diagnosis") or {}
+    headline = _diagnosis(diag) if diag.get("headline") else ""
+    parts = [_facts(summary, root, headline)] if root is not None else ([headline] if headline else [])
     if runset is not None:
         items = "".join(f"<li><b>{escape(str(r.run))}</b>: {escape(str(r.verdict))}</li>"
                         for r in runset.verdicts.itertuples())
@@ -93,14 +113,15 @@ def overview_html(summary: dict, root=None, comparison=None, runset=None,
         parts.append(f"<h4 style='margin:8px 0 2px'>Compared with {escape(comparison.b_label)} (this run: "
                      f"{escape(comparison.a_label)})</h4><ul class='nbprofiler-verdict'>{items}</ul>")
     body = []
-    if (summary.get("step_trace") or {}).get("average"):
-        body.append(_step_trace(summary["step_trace"]))
+    if (summary.get("step_trace") or {}).get("average") and diag.get("stages"):
+        body.append(_step_trace(summary["step_trace"], diag))
     body.append(_operators(summary.get("op_types") or {}))
     body.append(_minddata(summary.get("minddata") or {}))
     tl = summary.get("timeline")
     if tl:
         body.append(f"<div><b>Timeline:</b> {tl['events']:,} events on {tl['tracks']:,} tracks over "
                     f"{_num((tl['end_us'] - tl['start_us']) / 1000, 3)} ms</div>")
+    body.append(_folded(diag))
     body = [b for b in body if b]
     parts += body or ["<p>No step trace, operator, MindData or timeline data was found.</p>"]
     if missing:

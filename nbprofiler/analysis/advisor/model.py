@@ -74,7 +74,10 @@ class Suggestion:
     ``severity``: one of `SEVERITIES`; ``area``: the part of the profile it is about ("step_trace",
     "operators", "minddata"); ``text``: plain text (views escape it); ``evidence``: the numbers, in the order
     a reader checks them; ``subjects``: what it is about ("pipeline_op:1"), so findings of other rules about
-    the same thing fold into it; ``also``: those folded findings (whole suggestions, with their evidence)."""
+    the same thing fold into it; ``also``: those folded findings (whole suggestions, with their evidence);
+    ``cost_ms``: the time per average step the finding concerns (the most acting on it could save: the
+    stage, the operator type's time per step, the wait for data), None where the data gives no estimate.
+    `nbprofiler.analysis.diagnosis` ranks findings by it."""
 
     id: str
     rule: str
@@ -84,6 +87,7 @@ class Suggestion:
     evidence: tuple[Evidence, ...]
     subjects: frozenset = frozenset()
     also: tuple["Suggestion", ...] = ()
+    cost_ms: float | None = None
 
     def __post_init__(self):
         if self.severity not in SEVERITIES:
@@ -104,7 +108,7 @@ class Suggestion:
         evidence key -> {label, value, unit, threshold, compare, detail, source}) and ``also`` (the folded
         findings in the same form)."""
         return {"id": self.id, "rule": self.rule, "severity": self.severity, "area": self.area, "text": self.text,
-                "evidence": {e.key: e.to_dict() for e in self.evidence},
+                "cost_ms": self.cost_ms, "evidence": {e.key: e.to_dict() for e in self.evidence},
                 "also": [a.to_dict() for a in self.also]}
 
     @classmethod
@@ -120,7 +124,7 @@ class Suggestion:
                                window_us=tuple(src["window_us"]) if src.get("window_us") else None,
                                op_id=src.get("op_id"), op_type=src.get("op_type"), kind=src.get("kind")))
         return cls(id=d["id"], rule=d.get("rule", d["id"]), severity=d.get("severity", "medium"),
-                   area=d.get("area", ""), text=d.get("text", ""), evidence=tuple(ev),
+                   area=d.get("area", ""), text=d.get("text", ""), evidence=tuple(ev), cost_ms=d.get("cost_ms"),
                    also=tuple(cls.from_dict(a) for a in d.get("also") or []))
 
 
@@ -149,10 +153,12 @@ class Rule:
     def __call__(self, ctx: "Context") -> list[Suggestion]:
         return list(self.check(self, ctx))
 
-    def suggestion(self, id: str, text: str, evidence: Iterable[Evidence], subjects: Iterable[str] = ()) -> Suggestion:
-        """A suggestion of this rule (its id, area and severity)."""
+    def suggestion(self, id: str, text: str, evidence: Iterable[Evidence], subjects: Iterable[str] = (),
+                   cost_ms: float | None = None) -> Suggestion:
+        """A suggestion of this rule (its id, area and severity); ``cost_ms``: see `Suggestion`."""
+        cost = float(cost_ms) if cost_ms is not None and math.isfinite(float(cost_ms)) else None
         return Suggestion(id=id, rule=self.id, severity=self.severity, area=self.area, text=text,
-                          evidence=tuple(evidence), subjects=frozenset(subjects))
+                          evidence=tuple(evidence), subjects=frozenset(subjects), cost_ms=cost)
 
 
 def _present(frame) -> bool:
@@ -196,6 +202,36 @@ class Context:
         from .. import minddata as md
         return md.op_cpu_summary(self.op_cpu_utilization, self.minddata_pipeline) \
             if self.has("op_cpu_utilization") else None
+
+    @cached_property
+    def step_times(self) -> pd.DataFrame:
+        """``step``, ``total_ms`` of the run's steps: its step trace, else its host queue's batch gaps."""
+        from ..steps import host_queue_steps
+        if self.has("step_trace") and "total_ms" in self.step_trace:
+            return self.step_trace
+        return host_queue_steps(self.host_queue)
+
+    @property
+    def step_count(self) -> int:
+        return int(len(self.step_times))
+
+    @cached_property
+    def data_wait_ms(self) -> float | None:
+        """How long an average step waits for data: the step trace's step interval or preparing stage, else
+        the host queue's mean time to get a batch; None without either."""
+        st = self.step_trace
+        if self.has("step_trace"):
+            col = next((c for c in ("iteration_interval_ms", "preparing_ms") if c in st), None)
+            if col is not None:
+                return float(pd.to_numeric(st[col], errors="coerce").mean())
+        hq = self.host_queue
+        if self.has("host_queue") and "get_ms" in hq:
+            return float(pd.to_numeric(hq["get_ms"], errors="coerce").mean())
+        return None
+
+    def per_step_ms(self, total_us: float) -> float | None:
+        """A run total in us spread over the run's steps, in ms per step; None without steps."""
+        return float(total_us) / 1000.0 / self.step_count if self.step_count else None
 
     def step_window(self, step: int) -> tuple[float, float] | None:
         """The step's (start_us, end_us) on the timeline's clock, where ``step_windows`` places it."""

@@ -58,7 +58,17 @@ def host_queue_empty(rule: Rule, ctx: Context):
                            "ms", frame="host_queue", column="get_ms"))
     yield rule.suggestion("minddata.host_queue_empty",
                           f"The host queue was empty at {hq['empty_steps']} of {hq['steps']} steps ({rate:.0f}%, "
-                          f"threshold {limit:g}%): data processing is slower than training consumes it.", ev)
+                          f"threshold {limit:g}%): data processing is slower than training consumes it.", ev,
+                          cost_ms=_empty_wait_per_step(ctx))
+
+
+def _empty_wait_per_step(ctx: Context) -> float | None:
+    """The time the steps waited for a batch while the host queue was empty, spread over all its steps (ms)."""
+    hq = ctx.host_queue
+    if not ctx.has("host_queue") or "get_ms" not in hq or "size" not in hq:
+        return None
+    get = pd.to_numeric(hq["get_ms"], errors="coerce").fillna(0.0)
+    return float(get[hq["size"] == 0].sum()) / len(hq)
 
 
 def _host_steps(ctx: Context):
@@ -143,7 +153,8 @@ def pipeline_bottleneck(rule: Rule, ctx: Context):
                            "% of steps)", bool(hq["empty_steps"] > hq["steps"] * md.EMPTY_QUEUE_THRESHOLD), "bool",
                            detail=f"empty at {hq['empty_steps']} of {hq['steps']} steps", frame="host_queue",
                            column="size"))
-    yield rule.suggestion("minddata.pipeline", " ".join(text), ev, subjects=[_op(o) for o in b.op_ids])
+    yield rule.suggestion("minddata.pipeline", " ".join(text), ev, subjects=[_op(o) for o in b.op_ids],
+                          cost_ms=ctx.data_wait_ms)
 
 
 def consumer_bound(rule: Rule, ctx: Context):
@@ -229,11 +240,11 @@ def op_cpu(rule: Rule, ctx: Context):
         if per_worker > high:
             yield rule.suggestion(f"minddata.op_cpu_high.{i}", f"{lbl} is using {per_worker}% CPU per worker. Setting "
                                   f"num_parallel_workers>{w} might bring extra performance.",
-                                  [ms.cpu_ev(i, high, ">")], subjects=[_op(i)])
+                                  [ms.cpu_ev(i, high, ">")], subjects=[_op(i)], cost_ms=ctx.data_wait_ms)
         elif per_worker < low and (w or 0) > 1:
             yield rule.suggestion(f"minddata.op_cpu_low.{i}", f"{lbl} is using {per_worker}% CPU per worker. Using "
                                   f"num_parallel_workers={w} might not bring as much benefit due to low CPU usage per "
-                                  "worker.", [ms.cpu_ev(i, low, "<")], subjects=[_op(i)])
+                                  "worker.", [ms.cpu_ev(i, low, "<")], subjects=[_op(i)], cost_ms=ctx.data_wait_ms)
 
 
 def queue_usage(rule: Rule, ctx: Context):
@@ -252,7 +263,7 @@ def queue_usage(rule: Rule, ctx: Context):
             if out_q < leaf_max:
                 yield rule.suggestion(f"minddata.queue_leaf.{i}", f"Leaf op {lbl} is using {out_q}% of its output "
                                       f"queue. Setting num_parallel_workers>{w} might speed up I/O.",
-                                      [ms.queue_ev(i, None, leaf_max, "<")], subjects=[_op(i)])
+                                      [ms.queue_ev(i, None, leaf_max, "<")], subjects=[_op(i)], cost_ms=ctx.data_wait_ms)
         elif ms.name[i] == "DeviceQueue" and child is not None:
             if child in ms.empty_freq and ms.empty_freq[child][0] > dq_empty_max:
                 f, n, empty = ms.empty_freq[child]
@@ -262,7 +273,7 @@ def queue_usage(rule: Rule, ctx: Context):
                 yield rule.suggestion(f"minddata.device_queue_input_empty.{i}",
                                       f"{lbl}'s input queue is empty {f}% of the time. This might indicate dataset "
                                       f"bottlenecks. Hence host cannot keep up with the device {f}% of the time. "
-                                      "Device waits whenever input queue is empty.", [ev], subjects=[_op(i)])
+                                      "Device waits whenever input queue is empty.", [ev], subjects=[_op(i)], cost_ms=ctx.data_wait_ms)
         elif child is not None and out_q != -1:
             in_q = ms.pct[child]
             if in_q != -1 and in_q - out_q > diff_max:
@@ -274,7 +285,7 @@ def queue_usage(rule: Rule, ctx: Context):
                                       f"{lbl}'s input queue usage={in_q}% is greater than output queue usage={out_q}%. "
                                       f"This indicates child op {ms.label[child]} might be producing faster than its "
                                       f"parent {lbl} can consume. If this op has low CPU utilization, try increasing "
-                                      "prefetch_size or increasing num_workers.", ev, subjects=[_op(i)])
+                                      "prefetch_size or increasing num_workers.", ev, subjects=[_op(i)], cost_ms=ctx.data_wait_ms)
 
 
 def pipeline_verdict(rule: Rule, ctx: Context):
@@ -307,7 +318,7 @@ def pipeline_verdict(rule: Rule, ctx: Context):
                            "Try increasing prefetch_size.", ev, i)
     if verdict is not None:
         text, ev, i = verdict
-        yield rule.suggestion("minddata.bottleneck", text, ev, subjects=[_op(i)])
+        yield rule.suggestion("minddata.bottleneck", text, ev, subjects=[_op(i)], cost_ms=ctx.data_wait_ms)
 
 
 # -- CPU --------------------------------------------------------------------------------------------

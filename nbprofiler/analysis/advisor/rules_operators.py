@@ -20,6 +20,7 @@ def top_type(rule: Rule, ctx: Context):
         if share < limit:
             continue
         kind_name = KIND_NAMES.get(kind, kind)
+        per_step = ctx.per_step_ms(float(top["total_time_us"]))
         ev = [Evidence("percent", f"{op_type}: share of {kind_name} operator time", share, "%", limit, ">=",
                        frame="op_types", column="percent", op_type=op_type, kind=str(kind)),
               Evidence("total_time_us", f"{op_type}: total time", float(top["total_time_us"]), "us",
@@ -30,7 +31,9 @@ def top_type(rule: Rule, ctx: Context):
         yield rule.suggestion(f"operators.{kind}.top_type",
                               f"{op_type} operators take {share:.1f}% of {kind_name} operator time "
                               f"({format_us(top['total_time_us'])} over {int(top['count'])} executions): start "
-                              "optimising there (data type, shapes, fusion).", ev)
+                              "optimising there (data type, shapes, fusion)." + (
+                                  f" It accounts for {per_step:.3g} ms of each of {ctx.step_count:,} steps."
+                                  if per_step is not None else ""), ev, cost_ms=per_step)
 
 
 RULES = (

@@ -69,7 +69,7 @@ def step_interval(rule: Rule, ctx: Context):
     yield rule.suggestion("step_trace.iteration_interval",
                           f"The average step interval is {interval:.4g} ms (over {limit:g} ms): the device waits "
                           "for data between steps. Check the MindData queues and pipeline.", ev,
-                          subjects=["stage:iteration_interval_ms"])
+                          subjects=["stage:iteration_interval_ms"], cost_ms=interval)
 
 
 def dominant_stage(rule: Rule, ctx: Context):
@@ -100,7 +100,7 @@ def dominant_stage(rule: Rule, ctx: Context):
                            frame="step_trace", column=stage, steps=(step, step), window_us=ctx.step_window(step)))
     yield rule.suggestion(f"step_trace.dominant.{stage[:-3]}",
                           f"{name} takes {share:.0f}% of the average step ({float(avg[stage]):.4g} of {total:.4g} "
-                          f"ms): {advice}.", ev, subjects=[f"stage:{stage}"])
+                          f"ms): {advice}.", ev, subjects=[f"stage:{stage}"], cost_ms=float(avg[stage]))
 
 
 def first_step_slow(rule: Rule, ctx: Context):
@@ -122,7 +122,8 @@ def first_step_slow(rule: Rule, ctx: Context):
                    detail=f"median {median:.4g} ms over {len(rest)} steps", frame="step_trace", column="total_ms")]
     yield rule.suggestion("step_trace.first_step_slow",
                           f"Step {step} took {first:.4g} ms, {first / median:.1f}x the median of the other steps "
-                          "(graph compilation and warm-up): exclude it when comparing runs.", ev)
+                          "(graph compilation and warm-up): exclude it when comparing runs.", ev,
+                          cost_ms=(first - median) / len(view))
 
 
 RULES = (
