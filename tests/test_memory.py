@@ -11,6 +11,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 from bokeh.events import SelectionGeometry
+from bokeh.models import LinearAxis
 
 from nbprofiler.analysis import memory as M
 from nbprofiler.views.memory import MemoryView, memory_layout
@@ -159,14 +160,77 @@ def test_module_memory_drawn_on_the_allocator_curve_axis(npu):
     assert memory_layout(npu.memory, npu.operator_memory).select_one({"name": "memory_modules"}) is None
 
 
+def _listed_lines(fig):
+    """(legend label, renderer, its y range) of every line the chart's legend lists."""
+    out = []
+    for item in fig.legend[0].items:
+        for r in item.renderers:
+            rng = fig.y_range if r.y_range_name == "default" else fig.extra_y_ranges[r.y_range_name]
+            out.append((item.label["value"], r, rng))
+    return out
+
+
+def _check_chart(fig):
+    """Every listed line drawn and inside its y range; each peak label level with its marker under the top
+    of the frame, its text towards the wider side of the time span."""
+    lines = _listed_lines(fig)
+    assert lines
+    for label, r, rng in lines:
+        mb = [v for v in r.data_source.data["mb"] if not math.isnan(v)]
+        assert r.visible and rng.start <= min(mb) and max(mb) <= rng.end, (label, rng.start, rng.end, max(mb))
+    times = [t for _, r, _ in lines for t in r.data_source.data["t"]]
+    t_min, t_max = min(times), max(times)
+    labels = fig.select_one({"name": "memory_peak_labels"}).source.data
+    for t, mb, align, dx in zip(labels["t"], labels["mb"], labels["align"], labels["dx"]):
+        y = fig.y_range
+        assert y.start < mb and (y.end - mb) / (y.end - y.start) >= 0.1  # headroom: half a line of text is ~3 %
+        assert t_min <= t <= t_max
+        room_right = t_max - t >= (t_max - t_min) / 2
+        assert (align, dx) == (("left", 9) if room_right else ("right", -9))
+
+
 def test_cpu_run_without_allocation_records():
     lenet = load_quietly("mindspore2/lenet_pynative")
     layout = memory_layout(lenet.memory, lenet.operator_memory)
     assert layout.select_one({"name": "memory_alloc_table"}) is None
     assert "5.25 MB" in layout.select_one({"name": "memory_figures"}).text  # MindSpore's peak on CPU:0
-    # the 1 GB reserved pool would flatten a 5 MB curve: it starts hidden
-    hidden = [r for r in layout.select_one({"name": "memory_curve"}).renderers if not r.visible]
-    assert len(hidden) == 1
+    assert "1.02 GB" in layout.select_one({"name": "memory_figures"}).text  # and the reserved pool it lists
+
+
+def test_curve_shows_every_line_it_lists_and_its_peak_label():
+    """LeNet CPU: a 1 GB reserved pool beside a 5.25 MB allocated peak. The pool is drawn against its own
+    axis on the right (its dashed line on screen, the allocated curve on a readable MB scale); every line
+    the legend lists is visible and inside its range; the peak label (at the run's right end) reads leftwards
+    under the top of the frame, and the flat pool runs below it, not through it."""
+    lenet = load_quietly("mindspore2/lenet_pynative")
+    fig = memory_layout(lenet.memory, lenet.operator_memory).select_one({"name": "memory_curve"})
+    _check_chart(fig)
+    lines = {label: (r, rng) for label, r, rng in _listed_lines(fig)}
+    assert set(lines) == {"MindSpore: allocated", "MindSpore: reserved (right axis)"}
+    reserved, right = lines["MindSpore: reserved (right axis)"]
+    assert right is fig.extra_y_ranges["reserved"] and right.end >= 1073741824 / 1024 / 1000
+    assert [a.y_range_name for a in fig.right if isinstance(a, LinearAxis)] == ["reserved"]
+    assert fig.y_range.end < 10  # the allocated scale stays MB-sized: 5.253 MB plus headroom
+    labels = fig.select_one({"name": "memory_peak_labels"}).source.data
+    assert labels["mb"] == [5253.0 / 1000] and labels["align"] == ["right"]
+    label_height = labels["mb"][0] / fig.y_range.end
+    pool_height = max(reserved.data_source.data["mb"]) / right.end
+    assert abs(label_height - pool_height) > 0.08
+    # a peak at the very start of the run reads rightwards
+    early = lenet.memory.copy()
+    early.loc[0, "allocated_mb"] = 7.5
+    fig = memory_layout(early, lenet.operator_memory).select_one({"name": "memory_curve"})
+    _check_chart(fig)
+    assert fig.select_one({"name": "memory_peak_labels"}).source.data["align"] == ["left"]
+
+
+def test_curve_of_comparable_lines_keeps_one_axis(npu):
+    """Ascend PyTorch rank 0: reserved (APP 2.06 GB) within 4x of the allocated peak (1.16 GB): one axis
+    covering every line, reserved included."""
+    fig = memory_layout(npu.memory, npu.operator_memory).select_one({"name": "memory_curve"})
+    _check_chart(fig)
+    assert not fig.extra_y_ranges
+    assert fig.y_range.end >= max(_num(r["Total Reserved(MB)"]) for r in _rows("memory_record.csv"))
 
 
 def test_operator_names_reach_html_escaped(npu):

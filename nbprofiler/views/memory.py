@@ -18,7 +18,7 @@ import traitlets
 from bokeh.events import SelectionGeometry
 from bokeh.layouts import column, row
 from bokeh.models import (BoxSelectTool, ColumnDataSource, CustomJS, DataTable, Div, HoverTool, LabelSet,
-                          NumberFormatter, TableColumn, TextInput)
+                          LinearAxis, NumberFormatter, Range1d, TableColumn, TextInput)
 from bokeh.plotting import figure
 
 from ..analysis import memory as M
@@ -67,11 +67,29 @@ def figures_div(peaks: pd.DataFrame, stats: dict) -> Div:
                sizing_mode="stretch_width")
 
 
+# Headroom above the highest line of each y axis: the peak labels (drawn level with their marker) and the
+# top of the curves stay inside the plot frame.
+Y_HEADROOM = 0.15
+# Reserved memory this many times the largest allocated peak gets its own (right-hand) axis, whose top is
+# this far above the largest reserved value: a flat pool then runs well below the allocated peak's label
+# (both at the same height would put the dashed line through it).
+RESERVED_OWN_AXIS = 4.0
+RESERVED_AXIS_HEADROOM = 0.35
+
+
+def _peak_label_side(t: float, t_min: float, t_max: float) -> tuple[str, int]:
+    """(text_align, x_offset) of a peak label: towards the wider side of the time span from its marker,
+    so the text stays inside the plot frame whether the peak is at the start or at the end of the run."""
+    return ("left", 9) if t - t_min < (t_max - t_min) / 2 else ("right", -9)
+
+
 def curve_figure(memory: pd.DataFrame, peaks: pd.DataFrame):
     """Allocated memory over time, one line per (device, component), reserved memory dashed beside it,
     each curve's allocated peak marked and labelled. Named ``memory_curve``; the x axis is µs on the
-    timeline's clock, labelled in s/ms/us. Reserved curves far above every allocated peak (a 1 GB pool
-    holding 5 MB) start hidden, so the allocated curves keep a readable scale; the legend shows them."""
+    timeline's clock, labelled in s/ms/us. Every line listed in the legend is on screen: the y ranges are
+    fixed (`Range1d`) to cover each line's values with headroom for the peak labels. Reserved memory far
+    above every allocated peak (a 1 GB pool holding 5 MB) is drawn against a second axis on the right
+    (``extra_y_ranges["reserved"]``)."""
     fig = figure(height=320, sizing_mode="stretch_width", title="Memory over time", name="memory_curve",
                  tools="xpan,xwheel_zoom,reset,save", active_scroll="xwheel_zoom",
                  y_axis_label=theme.axis_label("Memory", "MB"), x_axis_label="time from the start of the run")
@@ -81,10 +99,31 @@ def curve_figure(memory: pd.DataFrame, peaks: pd.DataFrame):
     fig.add_tools(select)
     fig.toolbar.active_drag = select
     theme.time_us_axis(fig.xaxis[0])
+
+    def top(metric: str) -> float:
+        col = memory[metric] if len(memory) and metric in memory else pd.Series(dtype=float)
+        return float(col.max()) if col.notna().any() else 0.0
+    alloc_top, reserved_top = top("allocated_mb"), top("reserved_mb")
+    # A performance engineer reads the allocated curve for the peak, its timing and leaks (MB), and the
+    # reserved pool for how much the allocator holds (here 1 GB, a near-flat step). On one linear axis a
+    # 1 GB pool flattens a 5 MB curve to the bottom pixel; a log axis keeps both but squeezes the allocated
+    # swing (3.2 -> 5.3 MB) into a sliver and reads differences as ratios; hiding the pool lists a line
+    # that is never on screen. So the pool gets its own axis on the right, labelled as the dashed lines:
+    # both keep a linear, readable scale and every listed line is on screen.
+    own_axis = alloc_top > 0 and reserved_top > RESERVED_OWN_AXIS * alloc_top
+    left_top = alloc_top if own_axis else max(alloc_top, reserved_top)
+    fig.y_range = Range1d(0, (left_top or 1.0) * (1 + Y_HEADROOM), name="memory_y_range")
+    if own_axis:
+        fig.extra_y_ranges = {"reserved": Range1d(0, reserved_top * (1 + RESERVED_AXIS_HEADROOM),
+                                                  name="memory_reserved_range")}
+        fig.add_layout(LinearAxis(y_range_name="reserved", axis_label=theme.axis_label("Reserved, dashed", "MB"),
+                                  name="memory_reserved_axis"), "right")
+        fig.yaxis[0].axis_label = theme.axis_label("Allocated, solid", "MB")
     peak_rows = []
-    alloc_peak = float(memory["allocated_mb"].max()) if len(memory) and memory["allocated_mb"].notna().any() else 0.0
     groups = memory.sort_values("time_us", kind="stable").groupby(["device", "component"], sort=False) \
         if len(memory) else []
+    t_all = memory["time_us"].to_numpy(float) if len(memory) else []
+    t_min, t_max = (float(min(t_all)), float(max(t_all))) if len(t_all) else (0.0, 0.0)
     for i, ((device, comp), g) in enumerate(groups):
         color = CURVE_COLORS[i % len(CURVE_COLORS)]
         label = f"{comp} ({device})" if memory["device"].nunique() > 1 else str(comp)
@@ -95,25 +134,26 @@ def curve_figure(memory: pd.DataFrame, peaks: pd.DataFrame):
                 continue
             src = ColumnDataSource({"t": ts, "mb": ys, "curve": [f"{label} {metric[:-3]}"] * len(ts)},
                                    name=f"memory_{metric}_src_{i}")
-            r = fig.step("t", "mb", source=src, mode="after", color=color, line_dash=dash, line_alpha=alpha,
-                         line_width=2 if dash == "solid" else 1.5, legend_label=f"{label}: {metric[:-3]}")
-            if metric == "reserved_mb" and alloc_peak > 0 and float(ys.max()) > 4 * alloc_peak:
-                r.visible = False
+            on_right = own_axis and metric == "reserved_mb"
+            fig.step("t", "mb", source=src, mode="after", color=color, line_dash=dash, line_alpha=alpha,
+                     line_width=2 if dash == "solid" else 1.5,
+                     legend_label=f"{label}: {metric[:-3]}" + (" (right axis)" if on_right else ""),
+                     **({"y_range_name": "reserved"} if on_right else {}))
         p = peaks[(peaks["device"] == device) & (peaks["component"] == comp)]
         if len(p) and pd.notna(p["peak_allocated_mb"].iloc[0]):
-            peak_rows.append({"t": float(p["peak_allocated_at_us"].iloc[0]), "mb": float(p["peak_allocated_mb"].iloc[0]),
+            at = float(p["peak_allocated_at_us"].iloc[0])
+            align, dx = _peak_label_side(at, t_min, t_max)
+            peak_rows.append({"t": at, "mb": float(p["peak_allocated_mb"].iloc[0]),
                               "label": f"peak {_mb(float(p['peak_allocated_mb'].iloc[0]))}", "color": color,
-                              "curve": label})
+                              "curve": label, "align": align, "dx": dx})
     if peak_rows:
         psrc = ColumnDataSource({k: [r[k] for r in peak_rows] for k in peak_rows[0]}, name="memory_peaks_src")
         fig.scatter("t", "mb", source=psrc, size=9, color="color", marker="triangle")
-        # left of the marker: a peak near the top or the right end of the run stays inside the frame
-        fig.add_layout(LabelSet(x="t", y="mb", text="label", source=psrc, x_offset=-9, text_align="right",
-                                text_baseline="middle", text_font_size="11px", text_color="color"))
+        # beside the marker, towards the wider side of the run; level with it, under the y range's headroom
+        fig.add_layout(LabelSet(x="t", y="mb", text="label", source=psrc, x_offset="dx", text_align="align",
+                                text_baseline="middle", text_font_size="11px", text_color="color",
+                                name="memory_peak_labels"))
     fig.add_tools(HoverTool(tooltips=[("curve", "@curve"), ("time", "@t{0,0.0} us"), ("memory", "@mb{0,0.000} MB")]))
-    fig.y_range.start = 0
-    fig.y_range.range_padding = 0.12  # room for the peak labels
-    fig.y_range.only_visible = True  # hiding a curve (legend click) rescales to the ones shown
     theme.style(fig)
     if fig.legend:
         fig.legend[0].click_policy = "hide"
