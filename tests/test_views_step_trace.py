@@ -208,3 +208,61 @@ def test_fp_start_and_bp_end_operators_are_shown_as_mindinsight_does(widedeep):
     assert st.point_info_text([{"fp_start": "a", "bp_end": "b"}, {"fp_start": "c", "bp_end": "d"}], 2).startswith(
         "FP start operator: c")
     assert st.point_info_text(None) == ""
+
+
+def _saved_titles(bokeh_widget) -> list[str]:
+    """The chart titles in a jupyter_bokeh widget's state: what a notebook saved with its widget state
+    keeps of it, and draws again when it is reopened."""
+    import json
+    from bokeh.models import Title
+    state = json.loads(json.dumps(bokeh_widget.render_bundle, default=str))
+    refs = [r for doc in state["docs_json"].values() for r in _walk(doc)]
+    return [r["attributes"]["text"] for r in refs if r.get("name") == Title.__qualname__
+            and "text" in r.get("attributes", {})]
+
+
+def _walk(node):
+    if isinstance(node, dict):
+        if node.get("type") == "object":
+            yield node
+        for v in node.values():
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
+
+
+def test_the_saved_widget_state_of_the_chart_follows_the_step_picker(widedeep):
+    """A notebook saved with its widget state keeps each widget's state: the picker's value, and the
+    chart's snapshot. Before, the snapshot was taken once (the average) while the picker said "Step 50"."""
+    view = st.StepTraceView(widedeep)
+    head = view._head_model
+    assert view.selector.value == 0 and view.detail_title.startswith("Average: total")
+    assert [t for t in _saved_titles(head) if ": total" in t] == [view.detail_title]
+    view.selector.value = 50          # the user picks a step in the dropdown
+    assert view.step == 50 and view.detail_title.startswith("Step 50: total")
+    assert [t for t in _saved_titles(head) if ": total" in t] == [view.detail_title]
+    # its bars too: the snapshot holds step 50's segments, not the average's
+    assert json_sel(head) == {50}
+    view.step = 0
+    assert view.selector.value == 0 and [t for t in _saved_titles(head) if ": total" in t][0].startswith("Average")
+    # a view opened on a step is saved on it
+    opened = st.StepTraceView(widedeep, step=7)
+    assert opened.selector.value == 7 and _saved_titles(opened._head_model)[0].startswith("Step 7: total")
+
+
+def json_sel(bokeh_widget) -> set:
+    """The ``sel`` values of the selection's source in a jupyter_bokeh widget's saved state."""
+    import base64
+    import gzip
+    import numpy as np
+    for r in _walk(bokeh_widget.render_bundle["docs_json"]):
+        attrs = r.get("attributes", {})
+        if attrs.get("name") == "step_trace_selected_src":
+            col = dict(attrs["data"]["entries"])["sel"]
+            raw = col["array"]["data"]
+            raw = raw if isinstance(raw, (bytes, bytearray)) else base64.b64decode(raw)
+            if raw[:2] == b"\x1f\x8b":
+                raw = gzip.decompress(raw)
+            return set(np.frombuffer(raw, dtype=col["dtype"]).tolist())
+    return set()

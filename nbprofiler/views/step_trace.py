@@ -5,7 +5,9 @@ Pure data preparation (`step_segments`, `average_frame`, `rank_frame`) turns the
 into the rows the figures draw; figure factories (`step_trace_figure`, `cluster_step_figure`) take
 DataFrames and return Bokeh layouts that also work in a standalone HTML file (the step selector there is
 a Bokeh ``Select`` with a CustomJS callback). `StepTraceView` is the notebook widget: an ipywidgets
-dropdown drives the ``step`` traitlet (0 = average) and re-fills the same Bokeh sources from Python.
+dropdown drives the ``step`` traitlet (0 = average) and re-fills the same Bokeh sources from Python. The
+selection's chart (its title names the step) is a Bokeh widget of its own whose saved state is renewed
+with each step, so a notebook saved with its widget state reopens with the picker and the chart agreeing.
 
 All times are milliseconds; percents are shares (0..100) of the selection's ``total_ms``.
 """
@@ -395,6 +397,23 @@ def _no_data_html(what: str, why: str) -> str:
 
 
 # -- widget ----------------------------------------------------------------------------------------
+_HEAD = ("step_trace_points", "step_trace_detail")
+
+
+def _split_head(layout):
+    """Take the selection's chart (and the FP/BP operator names above it) out of a `step_trace_figure`
+    layout into a column of their own (``step_trace_head``), themed with its own stylesheet (a Bokeh
+    model belongs to one document). Returns the new column; ``layout`` keeps the rest."""
+    from bokeh.models import InlineStyleSheet, UIElement
+    head = [m for m in layout.children if m.name in _HEAD]
+    layout.children = [m for m in layout.children if m.name not in _HEAD]
+    for part in head:
+        for m in part.select({"type": UIElement}):
+            m.stylesheets = [x for x in m.stylesheets
+                             if not (isinstance(x, InlineStyleSheet) and x.css == theme.BOKEH_CSS)]
+    return theme.themed(column(*head, sizing_mode="stretch_width", name="step_trace_head"))
+
+
 class StepTraceView(traitlets.HasTraits, View):
     """Notebook step-trace view of a `Profile` (or a `Cluster`: adds one stacked bar per rank for the
     selected step). ``step`` (int, 0 = average) is the linkable state; ``.widget`` is the ipywidget."""
@@ -425,6 +444,11 @@ class StepTraceView(traitlets.HasTraits, View):
         self._marker = next(iter(layout.select({"name": "step_trace_marker"})), None)
         self._detail = next(iter(layout.select({"name": "step_trace_detail"})), None)
         self._points = next(iter(layout.select({"name": "step_trace_points"})), None)
+        # The chart of the selection (and the FP/BP operator names above it) in a Bokeh widget of its own:
+        # jupyter_bokeh sends later changes as patches, which a notebook's saved widget state never sees
+        # (it keeps the widget's first snapshot), so `_on_step` re-snapshots this small part at each step.
+        self._head = None if self.empty else _split_head(layout)
+        self._head_model = None if self._head is None else BokehModel(self._head)
         parts = []
         if not self.empty:
             opts = [(label, int(v)) for v, label in _selection_options(self.steps)]
@@ -436,6 +460,8 @@ class StepTraceView(traitlets.HasTraits, View):
         if self.cluster is not None:
             self._rank_model = BokehModel(self._rank_figure(AVERAGE))
             parts.append(self._rank_model)
+        if self._head_model is not None:
+            parts.append(self._head_model)
         parts.append(BokehModel(layout))
         self.widget = W.VBox(parts, layout=W.Layout(width="100%"))
         if step:
@@ -464,8 +490,15 @@ class StepTraceView(traitlets.HasTraits, View):
             self._points.text = point_info_text(self.point_info, s)
         self._marker.location = s if s else -1e9
         self._detail.title.text = _detail_title(s, seg)
+        # what a saved notebook keeps of the chart: its snapshot, renewed to the step the picker shows
+        self._head_model.update_from_model(self._head)
         if self._rank_model is not None:
             self._rank_model.update_from_model(self._rank_figure(s))
+
+    @property
+    def detail_title(self) -> str:
+        """The title of the selection's chart ("Average: total ... ms", "Step 5: total ... ms")."""
+        return "" if self._detail is None else self._detail.title.text
 
     def step_window_ms(self, step: int | None = None) -> tuple[float, float] | None:
         """(start_ms, end_ms) of a step on the step trace's own clock, or None (average / no points)."""
