@@ -66,7 +66,7 @@ def shared(parser: Callable) -> Callable[["Profile"], object]:
 
 # -- the explicit inputs, gathered from a Profile (memoised on it) ------------------------------------------
 def origin_us(prof: "Profile") -> float:
-    """`derive.time_origin` of the profile's trace, kernel_details.csv and database (what
+    """`derive.time_origin` of the profile's trace, kernel_details.csv, database and memory record (what
     ``prof.origin_us`` memoises)."""
     from .io import trace
     run = prof.run
@@ -83,9 +83,24 @@ def origin_us(prof: "Profile") -> float:
         # the kernels frame counts from this origin: with a (broken) trace the file is read on its own
         return ascend_ms.kernels(run) if has_trace else prof.kernels
 
+    def from_memory() -> float | None:
+        # the memory frame's own sources in its order, read with origin 0 (absolute us); their problems are
+        # reported by the memory frame itself
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                if run.has("memory_record"):
+                    t = ascend_ms.memory_record(run, 0.0)["time_us"]
+                    return float(t.min()) if t.notna().any() else None
+                return framework.memory_record(run, 0.0).attrs.get("first_us")
+            except ProfilerDataError:
+                return None
+
     return derive.time_origin(from_trace if has_trace or run.has("cpu_op_timestamp") else None,
                               from_kernels if run.has("kernel_details") else None,
-                              (lambda: db.origin_us(run)) if db.has_db(run) else None)
+                              (lambda: db.origin_us(run)) if db.has_db(run) else None,
+                              from_memory if run.has("memory_record", "cpu_memory_record") else None)
 
 
 def built(prof: "Profile", name: str) -> pd.DataFrame | None:

@@ -36,12 +36,14 @@ MEMORY_RECORD_KEYS = ["component", "time_us", "allocated_mb", "reserved_mb", "ac
 
 # -- the time origin ------------------------------------------------------------------------------------
 def time_origin(trace: Callable[[], float | None] | None, kernels: Callable[[], pd.DataFrame | None] | None,
-                database: Callable[[], float] | None) -> float:
+                database: Callable[[], float] | None, memory: Callable[[], float | None] | None = None) -> float:
     """The absolute time (µs) every relative start of the profile counts from: the earliest event of the
     run's trace (``trace()``, None when the trace cannot be read), else the earliest device task of
     kernel_details.csv (``kernels()``'s ``attrs["origin_us"]``; 0.0 when the file cannot be read), else
-    the database's earliest task (``database()``), else 0.0. Each argument is None when the run has no
-    such source, and is called only when the ones before it give nothing (a trace is costly to read)."""
+    the database's earliest task (``database()``), else the first memory record (``memory()``: a run whose
+    only timed data is its memory record counts from it, as before its frame was on the timeline's clock),
+    else 0.0. Each argument is None when the run has no such source, and is called only when the ones
+    before it give nothing (a trace is costly to read)."""
     if trace is not None:
         origin = trace()
         if origin is not None:
@@ -53,7 +55,13 @@ def time_origin(trace: Callable[[], float | None] | None, kernels: Callable[[], 
             return 0.0
         if frame is not None and "origin_us" in frame.attrs:
             return float(frame.attrs["origin_us"])
-    return database() if database is not None else 0.0
+    if database is not None:
+        return database()
+    if memory is not None:
+        origin = memory()
+        if origin is not None:
+            return float(origin)
+    return 0.0
 
 
 # -- the profiling window ---------------------------------------------------------------------------------

@@ -98,3 +98,6 @@ def test_memory_record_bad_cell_costs_that_value(tmp_path):
         assert len(prof.memory) == n and prof.memory["reserved_mb"].isna().sum() == 1
     (problem,) = prof.problems
     assert (problem.kind, problem.line, problem.field) == ("warning", 6, "Total Reserved(Byte)")
+    # a memory record with no timeline beside it: the profile counts from its first record
+    assert prof.origin_us == pytest.approx(1795235132515411.913, abs=0.25)
+    assert prof.memory["time_us"].iloc[0] == pytest.approx(0.0, abs=0.25)
