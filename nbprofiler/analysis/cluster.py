@@ -72,12 +72,19 @@ def robust_z(values: pd.Series) -> pd.Series:
     return pd.Series(0.0, index=x.index)
 
 
-def slow_ranks(summary: dict, threshold: float = Z_THRESHOLD) -> pd.DataFrame:
+# A rank is never called an outlier for an excess below this share of its step (robust z finds 0.07 ms of
+# Preparing "significant" when every other rank has the same 0.2 ms; it costs 0.04 % of an 810 ms step).
+MIN_OUTLIER_SHARE = 0.01
+
+
+def slow_ranks(summary: dict, threshold: float = Z_THRESHOLD, min_share: float = MIN_OUTLIER_SHARE) -> pd.DataFrame:
     """Every (rank, stage) whose value lies more than ``threshold`` robust standard deviations above the
     ranks' median, worst first. Columns: ``rank``, ``stage``, ``value_ms``, ``median_ms``,
     ``excess_ms`` (value - median), ``z`` (robust z), ``share_of_step`` (this stage's share of the
-    rank's step, 0..1), ``flagged`` (bool). The slowest rank by ``total_ms`` is always listed (flagged
-    or not), so the table answers "who is slowest, and is it significant?"."""
+    rank's step, 0..1), ``flagged`` (bool: the z passes ``threshold`` and the excess costs at least
+    ``min_share`` of the rank's step; a row over ``threshold`` that costs less is listed unflagged). The
+    slowest rank by ``total_ms`` is always listed (flagged or
+    not), so the table answers "who is slowest, and is it significant?"."""
     steps = rank_steps(summary)
     cols = [c for c in summary["stages"] + ["total_ms"] if c in steps.columns]
     rows = []
@@ -85,9 +92,10 @@ def slow_ranks(summary: dict, threshold: float = Z_THRESHOLD) -> pd.DataFrame:
         z = robust_z(steps[stage])
         med = float(steps[stage].median())
         for rank, value in steps[stage].items():
-            flagged = bool(z[rank] > threshold)
+            step = float(steps.at[rank, "total_ms"]) if "total_ms" in steps else np.nan
+            flagged = bool(z[rank] > threshold) and not (float(value) - med < min_share * step)
             slowest = stage == "total_ms" and value == steps[stage].max()
-            if flagged or slowest:
+            if z[rank] > threshold or slowest:
                 total = float(steps.at[rank, "total_ms"]) if "total_ms" in steps else np.nan
                 rows.append({"rank": rank, "stage": stage, "value_ms": float(value), "median_ms": med,
                              "excess_ms": float(value) - med, "z": float(z[rank]),
@@ -172,12 +180,14 @@ def communication_matrix(cluster) -> pd.DataFrame:
     ``bandwidth`` (size / time: the file's units per ms), ``steps``. Sources: legacy ``hccl_raw`` link
     data of every rank (each link once, from the rank that recorded it), else the new-format
     ``communication_matrix`` frame (communication_matrix.json / cluster_communication_matrix.json:
-    ``size`` in MB, so ``bandwidth`` is MB/ms = GB/s)."""
+    ``size`` in MB, so ``bandwidth`` is MB/ms = GB/s). ``attrs["size_unit"]`` / ``attrs["bandwidth_unit"]``
+    say which (hccl_raw names neither unit)."""
     frames = []
     for key, prof in cluster.profiles.items():
         links = prof.hccl_links
         if len(links) and "src" in links.columns:
             frames.append(links.assign(recorded_by=key))
+            frames[-1].attrs["from"] = "hccl_raw"
             continue
         matrix = prof.communication_matrix
         if len(matrix) and "src" in matrix.columns:
@@ -196,9 +206,13 @@ def communication_matrix(cluster) -> pd.DataFrame:
     g["bandwidth"] = np.where(g["time_ms"] > 0, g["size"] / g["time_ms"].where(g["time_ms"] > 0), np.nan)
     g["src"] = g["src"].astype(str)
     g["dst"] = g["dst"].astype(str)
-    return g[["src", "dst", "transport", "time_ms", "size", "bandwidth", "steps"]].sort_values(
+    out = g[["src", "dst", "transport", "time_ms", "size", "bandwidth", "steps"]].sort_values(
         ["src", "dst", "transport"], key=lambda s: s.map(_rank_key) if s.name != "transport" else s,
         ignore_index=True)
+    legacy = any("size_mb" not in f.attrs.get("from", "size_mb") for f in frames)
+    out.attrs["size_unit"], out.attrs["bandwidth_unit"] = (("hccl_raw's unit", "hccl_raw's unit") if legacy
+                                                           else ("MB", "GB/s"))
+    return out
 
 
 def link_bandwidth(cluster) -> pd.DataFrame:
@@ -320,5 +334,5 @@ def _rank_key(r):
 
 __all__ = ["rank_summary", "rank_steps", "rank_stage_matrix", "robust_z", "slow_ranks", "slowest_rank",
            "slow_steps", "step_interval_proposal", "pipeline_flops_imbalance", "communication_matrix",
-           "link_bandwidth", "communication_by_rank", "slow_links", "pipeline_communication",
+           "link_bandwidth", "communication_by_rank", "slow_links", "pipeline_communication", "MIN_OUTLIER_SHARE",
            "SLOW_LINK_FRACTION", "STAGE_COMMUNICATION_FRACTION"]

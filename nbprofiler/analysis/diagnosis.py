@@ -217,5 +217,328 @@ def kind_label(kind: str) -> str:
     return KIND_LABELS.get(kind, kind)
 
 
-__all__ = ["Diagnosis", "diagnose", "own_stages", "stage_sentence", "rank_by_cost", "fmt_ms", "STAGE_MEANING",
+__all__ = ["Diagnosis", "diagnose", "ClusterDiagnosis", "ClusterFinding", "RankGroup", "diagnose_cluster",
+           "rank_span", "split_groups", "MIN_COST_SHARE", "own_stages", "stage_sentence", "rank_by_cost", "fmt_ms", "STAGE_MEANING",
            "DATA_WAIT_CONTRADICTED_PCT"]
+
+
+# -- clusters ---------------------------------------------------------------------------------------------
+# A difference between ranks is a finding only when it costs at least this share of the step.
+MIN_COST_SHARE = 0.01
+# Ranks form groups where the gap between two groups' values is at least this many times the spread inside
+# each group (and at least MIN_COST_SHARE of the step).
+GROUP_GAP_FACTOR = 2.0
+# hccl_raw writes link bandwidths without a unit (FORMATS.md: not the size/time ratio either).
+LEGACY_BANDWIDTH_UNIT = "hccl_raw's own bandwidth unit, which the file does not name"
+# The stage that holds a rank's own work, per stage vocabulary (first present wins).
+WORK_STAGES = ("computing_ms", "fp_and_bp_ms", "fp_ms")
+
+
+@dataclasses.dataclass(frozen=True)
+class RankGroup:
+    """Ranks that behave alike: ``ranks`` (keys, numeric order), ``label`` ("ranks 0–7"), ``named`` (what the
+    profile calls such a set: "communication group 3 (p2p)", "pipeline stage 2"; empty when none), ``means``
+    (stage -> mean ms over the group's ranks), ``ranges`` (stage -> (min, max) ms)."""
+
+    ranks: tuple
+    label: str
+    named: str
+    means: dict
+    ranges: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterFinding:
+    """``id``, ``text`` (a sentence), ``cost_ms`` (time per step at stake, None where the data gives no
+    estimate), ``ranks`` it is about, ``stage``, ``evidence`` (name -> number, ms unless the name says),
+    ``view`` (the page that shows it)."""
+
+    id: str
+    text: str
+    cost_ms: float | None
+    ranks: tuple = ()
+    stage: str | None = None
+    evidence: dict = dataclasses.field(default_factory=dict)
+    view: str = "Cluster"
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "text": self.text, "cost_ms": self.cost_ms, "ranks": list(self.ranks),
+                "stage": self.stage, "evidence": dict(self.evidence), "view": self.view}
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterDiagnosis:
+    """What sets a cluster's step time: ``step_ms`` (the slowest rank's average step: synchronous ranks
+    wait for it), ``headline`` (the first sentence of the cluster page and report), ``groups`` (`RankGroup`s,
+    empty when the ranks form none), ``grouped_by`` (the stage whose values split them), ``findings``
+    (`ClusterFinding`s, most time per step first; MindInsight's cluster proposals among them, with the
+    cost where it can be stated)."""
+
+    step_ms: float | None
+    headline: str
+    groups: tuple
+    grouped_by: str | None
+    findings: tuple
+
+    def to_dict(self) -> dict:
+        return {"headline": self.headline, "step_ms": self.step_ms, "grouped_by": self.grouped_by,
+                "groups": [{"ranks": list(g.ranks), "label": g.label, "named": g.named, "means": g.means}
+                           for g in self.groups],
+                "findings": [f.to_dict() for f in self.findings]}
+
+
+def rank_span(ranks) -> str:
+    """"rank 3", "ranks 0–1", "ranks 0–7, 9": consecutive numeric ranks folded into ranges."""
+    keys = [str(r) for r in ranks]
+    if len(keys) == 1:
+        return f"rank {keys[0]}"
+    if not all(k.isdigit() for k in keys):
+        return "ranks " + ", ".join(keys)
+    nums = sorted(int(k) for k in keys)
+    parts, start, prev = [], nums[0], nums[0]
+    for n in nums[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(f"{start}–{prev}" if prev > start + 0 and prev != start else f"{start}")
+        if n is not None:
+            start = prev = n
+    return "ranks " + ", ".join(parts)
+
+
+def _span(lo: float, hi: float) -> str:
+    return fmt_ms(lo) if fmt_ms(lo) == fmt_ms(hi) else f"{fmt_ms(lo)}–{fmt_ms(hi)}"
+
+
+def split_groups(values, step_ms: float) -> list[list] | None:
+    """Split ``values`` (a Series: rank -> ms) into groups of alike ranks at the largest gaps between sorted
+    values, as long as every gap used is at least `GROUP_GAP_FACTOR` times the widest group's spread and at
+    least `MIN_COST_SHARE` of ``step_ms``, and every group holds two ranks or more; None when the ranks form
+    no groups."""
+    v = values.dropna().sort_values(kind="stable")
+    if len(v) < 2:
+        return None
+    gaps = np.diff(v.to_numpy(float))
+    best = None
+    for k in range(1, min(len(v) - 1, 8) + 1):
+        cut = sorted(np.argsort(-gaps, kind="stable")[:k])
+        bounds = [0, *[c + 1 for c in cut], len(v)]
+        groups = [v.iloc[a:b] for a, b in zip(bounds, bounds[1:])]
+        widest = max(float(g.max() - g.min()) for g in groups)
+        smallest_gap = float(gaps[cut].min())
+        if min(len(g) for g in groups) < 2:
+            break  # a group of one rank is an outlier, not a group: `slow_ranks` says those
+        if smallest_gap >= max(GROUP_GAP_FACTOR * widest, MIN_COST_SHARE * step_ms) and smallest_gap > 0:
+            best = [list(g.index) for g in groups]
+    return best
+
+
+def _group_names(cluster, groups: list[list]) -> list[str]:
+    """What the profile calls each group of ranks: a communication group with exactly those ranks, else a
+    pipeline stage of a legacy ``ascend_cluster_analyse_pipeline-parallel_*`` file."""
+    from .cluster import _pipeline_shape
+    names = ["" for _ in groups]
+    try:
+        comm = cluster.concat("communication_groups")
+    except Exception:  # noqa: BLE001 - a cluster without group files
+        comm = None
+    if comm is not None and len(comm):
+        known = {}
+        for r in comm.drop_duplicates(["kind", "group"]).itertuples(index=False):
+            known.setdefault(frozenset(str(x) for x in r.ranks), f"{r.kind} communication group {r.group}")
+        names = [known.get(frozenset(str(x) for x in g), "") for g in groups]
+    stages, size = _pipeline_shape(cluster)
+    if stages and size and not any(names):
+        per = size // stages
+        for i, g in enumerate(groups):
+            ids = {int(x) // per for x in g if str(x).isdigit()}
+            if len(ids) == 1 and len(g) == per:
+                names[i] = f"pipeline stage {ids.pop() + 1} of {stages}"
+    return names
+
+
+def diagnose_cluster(cluster) -> ClusterDiagnosis:
+    """The cluster's diagnosis (memoised on it). See `ClusterDiagnosis`."""
+    return cluster.cached("cluster_diagnosis", lambda: _diagnose_cluster(cluster))
+
+
+def _diagnose_cluster(cluster) -> ClusterDiagnosis:
+    from . import cluster as C
+    summary = C.rank_summary(cluster)
+    steps = C.rank_steps(summary)
+    if "total_ms" not in steps.columns or steps["total_ms"].isna().all():
+        return ClusterDiagnosis(None, "No rank of this cluster has a step trace, so what sets the step time "
+                                      "across ranks cannot be said.", (), None, ())
+    steps = steps[steps["total_ms"].notna()]
+    stages = [c for c in summary["stages"] if c in steps.columns]
+    extras = [c for c in ("bubble_ms",) if c in steps.columns and steps[c].fillna(0).max() > 0]
+    step_ms = float(steps["total_ms"].max())
+    work = next((c for c in WORK_STAGES if c in stages), None)
+
+    # groups: the stage whose values split the ranks with the widest gap
+    split, by = None, None
+    for col in [*stages, *extras]:
+        g = split_groups(steps[col], step_ms)
+        if g is not None:
+            gap = _group_gap(steps[col], g)
+            if by is None or gap > _group_gap(steps[by], split):
+                split, by = g, col
+    names = _group_names(cluster, split) if split else []
+    groups = tuple(_group(steps, g, [*stages, *extras, "total_ms"], n) for g, n in zip(split or [], names))
+
+    findings = []
+    critical = max(groups, key=lambda g: g.means["total_ms"]) if groups else None
+    crit_rows = steps.loc[list(critical.ranks)] if critical else steps
+    limiter = max(stages, key=lambda c: float(crit_rows[c].median())) if stages else None
+    if limiter is not None:
+        lo, hi = float(crit_rows[limiter].min()), float(crit_rows[limiter].max())
+        tot_lo, tot_hi = float(crit_rows["total_ms"].min()), float(crit_rows["total_ms"].max())
+        share = float((crit_rows[limiter] / crit_rows["total_ms"]).median()) * 100
+        who = (f"on {critical.label}, the slowest" + (f" ({critical.named})" if critical.named else "")
+               if critical else f"on every one of the {len(steps)} ranks")
+        name, _, look = STAGE_MEANING.get(limiter, (STAGE_LABELS.get(limiter, limiter), "", "the Step trace"))
+        bubble = ""
+        if "bubble_ms" in extras and limiter in ("communication_not_overlapped_ms", "free_ms"):
+            b = crit_rows["bubble_ms"].fillna(0.0)
+            if b.max() > 0:
+                bubble = f", with {_span(float(b.min()), float(b.max()))} ms of pipeline bubble in the step"
+        findings.append(ClusterFinding(
+            "cluster.limiter", f"{name} sets the step time {who}: {_span(lo, hi)} of {_span(tot_lo, tot_hi)} ms "
+            f"per step (median {share:.0f} %){bubble}.", float(crit_rows[limiter].median()),
+            tuple(crit_rows.index), limiter, {"median_ms": float(crit_rows[limiter].median()),
+                                              "share_pct": share}, "Cluster"))
+
+    if groups and work is not None:
+        slow = max(groups, key=lambda g: g.means[work])
+        fast = min(groups, key=lambda g: g.means[work])
+        diff = slow.means[work] - fast.means[work]
+        if slow is not fast and diff >= MIN_COST_SHARE * step_ms:
+            waits = [c for c in stages if c != work and fast.means[c] - slow.means[c] > 0]
+            wait = max(waits, key=lambda c: fast.means[c] - slow.means[c]) if waits else None
+            wait_txt = (f"; {fast.label} wait meanwhile: {STAGE_LABELS.get(wait, wait).lower()} "
+                        f"{_span(*fast.ranges[wait])} ms against {_span(*slow.ranges[wait])} ms on {slow.label}"
+                        if wait else "")
+            ratio = slow.means[work] / fast.means[work] if fast.means[work] else float("inf")
+            findings.append(ClusterFinding(
+                "cluster.work_imbalance",
+                f"{slow.label.capitalize()}" + (f" ({slow.named})" if slow.named else "")
+                + f" {'compute' if work == 'computing_ms' else 'spend'} {fmt_ms(slow.means[work])} ms a step"
+                + ("" if work == "computing_ms" else f" in {STAGE_LABELS[work].lower()}") + f" against {fmt_ms(fast.means[work])} ms on {fast.label} "
+                f"({ratio:.2f}×){wait_txt}. Balancing the work between them could save up to {fmt_ms(diff)} ms "
+                f"a step ({diff / step_ms * 100:.0f} % of the {fmt_ms(step_ms)} ms step).",
+                diff, tuple(slow.ranks), work,
+                {"slow_ms": slow.means[work], "fast_ms": fast.means[work], "ratio": ratio}, "Cluster"))
+        bubble_excess = 0.0
+        for col in [c for c in [*extras, *stages] if c != work]:  # bubbles first: they lie inside the others
+            hi_g = max(groups, key=lambda g: g.means[col])
+            lo_g = min(groups, key=lambda g: g.means[col])
+            excess = hi_g.means[col] - lo_g.means[col]
+            if hi_g is fast and any(f.id == "cluster.work_imbalance" for f in findings):
+                excess -= diff  # the fast ranks' wait for the slow ones is the imbalance, said above
+            if col == "communication_not_overlapped_ms":
+                excess -= bubble_excess  # a pipeline bubble is receive time the device waits in, said above
+            if col == "bubble_ms":
+                bubble_excess = max(excess, 0.0)
+            if hi_g is lo_g or excess < MIN_COST_SHARE * step_ms:
+                continue
+            share = hi_g.means[col] / hi_g.means["total_ms"] * 100 if hi_g.means["total_ms"] else 0.0
+            what = "pipeline bubbles" if col == "bubble_ms" else STAGE_LABELS.get(col, col).lower()
+            findings.append(ClusterFinding(
+                f"cluster.group.{col[:-3]}",
+                f"{hi_g.label.capitalize()}" + (f" ({hi_g.named})" if hi_g.named else "")
+                + f" spend {_span(*hi_g.ranges[col])} ms a step in {what} ({share:.0f} % of the step) against "
+                f"{_span(*lo_g.ranges[col])} ms on {lo_g.label}: up to {fmt_ms(excess)} ms a step.",
+                excess, tuple(hi_g.ranks), col, {"high_ms": hi_g.means[col], "low_ms": lo_g.means[col]}, "Cluster"))
+    elif work is not None and len(steps) > 1:
+        # no groups: a stage that varies widely across ranks while the work is even means ranks wait for
+        # each other (synchronisation inside collectives)
+        w = steps[work]
+        even = float(w.max() - w.min()) <= 0.05 * float(w.median())
+        for col in [c for c in stages if c == "communication_not_overlapped_ms"]:
+            spread = float(steps[col].max() - steps[col].min())
+            if even and spread >= 0.1 * step_ms:
+                lo_r, hi_r = steps[col].idxmin(), steps[col].idxmax()
+                findings.append(ClusterFinding(
+                    f"cluster.spread.{col[:-3]}",
+                    f"{STAGE_LABELS.get(col, col)} varies {fmt_ms(steps[col].min())}–{fmt_ms(steps[col].max())} "
+                    f"ms across ranks (rank {lo_r} least, rank {hi_r} most) while {STAGE_LABELS[work].lower()} is "
+                    f"even ({_span(float(w.min()), float(w.max()))} ms): the ranks wait for each other in "
+                    "collectives rather than compute.", None, (str(hi_r),), col,
+                    {"min_ms": float(steps[col].min()), "max_ms": float(steps[col].max())}, "Cluster"))
+
+    slow = C.slow_ranks(summary)
+    for r in slow[slow["flagged"]].itertuples():
+        if r.stage == "total_ms" or r.excess_ms < MIN_COST_SHARE * step_ms:
+            continue
+        findings.append(ClusterFinding(
+            f"cluster.outlier.{r.rank}.{r.stage[:-3]}",
+            f"Rank {r.rank} is an outlier in {STAGE_LABELS.get(r.stage, r.stage).lower()}: {fmt_ms(r.value_ms)} ms "
+            f"against the ranks' median {fmt_ms(r.median_ms)} ms (robust z {r.z:.1f}), {fmt_ms(r.excess_ms)} ms a "
+            "step.", float(r.excess_ms), (str(r.rank),), r.stage,
+            {"value_ms": r.value_ms, "median_ms": r.median_ms, "z": r.z}, "Cluster"))
+    findings += _mindinsight_proposals(cluster, summary)
+    ranked = sorted(findings, key=lambda f: (f.cost_ms is None, -(f.cost_ms or 0.0)))
+    headline = _cluster_headline(ranked, groups, by, step_ms)
+    return ClusterDiagnosis(step_ms, headline, groups, by, tuple(ranked))
+
+
+def _group_gap(values, groups) -> float:
+    means = sorted(float(values.loc[g].mean()) for g in groups)
+    return min(b - a for a, b in zip(means, means[1:])) if len(means) > 1 else 0.0
+
+
+def _group(steps, ranks, cols, named) -> RankGroup:
+    from .cluster import _rank_key
+    ranks = sorted(ranks, key=_rank_key)
+    rows = steps.loc[ranks]
+    return RankGroup(tuple(str(r) for r in ranks), rank_span(ranks), named,
+                     {c: float(rows[c].fillna(0.0).mean()) for c in cols},
+                     {c: (float(rows[c].fillna(0.0).min()), float(rows[c].fillna(0.0).max())) for c in cols})
+
+
+def _cluster_headline(findings, groups, by, step_ms) -> str:
+    """The limiting stage's sentence, then the costliest other finding's."""
+    first = next((f for f in findings if f.id == "cluster.limiter"), None)
+    rest = next((f for f in findings if f.id != "cluster.limiter" and f.cost_ms is not None
+                 and f.cost_ms >= MIN_COST_SHARE * step_ms), None)
+    rest = rest or next((f for f in findings if f.id.startswith("cluster.spread.")), None)
+    text = first.text if first else f"The slowest rank's average step takes {fmt_ms(step_ms)} ms."
+    if rest is not None:
+        text += " " + rest.text
+    return text
+
+
+def _mindinsight_proposals(cluster, summary) -> list[ClusterFinding]:
+    """MindInsight 2.3.1's cluster proposals, with their own numbers; a cost only where it is a time."""
+    from . import cluster as C
+    out = []
+    p = C.step_interval_proposal(summary)
+    if p:
+        steps = C.rank_steps(summary)
+        excess = p["val"] - float(steps[p["stage"]].mean())
+        out.append(ClusterFinding(
+            "mindinsight.step_interval", f"MindInsight's step-interval proposal: rank {p['rank_id']} has the "
+            f"longest {STAGE_LABELS.get(p['stage'], p['stage']).lower()}, {p['val']} ms, {p['percent']} % above the "
+            "ranks' mean.", max(excess, 0.0), (str(p["rank_id"]),), p["stage"],
+            {"val_ms": p["val"], "percent": p["percent"]}, "Cluster"))
+    f = C.pipeline_flops_imbalance(cluster)
+    if f:
+        out.append(ClusterFinding(
+            "mindinsight.pipeline_flops", f"MindInsight's pipeline FLOPs proposal: stage {f['stage']} carries "
+            f"{f['val']:,} MFLOPs of cube work per rank, {f['percent']} % above the stages' mean.", None,
+            (), None, {"val_mflops": f["val"], "percent": f["percent"]}, "Cluster"))
+    links = C.slow_links(cluster)
+    for r in links[links["slowest"]].itertuples():
+        out.append(ClusterFinding(
+            f"mindinsight.slow_link.{r.src}.{r.dst}", f"MindInsight's slow-link proposal: link {r.src}→{r.dst} "
+            f"({r.transport}) runs {r.below_mean_pct:.2f} % below its transport's mean bandwidth "
+            f"({r.bandwidth:,.1f} against {r.mean_bandwidth:,.1f} in {LEGACY_BANDWIDTH_UNIT}).", None,
+            (str(r.recorded_by),), None,
+            {"bandwidth_gbps": r.bandwidth, "below_mean_pct": r.below_mean_pct}, "Cluster"))
+    pc = C.pipeline_communication(cluster)
+    if pc and pc.get("worst_stage"):
+        out.append(ClusterFinding(
+            "mindinsight.pipeline_communication", f"MindInsight's pipeline communication proposal: stage "
+            f"{pc['worst_stage']} spends {pc['worst_stage_pct']:.2f} % of its time in collective communication.",
+            None, (), None, {"worst_stage_pct": pc["worst_stage_pct"]}, "Cluster"))
+    return out

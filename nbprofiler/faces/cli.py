@@ -22,10 +22,11 @@ def _load(args):
 
 
 def cmd_summary(args) -> int:
-    prof = _load(args)
+    from ..loader import load
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProfilerDataWarning)
-        summary = prof.summary()
+        # a Cluster's summary is its smallest rank's, with the diagnosis across ranks under "cluster"
+        summary = load(args.dir, device=args.device).summary()
     summary["source"] = args.dir
     if args.json:
         json.dump(summary, sys.stdout, indent=2 if args.indent else None)
@@ -41,6 +42,8 @@ def _print_summary(s: dict) -> None:
     if ses:
         print(f"session {ses['key']} ({ses['folder']})" + (f"; other sessions of this rank: "
               f"{', '.join(ses['other_sessions'])} (pick one with --device KEY)" if ses["other_sessions"] else ""))
+    if (s.get("cluster") or {}).get("headline"):
+        print(f"cluster: {s['cluster']['headline']}")
     diag = s.get("diagnosis") or {}
     if diag.get("headline"):
         print(diag["headline"])

@@ -13,6 +13,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 from .. import schema
+from ..analysis.diagnosis import LEGACY_BANDWIDTH_UNIT
 from . import theme
 from .base import LayoutView
 
@@ -73,6 +74,8 @@ def rank_stage_heatmap(matrix: pd.DataFrame) -> figure:
     fig.rect(x="stage_label", y="rank", width=1, height=1, source=src,
              fill_color={"field": "relative", "transform": mapper}, line_color=None)
     fig.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
+    if sum(len(s) for s in stages) > 48:  # long stage names side by side overlap: tilt them
+        fig.xaxis.major_label_orientation = 0.5
     fig.add_tools(HoverTool(tooltips=[("rank", "@rank"), ("stage", "@stage_label"), ("time", "@ms{0,0.000} ms"),
                                       ("x median", "@relative{0.00}")]))
     return theme.style(fig)
@@ -96,24 +99,28 @@ def slow_rank_table(slow_df: pd.DataFrame, height: int = 200) -> DataTable:
                      name="cluster_slow_table")
 
 
-def findings_div(slow_df: pd.DataFrame, slow_steps_df: pd.DataFrame | None = None) -> Div:
-    flagged = slow_df[slow_df["flagged"]]
-    if len(flagged):
-        items = [f"rank {r.rank}: {theme.stage_label(r.stage)} {r.value_ms:,.3f} ms vs median {r.median_ms:,.3f} ms "
-                 f"(robust z {r.z:.1f})" for r in flagged.head(5).itertuples()]
-    else:
-        items = ["no rank lies more than 3.5 robust standard deviations above the median in any stage"]
+def findings_div(diagnosis, slow_steps_df: pd.DataFrame | None = None) -> Div:
+    """The cluster's diagnosis (`analysis.diagnosis.diagnose_cluster`): its first sentence, then every finding
+    with the time per step it concerns, most first (MindInsight's proposals among them), then the slowest
+    steps of single ranks. Escaped."""
+    items = []
+    for f in diagnosis.findings:
+        cost = f" <i>({html.escape(f'{f.cost_ms:,.3f}')} ms a step)</i>" if f.cost_ms is not None else ""
+        items.append(f"<li data-finding-id='{html.escape(f.id, quote=True)}'>{html.escape(f.text)}{cost}</li>")
     if slow_steps_df is not None and len(slow_steps_df):
         for r in slow_steps_df.head(3).itertuples():
-            items.append(f"rank {r.rank} step {r.step}: {r.total_ms:,.3f} ms vs its median {r.median_ms:,.3f} ms "
-                         f"(robust z {r.z:.1f}; {theme.stage_label(r.stage)} +{r.stage_excess_ms:,.3f} ms)")
-    body = "".join(f"<li>{html.escape(s)}</li>" for s in items)
-    return Div(text=f'<div style="{theme.PANEL_CSS}"><ul style="margin:4px 0">{body}</ul></div>',
+            items.append("<li>" + html.escape(
+                f"rank {r.rank} step {r.step}: {r.total_ms:,.3f} ms vs its median {r.median_ms:,.3f} ms "
+                f"(robust z {r.z:.1f}; {theme.stage_label(r.stage)} +{r.stage_excess_ms:,.3f} ms)") + "</li>")
+    body = "".join(items)
+    return Div(text=f'<div style="{theme.PANEL_CSS}"><p class="nbprofiler-cluster-diagnosis" style="font-size:1.1em;'
+                    f'margin:4px 0">{html.escape(diagnosis.headline)}</p><ul style="margin:4px 0">{body}</ul></div>',
                name="cluster_findings", sizing_mode="stretch_width")
 
 
-def cluster_layout(summary: dict):
-    """All cluster figures from `analysis.cluster.rank_summary(...)`'s result."""
+def cluster_layout(summary: dict, diagnosis=None):
+    """All cluster figures from `analysis.cluster.rank_summary(...)`'s result, under ``diagnosis`` (the
+    cluster's `ClusterDiagnosis`: its first sentence and ranked findings)."""
     from ..analysis import cluster as C
     steps = C.rank_steps(summary)
     if "total_ms" not in steps.columns or steps["total_ms"].isna().all():
@@ -124,7 +131,8 @@ def cluster_layout(summary: dict):
     summary = {**summary, "steps": summary["steps"][summary["steps"]["total_ms"].notna()]}
     steps = C.rank_steps(summary)
     slow = C.slow_ranks(summary)
-    return column(findings_div(slow, C.slow_steps(summary)),
+    parts = [findings_div(diagnosis, C.slow_steps(summary))] if diagnosis is not None else []
+    return column(*parts,
                   rank_bars_figure(steps, summary["stages"], C.slowest_rank(summary),
                                    set(slow.loc[slow["flagged"], "rank"].astype(str))),
                   row(rank_stage_heatmap(C.rank_stage_matrix(summary)), slow_rank_table(slow),
@@ -217,8 +225,8 @@ def links_div(slow: pd.DataFrame, pipeline: dict | None, flops: dict | None = No
     items = []
     for r in slow[slow["slowest"]].itertuples():
         items.append(f"link {r.src}→{r.dst} ({html.escape(str(r.transport))}, recorded by rank "
-                     f"{html.escape(str(r.recorded_by))}): bandwidth {r.bandwidth:,.4f}, {r.below_mean_pct:.2f} % "
-                     f"below the mean of its transport ({r.mean_bandwidth:,.4f})")
+                     f"{html.escape(str(r.recorded_by))}): bandwidth {r.bandwidth:,.1f}, {r.below_mean_pct:.2f} % "
+                     f"below the mean of its transport ({r.mean_bandwidth:,.1f}), in {LEGACY_BANDWIDTH_UNIT}")
     if pipeline:
         items.append(f"pipeline: receiving between stages takes {pipeline['between_stage_pct']:.2f} % of "
                      "computation + communication")
@@ -256,8 +264,10 @@ def communication_layout(cluster):
                       columns=[TableColumn(field="src", title="Source"), TableColumn(field="dst", title="Destination"),
                                TableColumn(field="transport", title="Transport"),
                                TableColumn(field="time_ms", title="Time (ms)", formatter=NumberFormatter(format="0,0.000")),
-                               TableColumn(field="size", title="Size", formatter=NumberFormatter(format="0,0.0")),
-                               TableColumn(field="bandwidth", title="Bandwidth", formatter=NumberFormatter(format="0,0.0")),
+                               TableColumn(field="size", title=f"Size ({matrix.attrs.get('size_unit', '?')})",
+                                           formatter=NumberFormatter(format="0,0.0")),
+                               TableColumn(field="bandwidth", title=f"Bandwidth ({matrix.attrs.get('bandwidth_unit', '?')})",
+                                           width=160, formatter=NumberFormatter(format="0,0.0")),
                                TableColumn(field="steps", title="Steps"),
                                TableColumn(field="slow", title="Slow link", width=220)],
                       height=min(400, 30 * len(matrix) + 40), sizing_mode="stretch_width", index_position=None,
@@ -280,9 +290,11 @@ class ClusterView(LayoutView):
 
     def __init__(self, cluster, engine: str | None = None):
         from ..analysis.cluster import rank_summary
+        from ..analysis.diagnosis import diagnose_cluster
         self.cluster = cluster
         self.summary = rank_summary(cluster, engine=engine)
-        self.layout = cluster_layout(self.summary)
+        self.diagnosis = diagnose_cluster(cluster)
+        self.layout = cluster_layout(self.summary, self.diagnosis)
         self.timeline = None
         comm = communication_layout(cluster)
         if comm is not None:
