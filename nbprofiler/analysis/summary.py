@@ -30,6 +30,7 @@ def summarize(prof) -> dict:
         "ops": _ops(prof),
         "minddata": _minddata(prof),
         "timeline": _timeline(prof),
+        "flops": _flops(prof),
     }
     diagnosis = diagnose(prof)
     out["diagnosis"] = {**diagnosis.to_dict(),
@@ -148,6 +149,15 @@ def _minddata(prof) -> dict | None:
         out["cpu_utilization"] = {k: c[k] for k in ("device_user_pct_avg", "device_sys_pct_avg",
                                                     "device_idle_pct_avg")}
     return out
+
+
+def _flops(prof) -> dict | None:
+    """The run's FLOPs figures (`analysis.flops.summary_figures`: ``total_mflops``, ``gflops_per_s``,
+    ``utilization_pct``), from flops_summary_*.json or the operators' flops; None without either."""
+    from .flops import summary_figures
+    if prof.flops.empty and not prof.flops_summary:
+        return None
+    return summary_figures(prof.flops_summary, prof.flops) or None
 
 
 def _timeline(prof) -> dict | None:

@@ -199,7 +199,7 @@ class Dashboard(traitlets.HasTraits, View):
             view.observe(self._on_memory_window, names="window")
             return view
         if tab == "FLOPs":
-            if prof.flops.empty:
+            if prof.flops.empty and not prof.flops_summary:  # a legacy cluster rank may hold only the summary
                 return None
             from .flops import FlopsView
             return FlopsView(prof)
