@@ -43,9 +43,12 @@ def test_averages_are_mindinsights_and_follow_a_step_range(lenet):
     assert view.cpu_steps.value == (1, 300)
     view.cpu_steps.value = (100, 200)
     part = cpu_summary(lenet.cpu_utilization, 100, 200)
-    text = html.unescape(view.layout.select_one({"name": "cpu_averages"}).text)
+    text = html.unescape(view.section("cpu").select_one({"name": "cpu_averages"}).text)   # built folded
     assert f"steps 100–200, {part['samples']:,} samples" in text and part["samples"] < whole["samples"]
     assert f"process user<br><b>{part['process_user_pct_mean']:.2f} %" in text
+    view.cpu_steps.value = (1, 50)                      # the section is built: the change reaches it at once
+    text = html.unescape(view.section("cpu").select_one({"name": "cpu_averages"}).text)
+    assert "steps 1–50" in text
 
 
 def test_report_page_has_the_same_panel(lenet):

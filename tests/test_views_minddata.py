@@ -98,8 +98,11 @@ def test_layout_stretches_to_the_cell(bottleneck):
     from bokeh.models import Plot
     layout = V.minddata_layout({k: getattr(bottleneck, k) for k in V._FRAMES})
     plots = list(layout.select({"type": Plot}))
-    wide = [p for p in plots if p.name != "minddata_usage_chart"]
+    wide = [p for p in plots if p.name not in ("minddata_usage_chart", "minddata_graph")]
     assert wide and all(p.sizing_mode == "stretch_width" and p.min_width <= 640 for p in wide)
+    # the graph is drawn to scale (its labels must fit), in a plot area no wider than a notebook cell
+    graph = layout.select_one({"name": "minddata_graph"})
+    assert graph.frame_width <= V.GRAPH_MAX_FRAME_PX
 
 
 def test_panel_starts_on_flagged_queue_with_its_series(bottleneck):
@@ -186,3 +189,124 @@ def test_view_on_bottleneck_run_is_standalone_html(bottleneck, tmp_path):
     html_text = file_html(view.layout, INLINE, "minddata")
     assert "minddata_queue_src" in html_text and "cdn.bokeh.org" not in html_text
     assert not math.isnan(len(html_text))
+
+
+# -- the graph fits its nodes and labels ----------------------------------------------------------------
+_CHAIN = ["DeviceQueueOp", "EpochCtrlOp", "RepeatOp", "BatchOp", "ShuffleOp", "MapOp", "MapOp", "MapOp",
+          "ConcatOp", "MapOp", "ShuffleOp", "MapOp", "BatchOp", "MapOp", "ProjectOp", "RenameOp", "MapOp",
+          "TakeOp", "SkipOp", "ImageFolderOp"]
+
+
+def _pipeline_of(tmp_path, n_ops: int, branch: bool = False):
+    """A copy of a real pipeline_profiling_0.json (md_bottleneck_map's) grown to an ``n_ops`` chain, root
+    op 0, each op's output queue sampled as in the real file; ``branch``: the last op gets a sibling."""
+    import json
+    src = json.loads((DATA / "minddata" / "md_bottleneck_map" / "pipeline_profiling_0.json").read_text())
+    real = src["op_info"]
+    ops = []
+    for i in range(n_ops):
+        like = real[min(i, len(real) - 1)]
+        op = {"op_id": i, "op_type": _CHAIN[i] if i < n_ops - 1 else "GeneratorOp",
+              "num_workers": like["num_workers"], "metrics": json.loads(json.dumps(like["metrics"]))}
+        if i < n_ops - 1:
+            op["children"] = [i + 1]
+        ops.append(op)
+    if branch:
+        ops[-2]["children"].append(n_ops)
+        ops.append({"op_id": n_ops, "op_type": "MindRecordOp", "num_workers": 4,
+                    "metrics": json.loads(json.dumps(real[-1]["metrics"]))})
+    run = tmp_path / f"md_{n_ops}{'_branch' if branch else ''}"
+    run.mkdir()
+    (run / "pipeline_profiling_0.json").write_text(json.dumps({**src, "op_info": ops}))
+    prof = nbprofiler.load(run)
+    assert len(prof.minddata_pipeline) == len(ops)
+    return prof.minddata_pipeline
+
+
+def _inside(fig, x0, x1, y0, y1, what, margin_px=2.0):
+    """The box [x0, x1] x [y0, y1] (data units) lies inside the figure's ranges, ``margin_px`` clear of
+    their edges (the y axis points down: y_range.start > y_range.end)."""
+    xr, yr = fig.x_range, fig.y_range
+    ux = fig.frame_width / (xr.end - xr.start)           # pixels per data unit
+    uy = fig.frame_height / (yr.start - yr.end)
+    m_x, m_y = margin_px / ux, margin_px / uy
+    assert xr.start + m_x <= x0 and x1 <= xr.end - m_x, (what, x0, x1, xr.start, xr.end)
+    assert yr.end + m_y <= y0 and y1 <= yr.start - m_y, (what, y0, y1, yr.end, yr.start)
+
+
+def _text_px(text, font_px):
+    # a wide sans-serif estimate, independent of the view's: 0.62 em per character of the longest line
+    return max(len(line) for line in text.split("\n")) * 0.62 * font_px
+
+
+@pytest.mark.parametrize("n_ops,branch", [(7, False), (7, True), (12, False), (20, False), (3, False)])
+def test_graph_fits_every_node_and_label(tmp_path, n_ops, branch):
+    from bokeh.models import GlyphRenderer, Rect, Text
+    pipe = _pipeline_of(tmp_path, n_ops, branch)
+    fig = V.pipeline_graph(pipe, bottleneck_ids=[1])
+    xr, yr = fig.x_range, fig.y_range
+    assert fig.frame_width <= V.GRAPH_MAX_FRAME_PX and fig.frame_height > 0
+    ux = fig.frame_width / (xr.end - xr.start)
+    uy = fig.frame_height / (yr.start - yr.end)
+    assert ux == pytest.approx(uy)                          # drawn to scale: boxes keep their shape
+    nodes = _source(fig, "minddata_nodes_src").data
+    edges = _source(fig, "minddata_edges_src").data
+    assert len(nodes["op_id"]) == len(pipe) and len(edges["op_id"]) == len(pipe) - 1
+    renderers = list(fig.select(GlyphRenderer))
+    node_box = next(r.glyph for r in renderers if isinstance(r.glyph, Rect) and r.data_source.name == "minddata_nodes_src")
+    queue_box = next(r.glyph for r in renderers if isinstance(r.glyph, Rect) and r.data_source.name == "minddata_edges_src")
+    node_text = next(r.glyph for r in renderers if isinstance(r.glyph, Text) and r.data_source.name == "minddata_nodes_src")
+    queue_text = next(r.glyph for r in renderers if isinstance(r.glyph, Text) and r.data_source.name == "minddata_edges_src")
+    node_font, queue_font = (float(t.text_font_size.rstrip("px")) for t in (node_text, queue_text))
+    for x, y, label in zip(nodes["x"], nodes["y"], nodes["label"]):
+        _inside(fig, x - node_box.width / 2, x + node_box.width / 2, y - node_box.height / 2, y + node_box.height / 2,
+                f"box of {label}")
+        half = _text_px(label, node_font) / ux / 2
+        assert half * 2 <= node_box.width, f"{label} is wider than its box"
+        _inside(fig, x - half, x + half, y - node_font / uy / 2, y + node_font / uy / 2, f"label {label}")
+    for xm, ym, label_y, text in zip(edges["xm"], edges["ym"], edges["label_y"], edges["text"]):
+        _inside(fig, xm - queue_box.width / 2, xm + queue_box.width / 2, ym - queue_box.height / 2,
+                ym + queue_box.height / 2, f"box of {text}")
+        half = _text_px(text, queue_font) / ux / 2
+        lines = len(text.split("\n"))
+        top = label_y + queue_text.y_offset / uy
+        _inside(fig, xm - half, xm + half, top, top + lines * 1.3 * queue_font / uy, f"label {text!r}")
+    # no two op boxes overlap (a wrapped pipeline's bands too)
+    boxes = sorted(zip(nodes["y"], nodes["x"]))
+    for i, (y1, x1) in enumerate(boxes):
+        for y2, x2 in boxes[i + 1:]:
+            assert abs(x1 - x2) >= node_box.width or abs(y1 - y2) >= node_box.height, (x1, y1, x2, y2)
+
+
+def test_long_pipeline_wraps_into_bands(tmp_path):
+    pipe = _pipeline_of(tmp_path, 20)
+    flat = V.pipeline_layout(pipe).set_index("op_id")
+    assert set(flat["y"]) == {0.0} and flat["x"].max() == 19 * V.COL_SPACING   # one row unwrapped
+    nodes = _source(V.pipeline_graph(pipe), "minddata_nodes_src").data
+    by_id = dict(zip(nodes["op_id"], zip(nodes["x"], nodes["y"])))
+    assert len(set(nodes["y"])) > 1                     # wrapped into several bands
+    # sources on the first band's left, data flowing left to right within a band, the root in the last band
+    assert by_id[19] == (0.0, 0.0) and by_id[0][1] == max(nodes["y"])
+    for op in range(19):
+        (xc, yc), (xp, yp) = by_id[op + 1], by_id[op]
+        assert (yp == yc and xp == xc + V.COL_SPACING) or (yp > yc and xp == 0.0)
+
+
+def test_view_opens_with_the_pipeline_and_folds_the_rest(bottleneck):
+    """The tab opens on the verdict and the pipeline panel; the queue usage, queues per step and CPU sections
+    are folded and built when opened."""
+    view = V.MindDataView(bottleneck)
+    assert view.layout.select_one({"name": "minddata_graph"}) is not None
+    assert view.layout.select_one({"name": "host_queue_fig"}) is None and not view._sections
+    titles = [f.get_title(0) for f in view.folds]
+    assert titles[0].startswith("Queue usage") and "host queue empty at 62/62 steps" in titles[0]
+    view.folds[0].selected_index = 0                    # opening the fold builds its section
+    queues = view.section("queues")
+    assert queues.select_one({"name": "minddata_usage_chart"}) is not None
+    assert queues.select_one({"name": "host_queue_src"}) is not None
+    assert len(view.folds[0].children[0].children) == 1  # one BokehModel, shown once
+    view.folds[0].selected_index = None
+    view.folds[0].selected_index = 0
+    assert len(view.folds[0].children[0].children) == 1
+    with pytest.raises(ValueError):
+        view.section("nope")

@@ -46,6 +46,17 @@ COL_SPACING = 2.0               # data units between pipeline levels; the queue 
 NODE_W, NODE_H = 1.1, 0.5
 QUEUE_W, QUEUE_H = 0.8, 0.24
 MIN_WIDTH_PX, MAX_WIDTH_PX = 480, 1600   # plots stretch to the notebook cell between these widths
+# The pipeline graph is drawn to scale: ``UNIT_PX`` pixels per data unit (more when a label needs it), its plot
+# area never wider than ``GRAPH_MAX_FRAME_PX`` (a long pipeline wraps into bands of levels, read like lines of
+# text), so that no node or label is cut at a notebook cell's edge.
+UNIT_PX = 80.0
+GRAPH_MAX_FRAME_PX = 800
+BAND_GAP = 0.6                  # rows between two bands of a wrapped pipeline
+NODE_FONT_PX, QUEUE_FONT_PX = 12, 11
+
+
+def _present(df) -> bool:
+    return df is not None and len(df) > 0
 
 
 def _cds(df: pd.DataFrame, name: str | None = None) -> ColumnDataSource:
@@ -59,13 +70,16 @@ def op_label(op_type, op_id) -> str:
 
 
 # -- pipeline graph ---------------------------------------------------------------------------------
-def pipeline_layout(pipeline_df: pd.DataFrame) -> pd.DataFrame:
+def pipeline_layout(pipeline_df: pd.DataFrame, levels_per_band: int | None = None) -> pd.DataFrame:
     """Tidy-tree positions of the pipeline ops, data flowing left to right (sources left, root right).
 
     Returns one row per op: ``op_id`` (int64), ``depth`` (int64, 0 = root), ``x`` (float64, column of
     the op, ``COL_SPACING`` per level), ``y`` (float64: leaves take consecutive rows in depth-first
     order, a parent sits at the mean of its children). Built from ``parent_id``; ops whose parent is
     missing from the frame become extra roots, and a cycle is cut where it is met.
+
+    ``levels_per_band``: wrap a pipeline deeper than that into bands of that many levels, each band below
+    the one before (``BAND_GAP`` rows apart) and starting again at x = 0, as text wraps into lines.
     """
     if pipeline_df is None or pipeline_df.empty:
         return pd.DataFrame({"op_id": pd.Series(dtype="int64"), "depth": pd.Series(dtype="int64"),
@@ -120,22 +134,30 @@ def pipeline_layout(pipeline_df: pd.DataFrame) -> pd.DataFrame:
             next_row[0] += 1.0
     max_depth = max(depth.values())
     out = pd.DataFrame({"op_id": ids, "depth": [depth[i] for i in ids]})
-    out["x"] = (max_depth - out["depth"]) * COL_SPACING
+    col = max_depth - out["depth"]
     out["y"] = [y[i] for i in ids]
-    return out.astype({"op_id": "int64", "depth": "int64", "x": "float64", "y": "float64"})
+    if levels_per_band and max_depth + 1 > levels_per_band:
+        band = col // int(levels_per_band)
+        col = col % int(levels_per_band)
+        out["y"] = out["y"] + band * (next_row[0] + BAND_GAP)
+    out["x"] = col * COL_SPACING
+    return out[["op_id", "depth", "x", "y"]].astype({"op_id": "int64", "depth": "int64", "x": "float64",
+                                                     "y": "float64"})
 
 
-def pipeline_queues(pipeline_df: pd.DataFrame, bottleneck_ids=()) -> pd.DataFrame:
+def pipeline_queues(pipeline_df: pd.DataFrame, bottleneck_ids=(), layout: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per queue = per op that has a parent and an output queue (the edge op -> parent).
 
     Columns: ``op_id``, ``parent_id`` (int64), ``queue`` (str, ``Queue_<op_id>`` as MindInsight names
     it), ``op``, ``parent`` (str display names), ``usage_pct`` (float64, 0..100 = average size /
     capacity), ``average_size`` (float64), ``capacity`` (int64), ``flagged`` (bool: the queue is the
     output of a bottleneck op), and the layout: ``x0, y0`` (child), ``x1, y1`` (parent), ``xm, ym``
-    (the queue box). Ops without queue metrics (inline ops) are skipped, as MindInsight draws them.
+    (the queue box: halfway along x, on the child's row; halfway between two bands of a wrapped layout).
+    Ops without queue metrics (inline ops) are skipped, as MindInsight draws them.
+    ``layout``: the positions to use (`pipeline_layout`'s frame; default: `pipeline_layout(pipeline_df)`).
     """
     from ..analysis.minddata import pipeline_edges
-    layout = pipeline_layout(pipeline_df).set_index("op_id")
+    layout = (pipeline_layout(pipeline_df) if layout is None else layout).set_index("op_id")
     flagged = {int(i) for i in bottleneck_ids}
     labels = {int(r.op_id): op_label(r.op_type, r.op_id) for r in pipeline_df.itertuples()}
     rows = []
@@ -150,7 +172,10 @@ def pipeline_queues(pipeline_df: pd.DataFrame, bottleneck_ids=()) -> pd.DataFram
                      "average_size": float(e.output_queue_average_size)
                      if pd.notna(e.output_queue_average_size) else 0.0,
                      "capacity": int(e.output_queue_length), "flagged": op_id in flagged,
-                     "x0": x0, "y0": y0, "x1": x1, "y1": y1, "xm": (x0 + x1) / 2, "ym": (y0 + y1) / 2})
+                     "x0": x0, "y0": y0, "x1": x1, "y1": y1, "xm": (x0 + x1) / 2,
+                     # on the child's row, so that the queues of siblings never overlap; an edge from one
+                     # band of a wrapped pipeline to the next: halfway
+                     "ym": y0 if x1 > x0 else (y0 + y1) / 2})
     cols = ["op_id", "parent_id", "queue", "op", "parent", "usage_pct", "average_size", "capacity", "flagged",
             "x0", "y0", "x1", "y1", "xm", "ym"]
     return pd.DataFrame(rows, columns=cols)
@@ -160,62 +185,122 @@ def _usage_mapper() -> LinearColorMapper:
     return LinearColorMapper(palette=USAGE_PALETTE, low=0.0, high=100.0)
 
 
-def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | None = None) -> figure:
-    """The pipeline as a graph: ops as rounded boxes, each output queue as the edge to the parent op,
-    coloured by its average usage (0..100 %, colour bar), the queues of bottleneck ops outlined red.
+def text_width_px(text: str, font_px: float) -> float:
+    """A generous estimate of the width in pixels of ``text`` (its longest line) drawn in the UI font at
+    ``font_px``: 0.62 em per character, wider than the average of the sans-serif fonts of `theme.FONT`
+    (digits and capitals ~0.55-0.6 em, bold ~0.6-0.65)."""
+    return max((len(line) for line in str(text).split("\n")), default=0) * 0.62 * font_px
 
-    Sources: ``minddata_nodes_src`` (op_id, label, num_workers, x, y) and ``minddata_edges_src`` (the
-    columns of `pipeline_queues`). A TapTool selects a queue box; `pipeline_panel` links that selection
-    to the queue series.
-    """
-    layout = pipeline_layout(pipeline_df)
+
+def graph_geometry(labels, queue_texts, n_levels: int) -> dict:
+    """How the pipeline graph is drawn to scale, so that every label fits: ``unit_px`` (pixels per data unit;
+    levels are ``COL_SPACING`` units apart), ``node_w`` and ``queue_w`` (box widths in data units: an op's
+    box as wide as the widest op name needs, at least ``NODE_W`` at `UNIT_PX`; a queue box ``QUEUE_W`` at
+    `UNIT_PX`), and ``levels_per_band`` (levels drawn side by side before the pipeline wraps, so that the
+    plot area stays within `GRAPH_MAX_FRAME_PX`)."""
+    node_px = max(NODE_W * UNIT_PX, max((text_width_px(t, NODE_FONT_PX) for t in labels), default=0.0) + 16)
+    queue_px = QUEUE_W * UNIT_PX
+    gap_px = max((COL_SPACING - NODE_W) * UNIT_PX, queue_px + 8,
+                 max((text_width_px(t, QUEUE_FONT_PX) for t in queue_texts), default=0.0) + 8)
+    level_px = node_px + gap_px
+    unit = level_px / COL_SPACING
+    # the plot area of b levels: (b - 1) levels + one box + a 12 px margin each side
+    per_band = int((GRAPH_MAX_FRAME_PX - node_px - 24) // level_px) + 1
+    return {"unit_px": unit, "node_w": node_px / unit, "queue_w": queue_px / unit,
+            "levels_per_band": max(1, min(per_band, max(1, n_levels)))}
+
+
+def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | None = None):
+    """`pipeline_graph`, and its edges source (the page links to it without searching the figure)."""
+    from bokeh.models import Rect, Text
+    labels_by_id = {int(i): op_label(t, i) for t, i in zip(pipeline_df["op_type"], pipeline_df["op_id"])}
+    flat = pipeline_layout(pipeline_df)
+    n_levels = int(flat["depth"].max()) + 1 if len(flat) else 1
+    texts = [f"Queue_{int(i)}\n100.00%" for i in labels_by_id]   # the widest a queue label can be
+    geo = graph_geometry(labels_by_id.values(), texts, n_levels)
+    layout = pipeline_layout(pipeline_df, geo["levels_per_band"])
+    unit, node_w, queue_w = geo["unit_px"], geo["node_w"], geo["queue_w"]
     nodes = layout.merge(pipeline_df[["op_id", "op_type", "num_workers"]], on="op_id", how="left")
-    nodes["label"] = [op_label(t, i) for t, i in zip(nodes["op_type"], nodes["op_id"])]
+    nodes["label"] = [labels_by_id[int(i)] for i in nodes["op_id"]]
     nodes["bottleneck"] = nodes["op_id"].isin([int(i) for i in bottleneck_ids])
     nodes["line_color"] = np.where(nodes["bottleneck"], theme.HIGHLIGHT, theme.AXIS)
-    queues = pipeline_queues(pipeline_df, bottleneck_ids)
+    queues = pipeline_queues(pipeline_df, bottleneck_ids, layout)
     queues["line_color"] = np.where(queues["flagged"], theme.HIGHLIGHT, theme.AXIS)
     queues["line_width"] = np.where(queues["flagged"], 3.0, 1.0)
-    queues["text"] = [f"{q} ({u:.2f}%)" for q, u in zip(queues["queue"], queues["usage_pct"])]
+    # two lines, so the label fits between two op boxes however many levels the pipeline has
+    queues["text"] = [f"{q}\n{u:.2f}%" for q, u in zip(queues["queue"], queues["usage_pct"])]
     queues["label_y"] = queues["ym"] + QUEUE_H / 2      # the y axis points down: the box's lower edge
 
-    n_rows = max(1.0, float(layout["y"].max() + 1)) if len(layout) else 1.0
-    x_max = float(layout["x"].max()) if len(layout) else 0.0
+    # Ranges: every box and label inside, with a margin; the plot area is the ranges at `unit` px per unit.
+    pad = 12 / unit
+    if len(nodes):
+        x0 = float((nodes["x"] - node_w / 2).min())
+        x1 = float((nodes["x"] + node_w / 2).max())
+        y0 = float(nodes["y"].min()) - NODE_H / 2
+        y1 = float(nodes["y"].max()) + NODE_H / 2
+    else:
+        x0, x1, y0, y1 = -node_w / 2, node_w / 2, -NODE_H / 2, NODE_H / 2
+    if len(queues):
+        half = np.array([text_width_px(t, QUEUE_FONT_PX) for t in queues["text"]]) / unit / 2
+        x0 = min(x0, float((queues["xm"] - np.maximum(half, queue_w / 2)).min()))
+        x1 = max(x1, float((queues["xm"] + np.maximum(half, queue_w / 2)).max()))
+        # 3 px below the box, two lines of text
+        y1 = max(y1, float(queues["label_y"].max()) + (3 + 2 * 1.3 * QUEUE_FONT_PX) / unit)
+        y0 = min(y0, float((queues["ym"] - QUEUE_H / 2).min()))
+    x0, x1, y0, y1 = x0 - pad, x1 + pad, y0 - pad, y1 + pad
+    frame_w, frame_h = int(np.ceil((x1 - x0) * unit)), int(np.ceil((y1 - y0) * unit))
     fig = figure(name="minddata_graph", title="Pipeline: ops and their output queues (click a queue)",
-                 x_range=Range1d(-NODE_W, x_max + NODE_W), y_range=Range1d(n_rows - 0.3, -0.5),
-                 sizing_mode="stretch_width", min_width=max(MIN_WIDTH_PX, int(200 * (x_max / COL_SPACING + 1))),
-                 max_width=max(MAX_WIDTH_PX, int(260 * (x_max / COL_SPACING + 1))),
-                 height=height or int(110 + 90 * n_rows), tools="tap,reset,save", toolbar_location="right")
-    fig.axis.visible = False
+                 x_range=Range1d(x0, x0 + frame_w / unit), y_range=Range1d(y0 + frame_h / unit, y0),
+                 frame_width=frame_w, frame_height=height - 60 if height else frame_h,
+                 x_axis_type=None, y_axis_type=None, tools="reset,save", toolbar_location="right")
     fig.grid.visible = False
     nodes_src = _cds(nodes[["op_id", "label", "op_type", "num_workers", "x", "y", "line_color"]], "minddata_nodes_src")
     edges_src = _cds(queues, "minddata_edges_src")
     mapper = _usage_mapper()
     # The edges, labels and boxes share one source; a selected queue is shown by its box's outline only,
-    # so no other glyph fades (Bokeh's default dims every unselected glyph to 0.2-0.55).
-    for a, b in (("x0", "y0"), ("x1", "y1")):
-        fig.segment(a, b, "xm", "ym", source=edges_src, line_width=3, nonselection_line_alpha=1.0,
-                    line_color={"field": "usage_pct", "transform": mapper})
-    node_r = fig.rect("x", "y", NODE_W, NODE_H, source=nodes_src, fill_color="#e8eaf2", fill_alpha=0.9,
-                      line_color="line_color", line_width=2, border_radius=12)
-    fig.text("x", "y", text="label", source=nodes_src, text_align="center", text_baseline="middle",
-             text_font={"value": theme.FONT}, text_font_size="12px", text_color="#333333")
-    queue_r = fig.rect("xm", "ym", QUEUE_W, QUEUE_H, source=edges_src, name="minddata_queue_boxes",
+    # so no other glyph fades (Bokeh's default dims every unselected glyph to 0.2-0.55). Nothing is muted
+    # (no legend), so the renderers on it leave their muted glyphs to BokehJS ("auto").
+    halves = [fig.segment(a, b, "xm", "ym", source=edges_src, line_width=3, nonselection_line_alpha=1.0,
+                          line_color={"field": "usage_pct", "transform": mapper}) for a, b in (("x0", "y0"), ("x1", "y1"))]
+    # The ops' boxes and names: no selection on their source, so no selection glyphs either.
+    node_r = fig.add_glyph(nodes_src, Rect(x="x", y="y", width=node_w, height=NODE_H, fill_color="#e8eaf2",
+                                           fill_alpha=0.9, line_color="line_color", line_width=2, border_radius=12))
+    fig.add_glyph(nodes_src, Text(x="x", y="y", text="label", text_align="center", text_baseline="middle",
+                                  text_font={"value": theme.FONT}, text_font_size=f"{NODE_FONT_PX}px",
+                                  text_color="#333333"))
+    queue_r = fig.rect("xm", "ym", queue_w, QUEUE_H, source=edges_src, name="minddata_queue_boxes",
                        fill_color={"field": "usage_pct", "transform": mapper}, line_color="line_color",
                        line_width="line_width", selection_line_color=SELECTED_COLOR, selection_line_width=4,
                        nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0)
     # Below the box, clear of it (a yellow, nearly full queue box washed out text drawn over its edge).
-    fig.text("xm", "label_y", text="text", source=edges_src, y_offset=3, text_align="center",
-             text_baseline="top", text_font={"value": theme.FONT}, text_font_size="11px",
-             text_font_style="bold", text_color=theme.TEXT, nonselection_text_alpha=1.0)
-    fig.select_one(TapTool).renderers = [queue_r]
+    label_r = fig.text("xm", "label_y", text="text", source=edges_src, y_offset=3, text_align="center",
+                       text_baseline="top", text_font={"value": theme.FONT}, text_font_size=f"{QUEUE_FONT_PX}px",
+                       text_font_style="bold", text_color=theme.TEXT, nonselection_text_alpha=1.0)
+    for r in (*halves, queue_r, label_r):
+        r.muted_glyph = "auto"
+    fig.add_tools(TapTool(renderers=[queue_r]))
     fig.add_tools(HoverTool(renderers=[queue_r], tooltips=[
         ("queue", "@queue"), ("from", "@op"), ("to", "@parent"), ("usage", "@usage_pct{0.00} %"),
         ("average size", "@average_size{0.00} / @capacity")]))
     fig.add_tools(HoverTool(renderers=[node_r], tooltips=[("op", "@label"), ("workers", "@num_workers")]))
     fig.add_layout(ColorBar(color_mapper=mapper, title="queue usage (%)", width=10, title_text_color=theme.TEXT,
                             major_label_text_color=theme.TEXT, background_fill_color=None), "right")
-    return theme.style(fig)
+    return theme.style(fig), edges_src
+
+
+def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | None = None) -> figure:
+    """The pipeline as a graph: ops as rounded boxes, each output queue as the edge to the parent op,
+    coloured by its average usage (0..100 %, colour bar), the queues of bottleneck ops outlined red.
+
+    Drawn to scale (`graph_geometry`): the plot area (``frame_width`` x ``frame_height``) is the data
+    ranges at a fixed number of pixels per unit, wide enough for every box and label, and a pipeline too
+    deep for `GRAPH_MAX_FRAME_PX` wraps into bands, so nothing is cut at the edge of a notebook cell.
+
+    Sources: ``minddata_nodes_src`` (op_id, label, num_workers, x, y) and ``minddata_edges_src`` (the
+    columns of `pipeline_queues`). A TapTool selects a queue box; `pipeline_panel` links that selection
+    to the queue series.
+    """
+    return _pipeline_graph(pipeline_df, bottleneck_ids, height)[0]
 
 
 def queue_usage_chart(pipeline_df: pd.DataFrame, bottleneck_ids=()) -> figure:
@@ -250,7 +335,12 @@ def _queue_series(queues_df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 def queue_size_figure(queues_df: pd.DataFrame, op_id: int | None = None) -> figure:
     """Sampled size of one op's output queue over time (``minddata_queue_src``: x, size, length), with the
     capacity as a dashed line. ``op_id`` None: the first op that has samples."""
-    series, xlabel = _queue_series(queues_df)
+    return _queue_size_figure(_queue_series(queues_df), op_id)[0]
+
+
+def _queue_size_figure(series_and_label, op_id: int | None = None):
+    """`queue_size_figure` from `_queue_series`'s result, and the figure's source."""
+    series, xlabel = series_and_label
     if op_id is None and len(series):
         op_id = int(series["op_id"].iloc[0])
     one = series[series["op_id"] == op_id]
@@ -266,7 +356,7 @@ def queue_size_figure(queues_df: pd.DataFrame, op_id: int | None = None) -> figu
                             mode="vline"))
     fig.legend.location = "top_left"
     fig.y_range.start = 0
-    return theme.style(fig)
+    return theme.style(fig), src
 
 
 _SELECT_QUEUE_JS = """
@@ -298,16 +388,23 @@ def pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, bo
     """Graph + usage bars + the size series of the clicked queue + an info table, linked by CustomJS
     (works in a static HTML file). Initially selected: ``selected_op``, else the first flagged queue, else
     the first queue. The queue info table (``minddata_queue_info_src``) is a DataTable: cells are text."""
-    graph = pipeline_graph(pipeline_df, bottleneck_ids)
-    edges = graph.select_one({"name": "minddata_edges_src"})
-    queues = pd.DataFrame(edges.data)
+    return _pipeline_panel(pipeline_df, queues_df, bottleneck_ids, selected_op)[0]
+
+
+def _pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, bottleneck_ids=(),
+                    selected_op: int | None = None, usage: bool = True):
+    """`pipeline_panel` (``usage``: with the usage bars), and the graph's edges source (its selection is the
+    shown queue)."""
+    graph, edges = _pipeline_graph(pipeline_df, bottleneck_ids)
+    data = edges.data
+    queue_ids = [int(i) for i in data["op_id"]]
     if queues_df is None:
         queues_df = pd.DataFrame({"op_id": [], "sample": [], "time_ms": [], "size": [], "length": []})
-    series, _ = _queue_series(queues_df)
-    if selected_op is None and len(queues):
-        flagged = queues[queues["flagged"]]
-        selected_op = int((flagged if len(flagged) else queues)["op_id"].iloc[0])
-    qfig = queue_size_figure(queues_df, selected_op)
+    series, xlabel = _queue_series(queues_df)
+    if selected_op is None and queue_ids:
+        flagged = [i for i, f in zip(queue_ids, data["flagged"]) if f]
+        selected_op = (flagged or queue_ids)[0]
+    qfig, qsrc = _queue_size_figure((series, xlabel), selected_op)
     all_src = ColumnDataSource({c: series[c].to_numpy() for c in ("op_id", "x", "size", "length")},
                                name="minddata_queues_all_src")
     info_src = ColumnDataSource({"key": [], "value": []}, name="minddata_queue_info_src")
@@ -316,19 +413,21 @@ def pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, bo
                       width=330, height=220, index_position=None, name="minddata_queue_info")
     workers = {str(int(i)): int(w) for i, w in zip(pipeline_df["op_id"], pipeline_df["num_workers"])
                if pd.notna(w)}
-    callback = CustomJS(args=dict(edges=edges, all=all_src, series=qfig.select_one({"name": "minddata_queue_src"}),
-                                  fig=qfig, info=info_src, table=table, workers=workers), code=_SELECT_QUEUE_JS)
+    callback = CustomJS(args=dict(edges=edges, all=all_src, series=qsrc, fig=qfig, info=info_src, table=table,
+                                  workers=workers), code=_SELECT_QUEUE_JS)
     edges.selected.js_on_change("indices", callback)
-    if selected_op is not None and len(queues) and (queues["op_id"] == selected_op).any():
-        i = int(np.flatnonzero(queues["op_id"].to_numpy() == selected_op)[0])
+    if selected_op is not None and int(selected_op) in queue_ids:
+        i = queue_ids.index(int(selected_op))
         edges.selected.indices = [i]
-        q = queues.iloc[i]
         info_src.data = {"key": ["queue", "from op", "to op", "workers of from op", "average size", "capacity",
                                  "usage (%)"],
-                         "value": [q["queue"], q["op"], q["parent"], str(workers.get(str(int(q["op_id"])), "")),
-                                   f"{q['average_size']:.3f}", str(int(q["capacity"])), f"{q['usage_pct']:.4f}"]}
-    return column(graph, row(qfig, table, sizing_mode="stretch_width"), queue_usage_chart(pipeline_df, bottleneck_ids),
-                  sizing_mode="stretch_width")
+                         "value": [data["queue"][i], data["op"][i], data["parent"][i],
+                                   str(workers.get(str(queue_ids[i]), "")), f"{data['average_size'][i]:.3f}",
+                                   str(int(data["capacity"][i])), f"{data['usage_pct'][i]:.4f}"]}
+    parts = [graph, row(qfig, table, sizing_mode="stretch_width")]
+    if usage:
+        parts.append(queue_usage_chart(pipeline_df, bottleneck_ids))
+    return column(*parts, sizing_mode="stretch_width"), edges
 
 
 # -- host / device queues ---------------------------------------------------------------------------
@@ -563,43 +662,71 @@ def minddata_analysis(frames: dict) -> dict:
     return out
 
 
-def minddata_layout(frames: dict):
-    """The whole MindData page as one Bokeh layout (verdict, pipeline panel, queues, CPU), usable with
-    ``bokeh.embed.file_html``. ``frames``: the Profile's MindData frames by property name."""
-    result = minddata_analysis(frames)
+def _page_top(frames: dict, result: dict, usage: bool = True):
+    """The top of the MindData page: the verdict, the advisor's MindData suggestions and the pipeline panel
+    (``usage``: with its usage bars). Returns (list of Bokeh models, the graph's edges source or None)."""
     pipeline = frames.get("minddata_pipeline")
     labels = {}
     if pipeline is not None and len(pipeline):
         labels = {int(i): op_label(t, i) for i, t in zip(pipeline["op_id"], pipeline["op_type"])}
     verdict = Div(text=verdict_html([labels.get(i, str(i)) for i in result["bottleneck_ids"]], [],
                                     result["queue_summary"], result["consumer_bound"]),
-                   name="minddata_verdict", sizing_mode="stretch_width")
-    panel = None
+                  name="minddata_verdict", sizing_mode="stretch_width")
+    panel = edges = None
     if pipeline is not None and len(pipeline):
-        panel = pipeline_panel(pipeline, frames.get("minddata_queues"), result["bottleneck_ids"])
+        panel, edges = _pipeline_panel(pipeline, frames.get("minddata_queues"), result["bottleneck_ids"],
+                                       usage=usage)
     # The advisor's MindData suggestions, each with buttons selecting the queues it cites in the graph below.
     from .suggestions import suggestions_layout
-    parts = [verdict, suggestions_layout(result["advice"], lambda name: panel.select_one({"name": name})
-                                         if panel is not None else None, name="minddata_suggestions", empty=None)]
+    named = {"minddata_edges_src": edges} if edges is not None else {}
+    parts = [verdict, suggestions_layout(result["advice"], named.get, name="minddata_suggestions", empty=None)]
     if panel is not None:
         parts.append(panel)
+    return parts, edges
+
+
+def _page_queues(frames: dict, result: dict, usage: bool = False) -> list:
+    """(``usage``: the pipeline's queue usage bars, then) host and device queues per step, then where the time
+    between steps goes (`step_gap_figures`)."""
+    pipeline = frames.get("minddata_pipeline")
+    parts = []
+    if usage and _present(pipeline) and len(pipeline_queues(pipeline)):
+        parts.append(queue_usage_chart(pipeline, result["bottleneck_ids"]))
     parts.append(queue_figure(frames.get("host_queue"), frames.get("device_queue")))
     gap = step_gap_figures(frames.get("host_queue"), frames.get("device_queue"), result["queue_summary"])
     if gap is not None:
         parts.append(gap)
-    parts.append(cpu_figure(frames.get("cpu_utilization"), frames.get("op_cpu_utilization"), pipeline))
+    return parts
+
+
+def minddata_layout(frames: dict):
+    """The whole MindData page as one Bokeh layout (verdict, pipeline panel, queues, CPU), usable with
+    ``bokeh.embed.file_html``. ``frames``: the Profile's MindData frames by property name."""
+    result = minddata_analysis(frames)
+    top, _ = _page_top(frames, result)
+    parts = [*top, *_page_queues(frames, result),
+             cpu_figure(frames.get("cpu_utilization"), frames.get("op_cpu_utilization"),
+                        frames.get("minddata_pipeline"))]
     return theme.themed(column(*parts, sizing_mode="stretch_width", name="minddata_layout"))
+
+
+# The MindDataView's sections below the pipeline, folded until opened (each is built then): the tab opens
+# with the verdict and the pipeline at once, not after every chart of the page is built (~30 ms a figure).
+SECTIONS = ("queues", "cpu")
 
 
 class MindDataView(traitlets.HasTraits, View):
     """The MindData page in a notebook: verdict, pipeline graph (click a queue to see its size over
-    time), host/device queues per step, CPU utilisation.
+    time), and folded below it (built when first opened) the host/device queues per step and the CPU
+    utilisation.
 
     ``prof_or_frames``: a `Profile` or a dict of its frames by property name (``minddata_pipeline``,
     ``minddata_queues``, ``host_queue``, ``device_queue``, ``cpu_utilization``, ``op_cpu_utilization``).
-    ``.widget`` is an ipywidgets widget (jupyter_bokeh ``BokehModel`` inside a VBox); ``.layout`` the Bokeh
-    layout; ``.display()`` shows it. Linkable state: ``queue`` (op_id whose output queue is selected in the
-    graph, None for none; a click in the graph sets it too).
+    ``.widget`` is an ipywidgets widget (jupyter_bokeh ``BokehModel``s inside a VBox); ``.layout`` the Bokeh
+    layout of the top (verdict, suggestions, pipeline panel); ``.section(name)`` the Bokeh layout of a
+    folded section (``"queues"``, ``"cpu"``; building it if needed, as opening its fold does);
+    ``.display()`` shows it. Linkable state: ``queue`` (op_id whose output queue is selected in the graph,
+    None for none; a click in the graph sets it too).
     """
 
     queue = traitlets.Int(None, allow_none=True)
@@ -609,8 +736,29 @@ class MindDataView(traitlets.HasTraits, View):
         import ipywidgets as W
         from jupyter_bokeh import BokehModel
         self.frames = _frames_of(prof_or_frames)
-        self.layout = minddata_layout(self.frames)
-        controls = []
+        self._result = minddata_analysis(self.frames)
+        if not isinstance(prof_or_frames, dict):  # a Profile: its diagnosis's MindData findings, as every page
+            from ..analysis.diagnosis import diagnose
+            self._result["advice"] = [s for s in diagnose(prof_or_frames).findings if s.area == "minddata"]
+        top, self._edges_src = _page_top(self.frames, self._result, usage=False)
+        self.layout = theme.themed(column(*top, sizing_mode="stretch_width", name="minddata_layout"))
+        self._sections: dict[str, object] = {}
+        self._cpu_range = None
+        self._shown: set[str] = set()
+        self._holders = {name: W.VBox([], layout=W.Layout(width="100%")) for name in SECTIONS}
+        folds = []
+        for name, title in (("queues", self._queues_title()), ("cpu", "CPU utilisation")):
+            if name == "cpu" and not _present(self.frames.get("cpu_utilization")):
+                continue
+            if name == "queues" and not (_present(self.frames.get("host_queue"))
+                                         or _present(self.frames.get("device_queue"))
+                                         or _present(self.frames.get("minddata_pipeline"))):
+                continue
+            fold = W.Accordion(children=[self._holders[name]], titles=(title,), selected_index=None,
+                               layout=W.Layout(width="100%"))
+            fold.observe(lambda ch, name=name: ch["new"] == 0 and self._open(name), names="selected_index")
+            folds.append(fold)
+        self.folds = folds
         cpu = self.frames.get("cpu_utilization")
         steps = cpu.attrs.get("step_total") if cpu is not None and len(cpu) else None
         if steps and int(steps) > 1:
@@ -619,21 +767,58 @@ class MindDataView(traitlets.HasTraits, View):
                                               description="CPU steps", continuous_update=False,
                                               layout=W.Layout(width="480px"))
             self.cpu_steps.observe(lambda ch: self.set_cpu_steps(*ch["new"]), names="value")
-            controls.append(self.cpu_steps)
-        self.widget = W.VBox([*controls, BokehModel(self.layout)], layout=W.Layout(width="100%"))
-        edges = self._edges()
-        if edges is not None:
+            self._holders["cpu"].children = [self.cpu_steps]
+        self.widget = W.VBox([BokehModel(self.layout), *folds], layout=W.Layout(width="100%"))
+        if self._edges_src is not None:
             self.set_trait("queue", self.selected_queue)   # the graph starts on the flagged queue
-            edges.selected.on_change("indices", lambda attr, old, new: self._on_js_select())
+            self._edges_src.selected.on_change("indices", lambda attr, old, new: self._on_js_select())
+
+    def _queues_title(self) -> str:
+        q = self._result["queue_summary"]
+        hq, dq = q.get("host_queue"), q.get("device_queue")
+        counts = []
+        if hq and hq.get("steps"):
+            counts.append(f"host queue empty at {int(hq['empty_steps'])}/{int(hq['steps'])} steps")
+        if dq and dq.get("steps"):
+            counts.append(f"device queue empty at {int(dq['empty_steps'])}/{int(dq['steps'])}")
+        return "Queue usage, queues and data transmission per step" + (f" ({'; '.join(counts)})" if counts else "")
+
+    def section(self, name: str):
+        """The Bokeh layout of the folded section ``name`` (one of `SECTIONS`), built on first use."""
+        if name not in SECTIONS:
+            raise ValueError(f"unknown section {name!r}; sections are {SECTIONS}")
+        if name not in self._sections:
+            f = self.frames
+            if name == "queues":
+                parts = _page_queues(f, self._result, usage=True)
+            else:
+                parts = [cpu_figure(f.get("cpu_utilization"), f.get("op_cpu_utilization"), f.get("minddata_pipeline"))]
+            self._sections[name] = theme.themed(column(*parts, sizing_mode="stretch_width",
+                                                       name=f"minddata_{name}_section"))
+            if name == "cpu" and self._cpu_range is not None:
+                self.set_cpu_steps(*self._cpu_range)
+        return self._sections[name]
+
+    def _open(self, name: str) -> None:
+        """Show section ``name`` in its fold (the fold was opened)."""
+        if name in self._shown:
+            return
+        from jupyter_bokeh import BokehModel
+        self._shown.add(name)
+        holder = self._holders[name]
+        holder.children = [*holder.children, BokehModel(self.section(name))]
 
     def set_cpu_steps(self, start_step: int, end_step: int) -> None:
-        """Show the CPU averages of steps ``start_step``..``end_step`` (MindInsight's step range)."""
-        div = self.layout.select_one({"name": "cpu_averages"})
+        """Show the CPU averages of steps ``start_step``..``end_step`` (MindInsight's step range; applied
+        when the CPU section is built if it is not yet)."""
+        self._cpu_range = (int(start_step), int(end_step))
+        cpu = self._sections.get("cpu")
+        div = cpu.select_one({"name": "cpu_averages"}) if cpu is not None else None
         if div is not None:
             div.text = cpu_averages_html(self.frames["cpu_utilization"], int(start_step), int(end_step))
 
     def _edges(self):
-        return self.layout.select_one({"name": "minddata_edges_src"})
+        return self._edges_src
 
     def _queue_ids(self) -> list[int]:
         edges = self._edges()
