@@ -7,7 +7,9 @@ e.g. ``"step_trace"``) to the paths that play it. Loaders take a `RunFiles` and 
 
 Layouts understood (FORMATS.md section 2):
 - legacy flat profiler folders, several ids in one folder (``step_trace_raw_1_detail_time.csv`` ...);
-- MindSpore 2.x ``*_ascend_ms`` folders (one per rank and session), also nested under a parent;
+- MindSpore 2.x ``*_ascend_ms`` folders (one per rank and session), also nested under a parent, and the
+  same folders renamed (``test_rank_1/``: any folder holding ``ASCEND_PROFILER_OUTPUT`` or ``FRAMEWORK``),
+  each ranked by its own metadata (`written_rank`), never by its name;
 - flat folders of raw MindData files; folders with only some ``ASCEND_PROFILER_OUTPUT`` files;
 - CANN ``PROF_*/device_N`` exports; ``cluster_analysis_output`` folders; a single trace JSON file.
 """
@@ -121,6 +123,9 @@ CLUSTER_ROLES = {"cluster_step_trace_time", "cluster_communication", "cluster_co
 # Roles that say "this folder is a legacy (MindInsight-era) profiler directory".
 LEGACY_ROLES = {r for r, _ in ID_ROLES} - MINDDATA_ROLES - {"profiler_info", "profiler_db"}
 
+# Sub-folders that make their parent one profiler run folder, whatever its name (ASCEND_PROFILER_OUTPUT
+# holds the deliverables, FRAMEWORK the framework's raw files).
+RUN_SUBDIRS = ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK")
 SKIP_DIRS = {"logs", ".git", "node_modules", "__pycache__", ".ipynb_checkpoints", ".venv", "venv"}
 CANN_TIMELINE = re.compile(r"(?P<kind>msprof|hccl|step_trace|task_time)_(?P<rest>[\d_]+)\.json")
 ASCEND_MS = re.compile(r".+_ascend_(?:ms|pt)$")  # MindSpore (ms) and the Ascend PyTorch profiler (pt)
@@ -327,6 +332,11 @@ def _walk(folder: Path, depth: int, walker: _Walker, runs: list[RunFiles]) -> No
     if ASCEND_MS.match(folder.name):
         runs.extend(_ascend_ms_run(folder, entries, walker))
         return
+    if _renamed_run_folder(entries):
+        # a renamed run folder (``test_rank_1/``): the profiler's layout without its *_ascend_ms/_pt name.
+        # One run, ranked by its own metadata; other sub-folders may still hold runs of their own.
+        runs.extend(_ascend_ms_run(folder, entries, walker))
+        entries = [e for e in entries if e.is_dir() and e.name not in RUN_SUBDIRS and not PROF_DIR.match(e.name)]
     if PROF_DIR.match(folder.name):
         found = _cann_runs(folder, entries, walker)
         runs.extend(found)
@@ -345,6 +355,16 @@ def _walk(folder: Path, depth: int, walker: _Walker, runs: list[RunFiles]) -> No
                 flat.append((c[0], c[1], Path(e.path)))
     if flat:
         runs.extend(_flat_runs(folder, flat))
+
+
+def _renamed_run_folder(entries: list[os.DirEntry]) -> bool:
+    """A folder laid out like one ``*_ascend_ms`` run (an ``ASCEND_PROFILER_OUTPUT`` or ``FRAMEWORK``
+    sub-folder) whose own files name at most one id: a flat folder of several devices' files stays
+    grouped by id."""
+    if not any(e.is_dir() and e.name in RUN_SUBDIRS for e in entries):
+        return False
+    ids = {c[1] for e in entries if e.is_file() and (c := classify(e.name)) and c[1] is not None}
+    return len(ids) <= 1
 
 
 def _generation_of(roles: set[str]) -> str:
@@ -383,7 +403,7 @@ def _flat_runs(folder: Path, flat: list[tuple[str, str | None, Path]]) -> list[R
     if plain_roles & CLUSTER_ROLES and not ids:
         return _cluster_analysis_runs(folder, plain)
     runs = []
-    for dev in ids or ["0"]:
+    for dev in ids or [_enclosing_rank(folder) or "0"]:
         roles = [(r, p) for r, i, p in flat if i == dev] + plain
         run = RunFiles("", folder, dev)
         for r, p in roles:
@@ -393,6 +413,23 @@ def _flat_runs(folder: Path, flat: list[tuple[str, str | None, Path]]) -> list[R
             run.info["unparsed"] = unparsed_message(folder, False)
         runs.append(run)
     return runs
+
+
+def _enclosing_rank(folder: Path) -> str | None:
+    """For an ``ASCEND_PROFILER_OUTPUT`` / ``FRAMEWORK`` folder loaded on its own: the rank its run folder's
+    metadata (``../profiler_info_{N}.json``, ``../profiler_metadata.json``) names, else None."""
+    if folder.name not in RUN_SUBDIRS:
+        return None
+    meta = RunFiles("", folder.parent, "")
+    try:
+        with os.scandir(folder.parent) as it:
+            for e in it:
+                c = classify(e.name)
+                if c and c[0] in METADATA_ROLES and e.is_file():
+                    meta.add(c[0], Path(e.path))
+    except OSError:
+        return None
+    return written_rank(meta)
 
 
 def _cluster_analysis_runs(folder: Path, plain: list[tuple[str, Path]]) -> list[RunFiles]:
@@ -436,29 +473,80 @@ def _ascend_ms_run(folder: Path, entries: list[os.DirEntry], walker: _Walker) ->
     run.generation = _ascend_generation(set(run.files))
     if run.generation == "metadata":
         run.info["unparsed"] = unparsed_message(folder, bool(run.info.get("raw_cann")))
-    rank = None
-    info_path = run.get("profiler_info")
-    if info_path is not None:
-        m = re.fullmatch(r"profiler_info_(\d+)\.json", info_path.name)
-        rank = m.group(1) if m else None
-    if rank is None and run.get("profiler_metadata") is not None:
-        rank = _metadata_rank(run.get("profiler_metadata"))
-    run.device = rank or (sorted(set(ids), key=int)[0] if ids else run.info.get("cann_device", "0"))
+    run.device = written_rank(run) or (sorted(set(ids), key=int)[0] if ids else run.info.get("cann_device", "0"))
     if not run.files:
         return []
     return [run]
+
+
+def written_rank(run: RunFiles) -> str | None:
+    """The rank the profiler wrote down for a run folder, whatever the folder is called, first found of:
+    ``profiler_info_{N}.json``'s ``rank_id`` (else its ``N``), ``profiler_metadata.json`` (``rank_id`` or
+    torch_npu's ``distributed_args.rank``), the database export's name (``ascend_*_profiler_{N}.db``) or
+    its RANK_DEVICE_MAP. None when no file says (then the ids in other file names decide)."""
+    info_path = run.get("profiler_info")
+    if info_path is not None:
+        rank = _json_rank(info_path)
+        if rank is not None:
+            return rank
+        m = re.fullmatch(r"profiler_info_(\d+)\.json", info_path.name)
+        if m:
+            return m.group(1)
+    if run.get("profiler_metadata") is not None:
+        rank = _metadata_rank(run.get("profiler_metadata"))
+        if rank is not None:
+            return rank
+    for db_path in run.all("profiler_db"):
+        c = classify(db_path.name)
+        if c and c[1] is not None:
+            return c[1]
+        rank = _db_rank(db_path)
+        if rank is not None:
+            return rank
+    return None
+
+
+def _json_rank(path: Path) -> str | None:
+    """``rank_id`` of a small JSON object (profiler_info writes it as an int or a string; -1 is no rank)."""
+    obj = _small_json(path)
+    value = obj.get("rank_id") if isinstance(obj, dict) else None
+    if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip().isdigit():
+        return str(int(value))
+    return None
+
+
+def _small_json(path: Path):
+    try:
+        if path.stat().st_size > 1 << 20:
+            return None
+        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+
+
+def _db_rank(path: Path) -> str | None:
+    """RANK_DEVICE_MAP's rank of a database export whose name carries none (read only, no journal)."""
+    import sqlite3
+    import urllib.parse
+    try:
+        uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro&immutable=1"
+        con = sqlite3.connect(uri, uri=True)
+        try:
+            row = con.execute("SELECT rankId FROM RANK_DEVICE_MAP LIMIT 1").fetchone()
+        finally:
+            con.close()
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+    if row and isinstance(row[0], int) and row[0] >= 0:
+        return str(row[0])
+    return None
 
 
 def _metadata_rank(path: Path) -> str | None:
     """The rank a ``profiler_metadata.json`` names (``rank_id``, or torch_npu's ``distributed_args.rank``),
     for a session folder without ``profiler_info_{rank}.json``. Small files only; a broken one says nothing
     here (the loader reports it)."""
-    try:
-        if path.stat().st_size > 1 << 20:
-            return None
-        obj = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
-        return None
+    obj = _small_json(path)
     if not isinstance(obj, dict):
         return None
     for value in (obj.get("rank_id"), (obj.get("distributed_args") or {}).get("rank")
