@@ -12,14 +12,23 @@ from .profile import Cluster, Profile
 def load(path: str | os.PathLike, device: str | int | None = None, engine: str | None = None):
     """Load the profiler output under ``path``.
 
-    ``path`` may be a legacy profiler folder, a ``*_ascend_ms`` folder or a parent of many, a folder of
-    raw MindData files, a folder of CANN ``PROF_*`` exports, a folder with some ASCEND_PROFILER_OUTPUT
-    files, a ``cluster_analysis_output`` folder, or a single trace JSON file.
+    ``path`` may be a legacy profiler folder, a ``*_ascend_ms`` / ``*_ascend_pt`` folder (or one renamed:
+    any folder holding ``ASCEND_PROFILER_OUTPUT`` / ``FRAMEWORK``) or a parent of many, a folder of raw
+    MindData files, a folder of CANN ``PROF_*`` exports, a folder with some ASCEND_PROFILER_OUTPUT files,
+    a ``cluster_analysis_output`` folder, or a single trace JSON file. A run folder's rank is the one its
+    own metadata writes (``profiler_info_{N}.json``, ``profiler_metadata.json``, the database export),
+    never its folder name.
 
-    Returns a `Profile` when one device/rank is found (or ``device`` picks one), else a `Cluster`
-    indexable by rank. Frames are parsed lazily on first access. ``engine`` ("serial", "processes",
-    "dask" or None) only matters for clusters: it is how ranks are parsed when cluster-wide analyses
-    gather them; None picks local processes for 16+ ranks on a multi-core machine, else serial
+    Returns a `Profile` when one rank is found, else a `Cluster` indexable by rank. Several sessions of
+    one rank (schedule windows, repeated start/stop: one folder each) are not ranks: one rank's sessions
+    give the `Profile` of its first session (by the UTC time in the folder name), whose ``windows`` holds
+    every session of the rank by key (``"<rank>"`` for the first, ``"<rank>@<session folder>"`` for the
+    others; ``prof.show()`` puts a window picker above the dashboard and compares the windows); a
+    `Cluster` holds each rank's first session, ``cluster[rank].windows`` the rest (``cluster["0@..."]``
+    still finds them). ``device`` picks one rank or session by key (a bare rank: its first session); its
+    Profile has the same ``windows``. Frames are parsed lazily on first access. ``engine`` ("serial",
+    "processes", "dask" or None) only matters for clusters: it is how ranks are parsed when cluster-wide
+    analyses gather them; None picks local processes for 16+ ranks on a multi-core machine, else serial
     (`nbprofiler.parallel.choose_engine`); "dask" uses the ``distributed.Client`` in scope if any.
     """
     if engine is not None:
@@ -30,18 +39,30 @@ def load(path: str | os.PathLike, device: str | int | None = None, engine: str |
     order = sorted(range(len(runs)), key=lambda i: (_id_key(rank_of(runs[i])), session_order(runs[i])))
     runs, keys = [runs[i] for i in order], [keys[i] for i in order]
     devices = list(keys)
+    chosen = None
     if device is not None:
         # the exact key ("1", "1@<session>") first; a bare rank or device id picks its first session
         want = str(device)
-        chosen = [i for i, k in enumerate(keys) if k == want] or \
-                 [i for i, r in enumerate(runs) if rank_of(r) == want or r.device == want]
-        if not chosen:
+        hits = [i for i, k in enumerate(keys) if k == want] or \
+               [i for i, r in enumerate(runs) if rank_of(r) == want or r.device == want]
+        if not hits:
             raise NoProfilerDataError(Path(path), f"no device/rank {device!r} here; found {devices}")
-        runs, keys = [runs[chosen[0]]], [keys[chosen[0]]]
-    profiles = [Profile(r, source=path, devices_found=devices, key=k) for r, k in zip(runs, keys)]
-    if len(profiles) == 1:
-        return profiles[0]
-    cluster = Cluster(profiles, source=path)
+        chosen = hits[0]
+        keep = [i for i, r in enumerate(runs) if rank_of(r) == rank_of(runs[chosen])]  # its rank's sessions
+    else:
+        keep = range(len(runs))
+    profiles = {i: Profile(runs[i], source=path, devices_found=devices, key=keys[i]) for i in keep}
+    # each rank's sessions, in recording order (the first is keyed by the bare rank), shared by its Profiles
+    windows: dict[str, dict[str, Profile]] = {}
+    for i, prof in profiles.items():
+        windows.setdefault(rank_of(runs[i]), {})[prof.key] = prof
+        prof._windows = windows[rank_of(runs[i])]
+    if chosen is not None:
+        return profiles[chosen]
+    firsts = [next(iter(w.values())) for w in windows.values()]
+    if len(firsts) == 1:
+        return firsts[0]
+    cluster = Cluster(firsts, source=path)
     cluster.engine = engine
     return cluster
 

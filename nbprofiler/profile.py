@@ -52,7 +52,7 @@ class Profile:
     the device id), ``root`` (the folder), ``session`` (the ``*_ascend_ms`` folder name or ""), ``key`` (how
     ``devices_found``, ``load(device=...)`` and ``--device`` name it: the rank, or ``"<rank>@<session>"``
     for a later session of the same rank), ``other_sessions`` (keys of the rank's other sessions),
-    ``origin_us`` (absolute
+    ``windows`` (key -> `Profile` of every session of this rank, this one included), ``origin_us`` (absolute
     time that relative ``start_*`` columns count from), ``files`` (what was found), ``problems`` (what
     failed). Frames: `nbprofiler.schema.FRAMES`, each property's docstring and the README's "Data model"
     table.
@@ -71,6 +71,7 @@ class Profile:
         self.devices_found = devices_found or [self.key]
         self._cache: dict[str, object] = {}
         self._problems: list[Problem] = []
+        self._windows: dict[str, "Profile"] | None = None  # set by `load`: the rank's sessions, shared
         if run.info.get("unparsed"):
             self._problems.append(Problem(file=str(run.root), error=f"NoProfilerDataError: {run.info['unparsed']}"))
         for where, why in run.info.get("skipped", []):  # seen by discovery, not readable
@@ -81,6 +82,13 @@ class Profile:
         """Keys in ``devices_found`` of this rank's other sessions (schedule windows, repeated runs)."""
         mine = str(self.rank)
         return [k for k in self.devices_found if k != self.key and k.split("@", 1)[0] == mine]
+
+    @property
+    def windows(self) -> dict[str, "Profile"]:
+        """This rank's sessions (schedule windows, repeated start/stop), key -> `Profile`, in recording
+        order, this profile included: ``{self.key: self}`` when the rank has one session. ``show()`` puts a
+        picker over them when there are several."""
+        return dict(self._windows) if self._windows and self.key in self._windows else {self.key: self}
 
     # -- plumbing -----------------------------------------------------------------------------------
     def _build(self, builder, spec: schema.FrameSpec):
@@ -218,7 +226,12 @@ class Profile:
         return summarize(self)
 
     def show(self, **kwargs):
-        """Display the interactive dashboard (overview, advisor, step trace, operators, MindData, timeline)."""
+        """Display the interactive dashboard (overview, advisor, step trace, operators, MindData, timeline);
+        for a rank with several sessions, with a window picker above it and the windows compared
+        (`nbprofiler.views.windows.WindowsDashboard`)."""
+        if len(self.windows) > 1:
+            from .views.windows import WindowsDashboard
+            return WindowsDashboard(self, **kwargs).display()
         from .views.dashboard import Dashboard
         return Dashboard(self, **kwargs).display()
 
@@ -247,9 +260,10 @@ class Cluster:
     """Many profiles (ranks, devices or sessions) found under one path. Index by rank/device id.
 
     ``cluster["0"]`` (or ``cluster[0]``) is that rank's `Profile`; ``cluster.ranks`` lists the ids in
-    numeric order; iterating yields the profiles. When several sessions exist for one rank, the key of
-    the later ones is ``"<rank>@<session>"`` and ``cluster[rank]`` is the earliest session (each
-    profile's ``key``, as `nbprofiler.io.discover.run_keys` gives it).
+    numeric order; iterating yields the profiles. When several sessions exist for one rank (schedule
+    windows), `nbprofiler.load` puts the earliest in the cluster as ``cluster[rank]`` and the others in its
+    ``windows``, keyed ``"<rank>@<session>"`` (as `nbprofiler.io.discover.run_keys` gives it);
+    ``cluster["<rank>@<session>"]`` finds those too, but they are not ranks (not in ``ranks``, not iterated).
     """
 
     def __init__(self, profiles: list[Profile], source: str | Path):
@@ -268,6 +282,9 @@ class Cluster:
         try:
             return self.profiles[str(key)]
         except KeyError:
+            for p in self.profiles.values():  # a later session of a rank
+                if str(key) in p.windows:
+                    return p.windows[str(key)]
             raise KeyError(f"no rank/device {key!r}; found {self.ranks}") from None
 
     def __iter__(self):
@@ -291,8 +308,12 @@ class Cluster:
         return self._cache[key]
 
     def summary(self, device: str | None = None) -> dict:
-        """The summary of one rank (default: the smallest id), with ``devices_found`` listing all."""
-        return self[device if device is not None else self.ranks[0]].summary()
+        """The summary of one rank (default: the smallest id), with ``devices_found`` listing all, and
+        ``cluster``: the cluster's diagnosis across its ranks (`analysis.diagnosis.ClusterDiagnosis`)."""
+        from .analysis.diagnosis import diagnose_cluster
+        out = dict(self[device if device is not None else self.ranks[0]].summary())
+        out["cluster"] = diagnose_cluster(self).to_dict()
+        return out
 
     @property
     def primary(self) -> Profile:

@@ -291,11 +291,13 @@ def test_benchmark_quick_mode():
 
 
 def test_several_sessions_of_one_rank_keep_their_own_rows():
-    # the bundled samples: three runs that all call themselves device 0 (one with no step trace at all)
+    # the bundled samples: three runs that all call themselves device 0 (one with no step trace at all);
+    # `load` makes them one rank's windows, a Cluster built from them keeps one row each
     import nbprofiler.samples
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cl = nbprofiler.load(Path(nbprofiler.samples.__file__).parent)
+        root = Path(nbprofiler.samples.__file__).parent
+        cl = nbprofiler.Cluster(list(nbprofiler.load(root).windows.values()), source=root)
         summary = C.rank_summary(cl, engine="serial")
         view = ClusterView(cl, engine="serial")
     assert len(cl) == 3 and sorted(summary["steps"]["rank"]) == sorted(cl.ranks)
@@ -306,7 +308,10 @@ def test_several_sessions_of_one_rank_keep_their_own_rows():
 def test_ranks_without_a_step_trace_are_left_out_of_the_rank_figures():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cl = nbprofiler.load(DATA / "legacy")  # four clusters' worth of ranks, some with no step trace
+        # four clusters' worth of runs, some with no step trace; `load` makes the runs that share a rank id
+        # that rank's windows, a Cluster built from them all keeps each as a rank
+        cl = nbprofiler.Cluster([w for p in nbprofiler.load(DATA / "legacy") for w in p.windows.values()],
+                                source=DATA / "legacy")
         summary = C.rank_summary(cl, engine="serial")
     layout = cluster_layout(summary)
     bars = next(iter(layout.select({"name": "cluster_ranks_src"})))
@@ -337,7 +342,8 @@ def test_cluster_page_shows_the_links_and_mindinsights_findings(pipeline4):
     cl, _ = pipeline4
     page = communication_layout(cl)
     text = page.select_one({"name": "cluster_links_findings"}).text
-    assert "link 0→1 (SDMA, recorded by rank 1): bandwidth 107,910,491.8874, 74.26 % below" in text
+    assert "link 0→1 (SDMA, recorded by rank 1): bandwidth 107,910,491.9, 74.26 % below" in text
+    assert "hccl_raw&#x27;s own bandwidth unit" in text or "hccl_raw's own bandwidth unit" in text  # never a bare number
     assert "receiving between stages takes 25.82 %" in text and "stage 1: communication within the stage" in text
     assert "60.30 %" in text
     drawn = page.select_one({"name": "cluster_comm_matrix_src"}).data

@@ -61,10 +61,11 @@ def two_sessions(tmp_path):
 
 def test_every_session_is_addressable(two_sessions):
     root, later = two_sessions
-    cluster = load_quietly(root)
-    assert cluster.ranks == ["0", later]
-    first, second = cluster["0"], cluster[later]
+    first = load_quietly(root)  # one rank's sessions are not ranks: its first session, the others beside it
+    assert isinstance(first, nbprofiler.Profile) and list(first.windows) == ["0", later]
+    second = first.windows[later]
     assert first.session == LENET.name and second.key == later
+    assert second.windows == first.windows and second.windows["0"] is first
     assert first.other_sessions == [later] and second.other_sessions == ["0"]
     prof = load_quietly(root, device=later)
     assert prof.session == later.split("@", 1)[1]
@@ -141,9 +142,10 @@ def test_an_ascend_ms_folder_whose_analysis_never_ran_names_the_command(tmp_path
 def test_dynamic_profiling_windows_with_the_same_folder_name_get_distinct_keys(tmp_path):
     for window in ("rank0_start2_stop5", "rank0_start6_stop9"):
         shutil.copytree(LENET, tmp_path / window / LENET.name)
-    cluster = load_quietly(tmp_path)
-    assert cluster.ranks == ["0", f"0@rank0_start6_stop9/{LENET.name}"]
-    assert load_quietly(tmp_path, device=cluster.ranks[1]).root.parent.name == "rank0_start6_stop9"
+    prof = load_quietly(tmp_path)
+    later = f"0@rank0_start6_stop9/{LENET.name}"
+    assert list(prof.windows) == ["0", later] and prof.devices_found == ["0", later]
+    assert load_quietly(tmp_path, device=later).root.parent.name == "rank0_start6_stop9"
 
 
 def test_the_notebook_summary_names_the_session_and_the_others(two_sessions):
