@@ -18,7 +18,9 @@ Load MindSpore profiler output and show the nbprofiler dashboard.
 
   PATH              a legacy profiler folder, a *_ascend_ms folder (or a parent of many),
                     raw MindData files, CANN PROF_* exports, cluster_analysis_output, a trace JSON
-  --device ID       the device/rank to load when PATH holds several (default: all -> a Cluster)
+  --device ID       the device/rank to load when PATH holds several (default: all -> a Cluster),
+                    or a session key <rank>@<folder> (one rank's sessions/schedule windows
+                    show the first, with a window picker)
   --as NAME         variable to bind the loaded Profile/Cluster to (default: prof)
   --compare PATH_B  compare PATH with PATH_B and show the comparison (binds NAME and NAME_b)
   --no-show         only load and bind, show nothing

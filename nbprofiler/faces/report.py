@@ -5,8 +5,9 @@ inline (no network needed to open it): a header, the overview numbers of ``prof.
 advisor's suggestions, and tabs built from the view modules' figure factories: Step trace, Operators
 (charts + searchable table, CustomJS), MindData, Operators per step, Memory, FLOPs, and a Timeline reduced by level of detail to at most
 `TIMELINE_BUDGET` bars, with a note saying how many events were merged or left out. For a `Cluster` it
-reports the first rank and adds a "Ranks" tab with one row per rank. With ``compare_with`` (a second
-run) it adds a "Compare" tab (`nbprofiler.analysis.compare.compare` drawn by
+reports the first rank and adds a "Ranks" tab with one row per rank. For a rank with several sessions
+(schedule windows: ``prof.windows``) it reports the one given and adds a "Windows" tab comparing them
+all. With ``compare_with`` (a second run) it adds a "Compare" tab (`nbprofiler.analysis.compare.compare` drawn by
 `nbprofiler.views.compare.compare_layout`) and the overview shows the comparison's verdict.
 
 Everything that comes from the data (operator names, paths, titles) is either handed to Bokeh as data
@@ -101,6 +102,8 @@ def report_layout(prof, title: str | None = None, compare_with=None):
     if runset is not None:
         from ..views.runs import runs_layout
         panels.insert(0, TabPanel(child=_section("runs", runs_layout(runset)), title="Runs"))
+    elif len(getattr(main, "windows", ())) > 1:  # the rank's schedule windows / sessions side by side
+        panels.insert(0, TabPanel(child=_section("windows", _windows(main)), title="Windows"))
     header = Div(text=header_html(main, summary, title, prof if _is_cluster(prof) else None),
                  sizing_mode="stretch_width", name="report_header")
     overview = Div(text=overview_html(summary, comparison=comparison, runset=runset, missing=missing,
@@ -141,8 +144,13 @@ def header_html(prof, summary: dict, title: str | None, cluster=None) -> str:
     if problems:
         items = "".join(f"<li><code>{_e(p['file'])}</code>: {_e(p['error'])}</li>" for p in problems)
         probs = f"<details><summary>{len(problems)} file(s) could not be read fully</summary><ul>{items}</ul></details>"
+    first = ""
+    if cluster is not None:  # the cluster's diagnosis leads: what sets the step time across its ranks
+        from ..analysis.diagnosis import diagnose_cluster
+        first = (f"<p class='nbprofiler-cluster-diagnosis' style='font-size:1.1em;margin:4px 0'>"
+                 f"{_e(diagnose_cluster(cluster).headline)}</p>")
     return (f"<div style=\"{theme.PANEL_CSS}\"><h1 style='margin:0 0 6px 0'>{_e(title or _default_title(prof))}</h1>"
-            f"<table>{body}</table>{probs}</div>")
+            f"{first}<table>{body}</table>{probs}</div>")
 
 
 def report_suggestions(suggestions: list[dict], panels: list, tabs):
@@ -159,6 +167,16 @@ def report_suggestions(suggestions: list[dict], panels: list, tabs):
     body = suggestions_layout(suggestions, find, tab_of=lambda t: titles.index(t) if t in titles else None,
                               tabs=tabs, name="report_suggestions_list")
     return column(head, body, sizing_mode="stretch_width", name="report_suggestions")
+
+
+def _windows(prof):
+    """The rank's sessions compared (`compare_many`, the first the baseline), as the dashboard's window
+    picker labels them."""
+    from ..analysis.runs import compare_many
+    from ..views.runs import runs_layout
+    from ..views.windows import window_labels
+    labels = window_labels(prof.windows)
+    return runs_layout(compare_many(list(prof.windows.values()), labels=list(labels.values())))
 
 
 def _section(name: str, child):
@@ -199,7 +217,7 @@ def _memory(prof):
 
 def _flops(prof):
     from ..views.flops import flops_layout
-    if prof.flops.empty:
+    if prof.flops.empty and not prof.flops_summary:
         return None
     return flops_layout(prof.flops, prof.flops_summary)
 
@@ -329,7 +347,10 @@ def _table(df: pd.DataFrame, name: str) -> DataTable:
 def _ranks(cluster):
     from ..views.cluster import communication_layout
     from ..views.step_trace import rank_frame
-    parts = [_table(rank_frame(cluster), "report_ranks_table"), communication_layout(cluster),
+    from ..analysis.diagnosis import diagnose_cluster
+    from ..views.cluster import findings_div
+    parts = [findings_div(diagnose_cluster(cluster)), _table(rank_frame(cluster), "report_ranks_table"),
+             communication_layout(cluster),
              _ranks_timeline(cluster)]
     parts = [p for p in parts if p is not None]
     return parts[0] if len(parts) == 1 else column(*parts, sizing_mode="stretch_width")
