@@ -23,8 +23,13 @@ export interface IRun {
   session: string;
   /** How the searched folder names this run: the rank, or "<rank>@<session>" for a later session. */
   key?: string;
-  /** ISO-8601 local time of the newest file of the run, or null when none could be read. */
+  /**
+   * ISO-8601 local time the run was profiled (its folder name's timestamp, profiler_info, database or
+   * CANN start_info), else its newest file's modification time; null when none could be read.
+   */
   date: string | null;
+  /** Where `date` comes from: "folder name", "profiler_info", "database", "start_info", or "file time". */
+  date_source?: string | null;
   /** Number of profiler files that belong to the run. */
   files: number;
 }

@@ -10,6 +10,24 @@ import { Widget } from '@lumino/widgets';
 import { IRun, listRuns } from './api';
 import { profilerIcon } from './icon';
 
+/**
+ * The date shown for a run: when it was profiled ("profiled 2026-11-21 04:25"), or, where nothing in
+ * the run says so, its files' modification time, named as such ("files modified 2026-11-28 17:23").
+ */
+export function runDateLabel(run: IRun): string {
+  const when = (run.date ?? '').replace('T', ' ').slice(0, 16);
+  return run.date_source === 'file time' ? `files modified ${when}` : `profiled ${when}`;
+}
+
+/** The tooltip line saying where a run's date comes from. */
+export function runDateTitle(run: IRun): string {
+  const when = (run.date ?? '').replace('T', ' ');
+  if (run.date_source === 'file time') {
+    return `Files last modified ${when} (no profiling time found in the run)`;
+  }
+  return `Profiled ${when} (from the ${run.date_source ?? 'run'})`;
+}
+
 export class RunsPanel extends Widget {
   constructor(options: RunsPanel.IOptions) {
     super();
@@ -103,7 +121,9 @@ export class RunsPanel extends Widget {
       button.className = 'jp-nbprofiler-Run-open';
       button.dataset.path = run.path;
       button.dataset.device = run.device;
-      button.title = `Open a report for /${run.path} (device ${run.device})`;
+      button.title =
+        `Open a report for /${run.path} (device ${run.device})` +
+        (run.date ? `\n${runDateTitle(run)}` : '');
       const name = document.createElement('span');
       name.className = 'jp-nbprofiler-Run-name';
       name.textContent = run.name;
@@ -112,7 +132,7 @@ export class RunsPanel extends Widget {
       // the device in the run's own folder (what the report opens); the entry's name tells runs apart
       const parts = [run.generation, `device ${run.device}`];
       if (run.date) {
-        parts.push(run.date.replace('T', ' ').slice(0, 16));
+        parts.push(runDateLabel(run));
       }
       parts.push(`${run.files} file${run.files === 1 ? '' : 's'}`);
       meta.textContent = parts.join(' · ');

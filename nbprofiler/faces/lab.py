@@ -31,6 +31,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
+import sqlite3
 from pathlib import Path, PurePosixPath
 
 from ..errors import NoProfilerDataError
@@ -200,19 +202,153 @@ def _newest_mtime(run: RunFiles) -> float | None:
     return max(times) if times else None
 
 
+# Where a run's date comes from (``date_source``), best first; the last is a stand-in, and says so.
+FOLDER_NAME, PROFILER_INFO, DATABASE, CANN_START_INFO, FILE_TIME = (
+    "folder name", "profiler_info", "database", "start_info", "file time")
+# MindSpore's ``<worker>_<YYYYMMDDhhmmssmmm>_ascend_ms`` (torch_npu: ``_ascend_pt``): the UTC start of the
+# profiling session, 17 digits (14 without milliseconds).
+_FOLDER_TIME = re.compile(r"_(\d{17}|\d{14})_ascend_(?:ms|pt)$")
+_SMALL_JSON = 1 << 20   # metadata files are a few KB: a huge one is not read here
+
+
+def _local(when: _dt.datetime) -> str:
+    """``when`` as the server's local time, ISO to the second, without an offset (as the sidebar shows it)."""
+    if when.tzinfo is not None:
+        when = when.astimezone().replace(tzinfo=None)
+    return when.isoformat(timespec="seconds")
+
+
+def _from_epoch(value, unit: float) -> _dt.datetime | None:
+    """A Unix time in ``unit`` seconds (1e-9 for ns, 1e-6 for us); None unless it is a plausible date."""
+    try:
+        seconds = float(value) * unit
+    except (TypeError, ValueError):
+        return None
+    if not 946684800 <= seconds <= 4102444800:  # 2000 .. 2100
+        return None
+    return _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc)
+
+
+def folder_time(name: str) -> _dt.datetime | None:
+    """The profiling start a ``*_<YYYYMMDDhhmmssmmm>_ascend_ms`` / ``_ascend_pt`` folder name holds (UTC)."""
+    m = _FOLDER_TIME.search(name or "")
+    if not m:
+        return None
+    digits = m.group(1)
+    try:
+        when = _dt.datetime.strptime(digits[:14], "%Y%m%d%H%M%S")
+    except ValueError:
+        return None
+    return when.replace(microsecond=int(digits[14:] or 0) * 1000, tzinfo=_dt.timezone.utc)
+
+
+def _small_json(path: Path | None):
+    if path is None:
+        return None
+    try:
+        if path.stat().st_size > _SMALL_JSON:
+            return None
+        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def info_time(path: Path | None) -> _dt.datetime | None:
+    """The profiling start a ``profiler_info_*.json`` says: ``start_info.collectionTimeBegin`` where written,
+    else its end (``end_info.collectionTimeEnd``, ns) less the session's length on the monotonic clock
+    (``MonotonicTimeEnd - start_info.start_monotonic``, ns), else the legacy ``profiling_stop_time``
+    (local time: the nearest thing to a profiling time such a file holds)."""
+    info = _small_json(path)
+    if not isinstance(info, dict):
+        return None
+    start = info.get("start_info") if isinstance(info.get("start_info"), dict) else {}
+    end = info.get("end_info") if isinstance(info.get("end_info"), dict) else {}
+    for key, unit in (("collectionTimeBegin", 1e-6), ("collectionTimeBeginNs", 1e-9)):
+        when = _from_epoch(start.get(key), unit)
+        if when is not None:
+            return when
+    try:
+        begin_ns = float(end["collectionTimeEnd"]) - (float(end["MonotonicTimeEnd"]) - float(start["start_monotonic"]))
+    except (KeyError, TypeError, ValueError):
+        begin_ns = None
+    when = _from_epoch(begin_ns, 1e-9) if begin_ns is not None else _from_epoch(end.get("collectionTimeEnd"), 1e-9)
+    if when is not None:
+        return when
+    stop = info.get("profiling_stop_time")
+    if isinstance(stop, str):
+        try:
+            return _dt.datetime.strptime(stop.strip(), "%Y-%m-%d %H:%M:%S")   # local time, as written
+        except ValueError:
+            return None
+    return None
+
+
+def db_time(path: Path | None) -> _dt.datetime | None:
+    """``SESSION_TIME_INFO.startTimeNs`` of a profiler database (read only, never waited on)."""
+    if path is None:
+        return None
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=0.5)
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+    try:
+        row = con.execute("SELECT startTimeNs FROM SESSION_TIME_INFO LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+    return _from_epoch(row[0], 1e-9) if row else None
+
+
+def cann_time(path: Path | None) -> _dt.datetime | None:
+    """``collectionTimeBegin`` (us since the epoch) of a CANN ``start_info.N`` file."""
+    info = _small_json(path)
+    return _from_epoch(info.get("collectionTimeBegin"), 1e-6) if isinstance(info, dict) else None
+
+
+def run_date(run: RunFiles) -> tuple[str | None, str | None]:
+    """(local ISO time, where it comes from) of when a run was profiled: the start time in its session
+    folder's name, else its ``profiler_info_*.json`` / ``profiler_metadata.json``, else its profiler
+    database's session start, else its CANN ``start_info``; only failing all of those the newest
+    modification time of its files (`FILE_TIME`: a copy or a checkout sets that, not the profiler)."""
+    for name in (run.session, run.root.name):
+        when = folder_time(name)
+        if when is not None:
+            return _local(when), FOLDER_NAME
+    for role in ("profiler_info", "profiler_metadata"):
+        for path in run.all(role):
+            when = info_time(path)
+            if when is not None:
+                return _local(when), PROFILER_INFO
+    for role in ("profiler_db", "msprof_db"):
+        for path in run.all(role):
+            when = db_time(path)
+            if when is not None:
+                return _local(when), DATABASE
+    for path in run.all("cann_start_info"):
+        when = cann_time(path)
+        if when is not None:
+            return _local(when), CANN_START_INFO
+    mtime = _newest_mtime(run)
+    if mtime is None:
+        return None, None
+    return _local(_dt.datetime.fromtimestamp(mtime)), FILE_TIME
+
+
 def run_entry(root: Path, searched: Path, run: RunFiles, devices_in_folder: list[str], key: str | None = None) -> dict:
-    """One run for the sidebar: where it is, what it is and when it was written.
+    """One run for the sidebar: where it is, what it is and when it was profiled.
 
     ``path``: api path of the run's folder (or of the trace file for a single-file run); ``name``:
     that path relative to the searched folder ("." when it is the folder itself); ``generation``,
     ``device``, ``session`` from discovery; ``key``: how ``load(searched, device=...)`` names the run
     (``"<rank>@<session>"`` for a later session of a rank); ``devices_in_folder``: the devices sharing the folder;
-    ``date``: local ISO time of the newest file; ``files``: how many files the run has.
+    ``date``: local ISO time the run was profiled (`run_date`) and ``date_source`` where that comes from
+    (``"file time"``: only its files' modification time was found); ``files``: how many files the run has.
     """
     location = run.root
     if run.generation == "trace" and run.session:
         location = run.root / run.session
-    mtime = _newest_mtime(run)
+    date, source = run_date(run)
     rel = os.path.relpath(location, searched)
     return {
         "path": to_api_path(root, location),
@@ -222,7 +358,8 @@ def run_entry(root: Path, searched: Path, run: RunFiles, devices_in_folder: list
         "devices_in_folder": devices_in_folder,
         "session": run.session,
         "key": key or str(run.info.get("rank_id", run.device)),
-        "date": (_dt.datetime.fromtimestamp(mtime).isoformat(timespec="seconds") if mtime is not None else None),
+        "date": date,
+        "date_source": source,
         "files": sum(len(v) for v in run.files.values()),
     }
 

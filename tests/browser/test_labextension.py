@@ -57,12 +57,68 @@ def test_list_runs_finds_the_runs_of_the_shared_data(tree):
     ms2 = runs[2]
     assert ms2["path"] == f"proj/mindspore2/lenet_pynative/{MS2_SESSION}"
     assert ms2["session"] == MS2_SESSION
-    # the date is the newest file's time (copy2 kept the recorded times)
-    newest = max(p.stat().st_mtime for p in (tree / ms2["path"]).rglob("*") if p.is_file()
-                 and "logs" not in p.parts)
-    assert ms2["date"] == datetime.datetime.fromtimestamp(newest).isoformat(timespec="seconds")
+    # the date is when it was profiled: the UTC start time in its folder's name, shown in local time
+    utc = datetime.datetime(2026, 11, 21, 4, 25, 31, 696000, tzinfo=datetime.timezone.utc)
+    assert ms2["date"] == utc.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
+    assert ms2["date_source"] == "folder name"
+    # MindData files say nothing of when: their newest file's time, labelled as such
+    newest = max(p.stat().st_mtime for p in (tree / runs[0]["path"]).rglob("*") if p.is_file())
+    assert runs[0]["date"] == datetime.datetime.fromtimestamp(newest).isoformat(timespec="seconds")
+    assert runs[0]["date_source"] == "file time"
     assert ms2["files"] == 12
     assert json.dumps(runs)  # the handler sends it as JSON as is
+
+
+def _local(utc: datetime.datetime) -> str:
+    return utc.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
+
+
+def test_runs_are_dated_by_when_they_were_profiled_not_by_their_files(tmp_path):
+    """Copies (a checkout, a download) get new file times; the sidebar dates each run from what the run
+    itself says: its folder name, its profiler_info, its database, its CANN start_info."""
+    utc = datetime.timezone.utc
+    for name in ("mindspore2", "npu/ascend_pt_text_2rank", "npu/msprof_db", "npu/cann_prof_2dev", "minddata"):
+        shutil.copytree(DATA / name, tmp_path / name)   # copytree's copy2 keeps times: touch them all
+    for p in tmp_path.rglob("*"):
+        if p.is_file():
+            p.touch()
+    root = tmp_path.resolve()
+    runs = {r["name"]: r for r in _lab.list_runs(root, root)}
+    dated = {name: (r["date"], r["date_source"]) for name, r in runs.items()}
+    assert dated[f"mindspore2/lenet_pynative/{MS2_SESSION}"] == (
+        _local(datetime.datetime(2026, 11, 21, 4, 25, 31, 696000, tzinfo=utc)), "folder name")
+    # torch_npu's profiler_info_0.json: its end (collectionTimeEnd, ns) less the session's monotonic length
+    begin_ns = 1736405444130566220 - (168724372147450 - 168723724831520)
+    assert dated["npu/ascend_pt_text_2rank/rank0_ascend_pt"] == (
+        _local(datetime.datetime.fromtimestamp(begin_ns / 1e9, tz=utc)), "profiler_info")
+    # msprof's database: SESSION_TIME_INFO.startTimeNs
+    assert dated["npu/msprof_db"] == (_local(datetime.datetime.fromtimestamp(1698220811.352526, tz=utc)), "database")
+    # a CANN PROF_* device: start_info's collectionTimeBegin (us)
+    prof = next(n for n in dated if n.endswith("/device_0"))
+    assert dated[prof] == (_local(datetime.datetime.fromtimestamp(1692340024.324979, tz=utc)), "start_info")
+    # nothing in the run says when: the files' time, and the entry says that is what it is
+    now = datetime.datetime.now().isoformat(timespec="minutes")
+    assert dated["minddata/md_fast"][1] == "file time" and dated["minddata/md_fast"][0].startswith(now[:13])
+    assert all(d[0] and not d[0].startswith(now[:10]) for n, d in dated.items() if d[1] != "file time")
+
+
+def test_folder_name_times_are_utc_starts():
+    assert _lab.info_time(None) is None
+    assert _lab.folder_time("host_123_20250109065043483_ascend_pt") == datetime.datetime(
+        2025, 1, 9, 6, 50, 43, 483000, tzinfo=datetime.timezone.utc)
+    assert _lab.folder_time("rank0_ascend_pt") is None and _lab.folder_time("run_1_widedeep") is None
+
+
+def test_profiler_info_start_and_legacy_stop_times(tmp_path):
+    begin = tmp_path / "profiler_info_0.json"
+    begin.write_text(json.dumps({"start_info": {"collectionTimeBegin": "1692340024324979"}}))
+    assert _lab.info_time(begin) == datetime.datetime.fromtimestamp(1692340024.324979, tz=datetime.timezone.utc)
+    legacy = tmp_path / "profiler_info_1.json"
+    legacy.write_text(json.dumps({"rank_id": "1", "profiling_stop_time": "2023-05-16 17:17:17"}))
+    assert _lab.info_time(legacy) == datetime.datetime(2023, 5, 16, 17, 17, 17)
+    broken = tmp_path / "profiler_info_2.json"
+    broken.write_text("{not json")
+    assert _lab.info_time(broken) is None
 
 
 def test_list_runs_keeps_devices_that_share_a_folder():
@@ -398,8 +454,12 @@ def test_sidebar_lists_runs_and_opens_one(lab, lab_tree, page):
     assert names == ["minddata/md_bottleneck_map", "minddata/md_fast",
                      f"mindspore2/lenet_pynative/{MS2_SESSION}"]
     metas = panel.locator(".jp-nbprofiler-Run-meta").all_inner_texts()
-    assert metas[0].startswith("minddata · device 0 · 20") and metas[0].endswith("6 files")
-    assert metas[2].startswith("mindspore2 · device 0 · ") and metas[2].endswith("12 files")
+    assert metas[0].startswith("minddata · device 0 · files modified 20") and metas[0].endswith("6 files")
+    # the MindSpore session is dated by its profiling start (its folder name), in local time
+    profiled = _local(datetime.datetime(2026, 11, 21, 4, 25, 31, tzinfo=datetime.timezone.utc))
+    assert metas[2] == f"mindspore2 · device 0 · profiled {profiled.replace('T', ' ')[:16]} · 12 files"
+    title = panel.locator(".jp-nbprofiler-Run-open").nth(2).get_attribute("title")
+    assert title.endswith("(from the folder name)"), title
     save_screenshot(page, "labext_sidebar")
     panel.locator('.jp-nbprofiler-Run-open[data-path="runs/minddata/md_fast"]').click()
     cells = wait_report_ran(page, "md_fast-nbprofiler.ipynb")
