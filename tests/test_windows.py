@@ -199,14 +199,15 @@ def test_the_windows_are_compared_where_several_exist(three_windows):
 
 
 def test_show_and_the_magic_put_the_picker_over_the_dashboard(three_windows, monkeypatch):
-    from IPython.testing.globalipapp import get_ipython
+    import types
+
+    from nbprofiler.faces import magics
     from nbprofiler.views import bokehjs
     shown = []
     monkeypatch.setattr(bokehjs, "show", shown.append)
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "nbprofiler")
-    ip.run_line_magic("nbprofiler", f"{three_windows} --as win")
-    assert isinstance(ip.user_ns["win"], nbprofiler.Profile) and len(ip.user_ns["win"].windows) == 3
+    shell = types.SimpleNamespace(user_ns={})  # the magic binds into its shell's namespace, nothing else
+    magics.nbprofiler_magic(f"{three_windows} --as win", ipython=shell)
+    assert isinstance(shell.user_ns["win"], nbprofiler.Profile) and len(shell.user_ns["win"].windows) == 3
     (widget,) = shown
     picker = widget.children[0].children[0]
     assert isinstance(picker, W.Dropdown) and picker.value == "0"
