@@ -192,3 +192,17 @@ def test_cluster_of_copies_keeps_ranks_apart(tmp_path):
     d = diagnose_cluster(load_quietly(tmp_path))
     assert d.groups == () and d.headline.startswith("Communication not overlapped by computation sets the step "
                                                     "time on every one of the 2 ranks")
+
+
+def test_a_legacy_rank_with_only_a_flops_summary_gets_its_flops_everywhere():
+    raw = json.loads((DATA / "legacy/cluster_4rank_pipeline/flops_summary_0.json").read_text())
+    prof = load_quietly(DATA / "legacy/cluster_4rank_pipeline")["0"]
+    assert prof.flops.empty and prof.flops_summary
+    flops = prof.summary()["flops"]
+    assert flops["total_mflops"] == pytest.approx(raw["cube_FLOPs"] + raw["vec_FLOPs"])
+    assert flops["utilization_pct"] == pytest.approx(max(raw["cube_FLOPS_Utilization"], raw["vec_FLOPS_Utilization"]))
+    from nbprofiler.views.dashboard import Dashboard
+    assert Dashboard(prof).select("FLOPs") is not None
+    from nbprofiler.faces.report import report_layout
+    titles = [t.title for t in report_layout(prof).select_one({"name": "report_tabs"}).tabs]
+    assert "FLOPs" in titles

@@ -132,9 +132,9 @@ def test_report_opens_on_a_tab_with_data_and_names_the_views_left_out():
 def test_cluster_report_leaves_out_views_its_files_do_not_have():
     from nbprofiler.faces.report import report_layout
     layout = report_layout(load_quietly(DATA / "legacy" / "cluster_4rank_pipeline"))
-    assert _tab_titles(layout) == (["Overview", "Ranks", "Step trace"], 0)
-    assert list(_missing_items(layout)) == ["Operators", "Operators per step", "MindData", "Memory", "FLOPs",
-                                            "Timeline"]
+    # rank 0 holds a step trace and flops_summary_0.json (107,146.763 MFLOPs, as MindInsight shows)
+    assert _tab_titles(layout) == (["Overview", "Ranks", "Step trace", "FLOPs"], 0)
+    assert list(_missing_items(layout)) == ["Operators", "Operators per step", "MindData", "Memory", "Timeline"]
 
 
 def test_missing_view_reason_names_the_file_that_failed(tmp_path):
@@ -223,7 +223,7 @@ def test_report_compare_draws_step_and_op_charts_when_runs_have_them():
     a, b = load_quietly(DATA / "legacy" / "run_1_widedeep"), load_quietly(DATA / "legacy" / "run_2_lenet")
     layout = report_layout(a, compare_with=b)
     steps = layout.select_one({"name": "compare_steps_src"}).data
-    assert list(steps["run"]) == ["a", "b"]
+    assert list(steps["run"]) == ["run_1_widedeep (device 1)", "run_2_lenet (device 1)"]  # labels, never a/b
     # the stacked stages of each bar add up to MindInsight's average step of that run
     stacked = [sum(steps[c][i] for c in ("iteration_interval_ms", "fp_and_bp_ms", "tail_ms")) for i in (0, 1)]
     mi_a = expected("legacy__run_1_widedeep__device1")["step_trace"]["summary"]["total_time"]
