@@ -227,8 +227,9 @@ def op_table(ops_df: pd.DataFrame, kind: str = "", height: int = 360) -> DataTab
             TableColumn(field="count", title="Count", formatter=NumberFormatter(format="0,0"), width=70),
             TableColumn(field="avg_time", title=f"Average time ({UNIT})", formatter=num, width=120),
             TableColumn(field="scope", title="Scope", width=420)]
-    return DataTable(source=src, columns=cols, sortable=True, index_position=None, height=height,
-                     sizing_mode="stretch_width", name=f"op_table{suffix}")
+    # each column at least as wide as its title; the table still fits its width (the scope gives way)
+    return theme.fit_headers(DataTable(source=src, columns=cols, sortable=True, index_position=None, height=height,
+                                       sizing_mode="stretch_width", name=f"op_table{suffix}"), scroll=False)
 
 
 _FILTER_JS = """

@@ -40,12 +40,16 @@ def headline_table(headline: pd.DataFrame, change_pct: pd.DataFrame) -> DataTabl
         cols.append(TableColumn(field=c, title=HEADLINE[c][0], width=150, formatter=NumberFormatter(format="0,0.000")))
         cols.append(TableColumn(field=f"{c}_change", title="vs baseline (%)", width=90,
                                 formatter=NumberFormatter(format="+0,0.0")))
-    cols += [TableColumn(field="bottleneck_ops", title="MindData bottleneck"),
-             TableColumn(field="top_op_type", title="Longest op type"),
-             TableColumn(field="top_op_type_pct", title="Its share (%)", formatter=NumberFormatter(format="0.0"))]
+    cols += [TableColumn(field="bottleneck_ops", title="MindData bottleneck", width=160),
+             TableColumn(field="top_op_type", title="Longest op type", width=160),
+             TableColumn(field="top_op_type_pct", title="Its share (%)", formatter=NumberFormatter(format="0.0"),
+                         width=100)]
     src = ColumnDataSource(data, name="runs_headline_src")
-    return DataTable(source=src, columns=cols, height=min(400, 28 * len(headline) + 40),
-                     sizing_mode="stretch_width", index_position=None, name="runs_headline_table")
+    # one column per headline number and its change: wider than a cell, so it scrolls sideways, each
+    # column as wide as its title ("Host queue empty (% of steps)", not "Host queue e")
+    return theme.fit_headers(DataTable(source=src, columns=cols, height=min(400, 28 * len(headline) + 40),
+                                       sizing_mode="stretch_width", index_position=None,
+                                       name="runs_headline_table"))
 
 
 def trend_figures(headline: pd.DataFrame) -> list:

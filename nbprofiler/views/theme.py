@@ -286,6 +286,29 @@ def themed(layout):
     return layout
 
 
+# Table headers: a column is at least as wide as its title (Bokeh's DataTable otherwise squeezes every
+# column into the table's width and cuts titles: "Host queue e"). Header text is ~13 px sans-serif:
+# 7.5 px a character is generous for it, plus the cell padding and the sort arrow.
+HEADER_PX_PER_CHAR = 7.5
+HEADER_PAD_PX = 28
+
+
+def header_width(title: str) -> int:
+    """Pixels a table column needs to show ``title`` whole."""
+    return int(len(title or "") * HEADER_PX_PER_CHAR + HEADER_PAD_PX + 0.5)
+
+
+def fit_headers(table, scroll: bool = True):
+    """Widen each column of a Bokeh ``DataTable`` to its title (`header_width`) and return the table.
+    ``scroll``: keep those widths and scroll sideways when they do not fit (``autosize_mode="none"``);
+    without it the table's own fitting (``force_fit``) may still narrow columns in a narrow cell."""
+    for col in table.columns:
+        col.width = max(int(col.width or 0), header_width(col.title))
+    if scroll:
+        table.autosize_mode = "none"
+    return table
+
+
 # Microsecond ticks shown in the unit a person reads at that zoom (s, ms or us), chosen per redraw from the
 # largest tick, so a 66 s trace reads "12 s" and a zoomed-in window "812.5 us", never "100000000".
 _TIME_US_TICKS_JS = """
