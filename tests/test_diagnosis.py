@@ -206,3 +206,10 @@ def test_a_legacy_rank_with_only_a_flops_summary_gets_its_flops_everywhere():
     from nbprofiler.faces.report import report_layout
     titles = [t.title for t in report_layout(prof).select_one({"name": "report_tabs"}).tabs]
     assert "FLOPs" in titles
+
+
+def test_each_suggestion_says_the_time_it_is_ranked_by():
+    from nbprofiler.views.suggestions import suggestion_html
+    prof = load_quietly(DATA / "mindspore2/lenet_pynative")
+    top = diagnose(prof).findings[0]
+    assert "(at stake: 120.1 ms a step)" in suggestion_html(top)  # Conv2DBackpropFilter: 35.92 s over 299 steps

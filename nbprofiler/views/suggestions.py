@@ -159,7 +159,21 @@ def suggestion_html(s) -> str:
             f"style='margin:4px 0;line-height:1.45'><span title='{escape(word, quote=True)}' "
             f"style='display:inline-block;min-width:64px;font-size:11px;font-weight:600;color:{color}'>"
             f"● {escape(word)}</span> "
-            f"{escape(s.text)}{_why(s)}</div>")
+            f"{escape(s.text)}{_stake(s)}{_why(s)}</div>")
+
+
+def _stake(s) -> str:
+    """The time per step the finding concerns (`Suggestion.cost_ms`), what the suggestions are ranked by."""
+    if s.cost_ms is None:
+        return ""
+    return (f" <span class='nbprofiler-stake' title='time per average step this finding concerns: the most "
+            f"acting on it could save' style='{theme.MUTED_CSS}'>(at stake: {escape(format_cost(s.cost_ms))} a step)"
+            "</span>")
+
+
+def format_cost(ms: float) -> str:
+    """``cost_ms`` as a person reads it: 120.1 ms, 0.7333 ms, 4 us."""
+    return format_us(ms * 1000.0)
 
 
 def unique(suggestions) -> list[Suggestion]:

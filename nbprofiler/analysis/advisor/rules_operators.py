@@ -31,9 +31,7 @@ def top_type(rule: Rule, ctx: Context):
         yield rule.suggestion(f"operators.{kind}.top_type",
                               f"{op_type} operators take {share:.1f}% of {kind_name} operator time "
                               f"({format_us(top['total_time_us'])} over {int(top['count'])} executions): start "
-                              "optimising there (data type, shapes, fusion)." + (
-                                  f" It accounts for {per_step:.3g} ms of each of {ctx.step_count:,} steps."
-                                  if per_step is not None else ""), ev, cost_ms=per_step)
+                              "optimising there (data type, shapes, fusion).", ev, cost_ms=per_step)
 
 
 RULES = (
