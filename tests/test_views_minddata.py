@@ -83,14 +83,15 @@ def test_selected_queue_does_not_fade_labels_or_edges(bottleneck):
     fig = V.pipeline_graph(bottleneck.minddata_pipeline, bottleneck_ids=[1])
     edges = _source(fig, "minddata_edges_src")
     on_edges = [r for r in fig.select(GlyphRenderer) if r.data_source is edges]
-    assert len(on_edges) == 4                            # two half-edges, the queue boxes, the labels
+    assert len(on_edges) == 3                            # two half-edges, the queue boxes
     for r in on_edges:
         for prop in ("text_alpha", "line_alpha", "fill_alpha"):
             if hasattr(r.glyph, prop):
                 assert getattr(r.nonselection_glyph, prop) == 1.0, (r.glyph, prop)
-    # the label sits below the box (the y axis points down), not over its yellow fill
-    label = next(r for r in on_edges if hasattr(r.glyph, "text"))
-    assert label.glyph.y == "label_y"
+    # the labels are an annotation (never faded by a selection), below the box (the y axis points down),
+    # not over its yellow fill
+    label = fig.select_one({"name": "minddata_queue_labels"})
+    assert label.source is edges and label.y == "label_y" and label.text == "text"
     assert list(edges.data["label_y"]) == pytest.approx([y + V.QUEUE_H / 2 for y in edges.data["ym"]])
 
 
@@ -241,7 +242,7 @@ def _text_px(text, font_px):
 
 @pytest.mark.parametrize("n_ops,branch", [(7, False), (7, True), (12, False), (20, False), (3, False)])
 def test_graph_fits_every_node_and_label(tmp_path, n_ops, branch):
-    from bokeh.models import GlyphRenderer, Rect, Text
+    from bokeh.models import GlyphRenderer, Rect
     pipe = _pipeline_of(tmp_path, n_ops, branch)
     fig = V.pipeline_graph(pipe, bottleneck_ids=[1])
     xr, yr = fig.x_range, fig.y_range
@@ -255,8 +256,9 @@ def test_graph_fits_every_node_and_label(tmp_path, n_ops, branch):
     renderers = list(fig.select(GlyphRenderer))
     node_box = next(r.glyph for r in renderers if isinstance(r.glyph, Rect) and r.data_source.name == "minddata_nodes_src")
     queue_box = next(r.glyph for r in renderers if isinstance(r.glyph, Rect) and r.data_source.name == "minddata_edges_src")
-    node_text = next(r.glyph for r in renderers if isinstance(r.glyph, Text) and r.data_source.name == "minddata_nodes_src")
-    queue_text = next(r.glyph for r in renderers if isinstance(r.glyph, Text) and r.data_source.name == "minddata_edges_src")
+    node_text = fig.select_one({"name": "minddata_node_labels"})
+    queue_text = fig.select_one({"name": "minddata_queue_labels"})
+    assert node_text.source.name == "minddata_nodes_src" and queue_text.source.name == "minddata_edges_src"
     node_font, queue_font = (float(t.text_font_size.rstrip("px")) for t in (node_text, queue_text))
     for x, y, label in zip(nodes["x"], nodes["y"], nodes["label"]):
         _inside(fig, x - node_box.width / 2, x + node_box.width / 2, y - node_box.height / 2, y + node_box.height / 2,
@@ -269,7 +271,7 @@ def test_graph_fits_every_node_and_label(tmp_path, n_ops, branch):
                 ym + queue_box.height / 2, f"box of {text}")
         half = _text_px(text, queue_font) / ux / 2
         lines = len(text.split("\n"))
-        top = label_y + queue_text.y_offset / uy
+        top = label_y + abs(queue_text.y_offset) / uy    # a few pixels below the box
         _inside(fig, xm - half, xm + half, top, top + lines * 1.3 * queue_font / uy, f"label {text!r}")
     # no two op boxes overlap (a wrapped pipeline's bands too)
     boxes = sorted(zip(nodes["y"], nodes["x"]))

@@ -212,7 +212,7 @@ def graph_geometry(labels, queue_texts, n_levels: int) -> dict:
 
 def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | None = None):
     """`pipeline_graph`, and its edges source (the page links to it without searching the figure)."""
-    from bokeh.models import Rect, Text
+    from bokeh.models import LabelSet, Rect
     labels_by_id = {int(i): op_label(t, i) for t, i in zip(pipeline_df["op_type"], pipeline_df["op_id"])}
     flat = pipeline_layout(pipeline_df)
     n_levels = int(flat["depth"].max()) + 1 if len(flat) else 1
@@ -265,18 +265,20 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
     # The ops' boxes and names: no selection on their source, so no selection glyphs either.
     node_r = fig.add_glyph(nodes_src, Rect(x="x", y="y", width=node_w, height=NODE_H, fill_color="#e8eaf2",
                                            fill_alpha=0.9, line_color="line_color", line_width=2, border_radius=12))
-    fig.add_glyph(nodes_src, Text(x="x", y="y", text="label", text_align="center", text_baseline="middle",
-                                  text_font={"value": theme.FONT}, text_font_size=f"{NODE_FONT_PX}px",
-                                  text_color="#333333"))
+    # Names and queue labels are annotations (one model each, never faded by a selection), not glyphs.
+    fig.add_layout(LabelSet(x="x", y="y", text="label", source=nodes_src, text_align="center",
+                            text_baseline="middle", text_font={"value": theme.FONT},
+                            text_font_size=f"{NODE_FONT_PX}px", text_color="#333333", name="minddata_node_labels"))
     queue_r = fig.rect("xm", "ym", queue_w, QUEUE_H, source=edges_src, name="minddata_queue_boxes",
                        fill_color={"field": "usage_pct", "transform": mapper}, line_color="line_color",
                        line_width="line_width", selection_line_color=SELECTED_COLOR, selection_line_width=4,
                        nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0)
     # Below the box, clear of it (a yellow, nearly full queue box washed out text drawn over its edge).
-    label_r = fig.text("xm", "label_y", text="text", source=edges_src, y_offset=3, text_align="center",
-                       text_baseline="top", text_font={"value": theme.FONT}, text_font_size=f"{QUEUE_FONT_PX}px",
-                       text_font_style="bold", text_color=theme.TEXT, nonselection_text_alpha=1.0)
-    for r in (*halves, queue_r, label_r):
+    fig.add_layout(LabelSet(x="xm", y="label_y", text="text", source=edges_src, y_offset=-3, text_align="center",
+                            text_baseline="top", text_font={"value": theme.FONT},
+                            text_font_size=f"{QUEUE_FONT_PX}px", text_font_style="bold", text_color=theme.TEXT,
+                            name="minddata_queue_labels"))
+    for r in (*halves, queue_r):
         r.muted_glyph = "auto"
     fig.add_tools(TapTool(renderers=[queue_r]))
     fig.add_tools(HoverTool(renderers=[queue_r], tooltips=[
