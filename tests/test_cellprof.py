@@ -64,3 +64,56 @@ def test_output_never_inside_a_profile_and_options_are_checked(tmp_path):
     from nbprofiler.faces.magics import MagicUsageError
     with pytest.raises(MagicUsageError, match="--schedule"):
         cellprof.parse("--schedule 1")
+
+
+_NUMPY_NOTICE = ("\nA module that was compiled using NumPy 1.x cannot be run in\nNumPy 2.4.6 as it may crash. To "
+                 "support both 1.x and 2.x\nversions of NumPy, modules must be compiled with NumPy 2.0.\n\n"
+                 "Traceback (most recent call last):" + '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+                 * 60)
+
+
+def _fake_mindspore(tmp_path, monkeypatch, raise_after: bool = False):
+    """A package named mindspore whose import prints what NumPy 2 prints for a module compiled against
+    NumPy 1.x (the message and a 60-frame stack, in one write, as numpy.core._multiarray_umath does), then
+    a log line of its own; with ``raise_after`` the import then fails."""
+    import sys
+    pkg = tmp_path / "fake" / "mindspore"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "import sys\n__version__ = '2.10.0'\n"
+        f"sys.stderr.write({_NUMPY_NOTICE!r})\n"
+        "sys.stderr.write('AttributeError: _ARRAY_API not found\\n')\n"
+        "sys.stderr.write('[WARNING] ME(1:1,MainProcess): its own log line\\n')\n"
+        + ("raise ImportError('numpy.core.multiarray failed to import')\n" if raise_after else ""))
+    (pkg / "profiler.py").write_text("PROFILER = 'fake'\n")
+    for name in [m for m in sys.modules if m == "mindspore" or m.startswith("mindspore.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(tmp_path / "fake"))
+
+
+def test_numpys_numpy_1x_traceback_at_mindspores_import_is_one_line(tmp_path, monkeypatch, capsys):
+    import sys
+    _fake_mindspore(tmp_path, monkeypatch)
+    real = sys.stderr
+    profiler = cellprof._mindspore()
+    assert profiler.PROFILER == "fake" and sys.stderr is real
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "_ARRAY_API" not in err and "File " not in err
+    assert "its own log line" in err                       # MindSpore's own output still shows
+    notes = [line for line in err.splitlines() if "NumPy 1.x" in line]   # only the one-line note
+    assert len(notes) == 1 and notes[0].startswith("nbprofiler: hid NumPy") and "MindSpore 2.10.0" in notes[0], err
+    assert len(err) < 600    # was a 60-frame stack trace (3,300 px in the cell)
+
+
+def test_a_mindspore_that_cannot_import_with_numpy_2_says_so(tmp_path, monkeypatch, capsys):
+    _fake_mindspore(tmp_path, monkeypatch, raise_after=True)
+    with pytest.raises(cellprof.MindSporeMissing, match="needs NumPy 1.x"):
+        cellprof._mindspore()
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_stderr_without_the_notice_passes_untouched(capsys):
+    import sys
+    with cellprof.quiet_numpy_notice() as gate:
+        sys.stderr.write("[WARNING] ME: something else\n")
+    assert gate.hidden == 0 and capsys.readouterr().err == "[WARNING] ME: something else\n"

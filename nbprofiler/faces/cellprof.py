@@ -6,14 +6,23 @@ The cell runs inside ``mindspore.profiler.profile(...)`` (MindSpore 2.x's profil
 dataset engine's own profiling manager samples the MindData pipeline too (the CPU build writes no pipeline
 files otherwise), and its files are saved into that run's ``FRAMEWORK`` folder. A cell that raises still
 stops the profiler; what it wrote is loaded and shown, then the error is raised again.
+
+MindSpore 2.10's wheels are compiled against NumPy 1.x; with NumPy 2 (what pandas 3 needs, and what
+``pip install "nbprofiler[mindspore]"`` installs beside it) importing some of its parts makes NumPy print a
+"compiled using NumPy 1.x" message with a whole stack trace, a screen and more at the top of the cell's
+output, while MindSpore goes on without those parts. The magic's own imports of MindSpore hide that one
+message (`quiet_numpy_notice`) and say so in one line; everything else MindSpore prints is shown.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import glob
+import io
 import os
 import shlex
+import sys
 from pathlib import Path
 
 INSTALL = 'pip install "nbprofiler[mindspore]"'
@@ -83,13 +92,73 @@ class MindSporeMissing(ImportError):
     """The kernel has no MindSpore; the message says how to install it."""
 
 
-def _mindspore():
+# What NumPy 2 prints (with the stack of the import) when a module compiled against NumPy 1.x asks for
+# its C API, and the errors that follow it.
+NUMPY_1X_NOTICE = "compiled using NumPy 1.x"
+_NUMPY_1X_FOLLOWERS = ("_ARRAY_API not found", "numpy.core.multiarray failed to import",
+                       "numpy.core._multiarray_umath failed to import")
+
+
+class _NoticeFilter(io.TextIOBase):
+    """Stands in for ``sys.stderr`` while MindSpore is imported: every write goes through to the real
+    stream at once, except NumPy's "compiled using NumPy 1.x" message (one write: the message and its
+    stack) and the import errors it names. A logging handler created meanwhile keeps writing through it."""
+
+    def __init__(self, target):
+        super().__init__()
+        self.target, self.active, self.hidden = target, True, 0
+
+    def write(self, text) -> int:
+        if self.active and (NUMPY_1X_NOTICE in text or any(f in text for f in _NUMPY_1X_FOLLOWERS)):
+            self.hidden += 1
+            return len(text)
+        return self.target.write(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def __getattr__(self, name):   # fileno, encoding, isatty ... of the real stream
+        return getattr(self.target, name)
+
+
+@contextlib.contextmanager
+def quiet_numpy_notice():
+    """Hide NumPy's "compiled using NumPy 1.x" message (and its stack trace) printed while MindSpore
+    is imported in this block, writing one line instead; everything else on stderr passes. Yields the
+    filter (``.hidden``: how many writes it held back)."""
+    real = sys.stderr
+    gate = _NoticeFilter(real)
+    sys.stderr = gate
     try:
-        import mindspore  # noqa: F401
-        from mindspore import profiler
-    except ImportError:
-        raise MindSporeMissing(f"%%nbprofiler profile needs MindSpore in this kernel: {INSTALL} "
-                               "(the CPU build from PyPI), then restart the kernel") from None
+        yield gate
+    finally:
+        gate.active = False
+        if sys.stderr is gate:
+            sys.stderr = real
+        if gate.hidden:
+            import numpy
+            ms = sys.modules.get("mindspore")
+            real.write(f"nbprofiler: hid NumPy {numpy.__version__}'s 'A module that was compiled using NumPy 1.x "
+                       f"cannot be run in NumPy 2' message and its stack trace, printed while importing MindSpore "
+                       f"{getattr(ms, '__version__', '')}".rstrip() + " (built against NumPy 1.x); MindSpore goes "
+                       "on without the part that needed it.\n")
+
+
+def _mindspore():
+    with quiet_numpy_notice() as gate:
+        try:
+            import mindspore  # noqa: F401
+            from mindspore import profiler
+        except ImportError as err:
+            if gate.hidden:
+                import numpy
+                raise MindSporeMissing(f"MindSpore could not be imported with NumPy {numpy.__version__} ({err}): "
+                                       "this MindSpore build needs NumPy 1.x") from None
+            raise MindSporeMissing(f"%%nbprofiler profile needs MindSpore in this kernel: {INSTALL} "
+                                   "(the CPU build from PyPI), then restart the kernel") from None
     return profiler
 
 
@@ -97,8 +166,9 @@ class _MindData:
     """The dataset engine's profiling manager (what ``data_process`` should start; the CPU build does not)."""
 
     def __init__(self, interval_ms: int = 20):
-        import mindspore.dataset as ds
-        import mindspore._c_dataengine as cde
+        with quiet_numpy_notice():
+            import mindspore.dataset as ds
+            import mindspore._c_dataengine as cde
         ds.config.set_monitor_sampling_interval(interval_ms)
         self.manager = cde.GlobalContext.profiling_manager()
         self.manager.init()
@@ -138,4 +208,4 @@ def profile_cell(cell: str, args: argparse.Namespace, ipython) -> tuple[object, 
     return prof, result
 
 
-__all__ = ["HELP", "INSTALL", "MindSporeMissing", "parse", "output_folder", "profile_cell"]
+__all__ = ["HELP", "INSTALL", "MindSporeMissing", "parse", "output_folder", "profile_cell", "quiet_numpy_notice"]
