@@ -552,10 +552,12 @@ class TimelineView(traitlets.HasTraits, View):
                              sizing_mode="stretch_width", name="timeline_layout")
         for part in (self.minimap, self.matches_table, self.stats):
             theme.themed(part)
-        # looked up once: a select over the whole layout costs ~25 ms, three of them per re-query
-        self._sources = {n: self.plot.select_one({"name": n}) for n in
+        # looked up once, in one walk of the plot's models: a select over the whole layout costs ~25 ms, three of
+        # them per re-query (and one walk each here cost ~0.1 s of the tab's first open)
+        named = {m.name: m for m in self.plot.references() if m.name}
+        self._sources = {n: named.get(n) for n in
                          ("timeline_flows_src", "timeline_highlight_src", "timeline_current_src")}
-        self._details = self.plot.select_one({"name": "timeline_details"})  # rendered as text, never HTML
+        self._details = named.get("timeline_details")  # rendered as text, never HTML
         self.source.selected.on_change("indices", self._on_tap)
         self.x_range.on_change("start", self._on_range)
         self.x_range.on_change("end", self._on_range)
