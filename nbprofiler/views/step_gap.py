@@ -21,6 +21,8 @@ def _avg(value) -> str:
     return "–" if value is None else f"{value:,.3f} ms"
 
 
+# Sources are built from the frames' arrays: ColumnDataSource(frame) goes through narwhals (imported on first
+# use) and copies the frame, tens of ms for a few steps.
 def _figure(name: str, title: str, n_steps: int):
     fig = figure(name=name, title=title, height=240, sizing_mode="stretch_width", min_width=320, max_width=800,
                  tools="xpan,xwheel_zoom,reset,save", x_axis_label="Step",
@@ -36,7 +38,7 @@ def transfer_figure(host_queue: pd.DataFrame, summary: dict):
     fig = _figure("step_gap_transfer_fig", f"Data transmission per step: average total "
                   f"{_avg(summary.get('host_avg_batch_ms'))}, get {_avg((summary.get('host_queue') or {}).get('avg_get_ms'))}, "
                   f"push {_avg(summary.get('host_avg_push_ms'))}", len(df))
-    src = ColumnDataSource(df, name="step_gap_transfer_src")
+    src = ColumnDataSource({c: df[c].to_numpy() for c in df.columns}, name="step_gap_transfer_src")
     lines = []
     for col, label, color in TRANSFER_SERIES:
         lines.append(fig.line("step", col, source=src, color=color, line_width=2, legend_label=label))
@@ -55,7 +57,7 @@ def get_next_figure(device_queue: pd.DataFrame, summary: dict):
                        "get_next_ms": device_queue["get_next_ms"].astype(float)})
     fig = _figure("step_gap_get_next_fig", f"Data obtaining (GetNext) per step: average "
                   f"{_avg(summary.get('device_avg_get_next_ms'))}", len(df))
-    src = ColumnDataSource(df, name="step_gap_get_next_src")
+    src = ColumnDataSource({c: df[c].to_numpy() for c in df.columns}, name="step_gap_get_next_src")
     fig.line("step", "get_next_ms", source=src, color="#0072B2", line_width=2)
     r = fig.scatter("step", "get_next_ms", source=src, color="#0072B2", size=6)
     fig.add_tools(HoverTool(renderers=[r], tooltips=[("step", "@step"), ("GetNext", "@get_next_ms{0,0.000} ms")]))
