@@ -15,7 +15,7 @@ from nbprofiler.errors import (MissingColumnError, ProfilerDataWarning,
 from nbprofiler.io import ascend_ms
 from nbprofiler.io.discover import discover
 
-from tests.conftest import DATA
+from tests.conftest import DATA, load_quietly
 
 
 def _run(path):
@@ -224,3 +224,18 @@ def test_step_trace_time_and_memory_files(tmp_path):
     assert mem["time_us"].diff().iloc[1] == pytest.approx(100.0)
     opm = ascend_ms.operator_memory(run)
     assert opm["size_kb"].iloc[0] == 588.0 and pd.isna(opm["release_us"].iloc[0])
+
+
+def test_kernels_the_file_types_n_a_are_typed_by_their_names():
+    # torch_npu at profiler level 0 writes Type N/A for every kernel: one "N/A" type at 100 % says nothing
+    import csv
+    path = DATA / "npu/ascend_pt_text_2rank/rank0_ascend_pt"
+    with open(path / "ASCEND_PROFILER_OUTPUT/kernel_details.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["Type"] for r in rows} == {"N/A"}
+    matmul = [r for r in rows if r["Name"].startswith("aclnn") and r["Name"].rsplit("_", 1)[-1] == "MatMulV2"]
+    prof = load_quietly(path)
+    types = prof.op_types.set_index(["kind", "op_type"])
+    assert "N/A" not in set(prof.op_types["op_type"])
+    assert types.loc[("npu", "MatMulV2"), "count"] == len(matmul) == 8
+    assert types.loc[("npu", "MatMulV2"), "total_time_us"] == pytest.approx(sum(float(r["Duration(us)"]) for r in matmul))

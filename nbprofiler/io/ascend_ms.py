@@ -134,6 +134,8 @@ def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame:
         out["step"] = pd.Series(pd.NA, index=df.index, dtype="Int64")
     for col in ("name", "type", "accelerator_core"):
         out[col] = df[col].astype(str).str.strip() if col in df.columns else ""
+    from .trace import fill_kernel_types
+    out["type"] = fill_kernel_types(out["name"], out["type"])
     int_part, frac_part = _split_timestamps(df["start_us"], path)
     o_int, o_frac = _abs_min(int_part, frac_part) if origin_us is None else _split(float(origin_us))
     out["start_us"] = (int_part - o_int).astype("float64") + (frac_part - o_frac)

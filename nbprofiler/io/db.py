@@ -302,7 +302,9 @@ def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | Non
         # 4294967295 (uint32 -1) is how the writer says "none", as N/A in the text export
         out[col] = vals.where(vals != 4294967295).astype("Int64")
     for col in ("name", "type", "accelerator_core"):
-        out[col] = df[col].fillna("").astype(str).replace({"N/A": "N/A"})
+        out[col] = df[col].fillna("").astype(str)
+    from .trace import fill_kernel_types
+    out["type"] = fill_kernel_types(out["name"], out["type"])
     out["start_us"] = _rel_us(df["start_ns"], origin)
     out["dur_us"] = (df["end_ns"] - df["start_ns"]).astype("float64") / NS_PER_US
     out["wait_us"] = pd.to_numeric(df["wait_ns"], errors="coerce").astype("float64") / NS_PER_US
@@ -334,19 +336,21 @@ def op_type_totals(run: RunFiles) -> pd.DataFrame | None:
     core = (f"coalesce(nullif(nullif({named}, 'N/A'), 'NULL'), "
             "(SELECT value FROM STRING_IDS WHERE id = t.taskType))")
     rows = query(path, f"""
-        SELECT 'npu' AS kind, {_s('c', 'opType', 'op_type')}, {core} AS core, count(*) AS count,
-               sum(t.endNs - t.startNs) / 1000.0 AS total_time_us
+        SELECT 'npu' AS kind, {_s('c', 'opType', 'op_type')}, {_s('c', 'name', 'name')}, {core} AS core,
+               count(*) AS count, sum(t.endNs - t.startNs) / 1000.0 AS total_time_us
         FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
-        WHERE {_on_device(run, 't')} GROUP BY op_type, core""")
+        WHERE {_on_device(run, 't')} GROUP BY op_type, name, core""")
     if "COMMUNICATION_OP" in have:
         op_type = _s('o', 'opType', 'op_type') if "opType" in have["COMMUNICATION_OP"] else "'' AS op_type"
         rows = pd.concat([rows, query(path, f"""
-            SELECT 'communication' AS kind, {op_type}, 'HCCL' AS core, count(*) AS count,
-                   sum(o.endNs - o.startNs) / 1000.0 AS total_time_us FROM COMMUNICATION_OP o GROUP BY op_type""")],
-                         ignore_index=True)
+            SELECT 'communication' AS kind, {op_type}, {_s('o', 'opName', 'name')}, 'HCCL' AS core,
+                   count(*) AS count, sum(o.endNs - o.startNs) / 1000.0 AS total_time_us
+            FROM COMMUNICATION_OP o GROUP BY op_type, name""")], ignore_index=True)
     if rows.empty:
         return None
-    rows["op_type"] = rows["op_type"].fillna("").astype(str)
+    # grouped by kernel name too: where the database names no type (N/A), the name says it
+    from .trace import fill_kernel_types
+    rows["op_type"] = fill_kernel_types(rows["name"].fillna("").astype(str), rows["op_type"].fillna("").astype(str))
     rows["core"] = rows["core"].map(lambda v: CORE_OF_TASK.get(str(v), str(v)))
     top = rows.sort_values("count", ascending=False, kind="stable").drop_duplicates(["kind", "op_type"])
     out = rows.groupby(["kind", "op_type"], sort=False, as_index=False).agg(
@@ -362,13 +366,19 @@ def op_type_totals(run: RunFiles) -> pd.DataFrame | None:
 
 def kernel_type_totals(path: Path) -> pd.DataFrame:
     """Per kernel type: ``type``, ``count``, ``total_us`` computed entirely in SQL (a cluster-wide reduce
-    needs only these; nothing but the aggregate leaves the database)."""
-    return query(path, f"""
-        SELECT type, count(*) AS count, sum(dur) / 1000.0 AS total_us FROM (
-            SELECT {_s('c', 'opType', 'type')}, t.endNs - t.startNs AS dur
+    needs only these; nothing but the aggregate per type and kernel name leaves the database). A kernel
+    the database types ``N/A`` is of the type its name says (`trace.kernel_type_of`), as in `kernels`."""
+    from .trace import fill_kernel_types
+    rows = query(path, f"""
+        SELECT type, name, count(*) AS count, sum(dur) / 1000.0 AS total_us FROM (
+            SELECT {_s('c', 'opType', 'type')}, {_s('c', 'name', 'name')}, t.endNs - t.startNs AS dur
             FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
-            UNION ALL SELECT {_s('o', 'opType', 'type')}, o.endNs - o.startNs FROM COMMUNICATION_OP o)
-        GROUP BY type ORDER BY total_us DESC""")
+            UNION ALL SELECT {_s('o', 'opType', 'type')}, {_s('o', 'opName', 'name')}, o.endNs - o.startNs
+            FROM COMMUNICATION_OP o)
+        GROUP BY type, name""")
+    rows["type"] = fill_kernel_types(rows["name"].fillna("").astype(str), rows["type"].fillna("").astype(str))
+    out = rows.groupby("type", as_index=False, sort=False).agg(count=("count", "sum"), total_us=("total_us", "sum"))
+    return out.sort_values("total_us", ascending=False, kind="stable", ignore_index=True)
 
 
 # -- memory -----------------------------------------------------------------------------------------

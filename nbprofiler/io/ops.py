@@ -350,7 +350,9 @@ def npu_types_from_kernel_file(path: Path) -> pd.DataFrame | None:
             raw = [k for k, v in KERNEL_COLUMNS.items() if v == col]
             raise MissingColumnError(path, f"missing column {raw[0]!r} (or a synonym {raw[1:]})", line=1,
                                      field=raw[0])
-    cols = {"name": df["name"].astype(str).str.strip(), "type": df["type"].astype(str).str.strip(),
+    from .trace import fill_kernel_types
+    name = df["name"].astype(str).str.strip()
+    cols = {"name": name, "type": fill_kernel_types(name, df["type"].astype(str).str.strip()),
             "dur_us": numeric(df, "dur_us", path)}
     if "accelerator_core" in df:
         cols["accelerator_core"] = df["accelerator_core"].astype(str).str.strip()

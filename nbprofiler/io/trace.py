@@ -481,6 +481,26 @@ def op_type_of(name: str) -> str:
     return without_op or base or name
 
 
+def kernel_type_of(name: str) -> str:
+    """Operator type of a device kernel whose file names none (kernel_details.csv / the database write
+    ``N/A`` at profiler level 0): an ``aclnn<Api>_<Kernel>_<OpType>`` kernel is of its last part
+    (``aclnnMuls_MulAiCore_Mul`` -> ``Mul``); any other name as `op_type_of` reads it."""
+    parts = name.split("_")
+    if name.startswith("aclnn") and len(parts) >= 3 and parts[-1]:
+        return parts[-1]
+    return op_type_of(name)
+
+
+def fill_kernel_types(names: pd.Series, types: pd.Series) -> pd.Series:
+    """``types`` with every missing one (empty, ``N/A``, ``NULL``) read from its kernel's name
+    (`kernel_type_of`), so a profile without op types is not one "N/A" type at 100 %."""
+    missing = types.isna() | types.astype(str).str.strip().isin(["", "N/A", "NULL"])
+    if not missing.any():
+        return types
+    derived = names[missing].astype(str)
+    return types.where(~missing, derived.map({n: kernel_type_of(n) for n in derived.unique()}))
+
+
 def distinct_categorical(codes: np.ndarray, categories) -> pd.Categorical:
     """The Categorical of ``codes`` (valid, -1 for missing) into ``categories`` (a sequence of str, or an
     Arrow string array, which becomes the categories without a copy per value), values that are distinct

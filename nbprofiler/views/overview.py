@@ -50,7 +50,8 @@ def _step_trace(st: dict, diag: dict) -> str:
         f"{theme.stage_color(s['stage'])}'>■</span> {escape(s['label'])}: <b>{_num(s['ms'])} ms</b>"
         + (f" ({_num(s['percent'], 2)} %)" if s.get("percent") is not None else "") + "</span>"
         for s in diag.get("stages") or [])
-    out = (f"<h4 style='margin:8px 0 2px'>Step trace: average of {st['total_steps']:,} steps, "
+    n = st["total_steps"]
+    out = (f"<h4 style='margin:8px 0 2px'>Step trace: average of {n:,} step{'s' if n != 1 else ''}, "
            f"{_num(diag.get('step_ms') or 0.0)} ms per step</h4><div>{cells}</div>")
     from .step_trace import average_note
     note = average_note(st)

@@ -64,6 +64,7 @@ class Lab:
     runtime_dir: Path
     log: Path
     proc: subprocess.Popen = field(repr=False)
+    app: str = "lab"   # "lab" (JupyterLab) or "notebook" (Jupyter Notebook 7, same server, its own pages)
 
     @property
     def base(self) -> str:
@@ -71,7 +72,10 @@ class Lab:
 
     def url(self, path: str = "") -> str:
         """Browser URL of a notebook/file under ``root`` (``""`` = the Lab start page)."""
-        tail = f"/lab/tree/{path}" if path else "/lab"
+        if self.app == "notebook":
+            tail = f"/notebooks/{path}" if path else "/tree"
+        else:
+            tail = f"/lab/tree/{path}" if path else "/lab"
         return f"{self.base}{tail}?token={self.token}"
 
     def api(self, method: str, path: str, body: dict | None = None, timeout: float = 10):
@@ -127,8 +131,9 @@ def _write_settings(settings_dir: Path) -> None:
         p.write_text(json.dumps(value))
 
 
-def start_lab(workdir: Path, timeout: float = 60) -> Lab:
-    """Start an isolated JupyterLab under ``workdir`` and wait for ``/api/status``."""
+def start_lab(workdir: Path, timeout: float = 60, app: str = "lab") -> Lab:
+    """Start an isolated JupyterLab (``app="lab"``) or Jupyter Notebook 7 (``"notebook"``) under ``workdir``
+    and wait for ``/api/status``."""
     root = workdir / "root"
     dirs = {name: workdir / name for name in ("config", "runtime", "settings", "workspaces", "ipython")}
     for d in [root, *dirs.values()]:
@@ -142,17 +147,21 @@ def start_lab(workdir: Path, timeout: float = 60) -> Lab:
                BOKEH_RESOURCES="inline",
                # kernels start in `root`; make the checkout importable even without an install
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-           f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
-           "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--LabApp.extension_manager=readonly"]
+    common = ["--no-browser", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={TOKEN}",
+              f"--ServerApp.root_dir={root}"]
+    if app == "notebook":
+        cmd = [sys.executable, "-m", "notebook", *common, "--JupyterNotebookApp.expose_app_in_browser=True"]
+    else:
+        cmd = [sys.executable, "-m", "jupyterlab", *common,
+               "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               "--LabApp.extension_manager=readonly"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     log = workdir / "jupyterlab.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=root)
-    lab = Lab(root=root, port=port, token=TOKEN, runtime_dir=dirs["runtime"], log=log, proc=proc)
+    lab = Lab(root=root, port=port, token=TOKEN, runtime_dir=dirs["runtime"], log=log, proc=proc, app=app)
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
@@ -182,6 +191,16 @@ def lab(tmp_path_factory):
     if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
         pytest.fail(f"chromium not found at {CHROMIUM}: run scripts/test.sh (it installs Debian chromium)")
     server = start_lab(tmp_path_factory.mktemp("jupyterlab"))
+    yield server
+    stop_lab(server)
+
+
+@pytest.fixture(scope="session")
+def notebook7(tmp_path_factory):
+    """A Jupyter Notebook 7 server (``notebook>=7``), set up as ``lab``: users open the same outputs there."""
+    if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
+        pytest.fail(f"chromium not found at {CHROMIUM}: run scripts/test.sh (it installs Debian chromium)")
+    server = start_lab(tmp_path_factory.mktemp("notebook7"), app="notebook")
     yield server
     stop_lab(server)
 
