@@ -249,9 +249,11 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
         y0 = min(y0, float((queues["ym"] - QUEUE_H / 2).min()))
     x0, x1, y0, y1 = x0 - pad, x1 + pad, y0 - pad, y1 + pad
     frame_w, frame_h = int(np.ceil((x1 - x0) * unit)), int(np.ceil((y1 - y0) * unit))
+    if height:   # a taller plot area asked for: more room below, the same scale
+        frame_h = max(frame_h, int(height) - 60)
     fig = figure(name="minddata_graph", title="Pipeline: ops and their output queues (click a queue)",
                  x_range=Range1d(x0, x0 + frame_w / unit), y_range=Range1d(y0 + frame_h / unit, y0),
-                 frame_width=frame_w, frame_height=height - 60 if height else frame_h,
+                 frame_width=frame_w, frame_height=frame_h,
                  x_axis_type=None, y_axis_type=None, tools="reset,save", toolbar_location="right")
     fig.grid.visible = False
     nodes_src = _cds(nodes[["op_id", "label", "op_type", "num_workers", "x", "y", "line_color"]], "minddata_nodes_src")
@@ -297,6 +299,7 @@ def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | N
     Drawn to scale (`graph_geometry`): the plot area (``frame_width`` x ``frame_height``) is the data
     ranges at a fixed number of pixels per unit, wide enough for every box and label, and a pipeline too
     deep for `GRAPH_MAX_FRAME_PX` wraps into bands, so nothing is cut at the edge of a notebook cell.
+    ``height``: make the plot at least that tall (pixels; room is added below, the scale kept).
 
     Sources: ``minddata_nodes_src`` (op_id, label, num_workers, x, y) and ``minddata_edges_src`` (the
     columns of `pipeline_queues`). A TapTool selects a queue box; `pipeline_panel` links that selection

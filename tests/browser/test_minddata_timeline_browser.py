@@ -66,7 +66,7 @@ def test_minddata_and_timeline_views(lab, page):
     wait_painted(page)
     png = save_screenshot(md_cell, "minddata_view_queue2_selected")
     # the now unselected Queue_1 label keeps full contrast (it used to fade to Bokeh's 0.2 alpha)
-    assert _darkest_in_box(png, md_cell, page, "Queue_1 (") < 150
+    assert _darkest_in_box(png, md_cell, page, "Queue_1\n") < 150
 
     # --- Timeline: zoom by setting the x range in BokehJS; the kernel re-queries the LOD
     before = bokeh_data(page, "timeline_src", "left")[0]
