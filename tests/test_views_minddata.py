@@ -247,6 +247,7 @@ def test_graph_fits_every_node_and_label(tmp_path, n_ops, branch):
     fig = V.pipeline_graph(pipe, bottleneck_ids=[1])
     xr, yr = fig.x_range, fig.y_range
     assert fig.frame_width <= V.GRAPH_MAX_FRAME_PX and fig.frame_height > 0
+    assert fig.frame_align is False    # in a page, not shifted to line up with the charts below (cut its right)
     ux = fig.frame_width / (xr.end - xr.start)
     uy = fig.frame_height / (yr.start - yr.end)
     assert ux == pytest.approx(uy)                          # drawn to scale: boxes keep their shape

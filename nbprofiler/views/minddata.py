@@ -256,6 +256,9 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
                  frame_width=frame_w, frame_height=frame_h,
                  x_axis_type=None, y_axis_type=None, tools="reset,save", toolbar_location="right")
     fig.grid.visible = False
+    # Drawn to scale in a plot area of its own size: not moved right to line up with the queue chart's frame
+    # below it (that shifted the plot and cut the colour bar's labels at its right edge).
+    fig.frame_align = False
     nodes_src = _cds(nodes[["op_id", "label", "op_type", "num_workers", "x", "y", "line_color"]], "minddata_nodes_src")
     edges_src = _cds(queues, "minddata_edges_src")
     mapper = _usage_mapper()
@@ -355,11 +358,14 @@ def _queue_size_figure(series_and_label, op_id: int | None = None):
                  x_axis_label=xlabel, y_axis_label="Items in queue")
     src = ColumnDataSource({"x": one["x"].to_numpy(), "size": one["size"].to_numpy(),
                             "length": one["length"].to_numpy()}, name="minddata_queue_src")
-    fig.step("x", "size", source=src, mode="after", line_width=1.5, color=NORMAL_COLOR, legend_label="size")
-    fig.line("x", "length", source=src, line_dash="dashed", color=theme.AXIS, legend_label="capacity")
+    # Nothing selects or mutes these lines: no selection or muted glyphs of their own ("auto" in BokehJS).
+    from bokeh.models import Legend, LegendItem, Line, Step
+    size_r = fig.add_glyph(src, Step(x="x", y="size", mode="after", line_width=1.5, line_color=NORMAL_COLOR))
+    cap_r = fig.add_glyph(src, Line(x="x", y="length", line_dash="dashed", line_color=theme.AXIS))
+    fig.add_layout(Legend(items=[LegendItem(label="size", renderers=[size_r]),
+                                 LegendItem(label="capacity", renderers=[cap_r])], location="top_left"))
     fig.add_tools(HoverTool(tooltips=[("x", "@x{0.000}"), ("size", "@size"), ("capacity", "@length")],
                             mode="vline"))
-    fig.legend.location = "top_left"
     fig.y_range.start = 0
     return theme.style(fig), src
 
