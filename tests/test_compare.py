@@ -155,3 +155,12 @@ def test_the_compare_view_uses_the_labels_given_and_tells_equal_ones_apart():
     assert tuple(steps.x_range.factors) == ("before: workers=1", "after: workers=8")
     steps = compare_layout(same).select_one({"name": "compare_steps"})
     assert tuple(steps.x_range.factors) == ("nightly (baseline)", "nightly (new)")
+
+
+def test_the_reports_compare_tab_names_the_runs_too(map_vs_fast):
+    """md_bottleneck_map vs md_fast has no operators: the report draws the step bars alone, named by the runs."""
+    from nbprofiler.faces.report import _compare
+    section = _compare(map_vs_fast)
+    steps = section.select_one({"name": "compare_steps"})
+    assert tuple(steps.x_range.factors) == ("md_bottleneck_map (device 0)", "md_fast (device 0)")
+    assert "<b>md_bottleneck_map (device 0)</b> &rarr;" in section.select_one({"name": "compare_verdict"}).text

@@ -305,15 +305,16 @@ def _compare(cmp):
     """The comparison's verdict and the charts that have data (step bars when either run has steps,
     op-type deltas when either has operators), then its MindData and queue frames as tables. Runs with
     only dataset-pipeline data get no empty chart frames."""
-    from ..views.compare import compare_layout, op_type_delta_figure, step_compare_figure, verdict_div
+    from ..views.compare import compare_layout, op_type_delta_figure, run_labels, step_compare_figure, verdict_div
     has_steps = bool(cmp.steps[["a_ms", "b_ms"]].notna().to_numpy().any())
     has_ops = len(cmp.op_types) > 0
     if has_steps and has_ops:
         parts = [compare_layout(cmp)]
     else:
-        charts = ([step_compare_figure(cmp.steps, ("a", "b"))] if has_steps else []) + (
-            [op_type_delta_figure(cmp.op_types)] if has_ops else [])
-        parts = [verdict_div(cmp.verdict, ("a: " + cmp.a_label, "b: " + cmp.b_label)), *charts]
+        labels = run_labels(cmp)   # the runs by their names, as the notebook's comparison names them
+        charts = ([step_compare_figure(cmp.steps, labels)] if has_steps else []) + (
+            [op_type_delta_figure(cmp.op_types, runs=labels)] if has_ops else [])
+        parts = [verdict_div(cmp.verdict, labels), *charts]
     for name, df in (("minddata", cmp.minddata), ("queues", cmp.queues)):
         if len(df):
             parts.append(_table(df, f"report_compare_{name}"))
