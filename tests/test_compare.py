@@ -164,3 +164,8 @@ def test_the_reports_compare_tab_names_the_runs_too(map_vs_fast):
     steps = section.select_one({"name": "compare_steps"})
     assert tuple(steps.x_range.factors) == ("md_bottleneck_map (device 0)", "md_fast (device 0)")
     assert "<b>md_bottleneck_map (device 0)</b> &rarr;" in section.select_one({"name": "compare_verdict"}).text
+    # its MindData and queue tables head each run's columns with the run's name, never "A"/"B"
+    for name in ("report_compare_minddata", "report_compare_queues"):
+        titles = [c.title for c in section.select_one({"name": name}).columns]
+        assert "md_bottleneck_map (device 0): steps" in titles or "md_bottleneck_map (device 0): usage rate" in titles
+        assert not [t for t in titles if t.split()[0] in ("A", "B")], titles

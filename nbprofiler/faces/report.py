@@ -308,16 +308,19 @@ def _compare(cmp):
     from ..views.compare import compare_layout, op_type_delta_figure, run_labels, step_compare_figure, verdict_div
     has_steps = bool(cmp.steps[["a_ms", "b_ms"]].notna().to_numpy().any())
     has_ops = len(cmp.op_types) > 0
+    labels = run_labels(cmp)   # the runs by their names, as the notebook's comparison names them
     if has_steps and has_ops:
         parts = [compare_layout(cmp)]
     else:
-        labels = run_labels(cmp)   # the runs by their names, as the notebook's comparison names them
         charts = ([step_compare_figure(cmp.steps, labels)] if has_steps else []) + (
             [op_type_delta_figure(cmp.op_types, runs=labels)] if has_ops else [])
         parts = [verdict_div(cmp.verdict, labels), *charts]
     for name, df in (("minddata", cmp.minddata), ("queues", cmp.queues)):
         if len(df):
-            parts.append(_table(df, f"report_compare_{name}"))
+            # each run's columns (a_*, b_*) headed by the run's name, wide enough to read whole
+            titles = {c: f"{labels[c[0] == 'b']}: {column_title(c[2:]).lower()}" for c in df.columns
+                      if c[:2] in ("a_", "b_")}
+            parts.append(theme.fit_headers(_table(df, f"report_compare_{name}", titles)))
     return column(*parts, sizing_mode="stretch_width")
 
 
@@ -334,13 +337,15 @@ def column_title(column: str) -> str:
     return column.replace("_", " ").capitalize()
 
 
-def _table(df: pd.DataFrame, name: str) -> DataTable:
-    """A read-only DataTable of ``df`` (floats with 4 decimals, headers by `column_title`); cells are
-    rendered as text by Bokeh."""
+def _table(df: pd.DataFrame, name: str, titles: dict[str, str] | None = None) -> DataTable:
+    """A read-only DataTable of ``df`` (floats with 4 decimals, headers by `column_title` unless ``titles``
+    names them); cells are rendered as text by Bokeh."""
     src = ColumnDataSource(df, name=f"{name}_src")
     num = NumberFormatter(format="0,0.0000")
-    cols = [TableColumn(field=c, title=column_title(c), formatter=num) if pd.api.types.is_float_dtype(df[c])
-            else TableColumn(field=c, title=column_title(c)) for c in df.columns]
+    titles = titles or {}
+    cols = [TableColumn(field=c, title=titles.get(c) or column_title(c), formatter=num)
+            if pd.api.types.is_float_dtype(df[c]) else TableColumn(field=c, title=titles.get(c) or column_title(c))
+            for c in df.columns]
     return DataTable(source=src, columns=cols, sizing_mode="stretch_width", height=min(60 + 28 * len(df), 600),
                      index_position=None, name=name)
 
