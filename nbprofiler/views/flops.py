@@ -106,6 +106,11 @@ def flops_layout(flops: pd.DataFrame, flops_summary: dict | None):
     ops = A.op_flops(flops)
     rollup = A.scope_rollup(flops)
     parts = [figures_div(A.summary_figures(flops_summary, flops), ops)]
+    if not len(ops) and flops_summary:
+        parts.append(Div(text=f"<div style='{theme.MUTED_CSS}'>These figures are the run's own summary "
+                              "(flops_summary_*.json); no per-operator FLOPs (flops_*.txt) were recorded, so "
+                              "there is no breakdown by operator or name scope.</div>",
+                         sizing_mode="stretch_width", name="flops_summary_only"))
     if len(rollup):
         parts.append(icicle_figure(rollup, _scope_utilization(ops, rollup)))
         parts.append(op_table(ops))
