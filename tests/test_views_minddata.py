@@ -313,3 +313,15 @@ def test_view_opens_with_the_pipeline_and_folds_the_rest(bottleneck):
     assert len(view.folds[0].children[0].children) == 1
     with pytest.raises(ValueError):
         view.section("nope")
+
+
+def test_folds_follow_the_frames(bottleneck):
+    """A fold only for what the frames hold: the usage bars need queues between ops, the per-step figures a
+    host or device queue, the CPU panel CPU samples."""
+    pipe = bottleneck.minddata_pipeline
+    titles = lambda frames: [f.get_title(0) for f in V.MindDataView(frames).folds]  # noqa: E731
+    assert titles({"minddata_pipeline": pipe.iloc[:1]}) == []                 # a root alone: no queue
+    assert titles({"minddata_pipeline": pipe}) == ["Queue usage"]
+    only_host = titles({"host_queue": bottleneck.host_queue})
+    assert only_host == ["Queues and data transmission per step (host queue empty at 62/62 steps)"]
+    assert titles({"cpu_utilization": bottleneck.cpu_utilization}) == ["CPU utilisation"]

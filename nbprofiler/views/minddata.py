@@ -696,14 +696,15 @@ def _page_top(frames: dict, result: dict, usage: bool = True):
     return parts, edges
 
 
-def _page_queues(frames: dict, result: dict, usage: bool = False) -> list:
-    """(``usage``: the pipeline's queue usage bars, then) host and device queues per step, then where the time
-    between steps goes (`step_gap_figures`)."""
+def _page_queues(frames: dict, result: dict, usage: bool = False, steps: bool = True) -> list:
+    """(``usage``: the pipeline's queue usage bars, then) host and device queues per step (left out when
+    ``steps`` is False and the bars are there), then where the time between steps goes (`step_gap_figures`)."""
     pipeline = frames.get("minddata_pipeline")
     parts = []
     if usage and _present(pipeline) and len(pipeline_queues(pipeline)):
         parts.append(queue_usage_chart(pipeline, result["bottleneck_ids"]))
-    parts.append(queue_figure(frames.get("host_queue"), frames.get("device_queue")))
+    if steps or not parts:
+        parts.append(queue_figure(frames.get("host_queue"), frames.get("device_queue")))
     gap = step_gap_figures(frames.get("host_queue"), frames.get("device_queue"), result["queue_summary"])
     if gap is not None:
         parts.append(gap)
@@ -761,9 +762,7 @@ class MindDataView(traitlets.HasTraits, View):
         for name, title in (("queues", self._queues_title()), ("cpu", "CPU utilisation")):
             if name == "cpu" and not _present(self.frames.get("cpu_utilization")):
                 continue
-            if name == "queues" and not (_present(self.frames.get("host_queue"))
-                                         or _present(self.frames.get("device_queue"))
-                                         or _present(self.frames.get("minddata_pipeline"))):
+            if name == "queues" and not (self._has_usage() or self._has_steps()):
                 continue
             fold = W.Accordion(children=[self._holders[name]], titles=(title,), selected_index=None,
                                layout=W.Layout(width="100%"))
@@ -784,7 +783,17 @@ class MindDataView(traitlets.HasTraits, View):
             self.set_trait("queue", self.selected_queue)   # the graph starts on the flagged queue
             self._edges_src.selected.on_change("indices", lambda attr, old, new: self._on_js_select())
 
+    def _has_usage(self) -> bool:
+        """The pipeline has queues between ops (usage bars to show)."""
+        pipeline = self.frames.get("minddata_pipeline")
+        return _present(pipeline) and bool(pipeline["parent_id"].notna().any())
+
+    def _has_steps(self) -> bool:
+        return _present(self.frames.get("host_queue")) or _present(self.frames.get("device_queue"))
+
     def _queues_title(self) -> str:
+        what = [w for w, has in (("Queue usage", self._has_usage()),
+                                 ("queues and data transmission per step", self._has_steps())) if has]
         q = self._result["queue_summary"]
         hq, dq = q.get("host_queue"), q.get("device_queue")
         counts = []
@@ -792,7 +801,8 @@ class MindDataView(traitlets.HasTraits, View):
             counts.append(f"host queue empty at {int(hq['empty_steps'])}/{int(hq['steps'])} steps")
         if dq and dq.get("steps"):
             counts.append(f"device queue empty at {int(dq['empty_steps'])}/{int(dq['steps'])}")
-        return "Queue usage, queues and data transmission per step" + (f" ({'; '.join(counts)})" if counts else "")
+        title = ", ".join(what)
+        return title[:1].upper() + title[1:] + (f" ({'; '.join(counts)})" if counts else "")
 
     def section(self, name: str):
         """The Bokeh layout of the folded section ``name`` (one of `SECTIONS`), built on first use."""
@@ -801,7 +811,7 @@ class MindDataView(traitlets.HasTraits, View):
         if name not in self._sections:
             f = self.frames
             if name == "queues":
-                parts = _page_queues(f, self._result, usage=True)
+                parts = _page_queues(f, self._result, usage=True, steps=self._has_steps())
             else:
                 parts = [cpu_figure(f.get("cpu_utilization"), f.get("op_cpu_utilization"), f.get("minddata_pipeline"))]
             self._sections[name] = theme.themed(column(*parts, sizing_mode="stretch_width",
