@@ -310,10 +310,8 @@ class Cluster:
     def summary(self, device: str | None = None) -> dict:
         """The summary of one rank (default: the smallest id), with ``devices_found`` listing all, and
         ``cluster``: the cluster's diagnosis across its ranks (`analysis.diagnosis.ClusterDiagnosis`)."""
-        from .analysis.diagnosis import diagnose_cluster
-        out = dict(self[device if device is not None else self.ranks[0]].summary())
-        out["cluster"] = diagnose_cluster(self).to_dict()
-        return out
+        from .analysis.summary import summarize_cluster
+        return summarize_cluster(self, device)
 
     @property
     def primary(self) -> Profile:

@@ -37,6 +37,7 @@ ROOT = {
 LAZY_HOOKS = {
     ("nbprofiler.profile", "nbprofiler.analysis.summary"),   # Profile.summary
     ("nbprofiler.profile", "nbprofiler.views.dashboard"),    # Profile.show
+    ("nbprofiler.profile", "nbprofiler.views.windows"),      # Profile.show of a rank with several windows
     ("nbprofiler.profile", "nbprofiler.faces.report"),       # Profile.to_html
     ("nbprofiler.profile", "nbprofiler.views.repr"),         # Profile/Cluster._repr_html_
     ("nbprofiler.profile", "nbprofiler.views.cluster"),      # Cluster.show

@@ -40,6 +40,14 @@ def summarize(prof) -> dict:
     return _plain(out)
 
 
+def summarize_cluster(cluster, device: str | None = None) -> dict:
+    """One rank's summary (default: the smallest id) with ``cluster``: the diagnosis across the ranks."""
+    from .diagnosis import diagnose_cluster
+    out = dict(cluster[device if device is not None else cluster.ranks[0]].summary())
+    out["cluster"] = diagnose_cluster(cluster).to_dict()
+    return out
+
+
 def session_info(prof) -> dict | None:
     """Which session this summary shows, the rank's other sessions and how to pick one; None for a run
     that is not one of several sessions (no session folder and no other session of its rank)."""
