@@ -83,7 +83,7 @@ def test_selected_queue_does_not_fade_labels_or_edges(bottleneck):
     fig = V.pipeline_graph(bottleneck.minddata_pipeline, bottleneck_ids=[1])
     edges = _source(fig, "minddata_edges_src")
     on_edges = [r for r in fig.select(GlyphRenderer) if r.data_source is edges]
-    assert len(on_edges) == 3                            # two half-edges, the queue boxes
+    assert len(on_edges) == 2                            # the edges (polylines through the boxes), the boxes
     for r in on_edges:
         for prop in ("text_alpha", "line_alpha", "fill_alpha"):
             if hasattr(r.glyph, prop):
@@ -119,6 +119,19 @@ def test_panel_starts_on_flagged_queue_with_its_series(bottleneck):
     assert len(_source(panel, "minddata_queues_all_src").data["op_id"]) == len(bottleneck.minddata_queues)
     info = dict(zip(*_source(panel, "minddata_queue_info_src").data.values()))
     assert info["from op"] == "MapOp_1" and info["to op"] == "BatchOp_0" and info["capacity"] == "16"
+    shown = _source(panel, "minddata_queue_info").text     # the same facts, as an HTML table
+    assert "<td" in shown and "MapOp_1" in shown and "BatchOp_0" in shown and ">16<" in shown
+
+
+def test_queue_info_escapes_op_names(bottleneck):
+    pipe = bottleneck.minddata_pipeline.copy()
+    pipe["op_type"] = pipe["op_type"].astype(object)
+    pipe.loc[pipe["op_id"] == 1, "op_type"] = "<img src=x onerror=alert(1)>"
+    panel = V.pipeline_panel(pipe, bottleneck.minddata_queues, bottleneck_ids=[1])
+    shown = _source(panel, "minddata_queue_info").text
+    assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;_1" in shown
+    cb = _source(panel, "minddata_edges_src").selected.js_property_callbacks["change:indices"][0]
+    assert "esc(" in cb.code and cb.args["table"] is _source(panel, "minddata_queue_info")
 
 
 @pytest.mark.parametrize("dataset,name", [("minddata/md_bottleneck_map", "minddata__md_bottleneck_map__device0"),

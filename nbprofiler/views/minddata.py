@@ -27,8 +27,7 @@ import numpy as np
 import pandas as pd
 import traitlets
 from bokeh.layouts import column, row
-from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, DataTable, Div, HoverTool, LinearColorMapper,
-                          Range1d, TableColumn, TapTool)
+from bokeh.models import ColorBar, ColumnDataSource, CustomJS, Div, HoverTool, LinearColorMapper, Range1d, TapTool
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -265,8 +264,11 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
     # The edges, labels and boxes share one source; a selected queue is shown by its box's outline only,
     # so no other glyph fades (Bokeh's default dims every unselected glyph to 0.2-0.55). Nothing is muted
     # (no legend), so the renderers on it leave their muted glyphs to BokehJS ("auto").
-    halves = [fig.segment(a, b, "xm", "ym", source=edges_src, line_width=3, nonselection_line_alpha=1.0,
-                          line_color={"field": "usage_pct", "transform": mapper}) for a, b in (("x0", "y0"), ("x1", "y1"))]
+    # each edge one polyline, child -> queue box -> parent (the box sits on the child's row)
+    edges_src.data["xs"] = [[a, m, b] for a, m, b in zip(queues["x0"], queues["xm"], queues["x1"])]
+    edges_src.data["ys"] = [[a, m, b] for a, m, b in zip(queues["y0"], queues["ym"], queues["y1"])]
+    edge_r = fig.multi_line("xs", "ys", source=edges_src, line_width=3, nonselection_line_alpha=1.0,
+                            line_color={"field": "usage_pct", "transform": mapper})
     # The ops' boxes and names: no selection on their source, so no selection glyphs either.
     node_r = fig.add_glyph(nodes_src, Rect(x="x", y="y", width=node_w, height=NODE_H, fill_color="#e8eaf2",
                                            fill_alpha=0.9, line_color="line_color", line_width=2, border_radius=12))
@@ -283,7 +285,7 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
                             text_baseline="top", text_font={"value": theme.FONT},
                             text_font_size=f"{QUEUE_FONT_PX}px", text_font_style="bold", text_color=theme.TEXT,
                             name="minddata_queue_labels"))
-    for r in (*halves, queue_r):
+    for r in (edge_r, queue_r):
         r.muted_glyph = "auto"
     fig.add_tools(TapTool(renderers=[queue_r]))
     fig.add_tools(HoverTool(renderers=[queue_r], tooltips=[
@@ -305,7 +307,7 @@ def pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | N
     ``height``: make the plot at least that tall (pixels; room is added below, the scale kept).
 
     Sources: ``minddata_nodes_src`` (op_id, label, num_workers, x, y) and ``minddata_edges_src`` (the
-    columns of `pipeline_queues`). A TapTool selects a queue box; `pipeline_panel` links that selection
+    columns of `pipeline_queues`, and ``xs``/``ys``: each edge's polyline through its queue box). A TapTool selects a queue box; `pipeline_panel` links that selection
     to the queue series.
     """
     return _pipeline_graph(pipeline_df, bottleneck_ids, height)[0]
@@ -389,16 +391,32 @@ const vals = [col(edges, 'queue')[i], col(edges, 'op')[i], col(edges, 'parent')[
               col(edges, 'average_size')[i].toFixed(3), String(col(edges, 'capacity')[i]),
               col(edges, 'usage_pct')[i].toFixed(4)];
 info.data = {key: keys, value: vals};
-// A DataTable redraws when its CDSView's indices change; same-length data leaves them as they were.
-table.view.change.emit();
+const esc = (v) => String(v).replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;',
+                                                          "'": '&#39;'}[c]));
+table.text = head + keys.map((k, j) => row.replace('{k}', () => esc(k)).replace('{v}', () => esc(vals[j]))).join('')
+             + tail;
 """
+# The selected queue's facts: an HTML table in a Div (a DataTable with its columns, editors and formatters is ~10
+# Bokeh models more to build and send when the tab opens). Values are user strings (op names): escaped, in
+# Python here and in `_SELECT_QUEUE_JS`.
+_INFO_HEAD = (f'<table class="nbp-queue-info" style="{theme.PANEL_CSS}border-collapse:collapse;min-width:300px">'
+              '<tr><th colspan="2" style="text-align:left;padding:2px 8px">Selected queue</th></tr>')
+_INFO_ROW = ('<tr><td style="padding:2px 8px;opacity:0.75">{k}</td>'
+             '<td style="padding:2px 8px;font-variant-numeric:tabular-nums">{v}</td></tr>')
+_INFO_TAIL = "</table>"
+
+
+def _queue_info_html(keys, values) -> str:
+    return _INFO_HEAD + "".join(_INFO_ROW.replace("{k}", html.escape(str(k))).replace("{v}", html.escape(str(v)))
+                                for k, v in zip(keys, values)) + _INFO_TAIL
 
 
 def pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, bottleneck_ids=(),
                    selected_op: int | None = None):
     """Graph + usage bars + the size series of the clicked queue + an info table, linked by CustomJS
     (works in a static HTML file). Initially selected: ``selected_op``, else the first flagged queue, else
-    the first queue. The queue info table (``minddata_queue_info_src``) is a DataTable: cells are text."""
+    the first queue. The queue info (``minddata_queue_info_src``: key, value) is shown as an HTML table in the Div
+    ``minddata_queue_info``, its values escaped."""
     return _pipeline_panel(pipeline_df, queues_df, bottleneck_ids, selected_op)[0]
 
 
@@ -419,13 +437,12 @@ def _pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, b
     all_src = ColumnDataSource({c: series[c].to_numpy() for c in ("op_id", "x", "size", "length")},
                                name="minddata_queues_all_src")
     info_src = ColumnDataSource({"key": [], "value": []}, name="minddata_queue_info_src")
-    table = DataTable(source=info_src, columns=[TableColumn(field="key", title="Selected queue"),
-                                                TableColumn(field="value", title="")],
-                      width=330, height=220, index_position=None, name="minddata_queue_info")
+    table = Div(text=_queue_info_html([], []), width=330, name="minddata_queue_info")
     workers = {str(int(i)): int(w) for i, w in zip(pipeline_df["op_id"], pipeline_df["num_workers"])
                if pd.notna(w)}
     callback = CustomJS(args=dict(edges=edges, all=all_src, series=qsrc, fig=qfig, info=info_src, table=table,
-                                  workers=workers), code=_SELECT_QUEUE_JS)
+                                  workers=workers, head=_INFO_HEAD, row=_INFO_ROW, tail=_INFO_TAIL),
+                        code=_SELECT_QUEUE_JS)
     edges.selected.js_on_change("indices", callback)
     if selected_op is not None and int(selected_op) in queue_ids:
         i = queue_ids.index(int(selected_op))
@@ -435,6 +452,7 @@ def _pipeline_panel(pipeline_df: pd.DataFrame, queues_df: pd.DataFrame | None, b
                          "value": [data["queue"][i], data["op"][i], data["parent"][i],
                                    str(workers.get(str(queue_ids[i]), "")), f"{data['average_size'][i]:.3f}",
                                    str(int(data["capacity"][i])), f"{data['usage_pct'][i]:.4f}"]}
+        table.text = _queue_info_html(info_src.data["key"], info_src.data["value"])
     parts = [graph, row(qfig, table, sizing_mode="stretch_width")]
     if usage:
         parts.append(queue_usage_chart(pipeline_df, bottleneck_ids))

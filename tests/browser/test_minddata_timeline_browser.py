@@ -58,9 +58,9 @@ def test_minddata_and_timeline_views(lab, page):
     info = bokeh_data(page, "minddata_queue_info_src", "value")[0]
     assert info[:3] == ["Queue_2", "GeneratorOp_2", "MapOp_1"]
     # ... and the table on screen shows it (a same-length data swap used to leave the old rows drawn)
-    page.wait_for_function("""() => { const out = []; const walk = r => r.querySelectorAll('*').forEach(e => {
-        if (e.classList && e.classList.contains('slick-cell')) out.push(e.textContent.trim());
-        if (e.shadowRoot) walk(e.shadowRoot); }); walk(document);
+    page.wait_for_function("""() => { const out = []; const walk = r => {
+        r.querySelectorAll('table.nbp-queue-info td').forEach(e => out.push(e.textContent.trim()));
+        r.querySelectorAll('*').forEach(e => { if (e.shadowRoot) walk(e.shadowRoot); }); }; walk(document);
         return out.includes('GeneratorOp_2') && out.includes('98.3471') && !out.includes('BatchOp_0'); }""",
                            timeout=10_000)
     wait_painted(page)
