@@ -48,6 +48,11 @@ say "install took $((SECONDS - t0)) s"
 "$VENV/bin/jupyter" labextension list 2>&1 | sed 's/^/[test]   /' >&2 || true
 
 cd "$REPO"
+if [[ ! -d "${NBPROFILER_SHARED:-$REPO/../shared}/data" ]]; then
+  say "shared/data not found beside the repository: the tests read real profiler output from it"
+  # CI must run the tests, not skip them; elsewhere pytest skips them with that reason
+  [[ -n "${CI:-}" ]] && exit 1
+fi
 mkdir -p test-output
 set +e
 "$VENV/bin/python" -m pytest -p no:cacheprovider -o cache_dir="$CACHE/pytest" \

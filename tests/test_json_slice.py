@@ -12,7 +12,7 @@ from nbprofiler.io import json_slice
 from .conftest import DATA, load_quietly
 
 REAL_TRACES = {
-    "lenet_pynative": next((DATA / "mindspore2" / "lenet_pynative").rglob("trace_view.json")),
+    "lenet_pynative": next((DATA / "mindspore2" / "lenet_pynative").rglob("trace_view.json"), None),
     "ascend_pt": DATA / "npu" / "ascend_pt_text_2rank" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json",
 }
 AROUND = {"schemaVersion": 1, "distributedInfo": {"backend": "hccl", "rank": 0, "world_size": 2},

@@ -12,11 +12,10 @@ from nbprofiler import schema
 from nbprofiler.profile import FRAME_NAMES, Cluster, Profile, builder_of
 from nbprofiler.views.pages import PAGES
 
-from .conftest import DATA, load_quietly
+from .conftest import DATA, datasets, load_quietly
 
 REPO = Path(__file__).resolve().parents[1]
-DATASETS = sorted(p.relative_to(DATA).as_posix() for g in ("legacy", "mindspore2", "minddata", "npu")
-                  for p in (DATA / g).iterdir() if p.is_dir())
+DATASETS = datasets()
 
 
 def _profiles(dataset: str) -> list[Profile]:
