@@ -150,6 +150,17 @@ def test_a_cluster_of_ranks_with_several_windows_each_picks_per_rank(tmp_path):
     assert [p.key for p in cluster] == ["0", "1"]
     with pytest.raises(KeyError):
         cluster["2"]
+    # the cluster page: one rank's dashboard at a time, each with its own window picker
+    from nbprofiler.views.cluster import ClusterView
+    from nbprofiler.views.windows import WindowsDashboard
+    view = ClusterView(cluster, engine="serial")
+    view.widget
+    assert [o[0] for o in view.rank_picker.options] == ["rank 0 (2 windows)", "rank 1 (2 windows)"]
+    view.rank_fold.selected_index = 0
+    view.rank_picker.value = "1"
+    assert isinstance(view.rank_view, WindowsDashboard) and list(view.rank_view.picker.options)[1][1] == later
+    view.rank_view.window = later
+    assert view.rank_view.dashboard.prof is cluster[later]
 
 
 # -- the dashboard of a rank's windows --------------------------------------------------------------

@@ -329,8 +329,40 @@ class ClusterView(LayoutView):
                              names="selected_index")
                 align.observe(build, names="value")
                 parts.append(fold)
+            parts.append(self._rank_fold(W))
             self._widget = W.VBox(parts, layout=W.Layout(width="100%"))
         return self._widget
+
+    def _rank_fold(self, W):
+        """A folded "one rank's dashboard": a rank picker (``.rank_picker``) and, built when opened, that
+        rank's dashboard, with its own window picker where the rank was profiled in several windows
+        (`views.windows.WindowsDashboard`): each rank picks its window. ``.rank_view`` is the view shown."""
+        windows = {r: len(getattr(self.cluster[r], "windows", {}) or {}) for r in self.cluster.ranks}
+        label = {r: f"rank {r}" + (f" ({n} windows)" if n > 1 else "") for r, n in windows.items()}
+        self.rank_picker = W.Dropdown(options=[(label[r], r) for r in self.cluster.ranks],
+                                      value=self.cluster.ranks[0], description="Rank",
+                                      layout=W.Layout(width="auto", min_width="240px"))
+        holder = W.VBox([])
+        several = sum(n > 1 for n in windows.values())
+        title = "One rank's dashboard" + (f" ({several} ranks have several windows: pick one per rank)"
+                                          if several else "")
+        fold = W.Accordion(children=[W.VBox([self.rank_picker, holder])], selected_index=None,
+                           titles=(title,), layout=W.Layout(width="100%"))
+        self.rank_view = None
+
+        def build(_=None):
+            prof = self.cluster[self.rank_picker.value]
+            if len(getattr(prof, "windows", {}) or {}) > 1:
+                from .windows import WindowsDashboard
+                self.rank_view = WindowsDashboard(prof)
+            else:
+                from .dashboard import Dashboard
+                self.rank_view = Dashboard(prof)
+            holder.children = [self.rank_view.widget]
+        fold.observe(lambda ch: build() if ch["new"] == 0 and not holder.children else None, names="selected_index")
+        self.rank_picker.observe(lambda ch: build() if fold.selected_index == 0 else None, names="value")
+        self.rank_fold = fold
+        return fold
 
 
 __all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",
