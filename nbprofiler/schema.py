@@ -3,8 +3,9 @@ clock its time columns are on, and the profiler files that feed it.
 
 Everything else is generated from or checked against these declarations: `Profile`'s frame properties
 and their docstrings, the typed empty frame a view gets when a run lacks the data, ``prof.files``'s
-``feeds`` column, the dashboard's and the report's "looked for" lists, and the README's "Data model"
-table (``python -m nbprofiler.schema --readme README.md`` rewrites it; a test fails when it drifts).
+``feeds`` column, the dashboard's and the report's "looked for" lists, and the data-model tables of
+docs/data-model.md (``python -m nbprofiler.schema --readme docs/data-model.md`` rewrites them; a test fails
+when they drift).
 
 The shared vocabulary (operator kinds, step-trace stages and their display names) lives here too.
 This module imports nothing from nbprofiler: the io layer, the model, the analyses and the views all
@@ -551,7 +552,7 @@ def roles_of(*names: str) -> frozenset[str]:
     return frozenset().union(*((FRAMES.get(n) or RECORDS[n]).roles for n in names))
 
 
-# -- the README table ---------------------------------------------------------------------------------------
+# -- the data-model tables (docs/data-model.md) -------------------------------------------------------------
 def _columns_cell(spec: FrameSpec) -> str:
     parts = []
     for c in spec.columns:
@@ -564,7 +565,7 @@ def _columns_cell(spec: FrameSpec) -> str:
 
 
 def markdown_table() -> str:
-    """The README's "Data model" table: one line per frame, then the records."""
+    """The data-model tables of docs/data-model.md: one line per frame, then the records, then the clocks."""
     esc = lambda s: s.replace("|", "\\|")  # noqa: E731
     lines = ["| frame | one row per | columns (dtype unit; `?` where the source has it) | clock | sources |",
              "|---|---|---|---|---|"]
@@ -579,20 +580,26 @@ def markdown_table() -> str:
     return "\n".join(lines)
 
 
-def write_readme(path: str) -> None:
-    """Replace the table between the README's data-model markers with `markdown_table`."""
+DATA_MODEL_PAGE = "docs/data-model.md"  # where the tables live, relative to the repository root
+
+
+def write_readme(path: str = DATA_MODEL_PAGE) -> None:
+    """Replace the tables between the data-model markers of ``path`` (docs/data-model.md) with
+    `markdown_table`; a page without the markers is an error, not a silent no-op."""
     import re
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    new = re.sub(r"(<!-- data-model table:[^\n]*-->\n).*?(\n<!-- end of data-model table -->)",
-                 lambda m: m.group(1) + markdown_table() + m.group(2), text, flags=re.S)
+    new, n = re.subn(r"(<!-- data-model table:[^\n]*-->\n).*?(\n<!-- end of data-model table -->)",
+                     lambda m: m.group(1) + markdown_table() + m.group(2), text, flags=re.S)
+    if not n:
+        raise SystemExit(f"{path} has no data-model table markers (they live in {DATA_MODEL_PAGE})")
     with open(path, "w", encoding="utf-8") as f:
         f.write(new)
 
 
-if __name__ == "__main__":  # python -m nbprofiler.schema [--readme README.md]
+if __name__ == "__main__":  # python -m nbprofiler.schema [--readme [docs/data-model.md]]
     import sys
     if sys.argv[1:2] == ["--readme"]:
-        write_readme(sys.argv[2])
+        write_readme(*sys.argv[2:3])
     else:
         print(markdown_table())

@@ -1,5 +1,5 @@
 """The declared data model (`nbprofiler.schema`) against the frames real profiles give, and everything
-generated from it: properties, docstrings, typed empty frames, the README table, the views' lists."""
+generated from it: properties, docstrings, typed empty frames, the docs/data-model.md tables, the views' lists."""
 from __future__ import annotations
 
 import re
@@ -82,11 +82,24 @@ def test_a_run_without_the_data_gets_the_declared_typed_empty_frames():
                    for df in (prof.timeline, prof.op_types, prof.memory))
 
 
-def test_readme_data_model_table_is_the_schema():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def test_docs_data_model_table_is_the_schema():
+    text = (REPO / schema.DATA_MODEL_PAGE).read_text(encoding="utf-8")
     m = re.search(r"<!-- data-model table:[^\n]*-->\n(.*?)\n<!-- end of data-model table -->", text, re.S)
-    assert m, "README has no generated data-model table"
-    assert m.group(1) == schema.markdown_table(), "README drifted: run `python -m nbprofiler.schema --readme README.md`"
+    assert m, f"{schema.DATA_MODEL_PAGE} has no generated data-model table"
+    assert m.group(1) == schema.markdown_table(), \
+        f"{schema.DATA_MODEL_PAGE} drifted: run `python -m nbprofiler.schema --readme {schema.DATA_MODEL_PAGE}`"
+    assert "data-model table:" not in (REPO / "README.md").read_text(encoding="utf-8"), "the table lives in docs/ only"
+
+
+def test_schema_cli_rewrites_the_docs_table(tmp_path):
+    page = tmp_path / "data-model.md"
+    page.write_text("# x\n\n<!-- data-model table: generated -->\nstale\n<!-- end of data-model table -->\n")
+    schema.write_readme(str(page))
+    assert schema.markdown_table() in page.read_text()
+    bare = tmp_path / "no-markers.md"
+    bare.write_text("# x\n")
+    with pytest.raises(SystemExit):
+        schema.write_readme(str(bare))
 
 
 def test_every_declared_role_is_one_discovery_gives():
