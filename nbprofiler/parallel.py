@@ -8,7 +8,7 @@ raw events of 512 ranks never travel back to, or accumulate in, the notebook ker
 Engines (``engine=`` of `nbprofiler.load` and `nbprofiler.analysis.cluster.rank_summary`):
 - ``None`` (default): serial below `MIN_RANKS_FOR_PROCESSES` ranks or on one usable CPU; otherwise the
   first chunk of ranks is reduced here and timed, and the processes engine takes the rest only when they
-  would take longer than `POOL_WORTH_S` serially (see the README's Clusters table for the measurements).
+  would take longer than `POOL_WORTH_S` serially (benchmarks/README.md's Clusters table has the measurements).
 - ``"serial"``: one rank after another in this process (the baseline of `benchmarks/bench_cluster.py`);
 - ``"processes"``: this process and a `concurrent.futures.ProcessPoolExecutor` of one worker per other
   usable CPU, started from a fork server that has imported nbprofiler once (forking the kernel itself is
@@ -37,8 +37,7 @@ ENGINES = ("serial", "processes", "dask")
 MIN_RANKS_FOR_PROCESSES = 16
 # The default engine starts a pool only when the ranks left after a first, measured chunk would take
 # longer than this serially: starting and stopping the pool costs ~0.25 s on 2 cores, and the pool saves
-# at most (workers - 1) / workers of the rest (benchmarks/bench_cluster.py: a pool at 16 ranks took
-# 1.34x the serial time, at 64 ranks 0.75-0.81x).
+# at most (workers - 1) / workers of the rest (benchmarks/bench_cluster.py; its results: benchmarks/README.md).
 POOL_WORTH_S = 1.0
 # Chunks per worker: more than one so a slow chunk does not leave the other workers idle at the end,
 # few enough that the per-task overhead (pickling, one reply per chunk) stays small.

@@ -404,9 +404,9 @@ def snake(name: str) -> str:
 # pyarrow's default allocator on Linux is mimalloc, which advises its 1 GiB arena for transparent huge pages.
 # A trace build allocates and frees many 0.1-5 MB buffers per batch (casts, dictionary codes, the args
 # gather), and a cache write its compressed buffers: as mimalloc purges freed pages and reuses them, each
-# first touch zeroes a whole 2 MB page. On a 2-core VM that cost 0.1-0.2 s of kernel time in some runs of a
-# 100 MB load (a 0.55 s load took 0.65-0.8 s); with jemalloc or the system allocator no run did. jemalloc,
-# where pyarrow has it: glibc's malloc kept what a 10 GB build freed, and that session's peak grew by 0.23 GiB.
+# first touch zeroes a whole 2 MB page, which made some loads markedly slower in the kernel; with jemalloc or
+# the system allocator none were. jemalloc, where pyarrow has it: glibc's malloc kept what a large build
+# freed, raising the session's peak (the measurements: benchmarks/README.md, "Notes moved from code comments").
 # The switch is pyarrow's default pool: Arrow's C++ code that takes no pool from Python (the IPC reader's
 # decompression, unless named to it: see `cache.load`) still allocates from the C++ default, mimalloc.
 _pool_lock = threading.Lock()

@@ -2,8 +2,8 @@
 
 Frames are stored as Arrow IPC files (Feather v2) with LZ4-compressed buffers: categorical columns
 keep their dictionary encoding and string columns stay Arrow strings, so re-opening is a decompress
-plus a zero-copy conversion. Measured on the frames of a 1 GB synthetic trace (3.3M events): 71 MB on
-disk, opened in ~0.18 s, where snappy Parquet took ~0.6 s (76 MB) and writing it was 3x slower.
+plus a zero-copy conversion; Arrow rather than Parquet because it opens and writes about three times
+faster (the measurements: benchmarks/README.md, "Trace loading" and "Notes moved from code comments").
 
 An entry is keyed by what was parsed (a kind, e.g. "trace", and the absolute path, size, mtime, inode and
 ctime of every source file), so editing or replacing a source file makes a new key and the old entry is
@@ -119,9 +119,8 @@ def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], d
         frames = {}
         for name, shape in meta["schema"].items():
             # Arrow's IPC reader decompresses into the C++ default pool (mimalloc, whatever pyarrow's default
-            # is) unless told: the 1 GB trace's entry is 364 MB decompressed, and its re-open took 0.45-1.67 s
-            # from run to run there (up to 1.8 s of it in the kernel, first touches of huge pages), 0.43-0.53 s
-            # from jemalloc
+            # is) unless told; mimalloc's huge pages made a big entry's re-open slow and uneven from run to run,
+            # so it decompresses into the pool a build allocates from (figures: benchmarks/README.md)
             with pa.OSFile(str(folder / f"{name}.arrow")) as f:
                 table = pa.ipc.open_file(f, memory_pool=pa.default_memory_pool()).read_all()
             # an entry must hold what its meta says it holds: the frame's own columns and row count
