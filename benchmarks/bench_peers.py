@@ -44,7 +44,7 @@ warnings.simplefilter("ignore")
 os.environ["NBPROFILER_CACHE_DIR"] = sys.argv[2]
 import nbprofiler
 import duckdb, psutil  # what a first load imports (~60 ms with the modules below): not timed, as for the peers
-from nbprofiler.io import cache, trace, trace_disk, trace_parse
+from nbprofiler.io import cache, trace  # noqa: F401
 t = time.perf_counter()
 n = len(nbprofiler.load(sys.argv[1]).timeline)
 secs = time.perf_counter() - t
@@ -54,12 +54,12 @@ print(json.dumps({"events": n, "seconds": secs, "peak_rss_mb": resource.getrusag
     "floor": r"""
 import json, resource, sys, time
 import duckdb  # not timed, as for the others
-from nbprofiler.io import trace_parse
+from nbprofiler.io.trace import parse as trace_parse
 cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in trace_parse._COLUMNS.items()) + "}"
 lit = "'" + sys.argv[1].replace("'", "''") + "'"
 t = time.perf_counter()
 # duckdb's read buffer as nbprofiler's first read sizes it (the fastest parse: see bench_trace_load)
-table = trace_parse._query(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
+table = trace_parse.query(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
                            f"maximum_object_size={trace_parse._MAX_EVENT})")
 n = int((table.column("ph").to_numpy(zero_copy_only=False) == "X").sum())
 secs = time.perf_counter() - t

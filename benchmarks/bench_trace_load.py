@@ -51,7 +51,8 @@ from pathlib import Path
 if method != "baseline":
     import duckdb
     import psutil  # the memory guard's probe of free memory
-    from nbprofiler.io import trace, trace_disk, trace_parse
+    from nbprofiler.io import trace
+    from nbprofiler.io.trace import parse as trace_parse
     from nbprofiler.io.discover import discover
     run = discover(path)[0]
 def cpu():
@@ -72,7 +73,7 @@ elif method == "floor":
     lit = "'" + path.replace("'", "''") + "'"
     # duckdb's read buffer as nbprofiler's first read sizes it: the fastest parse (a 2 GB object bound took
     # 0.45 s against 0.42 s for 100 MB, 4.08 against 3.77 s for 1 GB)
-    table = trace_parse._query(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
+    table = trace_parse.query(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
                                f"maximum_object_size={trace_parse._MAX_EVENT})")
     n = int((table.column("ph").to_numpy(zero_copy_only=False) == "X").sum())
 elif method == "memory":  # a first open again, with a sampler: anonymous vs file-backed pages

@@ -122,7 +122,8 @@ def test_a_file_that_grows_while_it_is_read_is_read_only_as_far_as_it_was_checke
     read up to the checked size, with a warning; a trace stops with an error naming the file, instead of
     reading on (a trace appended to during a load once grew to 5 GB)."""
     from nbprofiler.errors import ProfilerDataError
-    from nbprofiler.io import _util, trace, trace_parse
+    from nbprofiler.io import _util, trace
+    from nbprofiler.io.trace import parse as trace_parse
     src = DATA / "mindspore2" / "lenet_pynative"
     csv = next(src.rglob("cpu_op_type_info_0.csv"))
     real = _util.check_size

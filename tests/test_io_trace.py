@@ -16,7 +16,10 @@ import pytest
 
 import nbprofiler
 from nbprofiler.errors import MalformedFileError, MissingColumnError, ProfilerDataWarning, TruncatedFileError
-from nbprofiler.io import cache, trace, trace_parse
+from nbprofiler.io import cache, trace
+from nbprofiler.io.trace import counters as trace_counters
+from nbprofiler.io.trace import memory as trace_memory
+from nbprofiler.io.trace import parse as trace_parse
 from nbprofiler.io.discover import discover
 from nbprofiler.synthetic import write_trace
 
@@ -288,7 +291,7 @@ def test_a_load_returns_before_its_flows_are_paired(tmp_path, monkeypatch):
     import threading
     from concurrent.futures import Future
 
-    from nbprofiler.io import trace_disk
+    from nbprofiler.io.trace import disk as trace_disk
     monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(cache, "MIN_BYTES", 0)
     run = discover(TORCH.parent)[0]
@@ -411,12 +414,12 @@ def test_batched_parse_equals_one_batch(path, monkeypatch):
     """The reader hands over batches; the timeline is assembled track by track from the batches' own
     sorted runs (a track that goes back in time across batches is sorted alone). Small batches (many runs,
     tracks going back in time across batches in these real files) give the same frames as one batch, and
-    as the global sort of every event that several merged files take (`trace._build`)."""
+    as the global sort of every event that several merged files take (`trace_memory.build`)."""
     one = _frames([path])
     monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 97)
     small = _frames([path])
     legacy = "timeline_display" in path.name
-    data = trace._build(trace_parse._parse_chunks(path), [path], legacy=legacy, gpu=path.name.startswith("gpu_"))
+    data = trace_memory.build(trace_parse.parse_chunks(path), [path], legacy=legacy, gpu=path.name.startswith("gpu_"))
     forced = data.origin_us, data.frames()
     for other in (small, forced):
         assert other[0] == one[0]
@@ -428,7 +431,7 @@ def test_batched_parse_equals_one_batch(path, monkeypatch):
 def test_presorted_runs_are_used_for_time_ordered_files(tmp_path, monkeypatch):
     """A synthetic trace is written in time order per track: with many batches every track is the
     concatenation of the batches' runs (no track is sorted), and the timeline equals the exact parse."""
-    from nbprofiler.io import trace_disk
+    from nbprofiler.io.trace import disk as trace_disk
     p = tmp_path / "trace_view.json"
     write_trace(p, 300_000, seed=3)
     monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 500)
@@ -454,12 +457,14 @@ def test_event_larger_than_the_first_read_limit(tmp_path, monkeypatch):
 def test_progress_moves_with_the_bytes_parsed(tmp_path, monkeypatch):
     """The load's bar advances batch by batch, by about the bytes each batch was read from, not once
     per file at the end (MindSpore-shaped synthetic trace: 10 MB, several record batches)."""
-    from nbprofiler.io import trace, trace_parse
+    from nbprofiler.io import trace
+    from nbprofiler.io.trace import parse as trace_parse
+    from nbprofiler.io.trace import progress as trace_progress
     from nbprofiler.synthetic import write_trace
     path = tmp_path / "trace_view.json"
     size = write_trace(path, 10_000_000, seed=3)["bytes"]
     steps = []
-    monkeypatch.setattr(trace._Progress, "advance", lambda self, n: steps.append(n))
+    monkeypatch.setattr(trace_progress.Progress, "advance", lambda self, n: steps.append(n))
     monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", 4096)  # about 12 batches for 10 MB, as 1 GB has
     trace.load_trace(path, progress=False)
     parse_steps = steps[:-2]  # the batches; then the file's remainder and the frame-building share
@@ -483,7 +488,7 @@ def test_args_type_is_read_as_json_reads_it(tmp_path):
     text = text.replace('{"type": "Conv2D"}', '{"ty\\u0070e": "Conv2D"}', 1)  # an escaped key, the first time
     path = tmp_path / "trace.json"
     path.write_text(text)
-    chunks = trace_parse._parse_chunks(path)
+    chunks = trace_parse.parse_chunks(path)
     got = pa.chunked_array([c.codes["arg_type"] for c in chunks]).cast(pa.string()).to_pylist()
     kinds = np.concatenate([c.kind for c in chunks])
     want = []
@@ -505,7 +510,7 @@ def test_the_text_search_finds_a_needle_in_each_value_only():
 
 
 def test_flat_counter_args_are_split_as_json_each_splits_them():
-    """`trace._counter_samples` splits flat {"key":number,...} args with Arrow string kernels and sends the
+    """`trace_counters.counter_samples` splits flat {"key":number,...} args with Arrow string kernels and sends the
     others to duckdb's json_each: every shape gives what json_each alone gives."""
     args = ['{"MHz":1800}', '{"Read(MB/s)":1.5,"Write(MB/s)":0}', '{"a,b":-2.5e-3,"c:d":1E2,"":7}',
             '{"x":1,"x":2}', '{"big":18446744073709551615,"bigger":123456789012345678901234567890}',
@@ -515,17 +520,17 @@ def test_flat_counter_args_are_split_as_json_each_splits_them():
     events = pa.table({"row": np.arange(len(args), dtype=np.int64), "pid": ["7"] * (len(args) - 1) + [None],
                        "name": ["Freq"] * len(args), "args": pa.array(args, pa.string()),
                        "ts_ns": np.arange(len(args), dtype=np.int64) * 1000})
-    by_json_each = trace._query(trace._COUNTER_SQL, c=events)
+    by_json_each = trace_parse.query(trace_counters.COUNTER_SQL, c=events)
 
     def ordered(t):
         return t.select(["pid", "name", "series", "ts_ns", "row", "value"]).sort_by(
-            [(c, "ascending") for c in trace._COUNTER_ORDER] + [("value", "ascending")]).to_pylist()
-    got = trace._counter_samples(events)
+            [(c, "ascending") for c in trace_counters.COUNTER_ORDER] + [("value", "ascending")]).to_pylist()
+    got = trace_counters.counter_samples(events)
     assert ordered(got) == ordered(by_json_each)
     assert {"MHz", "Read(MB/s)", "a,b", "c:d", ""} <= set(got.column("series").to_pylist())
     # only the flat ones take the Arrow path (one of them: json_each is not asked at all)
     flat = events.filter(pa.array([a is not None and a.startswith('{"MHz"') for a in args]))
-    assert ordered(trace._counter_samples(flat)) == ordered(trace._query(trace._COUNTER_SQL, c=flat))
+    assert ordered(trace_counters.counter_samples(flat)) == ordered(trace_parse.query(trace_counters.COUNTER_SQL, c=flat))
 
 
 def test_text_sizes_are_what_arrow_measures():
@@ -549,7 +554,8 @@ def test_a_build_allocates_from_jemalloc_and_restores_the_default(monkeypatch):
     threads; a default the user chose is not touched."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from nbprofiler.io import _util, trace_disk
+    from nbprofiler.io import _util
+    from nbprofiler.io.trace import disk as trace_disk
     cache.wait()  # an earlier test's entry, written in the background, holds the switch until it is done
     trace_disk._PAIRING.submit(lambda: None).result()  # and so do the flows it left to be paired
     seen = set()

@@ -14,7 +14,9 @@ import pytest
 
 import nbprofiler
 from nbprofiler.errors import FileTooLargeError
-from nbprofiler.io import _util, trace, trace_parse
+from nbprofiler.io import _util, trace
+from nbprofiler.io.trace import memory as trace_memory
+from nbprofiler.io.trace import parse as trace_parse
 
 from .conftest import DATA
 
@@ -117,7 +119,7 @@ def test_a_huge_name_in_a_trace_is_charged_before_the_frames_are_built(tmp_path,
 def test_each_family_is_refused_past_its_factor_and_the_rest_loads(tmp_path, monkeypatch, name, family, frame):
     """The file of each family is refused when its size x its table factor exceeds what is available
     (and not below it: the factor, not another number, decides); the other files load. A trace that does
-    not fit in memory loads on disk (`nbprofiler.io.trace_disk`), so it is refused past that factor."""
+    not fit in memory loads on disk (`nbprofiler.io.trace.disk`), so it is refused past that factor."""
     run = _copy(tmp_path, monkeypatch)
     path = next(run.rglob(name))
     need = path.stat().st_size * _util.EXPANSION[family]
@@ -153,12 +155,12 @@ def test_every_check_size_caller_names_a_family_of_the_table():
                         f"{where}: {name} passes {a.value!r}, not a family of EXPANSION"
                 else:  # a variable: only io._util's readers and the trace reader (in memory or on disk),
                     # passing their own ``family`` on
-                    assert src.name in ("_util.py", "trace_parse.py") and isinstance(a, ast.Name) \
+                    assert src.relative_to(PACKAGE).as_posix() in ("io/_util.py", "io/trace/parse.py") and isinstance(a, ast.Name) \
                         and a.id == "family", where
             seen.setdefault(name, []).append(where)
     assert len(seen["check_size"]) >= 5 and len(seen["read_json"]) >= 10 and len(seen["read_text"]) >= 5
-    assert any(w.startswith("io/trace.py") for w in seen["check_size"])
-    assert any(w.startswith("io/trace_parse.py") for w in seen["check_size"])
+    assert any(w.startswith("io/trace/memory.py") for w in seen["check_size"])
+    assert any(w.startswith("io/trace/parse.py") for w in seen["check_size"])
     for fn in (_util.read_bytes, _util.read_text, _util.read_json):
         assert inspect.signature(fn).parameters["family"].default in _util.EXPANSION
     with pytest.raises(ValueError, match="unknown parser family"):
@@ -175,7 +177,7 @@ def test_trace_checks_use_the_trace_rows_of_the_table(tmp_path, monkeypatch):
         asked.append((Path(path).name, family))
         return real(path, family, **kw)
     monkeypatch.setattr(_util, "check_size", spy)
-    monkeypatch.setattr(trace, "check_size", spy)
+    monkeypatch.setattr(trace_memory, "check_size", spy)
     monkeypatch.setattr(trace_parse, "check_size", spy)
     src = next(RUN.rglob("trace_view.json"))
     good = tmp_path / "trace_view.json"

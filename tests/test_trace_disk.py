@@ -1,4 +1,4 @@
-"""Traces larger than memory (`nbprofiler.io.trace_disk`): the frames built on disk equal the in-memory
+"""Traces larger than memory (`nbprofiler.io.trace.disk`): the frames built on disk equal the in-memory
 build's on every real trace and on the shapes that take its slow paths (many batches, tracks going back in
 time across batches, B/E pairs, skipped events, flows, counters, the object form); the store is reused,
 never written beside the profile, and chosen when the in-memory build would not fit."""
@@ -16,7 +16,11 @@ import pyarrow as pa
 import pytest
 
 import nbprofiler
-from nbprofiler.io import _util, cache, trace, trace_disk, trace_parse
+from nbprofiler import _memory
+from nbprofiler.io import _util, cache, trace
+from nbprofiler.io.trace import disk as trace_disk
+from nbprofiler.io.trace import flows as trace_flows
+from nbprofiler.io.trace import parse as trace_parse
 
 from .conftest import DATA
 
@@ -195,7 +199,7 @@ def test_with_the_cache_off_the_files_go_to_a_temporary_folder(tmp_path, monkeyp
 
 
 def test_flows_pair_in_memory_as_the_sql_pairs_them_on_disk():
-    """`trace._pair_flows` (in memory) and `trace._FLOW_SQL` (on disk) apply one rule: first s, then the
+    """`trace_flows.pair_flows` (in memory) and `trace_flows.FLOW_SQL` (on disk) apply one rule: first s, then the
     first f or else the last t, ordered by start, cat, id. Random events with repeated and missing ends,
     start-time ties and the null-as-"" strings."""
     rng = np.random.default_rng(3)
@@ -208,12 +212,12 @@ def test_flows_pair_in_memory_as_the_sql_pairs_them_on_disk():
                    "seq": pa.array(rng.permutation(n * 3)[:n].astype(np.int64)),
                    "track": pa.array(rng.integers(0, 7, n).astype(np.int32)),
                    "us": pa.array(rng.integers(0, 50, n).astype(np.float64))})  # many ties in the start times
-    sql = trace._query(trace._FLOW_SQL.format(s=trace_parse.KIND_S, f=trace_parse.KIND_F, t=trace_parse.KIND_T),
+    sql = trace_parse.query(trace_flows.FLOW_SQL.format(s=trace_parse.KIND_S, f=trace_parse.KIND_F, t=trace_parse.KIND_T),
                        fl=fl).to_pandas()
-    mem = trace._pair_flows(fl).to_pandas()
+    mem = trace_flows.pair_flows(fl).to_pandas()
     assert 300 < len(mem) < 900
     pd.testing.assert_frame_equal(mem.astype(sql.dtypes.to_dict()), sql)
-    assert trace._pair_flows(fl.slice(0, 0)).num_rows == 0
+    assert trace_flows.pair_flows(fl.slice(0, 0)).num_rows == 0
 
 
 def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path, monkeypatch):
@@ -257,7 +261,7 @@ def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path):
             advised.append(option)
             return self.real.madvise(option, *args)
 
-    maps = [ref() for ref in trace_disk._MAPS[str(store)]]
+    maps = _memory.mapped(store)
     assert len(maps) == len(trace_disk._COLUMNS) and all(m is not None for m in maps)
     for m in maps:
         m._mmap = Recorder(m._mmap)
@@ -265,7 +269,7 @@ def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path):
     assert len(advised) >= len(maps) and set(advised) == {mmap.MADV_DONTNEED}
     assert len(index.levels) and index.n == len(disk.timeline)
     mem = trace.load_trace([REAL[0]], progress=False)
-    trace_disk.release_pages(mem.timeline)  # no store: nothing to release, no error
+    _memory.release_pages(mem.timeline)  # no store: nothing to release, no error
 
 
 def test_a_failed_read_lets_go_of_what_it_kept(tmp_path, monkeypatch):
@@ -301,7 +305,7 @@ def test_a_digest_that_fails_never_leaves_the_reader_waiting(monkeypatch):
     monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 512)
     monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", 512)
     path = REAL[0]
-    total = len(trace_parse._parse_chunks(path))
+    total = len(trace_parse.parse_chunks(path))
     assert total > 8
     queues = []
 
@@ -319,12 +323,12 @@ def test_a_digest_that_fails_never_leaves_the_reader_waiting(monkeypatch):
             while not queues[0].full() and time.monotonic() < deadline:
                 time.sleep(0.001)
             raise RuntimeError("digest failed")
-        return trace_parse._digest(batch, offset)
+        return trace_parse.digest_batch(batch, offset)
     outcome = []
 
     def load():
         try:
-            trace_parse._parse_chunks(path, make_digest=lambda: digest)
+            trace_parse.parse_chunks(path, make_digest=lambda: digest)
         except RuntimeError as e:
             outcome.append(str(e))
     worker = threading.Thread(target=load, daemon=True)

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from .._memory import release_pages
 from .._version import __version__
-from ..io.trace_disk import release_pages
 from .diagnosis import diagnose, own_stages
 from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average, step_times
 from .timeline import events_end, row_passes

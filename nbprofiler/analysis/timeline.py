@@ -27,7 +27,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..io.trace_disk import release_pages
+from .._memory import release_pages
 
 # At most this many of a track's longest events are tested one by one instead of through the sorted cut.
 LONG_EVENTS_PER_TRACK = 256

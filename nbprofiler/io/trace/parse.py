@@ -1,4 +1,4 @@
-"""The streaming parse of Chrome-trace JSON: one file -> digested record batches (`_Chunk`), without a
+"""The streaming parse of Chrome-trace JSON: one file -> digested record batches (`Chunk`), without a
 Python object per event.
 
 duckdb's ``read_json`` with an explicit column list parses the file in C++ straight into Arrow record
@@ -7,14 +7,14 @@ ints are read as text), and the same statement turns ``ph`` into an int ``kind``
 DECIMAL(38,3), i.e. exact integer nanoseconds (epoch microseconds in float64 keep only ~0.25 us). The
 reader uses one thread per file, so it runs in a background thread and this thread digests each batch
 while the next one is parsed: ``args.type``, dictionary codes of pid/tid/name/cat, and (for
-`nbprofiler.io.trace`'s multi-file build) the batch's X events sorted by (pid, tid, ts) with their args
+`nbprofiler.io.trace.memory`'s multi-file build) the batch's X events sorted by (pid, tid, ts) with their args
 text gathered in that order. Everything is vectorised numpy/Arrow/duckdb work. An
 object-form trace's event array is read like an array file when its byte range can be placed
 (`nbprofiler.io.json_slice`). When duckdb rejects a file, the exact validator
-(`nbprofiler.io.trace_exact`) finds the line of the error, so the user gets `TruncatedFileError` /
+(`nbprofiler.io.trace.exact`) finds the line of the error, so the user gets `TruncatedFileError` /
 `MalformedFileError` with a line number; data after the end of the JSON document is ignored with a
-warning. The frames are assembled from the batches by `nbprofiler.io.trace` (in memory) or
-`nbprofiler.io.trace_disk` (on disk).
+warning. The frames are assembled from the batches by `nbprofiler.io.trace.memory` (several files merged) or
+`nbprofiler.io.trace.disk` (one file, batch by batch, in memory or on disk).
 """
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import EmptyFileError, MalformedFileError, ProfilerDataError
-from . import json_slice
-from ._util import EXPANSION, check_size
-from .trace_exact import _document_end, _exact_check, _warn_trailing
+from ...errors import EmptyFileError, MalformedFileError, ProfilerDataError
+from .. import json_slice
+from .._util import EXPANSION, check_size
+from .exact import document_end, exact_check, warn_trailing
 
 # Fields read from every event. MindSpore writes ts/dur as strings or numbers and tid/id as strings or
 # ints (FORMATS 4.5, 3.14). ts is read as text and cast in SQL (`_READ_SQL`): the JSON reader would turn a
@@ -51,14 +51,14 @@ def parse_events(path: Path) -> pa.Table:
     ``arg_type`` (``args.type`` of X/B events) as strings, ``ts_ns`` (int64 ns, exact; null where
     missing or not a number), ``dur`` (float64 us; null where missing or not a number). Raises
     `ProfilerDataError` subclasses."""
-    chunks = _parse_chunks(Path(path))
+    chunks = parse_chunks(Path(path))
     if not chunks:
         return pa.table({"kind": pa.array([], pa.int8())})
-    coded = {col: pa.chunked_array([c.codes[col] for c in chunks]).cast(pa.string()) for col in _CODED}
+    coded = {col: pa.chunked_array([c.codes[col] for c in chunks]).cast(pa.string()) for col in CODED}
     ts_ns = np.concatenate([c.ts_ns for c in chunks])
     ts_ok = np.concatenate([c.ts_ok for c in chunks])
     dur = np.concatenate([c.dur for c in chunks])
-    return pa.table({"kind": np.concatenate([c.kind for c in chunks]), **{c: coded[c] for c in _CODED},
+    return pa.table({"kind": np.concatenate([c.kind for c in chunks]), **{c: coded[c] for c in CODED},
                      "ts_ns": pa.array(ts_ns, mask=~ts_ok), "dur": pa.array(dur, mask=np.isnan(dur))})
 
 
@@ -102,7 +102,7 @@ _BIG_VALUE = 1 << 20
 
 
 @dataclasses.dataclass
-class _Chunk:
+class Chunk:
     """One digested record batch. Row numbers are local (0..n-1); ``offset`` is the global row of row 0.
     ``spans``: rows of the X/B events that can be placed (numeric ts, X with a numeric dur), sorted by
     (pid, tid, ts, row); ``span_args``: their args text in that order."""
@@ -120,11 +120,11 @@ class _Chunk:
     span_args: pa.Array
 
 
-_CODED = ("pid", "tid", "name", "cat", "arg_type")
+CODED = ("pid", "tid", "name", "cat", "arg_type")
 
 
-def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
-    """One batch of the reader's statement (`_READ_SQL`) as a `_Chunk`; with ``spans=False`` its
+def digest_batch(batch: pa.RecordBatch, offset: int, spans: bool = True) -> Chunk:
+    """One batch of the reader's statement (`_READ_SQL`) as a `Chunk`; with ``spans=False`` its
     ``spans`` and ``span_args`` are None (a caller that orders the events its own way)."""
     kind = batch.column("kind").to_numpy()
     ts_ns, ts_ok = _ts_ns(batch.column("ts"))
@@ -149,7 +149,7 @@ def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
                      "name": batch.column("flow_name").filter(is_flow)})
     # Everything kept is a copy: an Arrow array imported from duckdb keeps its whole batch alive (args
     # included), so keeping a view of one column would keep every batch of the file in memory.
-    return _Chunk(offset, batch.num_rows, kind.copy(), ts_ns, ts_ok, dur.copy(), codes, flow, aux, span_rows,
+    return Chunk(offset, batch.num_rows, kind.copy(), ts_ns, ts_ok, dur.copy(), codes, flow, aux, span_rows,
                   span_args)
 
 
@@ -159,7 +159,7 @@ def _digest(batch: pa.RecordBatch, offset: int, spans: bool = True) -> _Chunk:
 _FIRST_TYPE = r'^\{"type":"(?P<type>[^"\\]*)"'
 
 
-def _storage(col):
+def storage(col):
     """``col`` with its extension type taken off: duckdb's JSON type arrives as an extension of string."""
     return col.storage if isinstance(col.type, pa.ExtensionType) else col
 
@@ -169,7 +169,7 @@ def _arg_types(kind: np.ndarray, args) -> pa.DictionaryArray:
     array whose values are in order of first appearance (as `_dict_chunk` of the text would order them).
     Only the args that can hold a type are looked at: those that start with it (read off the text) and
     those with a later "type" key (json_extract)."""
-    args = _storage(args)
+    args = storage(args)
     timed = (kind == KIND_X) | (kind == KIND_B)
     first = pc.fill_null(pc.starts_with(args, '{"type":'), False).to_numpy(zero_copy_only=False)
     rows = np.flatnonzero(timed & first)
@@ -179,7 +179,7 @@ def _arg_types(kind: np.ndarray, args) -> pa.DictionaryArray:
     rest = timed & (first | _holds(args, b',"type":'))
     rest[rows] = False
     if rest.any():
-        extracted = _query("SELECT json_extract_string(a, '$.type') AS t FROM x",
+        extracted = query("SELECT json_extract_string(a, '$.type') AS t FROM x",
                            x=pa.table({"a": args.filter(pa.array(rest))})).column("t").combine_chunks()
         rows = np.concatenate([rows, np.flatnonzero(rest)])
         found = pa.concat_arrays([found, extracted.cast(pa.string())])
@@ -223,7 +223,7 @@ def _text_sizes(batch: pa.RecordBatch) -> tuple[int, int]:
     """(about how many bytes of JSON ``batch`` was read from: its text values plus the syntax around them;
     bytes of its longest string value)."""
     total, longest = batch.num_rows * _EVENT_SYNTAX_BYTES, 0
-    for col in map(_storage, batch.columns):
+    for col in map(storage, batch.columns):
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             if len(col):  # read off the offsets (duckdb gives a null value none)
                 offsets = _offsets(col)
@@ -248,7 +248,7 @@ def _dict_chunk(col) -> pa.DictionaryArray:
 def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
             span: tuple[int, int] | None = None, on_batch=None, checked_size: int | None = None,
             limit: int | None = None, stats: dict | None = None, make_digest=None,
-            copy: json_slice.ArrayCopy | None = None) -> list[_Chunk]:
+            copy: json_slice.ArrayCopy | None = None) -> list[Chunk]:
     """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
     duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
     a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
@@ -258,11 +258,11 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     object-form file read as one document is read up to this byte. ``stats`` (a dict) receives
     ``longest`` (bytes of the longest string value read) and, for a document read, ``docs`` (how many
     JSON documents the file holds; only the first one's events are read). ``make_digest``: returns the
-    function that digests each batch (default `_digest`); called once per read, so a read that fails and
+    function that digests each batch (default `digest_batch`); called once per read, so a read that fails and
     is retried starts a fresh one, and a failed read calls its ``discard()`` where it has one (what it
     kept is not held through the retry)."""
     import queue
-    digest = _digest if make_digest is None else make_digest()
+    digest = digest_batch if make_digest is None else make_digest()
     stats = {} if stats is None else stats
     stats["longest"] = 0
     copied = copy.path() if copy is not None and span else None
@@ -350,7 +350,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     return chunks
 
 
-def _parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, family: str = "trace") -> list[_Chunk]:
+def parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, family: str = "trace") -> list[Chunk]:
     """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s.
     ``on_batch(nbytes)``: called after each batch with an estimate of the JSON bytes it was read from.
     Data after the end of the JSON document is ignored with a warning naming its byte offset and line;
@@ -360,33 +360,33 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, 
     checked = check_size(path, family)
     first = _first_byte(path)
     if first not in (b"[", b"{"):
-        _exact_check(path)  # raises with the line of the first bad byte
+        exact_check(path)  # raises with the line of the first bad byte
         raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
                                        "'traceEvents'", line=1)
     end = None  # the end of the JSON document, when other data follows it
     if not _ends_like(path, first):
         # something other than the closing bracket ends the file: the exact parse says what, and where
-        end = _document_end(path)
+        end = document_end(path)
     stats: dict = {}
     while True:
         chunks, error = _read_attempts(path, first, offset, on_batch, checked, end, stats, make_digest)
         if chunks is not None:
             break
         if end is None:
-            end = _document_end(path)  # raises the error that made every read fail, if not data after it
+            end = document_end(path)  # raises the error that made every read fail, if not data after it
         else:  # the document alone cannot be read either
-            _exact_check(path, upto=end)
+            exact_check(path, upto=end)
             end = None
         if end is None:
             raise MalformedFileError(path, f"not a readable Chrome trace: {str(error).splitlines()[0]}")
     if stats.get("docs", 1) > 1 and end is None:
         # read as one document: more documents follow the first one (only its events were taken)
         try:
-            end = _document_end(path)
+            end = document_end(path)
         except ProfilerDataError:  # too large for the exact parse, or an error only it sees
-            _warn_trailing(path, None)
+            warn_trailing(path, None)
     if first == b"{" and not chunks:
-        _exact_check(path, need_trace_events=True, upto=end)
+        exact_check(path, need_trace_events=True, upto=end)
     if stats.get("longest", 0) > _BIG_VALUE:
         # a huge string costs several copies of itself in the frames built next
         check_size(path, family, extra_bytes=int(stats["longest"] * EXPANSION["trace_big_event"]))
@@ -394,7 +394,7 @@ def _parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, 
 
 
 def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int, end: int | None,
-                   stats: dict, make_digest=None) -> tuple[list[_Chunk] | None, Exception | None]:
+                   stats: dict, make_digest=None) -> tuple[list[Chunk] | None, Exception | None]:
     """The fast reads of ``path`` (up to byte ``end`` when given), in order, until one succeeds:
     (its chunks, None), or (None, the last read's error) when all of them fail."""
     span = copy = None
@@ -418,7 +418,7 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
 def _copy_directory(path: Path) -> Path | None:
     """Where `json_slice.ArrayCopy` puts its copy of ``path``'s array: the cache root (on disk, where the
     cached frames go too; never in the profile's folder), else the system's temporary directory (None)."""
-    from .cache import root_for
+    from ..cache import root_for
     root = root_for([path])
     if root is None:
         return None
@@ -509,7 +509,7 @@ def _register_slices(con) -> None:
             _slices_registered = True
 
 
-def _query(sql: str, **tables) -> pa.Table:
+def query(sql: str, **tables) -> pa.Table:
     """Run one statement and return its result as one Arrow table; ``tables`` (Arrow) are visible to
     it under their keyword names. A failed statement drops the connection, so a broken one is not
     reused."""

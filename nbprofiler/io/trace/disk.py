@@ -2,7 +2,7 @@
 `nbprofiler.io.trace.load_trace` uses for one file), or on disk for a trace larger than memory (`load`,
 `build`), the timeline's frame then memory-mapped from its files.
 
-1. Each record batch of the streaming parse (`nbprofiler.io.trace_parse`) is digested, then reduced to
+1. Each record batch of the streaming parse (`nbprofiler.io.trace.parse`) is digested, then reduced to
    its placeable X events, coded against running dictionaries (pid, tid, name, cat, args.type), sorted by
    (track, ts, file order) and kept (in memory, or spilled to an Arrow IPC file). What else is kept is
    small: the dictionaries, the M/C/flow/B/E events, and per batch one (track, first ts, last ts) segment
@@ -19,11 +19,12 @@
    zero-copy views of the mapped files: memory is spent on the pages a query touches, and ``args`` is
    read from disk only for the rows that are looked at. A trace goes there when its in-memory build
    would not fit (the memory guard's ``trace`` row, `nbprofiler.io._util.EXPANSION`), or always with
-   ``NBPROFILER_TRACE_ON_DISK=1``.
+   ``NBPROFILER_TRACE_ON_DISK=1``. The maps are registered with `nbprofiler._memory`, whose
+   `release_pages` lets an analysis's pass over every event drop their pages without importing io.
 
 On disk, peak memory is the spill writer's batch plus the largest out-of-order track, whatever the file
 size (``benchmarks/bench_big_trace.py``). Merged multi-file sources (per-iteration CANN exports) are built
-by `nbprofiler.io.trace`: each of their files is small.
+by `nbprofiler.io.trace.memory`: each of their files is small.
 """
 from __future__ import annotations
 
@@ -35,7 +36,6 @@ import mmap
 import os
 import shutil
 import tempfile
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -44,8 +44,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import EmptyFileError, FileTooLargeError, MalformedFileError
-from . import _util, cache, trace, trace_exact, trace_parse
+from ..._memory import keep_maps
+from ...errors import EmptyFileError, FileTooLargeError, MalformedFileError
+from .. import _util, cache
+from .counters import counter_events, counter_frame, counter_samples
+from .exact import line_of_event
+from .flows import FLOW_SQL, flow_ends, flow_frame, flow_frame_of_pairs, flow_key, flow_pairs
+from .frames import (TraceData, bad_field, distinct_categorical, pair_begin_end, skipped_events,
+                     warn_impossible_dur, warn_unplaced)
+from .naming import meta_events, name_tracks, op_type_maps, op_type_of
+from .parse import (CODED, KIND_B, KIND_C, KIND_E, KIND_F, KIND_M, KIND_S, KIND_T, KIND_X, digest_batch, parse_chunks,
+                    storage)
+from .progress import Progress
 
 # Bump when the store's layout changes, so stale stores are not mapped.
 STORE_VERSION = 3
@@ -75,7 +85,7 @@ def wanted(paths: list[Path]) -> bool:
     return size * _util.EXPANSION["trace"] > _util.available_memory_bytes() * _util.MEMORY_FRACTION
 
 
-def load(path: Path, legacy: bool, progress: bool = True) -> trace.TraceData:
+def load(path: Path, legacy: bool, progress: bool = True) -> TraceData:
     """The trace's frames from its store, built first if there is none."""
     key = cache.key_for("trace-disk", [path])
     entry = cache.entry(key, [path])
@@ -175,7 +185,7 @@ class _Codes:
 
 
 class _Sink:
-    """Digests batches like `trace_parse._digest` and keeps only what the store needs (see the module doc)."""
+    """Digests batches like `digest_batch` and keeps only what the store needs (see the module doc)."""
 
     def __init__(self, spill: Path | None):
         self.spill_path = spill  # None: the runs and the flow events are kept in memory
@@ -183,7 +193,7 @@ class _Sink:
         self.kept: list[pa.RecordBatch] = []
         self.flows = _KeptFlows()  # in memory
         self.writer = None
-        self.codes = {c: _Codes(trace.op_type_of if c == "name" else None) for c in trace_parse._CODED}
+        self.codes = {c: _Codes(op_type_of if c == "name" else None) for c in CODED}
         self.pairs: dict[int, int] = {}  # pid code << 32 | tid code -> pair id
         self.pair_pid: list[int] = []
         self.pair_tid: list[int] = []
@@ -200,24 +210,24 @@ class _Sink:
         self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
 
     def __call__(self, batch: pa.RecordBatch, offset: int):
-        c = trace_parse._digest(batch, offset, spans=False)
+        c = digest_batch(batch, offset, spans=False)
         kind, ts_ns, ts_ok, dur = c.kind, c.ts_ns, c.ts_ok, c.dur
-        is_x = kind == trace_parse.KIND_X
-        is_b = (kind == trace_parse.KIND_B) | (kind == trace_parse.KIND_E)
-        is_flow = (kind >= trace_parse.KIND_S) & (kind <= trace_parse.KIND_T)
-        is_counter = kind == trace_parse.KIND_C
-        bad, absurd = trace.skipped_events(kind, ts_ok, dur)
+        is_x = kind == KIND_X
+        is_b = (kind == KIND_B) | (kind == KIND_E)
+        is_flow = (kind >= KIND_S) & (kind <= KIND_T)
+        is_counter = kind == KIND_C
+        bad, absurd = skipped_events(kind, ts_ok, dur)
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
             if self.bad[1] is None:
-                self.bad[1:] = [offset + first, trace.bad_field(kind, ts_ok, first)]
+                self.bad[1:] = [offset + first, bad_field(kind, ts_ok, first)]
             self.bad[0] += int(bad.sum())
         if absurd.any():
             first = int(np.flatnonzero(absurd)[0])
             if self.absurd[1] is None:
                 self.absurd[1:] = [offset + first, float(dur[first])]
             self.absurd[0] += int(absurd.sum())
-        timed = ((kind >= trace_parse.KIND_X) & (kind <= trace_parse.KIND_C)) & ~bad & ~absurd
+        timed = ((kind >= KIND_X) & (kind <= KIND_C)) & ~bad & ~absurd
         for m in (is_x, is_b, is_flow, is_counter):
             m &= ~bad
         is_x &= ~absurd
@@ -241,7 +251,7 @@ class _Sink:
         # X events: this batch's sorted run per track, to the spill. Their args are gathered once, in that
         # order (large_string: what the timeline frame holds).
         args = batch.column("args")
-        args = trace_parse._storage(args).cast(pa.large_string())
+        args = storage(args).cast(pa.large_string())
         rows = np.flatnonzero(is_x)
         rows = rows[_by_track_and_time(pair[rows], ts_ns[rows])]
         if len(rows):
@@ -263,7 +273,7 @@ class _Sink:
         if is_b.any():
             b_rows = np.flatnonzero(is_b)
             # an E event has no span (hence no args); nulls stand for them
-            b_args = args.take(pa.array(b_rows, mask=kind[b_rows] != trace_parse.KIND_B))
+            b_args = args.take(pa.array(b_rows, mask=kind[b_rows] != KIND_B))
             self.be.append(pa.table({"kind": kind[b_rows], "pair": pair[b_rows], "name": name[b_rows],
                                      "cat": cat[b_rows], "arg_type": typ[b_rows], "ts_ns": ts_ns[b_rows],
                                      "seq": b_rows + offset, "args": b_args}))
@@ -286,13 +296,13 @@ class _Sink:
                 self.flow_writer.write_table(fl)
         if len(c.aux):
             arows = c.aux.column("row").to_numpy() - offset
-            is_meta = kind[arows] == trace_parse.KIND_M
+            is_meta = kind[arows] == KIND_M
             if is_meta.any():
                 self.meta.append(c.aux.filter(pa.array(is_meta)))
             counter = is_counter[arows]
             if counter.any():
                 # split now, while the reader parses the next batch: only their order is left for the end
-                self.counters.append(trace._counter_samples(trace._counter_events(c.aux, counter, ts_ns[arows])))
+                self.counters.append(counter_samples(counter_events(c.aux, counter, ts_ns[arows])))
         return _Read(c.n)
 
     def _pair(self, key: int) -> int:
@@ -351,7 +361,7 @@ def _by_track_and_time(pair: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
 
 
 class _Read:
-    """What `trace_parse._stream` keeps of a batch read on disk: its row count."""
+    """What `nbprofiler.io.trace.parse._stream` keeps of a batch read on disk: its row count."""
 
     def __init__(self, n: int):
         self.n = n
@@ -374,7 +384,7 @@ def _parse(path: Path, spill_dir: Path | None, bar, share: float, family: str) -
         step = min(nbytes * share, size * share - moved[0])
         moved[0] += step
         bar.advance(step)
-    reads = trace_parse._parse_chunks(path, on_batch=parsed, make_digest=make_digest, family=family)
+    reads = parse_chunks(path, on_batch=parsed, make_digest=make_digest, family=family)
     bar.advance(size * share - moved[0])
     sinks[-1].close()
     if not reads:
@@ -389,13 +399,13 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=dest.parent))
     try:
         size = path.stat().st_size
-        with trace._Progress(size, f"parsing {path.name} (on disk)", enabled=progress) as bar:
+        with Progress(size, f"parsing {path.name} (on disk)", enabled=progress) as bar:
             sink = _parse(path, tmp, bar, 0.7, "trace_disk")
             done = _assemble(sink, path, _ColumnFiles(tmp), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: bar.advance(size * 0.3 * f))
         small = {"tracks": done.tracks, "counters": _counters(sink)}
         if not _flows(sink, done.track_of_pair, done.origin_ns, tmp):
-            small["flows"] = trace._flow_frame(None)
+            small["flows"] = flow_frame(None)
         import pyarrow.feather as feather
         for name, df in small.items():
             feather.write_feather(df, tmp / f"{name}.arrow", compression="uncompressed")
@@ -413,7 +423,7 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
         raise
 
 
-def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.TraceData:
+def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> TraceData:
     """The same build with nothing written: the runs and the columns are kept in memory (how
     `nbprofiler.io.trace.load_trace` reads one file). The timeline's ``args`` is the runs' own text,
     not a copy."""
@@ -421,7 +431,7 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
     # A second thread orders the counters' samples (split per batch as they were read) while this one
     # assembles the timeline and builds its frame; they are taken back here if that thread has not started
     # them by then.
-    with trace._Progress(size, f"parsing {path.name}", enabled=progress) as bar, \
+    with Progress(size, f"parsing {path.name}", enabled=progress) as bar, \
             ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-side") as side:
         sink = _parse(path, None, bar, 0.8, "trace")
         counters = side.submit(_counters, sink)
@@ -434,11 +444,11 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> trace.Tr
         counters = _counters(sink) if counters.cancel() else counters.result()
         bar.advance(size * 0.2)
     # The flows are paired once the timeline is built, on a thread of their own, and the load returns
-    # without waiting for them (`trace.TraceData` waits where they are read): a timeline is looked at before
+    # without waiting for them (`TraceData` waits where they are read): a timeline is looked at before
     # its arrows, and pairing them while the timeline was assembled took the GIL from it (the last ~15 ms
     # of a 100 MB trace's first open).
     flows = _PAIRING.submit(_paired_flows, sink, done.track_of_pair)
-    return trace.TraceData(origin_us=done.origin_ns / 1000, timeline=timeline, tracks=done.tracks,
+    return TraceData(origin_us=done.origin_ns / 1000, timeline=timeline, tracks=done.tracks,
                            flows=flows, counters=counters)
 
 
@@ -449,7 +459,7 @@ _PAIRING = ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows")
 def _paired_flows(sink: _Sink, track_of_pair: np.ndarray) -> tuple[pd.DataFrame, object]:
     """The flows frame of the flow events an in-memory build kept, with its tracks, and its
     `cache.snapshot` (taken before anyone could edit the frame)."""
-    flows = trace._flow_frame_of_pairs(sink.flows.pairs(sink.origin_ns or 0))
+    flows = flow_frame_of_pairs(sink.flows.pairs(sink.origin_ns or 0))
     for col in ("start_track", "end_track"):  # pair ids until the tracks were named
         flows[col] = track_of_pair[flows[col].to_numpy()].astype(np.int32)
     return flows, cache.snapshot(flows)
@@ -557,15 +567,15 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     """The timeline's columns, track by track in display order, into ``columns`` (`_ColumnFiles` or
     `_ColumnArrays`), and the small frames."""
     if sink.bad[0]:
-        trace.warn_unplaced(path, sink.bad[0], sink.bad[2], trace_exact._line_of_event(path, sink.bad[1]))
+        warn_unplaced(path, sink.bad[0], sink.bad[2], line_of_event(path, sink.bad[1]))
     if sink.absurd[0]:
-        trace.warn_impossible_dur(path, sink.absurd[0], sink.absurd[2],
-                                  trace_exact._line_of_event(path, sink.absurd[1]))
+        warn_impossible_dur(path, sink.absurd[0], sink.absurd[2],
+                                  line_of_event(path, sink.absurd[1]))
     origin_ns = sink.origin_ns or 0
-    final = {c: sink.codes[c].final() for c in trace_parse._CODED}
+    final = {c: sink.codes[c].final() for c in CODED}
     # the values as Python strings where they are few; the names stay in Arrow (a 100 MB trace has ~55k)
     text = {c: final[c][1].to_numpy(zero_copy_only=False) for c in ("pid", "tid", "cat", "arg_type")}
-    meta = trace._meta_events(sink.meta_table) if sink.meta_table is not None else []
+    meta = meta_events(sink.meta_table) if sink.meta_table is not None else []
     # a track is a distinct (pid, tid) text: a null pid and a literal "" one are the same track
     pid_text = text["pid"][final["pid"][0][np.array(sink.pair_pid, np.int64)]]
     tid_text = text["tid"][final["tid"][0][np.array(sink.pair_tid, np.int64)]]
@@ -573,7 +583,7 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     canon = np.array([seen.setdefault(k, len(seen)) for k in zip(pid_text.astype(str).tolist(),
                                                                     tid_text.astype(str).tolist())], dtype=np.int64)
     first_of = np.unique(canon, return_index=True)[1]
-    tracks = trace._name_tracks(pid_text[first_of], tid_text[first_of], meta, legacy=legacy, gpu=gpu)
+    tracks = name_tracks(pid_text[first_of], tid_text[first_of], meta, legacy=legacy, gpu=gpu)
     track_of_unique = np.empty(len(tracks), dtype=np.int32)
     track_of_unique[tracks["_pair"].to_numpy()] = np.arange(len(tracks), dtype=np.int32)
     track_of_pair = track_of_unique[canon] if len(canon) else np.zeros(0, np.int32)
@@ -589,7 +599,7 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     name_values, cat_values = final["name"][1].filter(pa.array(name_used)), text["cat"][cat_used]
     type_values = text["arg_type"][type_used]
     derived_of, derived = sink.codes["name"].final_derived()
-    op_of_name, op_of_type, op_values = trace._op_type_maps(derived_of[name_used], derived, type_values)
+    op_of_name, op_of_type, op_values = op_type_maps(derived_of[name_used], derived, type_values)
 
     segs = np.concatenate(sink.seg) if sink.seg else np.zeros((0, 6), np.int64)
     seg_track = track_of_pair[segs[:, 0]] if len(segs) else np.zeros(0, np.int32)
@@ -682,7 +692,7 @@ def _pairs_of_be(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, path: P
     kind = be.column("kind").to_numpy()
     rel_us = (be.column("ts_ns").to_numpy() - origin_ns).astype(np.float64) / 1000.0
     track = track_of_pair[be.column("pair").to_numpy()]
-    rows, _, dur = trace._pair_begin_end(kind, np.arange(len(kind)), track, rel_us, [path])
+    rows, _, dur = pair_begin_end(kind, np.arange(len(kind)), track, rel_us, [path])
     out = be.take(pa.array(rows)).drop_columns(["kind"])
     return out.append_column("dur", pa.array(dur, pa.float64())) \
         .append_column("matched", pa.array(np.arange(len(rows), dtype=np.int64)))
@@ -750,7 +760,7 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
                     f"coalesce(f.name, '') AS name, f.row AS seq, p.track, "
                     f"CAST(f.ts_ns - {int(origin_ns)} AS DOUBLE) / 1000.0 AS us "
                     f"FROM read_parquet({lit}) AS f JOIN pairs AS p USING (pair)")
-        rel = con.sql(trace._FLOW_SQL.format(s=trace_parse.KIND_S, f=trace_parse.KIND_F, t=trace_parse.KIND_T))
+        rel = con.sql(FLOW_SQL.format(s=KIND_S, f=KIND_F, t=KIND_T))
         reader = rel.to_arrow_reader(_OUT_ROWS) if hasattr(rel, "to_arrow_reader") \
             else rel.fetch_record_batch(_OUT_ROWS)
         # large_string: what pandas' string columns hold, so the frame maps them without a copy
@@ -770,25 +780,10 @@ def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) ->
 def _counters(sink: _Sink) -> pd.DataFrame:
     """The counters frame from the samples a build kept."""
     samples = pa.concat_tables(sink.counters, promote_options="permissive") if sink.counters else None
-    return trace._counter_frame(samples, sink.origin_ns or 0)
+    return counter_frame(samples, sink.origin_ns or 0)
 
 
 # -- opening a store --------------------------------------------------------------------------------
-# store -> weak references to the maps of its timeline's numeric columns (the frame's arrays keep them alive)
-_MAPS: dict[str, list[weakref.ref]] = {}
-
-
-def release_pages(frame: pd.DataFrame) -> None:
-    """After a pass over every event of a timeline loaded on disk: drop the pages of its mapped columns
-    from this process's resident memory. They stay in the page cache, so touching them again costs a
-    minor fault, and the pages one pass touched do not add up with the next pass's. No-op for a frame
-    held in memory."""
-    for ref in _MAPS.get(frame.attrs.get("store"), ()):
-        m = ref()
-        if m is not None and hasattr(m, "_mmap") and hasattr(m._mmap, "madvise"):
-            m._mmap.madvise(mmap.MADV_DONTNEED)
-
-
 def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built: bool = False) -> pd.DataFrame:
     """The timeline frame over these column arrays (category codes in `_codes_dtype`) and args, sharing
     their memory: no column is copied. ``built``: the categories are the build's own (distinct by
@@ -797,7 +792,7 @@ def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built
     for c in _COLUMNS:
         arr = arrays[c]
         if c in _CATEGORICAL:
-            arr = trace.distinct_categorical(arr, categories[c]) if built else \
+            arr = distinct_categorical(arr, categories[c]) if built else \
                 pd.Categorical.from_codes(arr, categories=pd.Index(categories[c], dtype=str), validate=False)
         cols[c] = pd.Series(arr, copy=False)
     # pandas' default string dtype, backed by the Arrow array (no copy)
@@ -806,7 +801,7 @@ def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built
 
 
 class _KeptFlows:
-    """The flow events of an in-memory build, kept batch by batch in the form `trace._flow_ends` pairs:
+    """The flow events of an in-memory build, kept batch by batch in the form `flow_ends` pairs:
     file order, kind, pair, ts and an integer key part for cat (a running dictionary) and for id (the id
     itself where every id of the batch is an integer written canonically, as profilers write them; else
     the id's text, and the pairing then numbers the ids). Only the start (s) events keep their text."""
@@ -817,7 +812,7 @@ class _KeptFlows:
 
     def add(self, fl: pa.Table) -> None:
         kind = fl.column("kind").to_numpy()
-        text = {c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")}  # as `trace._FLOW_SQL`
+        text = {c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")}  # as `FLOW_SQL`
         ids = text["id"]
         try:
             number = pc.cast(ids, pa.int64())
@@ -830,10 +825,10 @@ class _KeptFlows:
             "kind": kind, "pair": fl.column("pair").to_numpy(), "ts_ns": fl.column("ts_ns").to_numpy(),
             "cat": self.cat.of(pc.dictionary_encode(text["cat"]).combine_chunks()),
             "id": ids.combine_chunks() if number is None else number.to_numpy(),
-            "start": pa.table(text).filter(pa.array(kind == trace_parse.KIND_S))})
+            "start": pa.table(text).filter(pa.array(kind == KIND_S))})
 
     def pairs(self, origin_ns: int) -> pa.Table | None:
-        """`trace._pair_flows`' result, with pair ids for tracks."""
+        """`nbprofiler.io.trace.flows.pair_flows`' result, with pair ids for tracks."""
         if not self.batches:
             return None
         col = {c: np.concatenate([b[c] for b in self.batches]) for c in ("kind", "pair", "ts_ns", "cat")}
@@ -844,10 +839,10 @@ class _KeptFlows:
             text = pa.chunked_array([pc.cast(pa.array(i), pa.string()) if isinstance(i, np.ndarray) else i
                                      for i in ids], pa.string())
             ident = pc.dictionary_encode(text).combine_chunks().indices.to_numpy(zero_copy_only=False)
-        start, end = trace._flow_ends(col["kind"], trace._flow_key(col["cat"], ident))
-        s_rank = np.cumsum(col["kind"] == trace_parse.KIND_S) - 1  # a start event's row among the s events
+        start, end = flow_ends(col["kind"], flow_key(col["cat"], ident))
+        s_rank = np.cumsum(col["kind"] == KIND_S) - 1  # a start event's row among the s events
         us = (col["ts_ns"] - origin_ns).astype(np.float64) / 1000.0
-        return trace._flow_pairs(pa.concat_tables([b["start"] for b in self.batches]), s_rank[start],
+        return flow_pairs(pa.concat_tables([b["start"] for b in self.batches]), s_rank[start],
                                 col["pair"][start], us[start], col["pair"][end], us[end])
 
 
@@ -859,7 +854,7 @@ def _copy_on_edit(df: pd.DataFrame) -> None:
 
 
 @_util.arrow_memory()  # see there: the small frames are converted from Arrow into fresh pages too
-def _open(store: Path) -> trace.TraceData | None:
+def _open(store: Path) -> TraceData | None:
     """The frames of a complete store (its meta is written last), or None. The columns are views of the
     mapped files, which are read-only: an in-place edit of a frame copies the edited column first
     (`_copy_on_edit`), and the files are never written."""
@@ -882,12 +877,12 @@ def _open(store: Path) -> trace.TraceData | None:
             return None
         timeline = _timeline_frame(arrays, args, cats)
         timeline.attrs["store"] = str(store)
-        _MAPS[str(store)] = [weakref.ref(m) for m in maps]
+        keep_maps(store, maps)  # for `nbprofiler._memory.release_pages`
         import pyarrow.feather as feather
         small = {name: feather.read_table(store / f"{name}.arrow", memory_map=True).to_pandas(split_blocks=True)
                  for name in ("tracks", "flows", "counters")}
         for df in (timeline, *small.values()):
             _copy_on_edit(df)
-        return trace.TraceData(origin_us=int(meta["origin_ns"]) / 1000, timeline=timeline, **small)
+        return TraceData(origin_us=int(meta["origin_ns"]) / 1000, timeline=timeline, **small)
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
         return None

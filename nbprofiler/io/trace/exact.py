@@ -1,11 +1,11 @@
 """The exact validator of Chrome-trace JSON: a slow parse with the standard library's json, one element
 of an event array at a time, that tells what is wrong with a file and where.
 
-The fast reader (`nbprofiler.io.trace_parse`, duckdb) says only that a file cannot be read; when it
-rejects one, `_exact_check` finds the error and raises `TruncatedFileError` / `MalformedFileError` /
+The fast reader (`nbprofiler.io.trace.parse`, duckdb) says only that a file cannot be read; when it
+rejects one, `exact_check` finds the error and raises `TruncatedFileError` / `MalformedFileError` /
 `MissingColumnError` with its line number. A file whose JSON document is followed by other data gets
-`_TrailingData` instead: `_document_end` gives the byte where the document ends (the fast reader then
-reads the document alone) and `_warn_trailing` reports what was ignored. `_line_of_event` gives the line
+`_TrailingData` instead: `document_end` gives the byte where the document ends (the fast reader then
+reads the document alone) and `warn_trailing` reports what was ignored. `line_of_event` gives the line
 of an event by its index (for the warnings about skipped events), and `exact_events` is the reference
 parse the tests check the fast path against.
 """
@@ -15,8 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from ..errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError, TruncatedFileError
-from ._util import decode, read_bytes, warn_partial
+from ...errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError, TruncatedFileError
+from .._util import decode, read_bytes, warn_partial
 
 _WS = re.compile(r"[ \t\r\n]*")
 
@@ -24,11 +24,11 @@ _WS = re.compile(r"[ \t\r\n]*")
 def exact_events(path: Path) -> list[dict]:
     """The slow exact reference parse (stdlib json): the list of events. Used to locate errors (line
     numbers) and by the tests to check the fast path. Data after the document is an error here."""
-    doc = _exact_check(path, keep=True)
+    doc = exact_check(path, keep=True)
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
-def _exact_check(path: Path, need_trace_events: bool = False, keep: bool = False, upto: int | None = None):
+def exact_check(path: Path, need_trace_events: bool = False, keep: bool = False, upto: int | None = None):
     """Parse ``path`` exactly and raise the typed error (with its line) for whatever is wrong with it;
     `_TrailingData` (a `MalformedFileError`) when the only thing wrong is data after a valid document.
 
@@ -119,7 +119,7 @@ def _exact_check(path: Path, need_trace_events: bool = False, keep: bool = False
     return events
 
 
-def _line_of_event(path: Path, index: int) -> int | None:
+def line_of_event(path: Path, index: int) -> int | None:
     """Line (1-based) where event number ``index`` (0-based, file order) starts; exact but slow."""
     try:
         text = decode(path, read_bytes(path, "trace"))
@@ -153,19 +153,19 @@ class _TrailingData(MalformedFileError):
         self.end, self.at = end, at
 
 
-def _document_end(path: Path) -> int | None:
+def document_end(path: Path) -> int | None:
     """The byte offset where the JSON document ends when data that is not blank follows it (reported
-    with `_warn_trailing`); None when the whole file is one valid document. Raises the error of a file
+    with `warn_trailing`); None when the whole file is one valid document. Raises the error of a file
     that is invalid otherwise."""
     try:
-        _exact_check(path)
+        exact_check(path)
     except _TrailingData as t:
-        _warn_trailing(path, t)
+        warn_trailing(path, t)
         return t.end
     return None
 
 
-def _warn_trailing(path: Path, t: _TrailingData | None) -> None:
+def warn_trailing(path: Path, t: _TrailingData | None) -> None:
     where = f" at byte {t.at:,}" if t is not None else " (a second JSON document; its offset was not located)"
     warn_partial(MalformedFileError(path, f"data after the end of the JSON document{where} was ignored (the file "
                                           "is not valid JSON past that point); the document's events loaded",
