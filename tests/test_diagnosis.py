@@ -213,3 +213,16 @@ def test_each_suggestion_says_the_time_it_is_ranked_by():
     prof = load_quietly(DATA / "mindspore2/lenet_pynative")
     top = diagnose(prof).findings[0]
     assert "(at stake: 120.1 ms a step)" in suggestion_html(top)  # Conv2DBackpropFilter: 35.92 s over 299 steps
+
+
+def test_compare_shows_each_runs_first_sentence():
+    a, b = load_quietly(DATA / "legacy/run_1_widedeep"), load_quietly(PT_RANK0)
+    import nbprofiler
+    cmp = nbprofiler.compare(a, b)
+    assert cmp.headlines == {"a": diagnose(a).headline, "b": diagnose(b).headline}
+    # a legacy and a 2.x step trace share no stage: only their step totals are compared
+    assert cmp.stage_set == [] and list(cmp.steps["stage"]) == ["total_ms"]
+    from html import escape
+    from nbprofiler.views.compare import compare_layout
+    text = compare_layout(cmp).select_one({"name": "compare_verdict"}).text
+    assert escape(diagnose(b).headline) in text and escape(diagnose(a).headline) in text

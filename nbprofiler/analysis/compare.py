@@ -37,7 +37,8 @@ class Comparison:
       pipeline does not have, so nothing can be said about it).
     - ``queues``: ``queue`` ("host", "device"), ``a_steps``, ``a_empty``, ``a_empty_rate``, ``b_steps``,
       ``b_empty``, ``b_empty_rate``.
-    ``stage_set`` says which stages were compared: the runs' own when they match, else none (runs of two
+    ``headlines`` holds each run's diagnosis sentence (``"a"``, ``"b"``). ``stage_set`` says which stages
+    were compared: the runs' own when they match, else none (runs of two
     stage vocabularies compare their step totals only); a run without a step trace contributes its
     step totals from the host queue's batch timestamps (``step_sources`` says which). ``verdict`` is a
     list of sentences.
@@ -56,6 +57,8 @@ class Comparison:
     # where each run's step times come from: "step trace", or "host-queue batch timestamps" for a run
     # without one (CPU runs), or None when the run holds no step timing at all
     step_sources: dict = dataclasses.field(default_factory=dict)
+    # each run's first sentence ("a", "b"): what sets its step time (`analysis.diagnosis`)
+    headlines: dict = dataclasses.field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -85,7 +88,9 @@ def compare(a, b, top_n: int = TOP_OPS, labels: tuple[str, str] | None = None) -
     top = _top_ops(a.ops, b.ops, top_n)
     md, queues = _minddata(a, b)
     verdict = _verdict(steps, op_types, md, queues, sources)
-    return Comparison(la, lb, steps, step_values, op_types, top, md, queues, stage_set, verdict, sources)
+    from .diagnosis import diagnose
+    headlines = {"a": diagnose(a).headline, "b": diagnose(b).headline}
+    return Comparison(la, lb, steps, step_values, op_types, top, md, queues, stage_set, verdict, sources, headlines)
 
 
 def _profile(x):

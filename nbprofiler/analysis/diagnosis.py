@@ -6,7 +6,9 @@ from, the run's stages in its own vocabulary (a MindSpore 2.x / Ascend ``step_tr
 Computing, Communication (not overlapped), Free and Preparing; a legacy step trace MindInsight's step
 interval, forward+backward and tail), a first sentence that names the stage that sets the step time, and the
 advisor's findings ranked by the time per step they concern (`Suggestion.cost_ms`). The Overview, the report,
-the summary JSON (``diagnosis``), the CLI and compare all show this object; none recomputes it.
+the summary JSON (``diagnosis``), the CLI and compare (each run's first sentence) show this object; none
+recomputes it. `diagnose_cluster` does the same across the ranks of a Cluster (the cluster page, the
+cluster report, ``Cluster.summary()["cluster"]``).
 
 Findings whose premise the data contradicts are folded, not dropped: a MindData pipeline tuning rule says
 "the device waits for data"; where the host queue was almost never empty and the step interval is a small
@@ -21,7 +23,7 @@ import numpy as np
 from ..schema import STAGE_LABELS
 from .steps import STEP_TRACE_SOURCE, profile_step_average, step_times
 
-# A stage "sets the step time" when it is the largest of the stages that stack up to the step.
+# The stage that sets the step time is the largest of the stages that stack up to the step.
 # The MindData rules' premise (the device waits for data) is contradicted when the host queue was empty at
 # no more than this share of the steps and the stages that wait for data take less than this share of the step.
 DATA_WAIT_CONTRADICTED_PCT = 2.0
@@ -53,9 +55,8 @@ DATA_WAIT_STAGES = ("iteration_interval_ms", "preparing_ms")
 @dataclasses.dataclass(frozen=True)
 class Diagnosis:
     """``step_ms`` (the average step, or None), ``step_source`` (`steps.StepTimes.source`), ``steps``
-    (how many), ``stages`` (the run's own stages: column -> average ms, stacking up to the step),
-    ``stage_set`` ("own": the run's stage columns; "none"), ``limiter`` (the stage that sets the step, or
-    None), ``headline`` (the first sentence every face shows), ``findings`` (advisor `Suggestion`s, most
+    (how many), ``stages`` (the run's own stages: column -> average ms, stacking up to the step; empty
+    without a step trace), ``limiter`` (the stage that sets the step, or None), ``headline`` (the first sentence every face shows), ``findings`` (advisor `Suggestion`s, most
     time per step first) and ``folded`` ((suggestion, why it is folded) whose premise the data contradicts)."""
 
     step_ms: float | None

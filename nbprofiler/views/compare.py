@@ -88,10 +88,15 @@ def op_type_delta_figure(op_types_df: pd.DataFrame, top_n: int = 15,
     return theme.style(fig)
 
 
-def verdict_div(verdict: list[str], labels: tuple[str, str] = ("baseline", "new run")) -> Div:
-    """The verdict as an escaped HTML list under "<baseline> → <new run>" (``labels``, see `run_labels`)."""
+def verdict_div(verdict: list[str], labels: tuple[str, str] = ("baseline", "new run"),
+                headlines: dict | None = None) -> Div:
+    """The verdict as an escaped HTML list under "<baseline> → <new run>" (``labels``, see `run_labels`),
+    after what sets each run's step time (``headlines``: `Comparison.headlines`)."""
     items = "".join(f"<li>{html.escape(s)}</li>" for s in verdict)
     head = f"<b>{html.escape(labels[0])}</b> &rarr; <b>{html.escape(labels[1])}</b>"
+    if headlines:
+        head += "".join(f"<div class='nbprofiler-compare-diagnosis' style='margin:2px 0'><b>{html.escape(lab)}</b>: "
+                        f"{html.escape(headlines[k])}</div>" for k, lab in zip(("a", "b"), labels) if headlines.get(k))
     return Div(text=f'<div style="{theme.PANEL_CSS}">{head}<ul style="margin:4px 0">{items}</ul></div>',
                name="compare_verdict", sizing_mode="stretch_width")
 
@@ -99,7 +104,7 @@ def verdict_div(verdict: list[str], labels: tuple[str, str] = ("baseline", "new 
 def compare_layout(cmp):
     """The whole comparison as one Bokeh layout (notebook or `file_html`)."""
     labels = run_labels(cmp)
-    return column(verdict_div(cmp.verdict, labels),
+    return column(verdict_div(cmp.verdict, labels, getattr(cmp, "headlines", None)),
                   row(step_compare_figure(cmp.steps, labels), op_type_delta_figure(cmp.op_types, runs=labels),
                       sizing_mode="stretch_width"),
                   sizing_mode="stretch_width", name="compare_layout")

@@ -110,7 +110,10 @@ def overview_html(summary: dict, root=None, comparison=None, runset=None,
         parts.append(f"<h4 style='margin:8px 0 2px'>{len(runset.headline)} runs, against the baseline "
                      f"{escape(str(runset.baseline))}</h4><ul class='nbprofiler-verdict'>{items}</ul>")
     if comparison is not None:
-        items = "".join(f"<li>{escape(s)}</li>" for s in comparison.verdict)
+        heads = comparison.headlines or {}
+        items = "".join(f"<li>{escape(lab)}: {escape(heads[k])}</li>"
+                        for k, lab in (("a", comparison.a_label), ("b", comparison.b_label)) if heads.get(k))
+        items += "".join(f"<li>{escape(s)}</li>" for s in comparison.verdict)
         parts.append(f"<h4 style='margin:8px 0 2px'>Compared with {escape(comparison.b_label)} (this run: "
                      f"{escape(comparison.a_label)})</h4><ul class='nbprofiler-verdict'>{items}</ul>")
     body = []
