@@ -54,7 +54,7 @@ class Profile:
     for a later session of the same rank), ``other_sessions`` (keys of the rank's other sessions),
     ``windows`` (key -> `Profile` of every session of this rank, this one included), ``origin_us`` (absolute
     time that relative ``start_*`` columns count from), ``files`` (what was found), ``problems`` (what
-    failed). Frames: `nbprofiler.schema.FRAMES`, each property's docstring and the README's "Data model"
+    failed). Frames: `nbprofiler.schema.FRAMES`, each property's docstring and docs/data-model.md's
     table.
     """
 

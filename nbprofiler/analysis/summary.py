@@ -1,5 +1,5 @@
 """`summarize(prof)`: the digest that `nbprofiler summary --json` prints (../SUMMARY_SCHEMA in the brief;
-README "The summary JSON"). Pure: reads only the Profile's frames, never files."""
+docs/data-model.md, "The summary JSON"). Pure: reads only the Profile's frames, never files."""
 from __future__ import annotations
 
 import math
