@@ -24,10 +24,22 @@ import numpy as np
 import pandas as pd
 
 from ..errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError
+from ..schema import FRAMES, STAGE_SETS
 from .discover import RunFiles
 
 NS_PER_US = 1000.0
 BYTES_PER_MB = 1024.0 * 1024.0
+
+# The frames' columns, from their declaration (nbprofiler.schema), in the order the text export's parser
+# (`nbprofiler.io.ascend_ms`) gives them: a communication record's keys first, then the declared columns.
+COMM_KEYS = ["step", "group", "kind", "op_name", "rank"]
+COMM_COLUMNS = COMM_KEYS + [c.name for c in FRAMES["communication"].columns if c.name not in COMM_KEYS]
+LINK_COLUMNS = COMM_KEYS + [c.name for c in FRAMES["communication_links"].columns if c.name not in COMM_KEYS]
+# step_trace_time's stage columns (the declared step_trace columns from preparing_ms on), and the ones that
+# stack up to the step
+_STEP_COLUMNS = [c.name for c in FRAMES["step_trace"].columns]
+STEP_TIME_COLUMNS = _STEP_COLUMNS[_STEP_COLUMNS.index("preparing_ms"):]
+STACKED = list(STAGE_SETS[2])
 
 # The device task type (TASK.taskType) -> the accelerator core kernel_details.csv names.
 CORE_OF_TASK = {"KERNEL_AICORE": "AI_CORE", "AI_CORE": "AI_CORE", "KERNEL_AIVEC": "AI_VECTOR_CORE",
@@ -213,14 +225,13 @@ def step_trace(run: RunFiles) -> pd.DataFrame | None:
     """analysis.db ``StepTraceTime`` (the step_trace_time.csv columns, us) -> the step frame in ms, as
     `ascend_ms.step_trace_time`; else the profiler database's ``STEP_TIME`` windows: ``step``,
     ``total_ms`` (window length), ``start_ms``, ``end_ms`` (absolute)."""
-    from .ascend_ms import STEP_TRACE_COLUMNS, STACKED
     path = run.get("analysis_db")
     if path is not None and "StepTraceTime" in tables(path):
         df = query(path, "SELECT * FROM StepTraceTime")
         cols = {c.lower(): c for c in df.columns}
         out = pd.DataFrame({"step": pd.to_numeric(df[cols["step"]].replace({"": "0"}), errors="coerce")
                             .fillna(0).astype("int64")})
-        for raw, col in STEP_TRACE_COLUMNS.items():
+        for col in STEP_TIME_COLUMNS:
             key = col[:-3]  # computing_ms -> computing, as the table names its columns
             if key in cols:
                 out[col] = pd.to_numeric(df[cols[key]], errors="coerce").astype("float64") / 1000.0
@@ -469,7 +480,6 @@ def communication(run: RunFiles) -> pd.DataFrame | None:
                                 o.startNs AS s, o.endNs AS e,
                                 {'o.waitNs' if 'waitNs' in cols else 'NULL'} AS w
                          FROM COMMUNICATION_OP o ORDER BY o.startNs""")
-    from .ascend_ms import COMM_COLUMNS
     steps = _step_of(df["s"], step_windows_ns(path, have))
     rank = str(run.info.get("rank_id", run.device))
     out = pd.DataFrame({"step": ["step" + str(s) if pd.notna(s) else "step" for s in steps],
@@ -516,7 +526,6 @@ def analysis_communication(run: RunFiles, cluster: bool = False) -> pd.DataFrame
         return None
     path, cols = found
     table = "ClusterCommAnalyzerTime" if cluster else "CommAnalyzerTime"
-    from .ascend_ms import COMM_COLUMNS
     df = query(path, f"""SELECT {_col(cols, 'step')} AS step, {_col(cols, 'group_name')} AS "group",
         {_col(cols, 'type')} AS kind, {_col(cols, 'hccl_op_name', 'op_name')} AS op_name,
         {_col(cols, 'start_timestamp')} AS start_us, {_col(cols, 'elapse_time', 'elapsed_time')} AS elapse_ms,
@@ -543,7 +552,6 @@ def analysis_links(run: RunFiles, cluster: bool = False) -> pd.DataFrame | None:
     if found is None:
         return None
     path, cols = found
-    from .ascend_ms import LINK_COLUMNS
     df = query(path, f"""SELECT {_col(cols, 'step')} AS step, {_col(cols, 'group_name')} AS "group",
         {_col(cols, 'type')} AS kind, {_col(cols, 'hccl_op_name', 'op_name')} AS op_name,
         {_col(cols, 'band_type', 'transport_type')} AS transport, max({_col(cols, 'transit_size')}) AS size_mb,
@@ -594,12 +602,11 @@ def cluster_step_trace(run: RunFiles) -> pd.DataFrame | None:
     if found is None:
         return None
     path, cols = found
-    from .ascend_ms import STACKED, STEP_TRACE_COLUMNS
     df = query(path, 'SELECT * FROM ClusterStepTraceTime WHERE lower("type") = \'rank\' AND "index" = ?',
                (str(run.device),))
     out = pd.DataFrame({"step": pd.to_numeric(df["step"].astype(str).str.extract(r"(\d+)")[0], errors="coerce")
                         .fillna(0).astype("int64")})
-    for col in STEP_TRACE_COLUMNS.values():
+    for col in STEP_TIME_COLUMNS:
         if col[:-3] in df.columns:
             out[col] = pd.to_numeric(df[col[:-3]], errors="coerce").astype("float64") / 1000.0
     if "computing_ms" not in out:
