@@ -44,9 +44,14 @@ Run the cell's MindSpore code under MindSpore's profiler, then load the output a
 """
 
 
+class MagicUsageError(ValueError):
+    """Bad arguments to ``%nbprofiler`` or ``%%nbprofiler profile`` (the message includes the help text).
+    Defined here, with the cell magic's parser, and raised by the line magic's (`nbprofiler.faces.magics`)
+    too, so neither module imports the other back."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
-        from .magics import MagicUsageError
         raise MagicUsageError(f"{message}\n\n{HELP}")
 
 
@@ -183,7 +188,7 @@ class _MindData:
 def profile_cell(cell: str, args: argparse.Namespace, ipython) -> tuple[object, object]:
     """Run ``cell`` in ``ipython`` under the profiler; returns (the loaded Profile or Cluster, the
     cell's execution result). ``nbprof`` is bound to the running profiler (for ``nbprof.step()``)."""
-    import nbprofiler
+    from ..loader import load
     mp = _mindspore()
     import mindspore as ms
     out = output_folder(args.output)
@@ -203,9 +208,10 @@ def profile_cell(cell: str, args: argparse.Namespace, ipython) -> tuple[object, 
     runs = sorted(set(glob.glob(str(out / "*_ascend_ms"))) - before)
     if minddata is not None and runs:
         minddata.save(Path(runs[-1]) / "FRAMEWORK")
-    prof = nbprofiler.load(runs[-1] if len(runs) == 1 else out)
+    prof = load(runs[-1] if len(runs) == 1 else out)
     ipython.user_ns[args.name] = prof
     return prof, result
 
 
-__all__ = ["HELP", "INSTALL", "MindSporeMissing", "parse", "output_folder", "profile_cell", "quiet_numpy_notice"]
+__all__ = ["HELP", "INSTALL", "MagicUsageError", "MindSporeMissing", "parse", "output_folder", "profile_cell",
+           "quiet_numpy_notice"]

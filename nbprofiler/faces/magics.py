@@ -11,6 +11,9 @@ import argparse
 import keyword
 import shlex
 
+from . import cellprof
+from .cellprof import MagicUsageError  # raised by both magics' parsers
+
 HELP = """\
 %nbprofiler PATH [--device ID] [--as NAME] [--compare PATH_B]
 
@@ -38,10 +41,6 @@ class _Parser(argparse.ArgumentParser):
         raise MagicUsageError(f"{message}\n\n{HELP}")
 
 
-class MagicUsageError(ValueError):
-    """Bad arguments to ``%nbprofiler`` (the message includes the help text)."""
-
-
 def parse(line: str) -> argparse.Namespace | None:
     """Parse the magic's argument line; None means "help was asked for"."""
     parser = _Parser(prog="%nbprofiler", add_help=False)
@@ -65,8 +64,10 @@ def parse(line: str) -> argparse.Namespace | None:
 
 def nbprofiler_magic(line: str, ipython=None):
     """The ``%nbprofiler`` line magic (see `HELP`)."""
-    import nbprofiler
     from IPython.display import display
+
+    from ..analysis.compare import compare
+    from ..loader import load
 
     try:
         args = parse(line)
@@ -79,13 +80,13 @@ def nbprofiler_magic(line: str, ipython=None):
     if ipython is None:
         from IPython import get_ipython
         ipython = get_ipython()
-    prof = nbprofiler.load(args.path, device=args.device)
+    prof = load(args.path, device=args.device)
     ns = ipython.user_ns if ipython is not None else {}
     ns[args.name] = prof
     if args.compare:
-        other = nbprofiler.load(args.compare, device=args.device)
+        other = load(args.compare, device=args.device)
         ns[f"{args.name}_b"] = other
-        cmp = nbprofiler.compare(prof, other)
+        cmp = compare(prof, other)
         if not args.no_show:
             if hasattr(cmp, "show"):
                 cmp.show()
@@ -93,7 +94,7 @@ def nbprofiler_magic(line: str, ipython=None):
                 display(cmp)
         return None
     if not args.no_show:
-        nbprofiler.show(prof)
+        prof.show()
     return None
 
 
@@ -101,7 +102,6 @@ def profile_magic(line: str, cell: str, ipython) -> None:
     """``%%nbprofiler profile [options]``: the cell under MindSpore's profiler (see `nbprofiler.faces.cellprof`)."""
     from IPython.core.error import UsageError
 
-    from . import cellprof
     words = line.split(None, 1)
     if not words or words[0] != "profile":
         raise UsageError(f"as a cell magic: %%nbprofiler profile [options]\n\n{cellprof.HELP}")
@@ -120,8 +120,7 @@ def profile_magic(line: str, cell: str, ipython) -> None:
         print(f"The cell raised {type(result.error_in_exec or result.error_before_exec).__name__}; "
               f"the profile holds what ran before it ({args.name}).")
     if not args.no_show:
-        import nbprofiler
-        nbprofiler.show(prof)
+        prof.show()
     if result is not None and not result.success:
         result.raise_error()  # the cell's own error, after what it profiled is shown
     return None
@@ -134,6 +133,5 @@ def register(ipython) -> None:
             return profile_magic(line, cell, ipython)
         return nbprofiler_magic(line, ipython)
 
-    from .cellprof import HELP as CELL_HELP
-    nbprofiler.__doc__ = HELP + "\n" + CELL_HELP  # what `%nbprofiler?` shows
+    nbprofiler.__doc__ = HELP + "\n" + cellprof.HELP  # what `%nbprofiler?` shows
     ipython.register_magic_function(nbprofiler, magic_kind="line_cell", magic_name="nbprofiler")
