@@ -1,11 +1,14 @@
 """The package's layers: errors/schema -> io -> model -> analysis -> views -> faces. No module imports
 from a later layer (at module level or inside a function), except the documented lazy hooks: a model or
 analysis object's ``show()``/``summary()``/``to_html()``/``_repr_html_`` reaching the layer that draws it.
+Nor does any module import itself back through others (`test_no_import_cycles`: every import that runs,
+inside functions too, the same lazy hooks excepted).
 The package root holds the facade and the model; the faces (CLI, magics, report, exporter, server
 extension, test checks) live together in ``nbprofiler.faces``."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -127,6 +130,131 @@ def test_the_faces_are_found_where_their_users_look():
     [point] = nbprofiler._jupyter_server_extension_points()
     assert callable(importlib.import_module(point["module"])._load_jupyter_server_extension)
     assert callable(nbprofiler.load_ipython_extension) and nbprofiler._jupyter_labextension_paths()
+
+
+def runtime_imports(path: Path, source: str | None = None):
+    """(imported module, line) for every nbprofiler import the file runs, at module level or inside a
+    function: those of `imports`, plus ``pkg.name`` for ``from pkg import name`` where that is a module,
+    without the ones under ``if TYPE_CHECKING:`` (they never run)."""
+    source = path.read_text(encoding="utf-8") if source is None else source
+    tree = ast.parse(source)
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (getattr(node.test, "id", None) == "TYPE_CHECKING"
+                                         or getattr(node.test, "attr", None) == "TYPE_CHECKING"):
+            skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    modules = all_modules()
+    mod = module_name(path)
+    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if id(node) in skipped or not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        for target, line in imports(path, ast.unparse(node)):
+            yield target, node.lineno
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            base = node.module
+            if node.level:
+                parts = pkg.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + [node.module])
+            yield from ((f"{base}.{a.name}", node.lineno) for a in node.names if f"{base}.{a.name}" in modules)
+
+
+@functools.lru_cache(maxsize=1)
+def all_modules() -> frozenset[str]:
+    """Every module of the package, by name."""
+    return frozenset(module_name(p) for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts)
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """module -> {imported module: line of the first import}, every import the package runs (at module level
+    or inside a function), the declared lazy hooks left out."""
+    modules = all_modules()
+    graph: dict[str, dict[str, int]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "labextension" in path.parts:
+            continue
+        mod = module_name(path)
+        edges = graph.setdefault(mod, {})
+        for target, line in runtime_imports(path):
+            while target not in modules and "." in target:  # ``import a.b.name``: the module a.b
+                target = target.rsplit(".", 1)[0]
+            if target != mod and (mod, target) not in LAZY_HOOKS:
+                edges.setdefault(target, line)
+    return graph
+
+
+def find_cycles(graph: dict[str, dict]) -> list[list[str]]:
+    """One cycle (a chain of modules back to its first) per strongly connected group of modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v):  # Tarjan's algorithm (the graph has a few hundred modules: recursion is fine)
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for group in groups:  # the shortest way from the group's first module back to it
+        start, members = group[0], set(group)
+        came_from = {start: None}
+        queue = [start]
+        while queue:
+            v = queue.pop(0)
+            for w in sorted(graph.get(v, ())):
+                if w == start:
+                    chain = [v]
+                    while came_from[chain[-1]] is not None:
+                        chain.append(came_from[chain[-1]])
+                    cycles.append([*reversed(chain), start])
+                    queue = []
+                    break
+                if w in members and w not in came_from:
+                    came_from[w] = v
+                    queue.append(w)
+    return cycles
+
+
+def test_no_import_cycles():
+    """No module imports itself back through others: every import counts (module level or inside a
+    function; not those under ``if TYPE_CHECKING:``, which never run), except the declared lazy hooks."""
+    graph = import_graph()
+    found = [" -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
+             for cycle in find_cycles(graph)]
+    assert found == []
+
+
+def test_the_cycle_check_finds_a_cycle_through_an_import_inside_a_function():
+    """The check itself: an import inside a function is an edge, one under TYPE_CHECKING is not, and a cycle is
+    reported as the chain of modules that closes it."""
+    parser = PACKAGE / "io" / "legacy.py"
+    src = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..profile import Profile\n" \
+          "def f():\n    from . import trace\n"
+    assert [t for t, _ in runtime_imports(parser, src)] == ["nbprofiler.io.trace"]
+    graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "d": 1}, "d": {}}
+    assert find_cycles(graph) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b": 1}, "b": {}}) == []
 
 
 def test_the_layer_rule_catches_an_upward_import():
