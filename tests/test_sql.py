@@ -54,3 +54,45 @@ def test_errors_name_the_tables_and_files_are_out_of_reach(lenet, tmp_path):
     with pytest.raises(SQLError):
         lenet.sql(f"COPY (SELECT * FROM op_types) TO '{target}'")
     assert not target.exists()
+
+
+@pytest.mark.parametrize("statement", [
+    "EXPORT DATABASE '{d}'",
+    "COPY (SELECT 1) TO '{d}/x.csv'",
+    "ATTACH '{d}/x.db' AS x",
+    "INSTALL sqlite",
+    "LOAD sqlite",
+    "SET autoinstall_known_extensions = true",
+    "CREATE PERSISTENT SECRET s (TYPE s3, KEY_ID 'k', SECRET 'v')",
+    "SELECT 1; EXPORT DATABASE '{d}'",
+])
+def test_statements_that_are_not_queries_are_refused_before_they_run(lenet, tmp_path, monkeypatch, statement):
+    """Issue 37, item 10: refused by nbprofiler, not by DuckDB half-way (EXPORT used to leave the empty
+    folder behind, even inside a profiler folder), and no ~/.duckdb appears."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    target = tmp_path / "profiler_out" / "export"
+    with pytest.raises(SQLError, match="queries only"):
+        lenet.sql(statement.format(d=target))
+    assert not target.exists() and not target.parent.exists()
+    assert list((tmp_path / "home").iterdir()) == []
+
+
+def test_no_extension_is_installed_or_loaded_behind_a_query(lenet, tmp_path, monkeypatch):
+    """A query naming an extension's function fails at once: DuckDB does not try to download the extension
+    (no ~/.duckdb/extensions created, so nothing was fetched) and cannot be told to."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for query in ("SELECT * FROM sqlite_scan('x.db', 't')", "SELECT * FROM read_parquet('https://example.invalid/x')",
+                  "SELECT * FROM duckdb_extensions()"):
+        with pytest.raises(SQLError):
+            lenet.sql(query)
+    settings = lenet.sql("SELECT current_setting('autoinstall_known_extensions') AS install, "
+                         "current_setting('autoload_known_extensions') AS autoload, "
+                         "current_setting('enable_external_access') AS files")
+    assert settings.iloc[0].tolist() == [False, False, False]
+    assert list(home.iterdir()) == []
+    # queries still run: WITH and EXPLAIN are queries
+    assert lenet.sql("WITH k AS (SELECT DISTINCT kind FROM op_types) SELECT * FROM k")["kind"].tolist() == ["cpu"]
+    assert not lenet.sql("EXPLAIN SELECT count(*) FROM op_types").empty
