@@ -112,3 +112,53 @@ def test_the_documented_import_path_is_the_testing_face():
     import nbprofiler.testing as nbt
     assert nbt.__all__ == face.__all__
     assert all(getattr(nbt, name) is getattr(face, name) for name in face.__all__)
+
+
+@pytest.mark.parametrize("limit", ["inf", "-inf", "nan", "Infinity"])
+def test_a_threshold_that_can_never_fail_is_a_usage_error(limit, capsys):
+    """Issue 37, item 11: ``inf`` passed every check, so it checked nothing; exit 2 with a message."""
+    assert cli.main(["check", str(FAST), f"--max-step-ms={limit}"]) == 2
+    assert "must be a finite number" in capsys.readouterr().err
+    assert cli.main(["check", str(FAST), "--max", f"step_ms={limit}"]) == 2
+    assert cli.main(["check", str(FAST), "--min", f"step_ms={limit}"]) == 2
+    assert cli.main(["check", str(FAST), "--baseline", str(SLOW), f"--max-regression-pct={limit}"]) == 2
+    with pytest.raises(CheckSpecError, match="finite"):
+        check(FAST, max_step_ms=float(limit))
+    with pytest.raises(CheckSpecError, match="finite"):
+        Check("max", "step_ms", float(limit))
+
+
+def test_exit_3_when_the_tool_breaks_not_1(tmp_path, capsys, monkeypatch):
+    """1 means "a check failed"; a broken tool or unreadable data is 3, so CI can tell them apart."""
+    # --junit-xml that cannot be written: a clean message (no traceback), exit 3 even though checks passed
+    full = "/dev/full" if __import__("os").path.exists("/dev/full") else None
+    targets = [str(tmp_path / "no_such_dir" / "x.xml"), str(tmp_path)] + ([full] if full else [])
+    for target in targets:
+        assert cli.main(["check", str(FAST), "--max-step-ms", "1e9", "--junit-xml", target]) == 3
+        captured = capsys.readouterr()
+        assert "1 passed, 0 failed" in captured.out
+        assert f"cannot write --junit-xml {target}" in captured.err
+        assert "Traceback" not in captured.err
+    # a profile that cannot be read
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main(["check", str(empty), "--max-step-ms", "30"]) == 3
+    assert "cannot read the profile" in capsys.readouterr().err
+    # a bug inside the tool
+    from nbprofiler.faces import testing
+
+    def broken(*args, **kwargs):
+        raise KeyError("summary")
+    monkeypatch.setattr(testing, "evaluate_all", broken)
+    assert cli.main(["check", str(FAST), "--max-step-ms", "30"]) == 3
+    assert "internal error" in capsys.readouterr().err
+
+
+def test_the_readme_names_every_exit_status():
+    from .conftest import REPO
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## CI checks"):]
+    section = section[:section.index("\n## ", 1)]
+    for code, meaning in ((cli.EXIT_PASSED, "passed"), (cli.EXIT_FAILED, "failed"), (cli.EXIT_USAGE, "usage"),
+                          (cli.EXIT_BROKEN, "broke")):
+        assert f"`{code}`" in section and meaning in section

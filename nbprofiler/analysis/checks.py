@@ -130,8 +130,10 @@ class Check:
     def __post_init__(self):
         if self.kind not in ("max", "min", "max_regression_pct"):
             raise CheckSpecError(f"unknown check kind {self.kind!r}")
-        if not isinstance(self.limit, (int, float)) or isinstance(self.limit, bool) or math.isnan(self.limit):
+        if not isinstance(self.limit, (int, float)) or isinstance(self.limit, bool):
             raise CheckSpecError(f"the limit of {self.metric} must be a number, not {self.limit!r}")
+        if not math.isfinite(self.limit):  # inf could never fail, nan never pass: neither checks anything
+            raise CheckSpecError(f"the limit of {self.metric} must be a finite number, not {self.limit!r}")
         if self.metric not in METRICS:
             _tokens(self.metric)  # raises on a malformed path
 

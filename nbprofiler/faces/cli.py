@@ -115,7 +115,13 @@ def _regression(text: str) -> tuple[str, float]:
         return _pair(text)
 
 
+# Exit status of ``nbprofiler check``, so a CI job can tell a regression from a broken tool.
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
+
+
 def cmd_check(args) -> int:
+    """0 every check passed, 1 a check failed, 2 bad arguments (argparse's own status too), 3 the tool could
+    not do its job: a profile that cannot be read, a --junit-xml that cannot be written, or a bug."""
     from .testing import CheckSpecError, check, write_junit_xml
     try:
         regressions = dict(args.max_regression_pct)
@@ -127,13 +133,27 @@ def cmd_check(args) -> int:
                        max_device_queue_empty_pct=args.max_device_queue_empty_pct)
     except CheckSpecError as err:
         print(f"nbprofiler check: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except ProfilerDataError as err:
+        print(f"nbprofiler check: cannot read the profile: {err}", file=sys.stderr)
+        return EXIT_BROKEN
+    except Exception as err:  # noqa: BLE001 - a bug must not look like a failed check (exit 1)
+        import traceback
+        traceback.print_exc(file=sys.stderr)
+        print(f"nbprofiler check: internal error, no check was decided: {type(err).__name__}: {err}",
+              file=sys.stderr)
+        return EXIT_BROKEN
     for line in report.lines():
         print(line)
     print(f"{len(report.results) - len(report.failures)} passed, {len(report.failures)} failed")
     if args.junit_xml:
-        write_junit_xml(report, args.junit_xml)
-    return 0 if report.ok else 1
+        try:
+            write_junit_xml(report, args.junit_xml)
+        except OSError as err:
+            print(f"nbprofiler check: cannot write --junit-xml {args.junit_xml}: "
+                  f"{err.strerror or type(err).__name__}", file=sys.stderr)
+            return EXIT_BROKEN
+    return EXIT_PASSED if report.ok else EXIT_FAILED
 
 
 def cmd_info(args) -> int:
@@ -180,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                     "op_types.ai_core[op_type=MatMul].total_time_us; short names: step_ms, "
                     "host_queue_empty_pct, host_queue_full_pct, device_queue_empty_pct, timeline_span_ms. "
                     "A number the profile does not hold fails its check. Exit status: 0 all passed, 1 a "
-                    "check failed, 2 bad arguments or unreadable profile.")
+                    "check failed, 2 bad arguments (a threshold must be a finite number), 3 the tool "
+                    "could not do its job (unreadable profile, --junit-xml not writable, internal error).")
     p.add_argument("dir")
     p.add_argument("--device", default=None)
     p.add_argument("--baseline", default=None, metavar="DIR_B", help="the profile to compare against")
