@@ -24,7 +24,7 @@ MEMORY_FRACTION = 0.8
 # family and shape: the worst case measured by benchmarks/bench_memory_guard.py on 100 MB files (peak RSS
 # of a fresh process minus that of an import-only one) x 1.25. Every `check_size` caller names its row.
 # Shapes that cost much more than their family's usual ones are charged only when they are seen:
-# ``trace_big_event`` when an event is too large for the first read (`trace_parse._MAX_EVENT`),
+# ``trace_big_event`` when an event is too large for the first read (`io.trace.parse._MAX_EVENT`),
 # ``trace_document`` when an object-form trace has to be read as one document, ``trace_exact`` before the
 # stdlib parse that locates an error, ``csv_careful`` when a CSV's rows are not all as wide as its header.
 EXPANSION = {
@@ -39,7 +39,7 @@ EXPANSION = {
     "text": 19.7,             # measured 15.73 (one line of numbers; short records 14.94, op records 13.19)
 }
 
-# What a trace loaded on disk (`nbprofiler.io.trace_disk`) needs whatever its size (the reader's batches,
+# What a trace loaded on disk (`nbprofiler.io.trace.disk`) needs whatever its size (the reader's batches,
 # one output batch, duckdb pairing the flows under its memory limit): measured 600 MB x 1.25.
 TRACE_DISK_BASE_BYTES = 750_000_000
 
