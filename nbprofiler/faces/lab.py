@@ -20,7 +20,12 @@ Three JSON endpoints, all under the server's base URL, each requiring the usual 
     root itself is profiler output).
 
 "API paths" are what the file browser and the contents API use: relative to the server's root
-directory, "/"-separated. Paths that resolve outside the root (``..``, symlinks) are refused.
+directory, "/"-separated. Paths that resolve outside the root (``..``, symlinks) are refused (403), and so
+is what no file system can hold (400): a NUL, a lone surrogate (``"\\ud800"``: not text a file name can
+be encoded from), a name over 255 bytes, a symlink loop; a path over `MAX_PATH_CHARS` is 413. Errors are
+short JSON (``{"message": ...}``) naming the problem, with the path shortened and escaped (`shown`), so
+neither the answer nor the server log carries a hostile path whole; a symlink loop inside a listed
+folder is skipped, the rest of the listing answered.
 
 Registered by ``labextension/jupyter-config/nbprofiler.json`` (installed into
 ``etc/jupyter/jupyter_server_config.d``), which enables the package ``nbprofiler``; its
@@ -29,6 +34,7 @@ Registered by ``labextension/jupyter-config/nbprofiler.json`` (installed into
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import re
@@ -45,6 +51,8 @@ REPORT_SUFFIX = "-nbprofiler"
 # Request limits: a report request is a few short paths; anything far larger is refused (413), not parsed.
 MAX_BODY_BYTES = 64 * 1024
 MAX_PATH_CHARS = 4096
+MAX_NAME_BYTES = 255    # NAME_MAX of Linux and macOS file systems: no file has a longer name
+SHOWN_CHARS = 80        # a path in a message or the log: at most this many characters of it
 
 
 class PathError(ValueError):
@@ -55,16 +63,82 @@ class PathError(ValueError):
         self.status = status
 
 
+def shown(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` for a message or a log line: quoted and escaped (``repr``: control characters and lone
+    surrogates as ``\\x..``/``\\ud800``), and over ``limit`` characters cut in the middle, saying how much
+    was left out."""
+    if len(text) > limit:
+        keep = max(limit // 2 - 4, 1)
+        return f"{text[:keep]!r}...({len(text) - 2 * keep:,} more characters)...{text[-keep:]!r}"
+    return repr(text)
+
+
+def _bounded_uri(uri: str, limit: int = 2 * SHOWN_CHARS) -> str:
+    """A request URI for the server log: non-printable characters escaped, at most about ``limit`` long."""
+    if len(uri) <= limit and uri.isprintable():
+        return uri
+    escaped = uri.encode("ascii", "backslashreplace").decode("ascii")
+    escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped)
+    if len(escaped) > limit:
+        escaped = f"{escaped[:limit]}...({len(escaped) - limit:,} more characters)"
+    return escaped
+
+
+def check_text(value: str, what: str = "path") -> None:
+    """`PathError` (400) for a string no file name and no notebook can hold: a NUL or a lone surrogate."""
+    if "\x00" in value:
+        raise PathError(f"the {what} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PathError(f"the {what} is not valid text: it holds a lone surrogate "
+                        f"(e.g. \"\\ud800\"), which no file name can hold") from None
+
+
+def check_api_path(api_path: str) -> None:
+    """`PathError` for an API path no file system can hold, before the file system is asked: over
+    `MAX_PATH_CHARS` (413), a NUL or a lone surrogate, a name over `MAX_NAME_BYTES` bytes (400)."""
+    if len(api_path) > MAX_PATH_CHARS:
+        raise PathError(f"a path over {MAX_PATH_CHARS:,} characters", status=413)
+    check_text(api_path)
+    for part in api_path.split("/"):
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            raise PathError(f"a name in the path is over {MAX_NAME_BYTES} bytes ({shown(part)}); "
+                            "no file has such a name")
+
+
+def _fs_error(api_path: str, err: BaseException) -> PathError:
+    """The `PathError` for a file-system error met while resolving or reading ``api_path``."""
+    if isinstance(err, RuntimeError) or getattr(err, "errno", None) == errno.ELOOP:
+        return PathError(f"{shown(api_path)} is a symlink loop")
+    code = getattr(err, "errno", None)
+    if code == errno.ENAMETOOLONG:
+        return PathError(f"{shown(api_path)} has a name too long for the file system")
+    if code in (errno.EACCES, errno.EPERM):
+        return PathError(f"{shown(api_path)}: permission denied", status=403)
+    if code in (errno.ENOENT, errno.ENOTDIR):
+        return PathError(f"{shown(api_path)} does not exist", status=404)
+    reason = getattr(err, "strerror", None) or type(err).__name__
+    return PathError(f"{shown(api_path)} cannot be read ({reason})")
+
+
 def resolve_api_path(root: Path, api_path: str) -> Path:
-    """The real path of ``api_path`` under ``root``; `PathError` if it leaves the root or is missing."""
-    if "\x00" in api_path:
-        raise PathError("path contains a NUL character")
+    """The real path of ``api_path`` under ``root``; `PathError` if it leaves the root, is missing, or is
+    no usable path (`check_api_path`, a symlink loop: never a RuntimeError or OSError)."""
+    check_api_path(api_path)
     rel = PurePosixPath(api_path.strip("/"))
-    target = (root / rel).resolve()
+    try:
+        target = (root / rel).resolve()
+    except (RuntimeError, OSError) as err:  # Python < 3.13: a symlink loop is a RuntimeError
+        raise _fs_error(api_path, err) from None
     if target != root and root not in target.parents:
-        raise PathError(f"{api_path!r} is outside the Jupyter root directory", status=403)
-    if not target.exists():
-        raise PathError(f"{api_path!r} does not exist", status=404)
+        raise PathError(f"{shown(api_path)} is outside the Jupyter root directory", status=403)
+    try:
+        exists = target.exists()
+    except OSError as err:
+        raise _fs_error(api_path, err) from None
+    if not exists:
+        raise PathError(f"{shown(api_path)} does not exist", status=404)
     return target
 
 
@@ -86,10 +160,13 @@ def is_profiler_dir(folder: Path) -> bool:
     try:
         with os.scandir(folder) as entries:
             for entry in entries:
-                if entry.is_file() and (classify(entry.name) or CANN_TIMELINE.fullmatch(entry.name)):
-                    return True
-                if entry.is_dir() and entry.name in ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK"):
-                    return True
+                try:
+                    if entry.is_file() and (classify(entry.name) or CANN_TIMELINE.fullmatch(entry.name)):
+                        return True
+                    if entry.is_dir() and entry.name in ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK"):
+                        return True
+                except OSError:  # a symlink loop, an unreadable link: that entry says nothing
+                    continue
     except OSError:
         return False
     return False
@@ -188,7 +265,7 @@ def reserve_name(folder: Path, stem: str, suffix: str = ".ipynb", attempts: int 
             continue  # taken between the check and the create: try the next free name
         os.close(fd)
         return name
-    raise PathError(f"no free report name in {folder.name!r}", status=409)
+    raise PathError(f"no free report name in {shown(folder.name)}", status=409)
 
 
 def _newest_mtime(run: RunFiles) -> float | None:
@@ -289,7 +366,7 @@ def db_time(path: Path | None) -> _dt.datetime | None:
         return None
     try:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=0.5)
-    except (sqlite3.Error, OSError, ValueError):
+    except (sqlite3.Error, OSError, ValueError, RuntimeError):
         return None
     try:
         row = con.execute("SELECT startTimeNs FROM SESSION_TIME_INFO LIMIT 1").fetchone()
@@ -373,12 +450,24 @@ def list_runs(root: Path, folder: Path) -> list[dict]:
     by_folder: dict[Path, list[str]] = {}
     for run in runs:
         by_folder.setdefault(run.root, []).append(run.info.get("rank_id", run.device))
-    entries = [run_entry(root, folder, run, by_folder[run.root], key) for run, key in zip(runs, run_keys(runs))]
+    entries = []
+    for run, key in zip(runs, run_keys(runs)):
+        try:
+            entries.append(run_entry(root, folder, run, by_folder[run.root], key))
+        except (OSError, RuntimeError, ValueError):
+            # a loop or an unreadable link on the way, or a run that resolves outside the root: not listed
+            continue
     return sorted(entries, key=lambda e: (e["name"], _device_key(e["device"])))
 
 
 def _device_key(device: str):
     return (0, int(device)) if device.isdigit() else (1, device)
+
+
+def _runs_folder(root: Path, api_path: str) -> Path:
+    """The folder whose runs ``GET nbprofiler/runs`` lists: ``api_path``, or the folder holding that file."""
+    target = resolve_api_path(root, api_path)
+    return target if target.is_dir() else target.parent
 
 
 def chosen_report_dir(root: Path, dir_api_path: str) -> Path:
@@ -388,13 +477,13 @@ def chosen_report_dir(root: Path, dir_api_path: str) -> Path:
     """
     folder = resolve_api_path(root, dir_api_path)
     if not folder.is_dir():
-        raise PathError(f"{dir_api_path!r} is not a folder")
+        raise PathError(f"{shown(dir_api_path)} is not a folder")
     inside = outermost_profiler_folder(root, folder)
     if inside is None:
         return folder
     where = ("is profiler output" if inside == folder
-             else f"is inside the profiler output folder {to_api_path(root, inside)!r}")
-    raise PathError(f"{dir_api_path!r} {where}; nbprofiler never writes into profiler directories. "
+             else f"is inside the profiler output folder {shown(to_api_path(root, inside))}")
+    raise PathError(f"{shown(dir_api_path)} {where}; nbprofiler never writes into profiler directories. "
                     "Choose a folder outside it.", status=409)
 
 
@@ -416,6 +505,8 @@ def create_report(root: Path, api_path: str, device: str | None = None, dir_api_
     else:
         folder = report_dir(root, target)
     stem = (target.stem if target.is_file() else target.name) or "profile"
+    while len(stem.encode("utf-8")) > MAX_NAME_BYTES - 40:  # room for "-nbprofiler-NNN.ipynb"
+        stem = stem[:-1]
     name = reserve_name(folder, stem + REPORT_SUFFIX)
     profile_path = Path(os.path.relpath(target, folder)).as_posix()
     nb = report_notebook(profile_path, device, kernel_name, kernel_display_name)
@@ -436,27 +527,35 @@ def _handlers():
         def root(self) -> Path:
             return Path(self.settings["server_root_dir"]).expanduser().resolve()
 
+        async def prepare(self):
+            # the access log and tornado's error lines quote the URI: never a hostile path whole
+            self.request.uri = _bounded_uri(self.request.uri or "")
+            await super().prepare()
+
+        async def run(self, api_path: str, fn, *args):
+            """``fn(*args)`` in a worker thread; a `PathError`, or a file-system error met on ``api_path``,
+            is a 4xx naming the problem (never a 500 with a traceback quoting the path)."""
+            try:
+                return await IOLoop.current().run_in_executor(None, fn, *args)
+            except PathError as err:
+                raise web.HTTPError(err.status, str(err)) from None
+            except (OSError, RuntimeError) as err:
+                problem = _fs_error(api_path, err)
+                raise web.HTTPError(problem.status, str(problem)) from None
+
     class RunsHandler(_Base):
         @web.authenticated
         async def get(self):
             api_path = self.get_query_argument("path", "")
-            try:
-                folder = resolve_api_path(self.root, api_path)
-            except PathError as err:
-                raise web.HTTPError(err.status, str(err)) from None
-            if not folder.is_dir():
-                folder = folder.parent
-            runs = await IOLoop.current().run_in_executor(None, list_runs, self.root, folder)
+            folder = await self.run(api_path, _runs_folder, self.root, api_path)
+            runs = await self.run(api_path, list_runs, self.root, folder)
             self.finish(json.dumps({"path": to_api_path(self.root, folder), "runs": runs}))
 
     class ReportDirHandler(_Base):
         @web.authenticated
         async def get(self):
             api_path = self.get_query_argument("path", "")
-            try:
-                folder = await IOLoop.current().run_in_executor(None, suggested_report_dir, self.root, api_path)
-            except PathError as err:
-                raise web.HTTPError(err.status, str(err)) from None
+            folder = await self.run(api_path, suggested_report_dir, self.root, api_path)
             self.finish(json.dumps({"path": api_path, "dir": folder}))
 
     class ReportHandler(_Base):
@@ -478,17 +577,20 @@ def _handlers():
                 raise web.HTTPError(400, expected)
             if any(v is not None and len(v) > MAX_PATH_CHARS for v in (api_path, device, dir_api_path)):
                 raise web.HTTPError(413, f"a path over {MAX_PATH_CHARS:,} characters")
+            try:
+                for what, value in (("path", api_path), ("device", device), ("dir", dir_api_path)):
+                    if value is not None:
+                        check_text(value, what)
+            except PathError as err:
+                raise web.HTTPError(err.status, str(err)) from None
             # The server's default kernel, so the report runs in the environment Lab would pick itself.
             kernel_name = getattr(self.kernel_manager, "default_kernel_name", None) or "python3"
             try:
                 display = (await ensure_async(self.kernel_spec_manager.get_kernel_spec(kernel_name))).display_name
             except Exception:  # noqa: BLE001 - a missing spec only changes the label
                 display = kernel_name
-            try:
-                nb_path, nb, profile_path = await IOLoop.current().run_in_executor(
-                    None, create_report, self.root, api_path, device, dir_api_path, kernel_name, display)
-            except PathError as err:
-                raise web.HTTPError(err.status, str(err)) from None
+            nb_path, nb, profile_path = await self.run(
+                api_path, create_report, self.root, api_path, device, dir_api_path, kernel_name, display)
             try:
                 await ensure_async(self.contents_manager.save({"type": "notebook", "format": "json",
                                                                 "content": nb}, nb_path))

@@ -1,11 +1,14 @@
 """The server extension against hostile input, on a real JupyterLab server: a planted dangling symlink is
 never written through, concurrent report requests each get their own notebook, bad bodies get 400/413
-(never 500), and a symlink loop under the root does not break the runs listing."""
+(never 500), a symlink loop under the root does not break the runs listing, and a loop, a lone surrogate
+or an over-long name as the path of any endpoint is a 4xx with a short JSON message and a bounded log
+line (issue 37, item 5; the same without a server: tests/test_lab_paths.py)."""
 from __future__ import annotations
 
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -78,3 +81,42 @@ def test_a_symlink_loop_under_the_root_does_not_break_the_listing(lab, hostile):
     answer = lab.api("GET", "/nbprofiler/runs?path=hostile")
     assert [r["name"] for r in answer["runs"]] == ["md_fast"]
     assert lab.api("GET", "/nbprofiler/report-dir?path=hostile/md_fast")["dir"] is not None
+
+
+def _get(lab, path: str):
+    req = urllib.request.Request(lab.base + path, headers={"Authorization": f"token {lab.token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+
+
+LONG = "L" * 300
+
+
+@pytest.mark.parametrize("api_path, names", [("hostile/loop/a", "symlink loop"),
+                                             ("hostile/loop/b/deeper", "symlink loop"),
+                                             (f"hostile/{LONG}", "over 255 bytes"),
+                                             (f"hostile/{LONG}/x", "over 255 bytes"),
+                                             ("hostile/\ud800", "lone surrogate")])
+def test_hostile_paths_get_a_short_4xx_on_every_endpoint(lab, hostile, api_path, names):
+    log_before = lab.log.read_text(errors="replace")
+    quoted = urllib.parse.quote(api_path, errors="surrogatepass")
+    answers = [_get(lab, f"/nbprofiler/runs?path={quoted}"), _get(lab, f"/nbprofiler/report-dir?path={quoted}")]
+    body = json.dumps({"path": api_path}).encode()          # json escapes the lone surrogate as \ud800
+    answers.append(_post(lab, body))
+    answers.append(_post(lab, json.dumps({"path": "hostile/md_fast", "dir": api_path}).encode()))
+    for status, text in answers:
+        assert 400 <= status < 500, (status, text)
+        message = json.loads(text)["message"]
+        # a GET query holding an encoded surrogate is refused by tornado itself, quoting 40 bytes of it
+        assert names in message or (names == "lone surrogate" and "Invalid unicode" in message), message
+        assert len(message) < 300 and LONG not in message, message
+        assert "traceback" not in json.loads(text) or not json.loads(text)["traceback"]
+    log = lab.log.read_text(errors="replace")[len(log_before):]
+    assert "Traceback" not in log and "Uncaught exception" not in log, log
+    assert LONG not in log, log                               # bounded: never the whole hostile path
+    assert all(len(line) < 1000 for line in log.splitlines()), log
+    # the rest still works
+    assert [r["name"] for r in lab.api("GET", "/nbprofiler/runs?path=hostile")["runs"]] == ["md_fast"]
