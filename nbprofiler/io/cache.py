@@ -215,7 +215,9 @@ def _write(entry: Path, paths: list[Path], tables: dict, meta: dict) -> Path | N
     try:
         import pyarrow as pa
         tables = {name: t() if callable(t) else t for name, t in tables.items()}
-        tables = {name: t if isinstance(t, pa.Table) else pa.Table.from_pandas(t, preserve_index=False)
+        # One thread: from_pandas's default pool is a concurrent.futures executor, which refuses work once
+        # the interpreter is shutting down, and a script that ends right after a load is when this runs.
+        tables = {name: t if isinstance(t, pa.Table) else pa.Table.from_pandas(t, preserve_index=False, nthreads=1)
                   for name, t in tables.items()}
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
