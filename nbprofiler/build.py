@@ -97,10 +97,10 @@ def origin_us(prof: "Profile") -> float:
             except ProfilerDataError:
                 return None
 
-    return derive.time_origin(from_trace if has_trace or run.has("cpu_op_timestamp") else None,
-                              from_kernels if run.has("kernel_details") else None,
-                              (lambda: db.origin_us(run)) if db.has_db(run) else None,
-                              from_memory if run.has("memory_record", "cpu_memory_record") else None)
+    return derive.time_origin(trace=from_trace if has_trace or run.has("cpu_op_timestamp") else None,
+                              kernels=from_kernels if run.has("kernel_details") else None,
+                              database=(lambda: db.origin_us(run)) if db.has_db(run) else None,
+                              memory=from_memory if run.has("memory_record", "cpu_memory_record") else None)
 
 
 def built(prof: "Profile", name: str) -> pd.DataFrame | None:
@@ -360,14 +360,16 @@ def _step_windows(prof: "Profile") -> pd.DataFrame | None:
     alone where they carry step ids (the step trace and the timeline are not read then)."""
     kernels = prof.kernels
     if kernels is not None and not kernels.empty and kernels["step"].notna().any():
-        return derive.place_steps(kernels, None, prof.timeline, None, prof.origin_us, prof.device, False, None)
+        return derive.place_steps(kernels=kernels, timeline=prof.timeline, origin_us=prof.origin_us,
+                                  device=prof.device)
     steps = prof.step_trace
     if steps is None or steps.empty or not {"start_ms", "end_ms"} <= set(steps.columns):
         return None
     cann_clock = prof.run.generation == "cann"
-    return derive.place_steps(None, steps, prof.timeline, None if cann_clock else prof.timeline_tracks,
-                              prof.origin_us, prof.device, cann_clock,
-                              None if cann_clock else legacy.timeline_device_origin_ms(prof.run))
+    return derive.place_steps(steps=steps, timeline=prof.timeline,
+                              tracks=None if cann_clock else prof.timeline_tracks,
+                              origin_us=prof.origin_us, device=prof.device, cann_clock=cann_clock,
+                              first_device_op_ms=None if cann_clock else legacy.timeline_device_origin_ms(prof.run))
 
 
 def _ops(prof: "Profile") -> pd.DataFrame | None:

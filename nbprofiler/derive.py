@@ -35,8 +35,9 @@ MEMORY_RECORD_KEYS = ["component", "time_us", "allocated_mb", "reserved_mb", "ac
 
 
 # -- the time origin ------------------------------------------------------------------------------------
-def time_origin(trace: Callable[[], float | None] | None, kernels: Callable[[], pd.DataFrame | None] | None,
-                database: Callable[[], float] | None, memory: Callable[[], float | None] | None = None) -> float:
+def time_origin(*, trace: Callable[[], float | None] | None = None,
+                kernels: Callable[[], pd.DataFrame | None] | None = None,
+                database: Callable[[], float] | None = None, memory: Callable[[], float | None] | None = None) -> float:
     """The absolute time (µs) every relative start of the profile counts from: the earliest event of the
     run's trace (``trace()``, None when the trace cannot be read), else the earliest device task of
     kernel_details.csv (``kernels()``'s ``attrs["origin_us"]``; 0.0 when the file cannot be read), else
@@ -126,9 +127,10 @@ def records_before(mem: pd.DataFrame, slack_us: float = WINDOW_SLACK_US) -> int:
 
 
 # -- steps on the timeline ----------------------------------------------------------------------------------
-def place_steps(kernels: pd.DataFrame | None, steps: pd.DataFrame | None, timeline: pd.DataFrame | None,
-                tracks: pd.DataFrame | None, origin_us: float, device: str, cann_clock: bool,
-                first_device_op_ms: float | None) -> pd.DataFrame | None:
+def place_steps(*, origin_us: float, device: str, kernels: pd.DataFrame | None = None,
+                steps: pd.DataFrame | None = None, timeline: pd.DataFrame | None = None,
+                tracks: pd.DataFrame | None = None, cann_clock: bool = False,
+                first_device_op_ms: float | None = None) -> pd.DataFrame | None:
     """The `step_windows` frame: each step's span on the timeline's clock. From the kernels' step ids where
     they exist; else from the step trace's points: a CANN step trace (``cann_clock``) shares the timeline's
     monotonic clock (``origin_us`` away), legacy points (device ticks) are shifted by the device time of the

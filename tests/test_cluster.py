@@ -1,6 +1,7 @@
 """Cluster analysis on the real 4-rank legacy pipeline cluster and the 8-rank msprof-analyze output."""
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -384,3 +385,21 @@ def test_cluster_page_without_a_matrix_still_shows_communication_per_rank():
     i = list(data["rank"]).index("0")
     assert data["wait_ms"][i] == pytest.approx(143.057281, abs=1e-6)
     assert data["transit_ms"][i] + data["wait_ms"][i] + data["idle_ms"][i] == pytest.approx(data["elapse_ms"][i])
+
+
+def test_a_rank_that_raises_is_left_out_and_reported_or_raised(monkeypatch):
+    from nbprofiler.analysis import cluster_reduce as R
+    cl = load_quietly(DATA / "legacy" / "cluster_4rank_pipeline")
+    real = R._reduce_rank
+
+    def broken(run):
+        if str(run.info.get("label")) == "2":
+            raise OSError("disk went away")
+        return real(run)
+    monkeypatch.setattr(R, "_reduce_rank", broken)
+    runs = [dataclasses.replace(p.run, info={**p.run.info, "label": k}) for k, p in cl.profiles.items()]
+    out = R.gather_rank_summaries(runs, engine="serial")
+    assert sorted(out["steps"]["rank"]) == ["0", "1", "3"]
+    assert any("rank 2 left out of the cluster: OSError: disk went away" in p["error"] for p in out["problems"])
+    with pytest.raises(OSError, match="disk went away"):
+        R.gather_rank_summaries(runs, engine="serial", failure=R.FailureHandling.RAISE)

@@ -3,6 +3,8 @@ views need (step averages, per-step totals, op-type totals), then combined. `nbp
 on the engine chosen (serial, processes, dask)."""
 from __future__ import annotations
 
+import enum
+import functools
 import warnings
 from typing import Iterable
 
@@ -15,7 +17,36 @@ from .steps import profile_step_average
 # step_trace_time columns beside the stages that the cluster step table shows too
 EXTRA_STEP_COLUMNS = ("stage_ms", "bubble_ms", "overlapped_ms", "communication_ms")
 
-def reduce_rank(run: RunFiles) -> dict:
+
+class FailureHandling(enum.Enum):
+    """What the reduce does with a rank whose Profile raises while it is reduced: ``SKIP`` (the default)
+    leaves the rank out of the frames and reports it in ``problems`` (one unreadable rank of a thousand does
+    not take the cluster page down); ``RAISE`` lets the error out of the reduce."""
+
+    SKIP = "skip"
+    RAISE = "raise"
+
+
+def _failed_rank(run: RunFiles, error: Exception) -> dict:
+    rank = str(run.info.get("label", run.device))
+    return {"rank": rank, "stages": [], "steps": pd.DataFrame(columns=["rank", "steps", "total_ms"]),
+            "step_totals": pd.DataFrame(columns=["rank", "step", "total_ms"]),
+            "op_types": pd.DataFrame(columns=["rank", "kind", "op_type", "total_time_us", "count"]),
+            "problems": [{"file": str(run.root), "error": f"rank {rank} left out of the cluster: "
+                                                         f"{type(error).__name__}: {error}"}]}
+
+
+def reduce_rank(run: RunFiles, failure: FailureHandling = FailureHandling.SKIP) -> dict:
+    """`_reduce_rank`, with ``failure`` deciding what a rank that raises becomes (see `FailureHandling`)."""
+    try:
+        return _reduce_rank(run)
+    except Exception as e:  # noqa: BLE001 - any error of one rank: the policy decides
+        if failure is FailureHandling.RAISE:
+            raise
+        return _failed_rank(run, e)
+
+
+def _reduce_rank(run: RunFiles) -> dict:
     """The reduced results of one rank, computed where the rank is parsed (a worker).
 
     Keys: ``rank`` (str), ``stages`` (the step-stage columns, display order), ``steps`` (one-row
@@ -65,14 +96,15 @@ def combine(parts: list[dict]) -> dict:
             "problems": [pr for p in parts for pr in p["problems"]]}
 
 
-def reduce_ranks(runs: list[RunFiles]) -> dict:
+def reduce_ranks(runs: list[RunFiles], failure: FailureHandling = FailureHandling.SKIP) -> dict:
     """`reduce_rank` over a chunk of ranks, combined where they were parsed: one reply per chunk."""
-    return combine([reduce_rank(r) for r in runs])
+    return combine([reduce_rank(r, failure) for r in runs])
 
 
-def gather_rank_summaries(runs: Iterable[RunFiles], engine: str | None = None,
-                          max_workers: int | None = None) -> dict:
+def gather_rank_summaries(runs: Iterable[RunFiles], engine: str | None = None, max_workers: int | None = None,
+                          failure: FailureHandling = FailureHandling.SKIP) -> dict:
     """`reduce_rank` over every run, combined (see `combine`): ``steps`` (one row per rank),
     ``step_totals``, ``op_types`` (long, with ``rank``), ``stages``, ``problems``. Ranks are reduced in
-    chunks on the chosen engine (`choose_engine`)."""
-    return combine(map_chunks(reduce_ranks, list(runs), engine=engine, max_workers=max_workers))
+    chunks on the chosen engine (`choose_engine`); a rank that raises is handled as ``failure`` says."""
+    return combine(map_chunks(functools.partial(reduce_ranks, failure=failure), list(runs), engine=engine,
+                              max_workers=max_workers))
