@@ -26,102 +26,116 @@ from pathlib import Path
 
 from ..errors import NoProfilerDataError, ProfilerDataWarning
 
-# Role patterns for files whose name carries an id. The named group ``id`` is the device/rank id.
-ID_ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(rx)) for role, rx in [
-    ("step_trace", r"step_trace_raw_(?P<id>\d+)_detail_time\.csv"),
-    ("step_trace_point_info", r"step_trace_point_info_(?P<id>\d+)\.json"),
-    ("aicore_type", r"aicore_intermediate_(?P<id>\d+)_type\.csv"),
-    ("aicore_detail", r"aicore_intermediate_(?P<id>\d+)_detail\.csv"),
-    ("aicpu", r"aicpu_intermediate_(?P<id>\d+)\.csv"),
-    ("framework", r"framework_raw_(?P<id>\d+)\.csv"),
-    ("cpu_op_type", r"cpu_op_type_info_(?P<id>\d+)\.csv"),
-    ("cpu_op_detail", r"cpu_op_detail_info_(?P<id>\d+)\.csv"),
-    ("cpu_op_timestamp", r"cpu_op_execute_timestamp_(?P<id>\d+)\.txt"),
-    ("cpu_framework", r"cpu_framework_(?P<id>\d+)\.txt"),
-    ("cpu_memory_record", r"cpu_ms_memory_record_(?P<id>\d+)\.txt"),
-    ("gpu_op_type", r"gpu_op_type_info_(?P<id>\d+)\.csv"),
-    ("gpu_op_detail", r"gpu_op_detail_info_(?P<id>\d+)\.csv"),
-    ("gpu_activity", r"gpu_activity_data_(?P<id>\d+)\.csv"),
-    ("timeline", r"(?:ascend_|gpu_)?timeline_display_(?P<id>\d+)\.json"),
-    ("timeline_summary", r"(?:ascend_|gpu_)?timeline_summary_(?P<id>\d+)\.json"),
-    ("min_cycle_counter", r"min_cycle_counter_(?P<id>\d+)\.txt"),
-    ("output_timeline_data", r"output_timeline_data_(?P<id>\d+)\.txt"),
-    ("op_compute_time", r"output_op_compute_time_(?P<id>\d+)\.txt"),
-    ("op_compute_time_detail", r"output_op_compute_time_detail_(?P<id>\d+)\.txt"),
-    ("hwts", r"output_format_data_hwts_(?P<id>\d+)\.txt"),
-    ("aicpu_preprocess", r"output_data_preprocess_aicpu_(?P<id>\d+)\.txt"),
-    ("flops", r"flops_(?P<id>\d+)\.txt"),
-    ("flops_summary", r"flops_summary_(?P<id>\d+)\.json"),
-    ("flops_scope", r"flops_scope_(?P<id>\d+)\.json"),
-    ("hccl_raw", r"hccl_raw_(?P<id>\d+)\.csv"),
-    ("cluster_analyse", r"(?:ascend|gpu)_cluster_analyse_[A-Za-z-]+_\d+_\d+_(?P<id>\d+)\.csv"),
-    ("dynamic_shape_info", r"dynamic_shape_info_(?P<id>\d+)\.json"),
-    ("profiler_info", r"profiler_info_(?P<id>\d+)\.json"),
-    ("memory_usage_summary", r"memory_usage_summary_(?P<id>\d+)\.json"),
-    ("memory_usage_details", r"memory_usage_details_(?P<id>\d+)\.json"),
-    ("pynative_op_type", r"pynative_op_intermediate_(?P<id>\d+)_type\.csv"),
-    ("pynative_op_detail", r"pynative_op_intermediate_(?P<id>\d+)_detail\.csv"),
+@dataclasses.dataclass(frozen=True)
+class FileRole:
+    """One kind of profiler file: ``role`` (what the parsers ask a run for: ``run.get(role)``), ``family``
+    (what a folder holding it is: "legacy" MindInsight-era, "minddata", "new_format" ASCEND_PROFILER_OUTPUT,
+    "database", "metadata", "cluster"), ``name`` (the file name, or with ``regex`` a pattern whose named
+    group ``id`` is the device/rank id the name carries)."""
+
+    role: str
+    family: str
+    name: str
+    regex: bool = False
+
+
+# Every file discovery recognises, in matching order (the first pattern a name matches wins). Adding a file
+# kind is one line here (and its parser's entry in `nbprofiler.build`).
+FILE_ROLES: tuple[FileRole, ...] = (
+    FileRole("step_trace", "legacy", r"step_trace_raw_(?P<id>\d+)_detail_time\.csv", regex=True),
+    FileRole("step_trace_point_info", "legacy", r"step_trace_point_info_(?P<id>\d+)\.json", regex=True),
+    FileRole("aicore_type", "legacy", r"aicore_intermediate_(?P<id>\d+)_type\.csv", regex=True),
+    FileRole("aicore_detail", "legacy", r"aicore_intermediate_(?P<id>\d+)_detail\.csv", regex=True),
+    FileRole("aicpu", "legacy", r"aicpu_intermediate_(?P<id>\d+)\.csv", regex=True),
+    FileRole("framework", "legacy", r"framework_raw_(?P<id>\d+)\.csv", regex=True),
+    FileRole("cpu_op_type", "legacy", r"cpu_op_type_info_(?P<id>\d+)\.csv", regex=True),
+    FileRole("cpu_op_detail", "legacy", r"cpu_op_detail_info_(?P<id>\d+)\.csv", regex=True),
+    FileRole("cpu_op_timestamp", "legacy", r"cpu_op_execute_timestamp_(?P<id>\d+)\.txt", regex=True),
+    FileRole("cpu_framework", "legacy", r"cpu_framework_(?P<id>\d+)\.txt", regex=True),
+    FileRole("cpu_memory_record", "legacy", r"cpu_ms_memory_record_(?P<id>\d+)\.txt", regex=True),
+    FileRole("gpu_op_type", "legacy", r"gpu_op_type_info_(?P<id>\d+)\.csv", regex=True),
+    FileRole("gpu_op_detail", "legacy", r"gpu_op_detail_info_(?P<id>\d+)\.csv", regex=True),
+    FileRole("gpu_activity", "legacy", r"gpu_activity_data_(?P<id>\d+)\.csv", regex=True),
+    FileRole("timeline", "legacy", r"(?:ascend_|gpu_)?timeline_display_(?P<id>\d+)\.json", regex=True),
+    FileRole("timeline_summary", "legacy", r"(?:ascend_|gpu_)?timeline_summary_(?P<id>\d+)\.json", regex=True),
+    FileRole("min_cycle_counter", "legacy", r"min_cycle_counter_(?P<id>\d+)\.txt", regex=True),
+    FileRole("output_timeline_data", "legacy", r"output_timeline_data_(?P<id>\d+)\.txt", regex=True),
+    FileRole("op_compute_time", "legacy", r"output_op_compute_time_(?P<id>\d+)\.txt", regex=True),
+    FileRole("op_compute_time_detail", "legacy", r"output_op_compute_time_detail_(?P<id>\d+)\.txt", regex=True),
+    FileRole("hwts", "legacy", r"output_format_data_hwts_(?P<id>\d+)\.txt", regex=True),
+    FileRole("aicpu_preprocess", "legacy", r"output_data_preprocess_aicpu_(?P<id>\d+)\.txt", regex=True),
+    FileRole("flops", "legacy", r"flops_(?P<id>\d+)\.txt", regex=True),
+    FileRole("flops_summary", "legacy", r"flops_summary_(?P<id>\d+)\.json", regex=True),
+    FileRole("flops_scope", "legacy", r"flops_scope_(?P<id>\d+)\.json", regex=True),
+    FileRole("hccl_raw", "legacy", r"hccl_raw_(?P<id>\d+)\.csv", regex=True),
+    FileRole("cluster_analyse", "legacy", r"(?:ascend|gpu)_cluster_analyse_[A-Za-z-]+_\d+_\d+_(?P<id>\d+)\.csv", regex=True),
+    FileRole("dynamic_shape_info", "legacy", r"dynamic_shape_info_(?P<id>\d+)\.json", regex=True),
+    FileRole("profiler_info", "metadata", r"profiler_info_(?P<id>\d+)\.json", regex=True),
+    FileRole("memory_usage_summary", "legacy", r"memory_usage_summary_(?P<id>\d+)\.json", regex=True),
+    FileRole("memory_usage_details", "legacy", r"memory_usage_details_(?P<id>\d+)\.json", regex=True),
+    FileRole("pynative_op_type", "legacy", r"pynative_op_intermediate_(?P<id>\d+)_type\.csv", regex=True),
+    FileRole("pynative_op_detail", "legacy", r"pynative_op_intermediate_(?P<id>\d+)_detail\.csv", regex=True),
     # MindData (raw engine output and MindSpore's derived files)
-    ("pipeline_profiling", r"pipeline_profiling_(?P<id>\d+)\.json"),
-    ("minddata_cpu_utilization", r"minddata_cpu_utilization_(?P<id>\d+)\.json"),
-    ("device_queue", r"device_queue_profiling_(?P<id>\d+)\.txt"),
-    ("dataset_iterator", r"dataset_iterator_profiling_(?P<id>\d+)\.txt"),
-    ("minddata_aicpu", r"minddata_aicpu_(?P<id>\d+)\.txt"),
-    ("minddata_getnext", r"minddata_getnext_profiling_(?P<id>\d+)\.txt"),
-    ("minddata_pipeline_raw", r"minddata_pipeline_raw_(?P<id>\d+)\.csv"),
-    ("minddata_pipeline_summary_json", r"minddata_pipeline_summary_(?P<id>\d+)\.json"),
-    ("minddata_pipeline_summary_csv", r"minddata_pipeline_summary_(?P<id>\d+)\.csv"),
+    FileRole("pipeline_profiling", "minddata", r"pipeline_profiling_(?P<id>\d+)\.json", regex=True),
+    FileRole("minddata_cpu_utilization", "minddata", r"minddata_cpu_utilization_(?P<id>\d+)\.json", regex=True),
+    FileRole("device_queue", "minddata", r"device_queue_profiling_(?P<id>\d+)\.txt", regex=True),
+    FileRole("dataset_iterator", "minddata", r"dataset_iterator_profiling_(?P<id>\d+)\.txt", regex=True),
+    FileRole("minddata_aicpu", "minddata", r"minddata_aicpu_(?P<id>\d+)\.txt", regex=True),
+    FileRole("minddata_getnext", "minddata", r"minddata_getnext_profiling_(?P<id>\d+)\.txt", regex=True),
+    FileRole("minddata_pipeline_raw", "minddata", r"minddata_pipeline_raw_(?P<id>\d+)\.csv", regex=True),
+    FileRole("minddata_pipeline_summary_json", "minddata", r"minddata_pipeline_summary_(?P<id>\d+)\.json", regex=True),
+    FileRole("minddata_pipeline_summary_csv", "minddata", r"minddata_pipeline_summary_(?P<id>\d+)\.csv", regex=True),
     # database exports (SQLite): MindSpore / torch_npu per rank; CANN msprof (the number is no rank)
-    ("profiler_db", r"ascend_(?:mindspore|pytorch)_profiler(?:_(?P<id>\d+))?\.db"),
-]]
-NOID_ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(rx)) for role, rx in [
-    ("msprof_db", r"msprof_[\d_]+\.db"),
-]]
+    FileRole("profiler_db", "database", r"ascend_(?:mindspore|pytorch)_profiler(?:_(?P<id>\d+))?\.db", regex=True),
+    FileRole("msprof_db", "database", r"msprof_[\d_]+\.db", regex=True),
+    # files without an id: new-format deliverables (ASCEND_PROFILER_OUTPUT), metadata, cluster output
+    FileRole("step_trace_point_info", "legacy", "step_trace_point_info.json"),
+    FileRole("profiler_info", "metadata", "profiler_info.json"),
+    FileRole("profiler_metadata", "metadata", "profiler_metadata.json"),
+    FileRole("kernel_details", "new_format", "kernel_details.csv"),
+    FileRole("op_statistic", "new_format", "op_statistic.csv"),
+    FileRole("step_trace_time", "new_format", "step_trace_time.csv"),
+    FileRole("trace_view", "new_format", "trace_view.json"),
+    FileRole("memory_record", "new_format", "memory_record.csv"),
+    FileRole("operator_memory", "new_format", "operator_memory.csv"),
+    FileRole("npu_module_mem", "new_format", "npu_module_mem.csv"),
+    FileRole("communication", "new_format", "communication.json"),
+    FileRole("communication_matrix", "new_format", "communication_matrix.json"),
+    FileRole("dataset", "new_format", "dataset.csv"),
+    FileRole("api_statistic", "new_format", "api_statistic.csv"),
+    FileRole("operator_details", "new_format", "operator_details.csv"),
+    FileRole("l2_cache", "new_format", "l2_cache.csv"),
+    FileRole("static_op_mem", "new_format", "static_op_mem.csv"),
+    FileRole("data_preprocess", "new_format", "data_preprocess.csv"),
+    FileRole("communication_group", "cluster", "communication_group.json"),
+    FileRole("analysis_db", "database", "analysis.db"),
+    FileRole("analysis_db", "database", "communication_analyzer.db"),  # MindSpore's name for the same tables
+    FileRole("cluster_analysis_db", "cluster", "cluster_analysis.db"),  # msprof-analyze's cluster output in db mode
+    FileRole("cluster_step_trace_time", "cluster", "cluster_step_trace_time.csv"),
+    FileRole("cluster_communication", "cluster", "cluster_communication.json"),
+    FileRole("cluster_communication_matrix", "cluster", "cluster_communication_matrix.json"),
+)
 
-# Files without an id: new-format deliverables (ASCEND_PROFILER_OUTPUT) and a few legacy ones.
-PLAIN_ROLES: dict[str, str] = {
-    "step_trace_point_info.json": "step_trace_point_info",
-    "profiler_info.json": "profiler_info",
-    "profiler_metadata.json": "profiler_metadata",
-    "kernel_details.csv": "kernel_details",
-    "op_statistic.csv": "op_statistic",
-    "step_trace_time.csv": "step_trace_time",
-    "trace_view.json": "trace_view",
-    "memory_record.csv": "memory_record",
-    "operator_memory.csv": "operator_memory",
-    "npu_module_mem.csv": "npu_module_mem",
-    "communication.json": "communication",
-    "communication_matrix.json": "communication_matrix",
-    "dataset.csv": "dataset",
-    "api_statistic.csv": "api_statistic",
-    "operator_details.csv": "operator_details",
-    "l2_cache.csv": "l2_cache",
-    "static_op_mem.csv": "static_op_mem",
-    "data_preprocess.csv": "data_preprocess",
-    "communication_group.json": "communication_group",
-    "analysis.db": "analysis_db",
-    "communication_analyzer.db": "analysis_db",  # MindSpore's name for the same tables
-    "cluster_analysis.db": "cluster_analysis_db",  # msprof-analyze's cluster output in db mode
-    "cluster_step_trace_time.csv": "cluster_step_trace_time",
-    "cluster_communication.json": "cluster_communication",
-    "cluster_communication_matrix.json": "cluster_communication_matrix",
-}
+ID_ROLES: list[tuple[str, re.Pattern]] = [(r.role, re.compile(r.name)) for r in FILE_ROLES
+                                          if r.regex and "(?P<id>" in r.name]
+NOID_ROLES: list[tuple[str, re.Pattern]] = [(r.role, re.compile(r.name)) for r in FILE_ROLES
+                                            if r.regex and "(?P<id>" not in r.name]
+PLAIN_ROLES: dict[str, str] = {r.name: r.role for r in FILE_ROLES if not r.regex}
 
-MINDDATA_ROLES = {"pipeline_profiling", "minddata_cpu_utilization", "device_queue", "dataset_iterator",
-                  "minddata_aicpu", "minddata_getnext", "minddata_pipeline_raw",
-                  "minddata_pipeline_summary_json", "minddata_pipeline_summary_csv"}
-NEW_FORMAT_ROLES = {"trace_view", "kernel_details", "op_statistic", "step_trace_time", "memory_record",
-                    "operator_memory", "npu_module_mem", "communication", "communication_matrix", "dataset",
-                    "api_statistic", "operator_details", "l2_cache", "static_op_mem", "data_preprocess"}
-DB_ROLES = {"profiler_db", "analysis_db", "msprof_db"}
+
+def roles_of(family: str) -> frozenset[str]:
+    """The roles of one family of `FILE_ROLES`."""
+    return frozenset(r.role for r in FILE_ROLES if r.family == family)
+
+
+MINDDATA_ROLES = roles_of("minddata")
+NEW_FORMAT_ROLES = roles_of("new_format")
+DB_ROLES = roles_of("database")
+METADATA_ROLES = roles_of("metadata")  # describe a run but hold no measurements: alone, the folder is "metadata"
+CLUSTER_ROLES = roles_of("cluster")
+LEGACY_ROLES = roles_of("legacy")  # say "this folder is a legacy (MindInsight-era) profiler directory"
 # ASCEND_PROFILER_OUTPUT files without a parser (listed, read by nothing)
 UNRECOGNISED = "unrecognised"
-# Files that describe a run but hold no measurements: a folder with only these is "metadata".
-METADATA_ROLES = {"profiler_info", "profiler_metadata"}
-CLUSTER_ROLES = {"cluster_step_trace_time", "cluster_communication", "cluster_communication_matrix",
-                 "communication_group", "cluster_analysis_db"}
-# Roles that say "this folder is a legacy (MindInsight-era) profiler directory".
-LEGACY_ROLES = {r for r, _ in ID_ROLES} - MINDDATA_ROLES - {"profiler_info", "profiler_db"}
 
 # Sub-folders that make their parent one profiler run folder, whatever its name (ASCEND_PROFILER_OUTPUT
 # holds the deliverables, FRAMEWORK the framework's raw files).
