@@ -16,6 +16,7 @@ from bokeh.plotting import figure
 from ..analysis import flops as A
 from . import theme
 from .base import LayoutView
+from .pages import frames_of
 
 ROW_HEIGHT = 34
 
@@ -118,13 +119,23 @@ def flops_layout(flops: pd.DataFrame, flops_summary: dict | None):
 
 
 class FlopsView(LayoutView):
-    """``FlopsView(prof)`` or ``FlopsView((flops_df, flops_summary))``: ``.widget``, ``.display()``."""
+    """``FlopsView.from_profile(prof)``, or ``FlopsView(frames)`` with a dict of `FRAMES` (or
+    ``(flops_df, flops_summary)``): ``.widget``, ``.display()``."""
+
+    FRAMES = ("flops", "flops_summary")   # what it reads of a Profile
+
+    @classmethod
+    def from_profile(cls, prof, **options) -> "FlopsView":
+        return cls(prof, **options)
+
+    @staticmethod
+    def report_layout(prof):
+        """The report's section of a `Profile`."""
+        return flops_layout(prof.flops, prof.flops_summary)
 
     def __init__(self, prof_or_frames):
-        if isinstance(prof_or_frames, tuple):
-            self.flops, self.flops_summary = prof_or_frames
-        else:
-            self.flops, self.flops_summary = prof_or_frames.flops, prof_or_frames.flops_summary
+        frames = frames_of(prof_or_frames, self.FRAMES)
+        self.flops, self.flops_summary = frames["flops"], frames["flops_summary"]
         self.layout = flops_layout(self.flops, self.flops_summary)
 
 

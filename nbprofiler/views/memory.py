@@ -24,6 +24,7 @@ from bokeh.plotting import figure
 from ..analysis import memory as M
 from . import theme
 from .base import LayoutView
+from .pages import frames_of
 
 CURVE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8E44AD", "#7F3B08"]
 
@@ -276,21 +277,28 @@ def memory_layout(memory: pd.DataFrame, operator_memory: pd.DataFrame, module_me
 
 
 class MemoryView(traitlets.HasTraits, LayoutView):
-    """``MemoryView(prof)`` or ``MemoryView((memory_df, operator_memory_df[, npu_module_mem_df]))``:
+    """``MemoryView.from_profile(prof)``, or ``MemoryView(frames)`` with a dict of `FRAMES` (or
+    ``(memory_df, operator_memory_df[, npu_module_mem_df])``):
     ``.widget``, ``.display()``.
     ``window`` is the (t0_us, t1_us) range last box-selected on the curve (empty: none), on the
     timeline's clock."""
 
     window = traitlets.Tuple(default_value=())
+    FRAMES = ("memory", "operator_memory", "npu_module_mem")  # what it reads of a Profile
+
+    @classmethod
+    def from_profile(cls, prof, **options) -> "MemoryView":
+        return cls(prof, **options)
+
+    @staticmethod
+    def report_layout(prof):
+        """The report's section of a `Profile`."""
+        return memory_layout(prof.memory, prof.operator_memory, prof.npu_module_mem)
 
     def __init__(self, prof_or_frames):
         super().__init__()
-        if isinstance(prof_or_frames, tuple):
-            self.memory, self.operator_memory, *rest = prof_or_frames
-            self.module_mem = rest[0] if rest else None
-        else:
-            p = prof_or_frames
-            self.memory, self.operator_memory, self.module_mem = p.memory, p.operator_memory, p.npu_module_mem
+        frames = frames_of(prof_or_frames, self.FRAMES)
+        self.memory, self.operator_memory, self.module_mem = frames.values()
         self.layout = memory_layout(self.memory, self.operator_memory, self.module_mem)
         curve = self.layout.select_one({"name": "memory_curve"})
         if curve is not None:

@@ -33,6 +33,7 @@ from bokeh.plotting import figure
 
 from . import theme
 from .base import View
+from .pages import frames_of
 from .step_gap import step_gap_figures
 
 # Queue usage 0..100 %: a perceptually uniform ramp; a nearly empty queue is dark, a full one yellow.
@@ -667,9 +668,7 @@ _FRAMES = ("minddata_pipeline", "minddata_queues", "host_queue", "device_queue",
 
 
 def _frames_of(prof_or_frames) -> dict:
-    if isinstance(prof_or_frames, dict):
-        return {k: prof_or_frames.get(k) for k in _FRAMES}
-    return {k: getattr(prof_or_frames, k) for k in _FRAMES}
+    return frames_of(prof_or_frames, _FRAMES)
 
 
 def minddata_analysis(frames: dict) -> dict:
@@ -760,6 +759,16 @@ class MindDataView(traitlets.HasTraits, View):
     """
 
     queue = traitlets.Int(None, allow_none=True)
+    FRAMES = _FRAMES   # what it reads of a Profile (and its diagnosis's MindData findings)
+
+    @classmethod
+    def from_profile(cls, prof, **options) -> "MindDataView":
+        return cls(prof, **options)
+
+    @staticmethod
+    def report_layout(prof):
+        """The report's section of a `Profile`: the whole page, its folds unfolded."""
+        return minddata_layout(_frames_of(prof))
 
     def __init__(self, prof_or_frames):
         super().__init__()

@@ -20,6 +20,7 @@ from bokeh.plotting import figure
 from ..analysis import op_steps as A
 from . import theme
 from .base import LayoutView
+from .pages import frames_of
 
 TOP_TYPES = 8
 # Per step, the longest executions shipped to the page: enough to find what made a step slow, few enough
@@ -138,19 +139,24 @@ def op_steps_layout(frames: dict):
 
 
 class OpStepsView(traitlets.HasTraits, LayoutView):
-    """``OpStepsView(prof)`` or ``OpStepsView(dict(step_windows=..., kernels=..., timeline=...,
+    """``OpStepsView.from_profile(prof)`` or ``OpStepsView(dict(step_windows=..., kernels=..., timeline=...,
     timeline_tracks=...))``. ``step`` is the step last clicked on the chart (0: none)."""
 
     step = traitlets.Int(0)
+    FRAMES = ("step_windows", "kernels", "timeline", "timeline_tracks")  # what it reads of a Profile
+
+    @classmethod
+    def from_profile(cls, prof, **options) -> "OpStepsView":
+        return cls(prof, **options)
+
+    @classmethod
+    def report_layout(cls, prof):
+        """The report's section of a `Profile`."""
+        return op_steps_layout(frames_of(prof, cls.FRAMES))
 
     def __init__(self, prof_or_frames):
         super().__init__()
-        if isinstance(prof_or_frames, dict):
-            self.frames = dict(prof_or_frames)
-        else:
-            p = prof_or_frames
-            self.frames = {"step_windows": p.step_windows, "kernels": p.kernels, "timeline": p.timeline,
-                           "timeline_tracks": p.timeline_tracks}
+        self.frames = frames_of(prof_or_frames, self.FRAMES)
         self.layout = op_steps_layout(self.frames)
         if self.layout is None:
             raise ValueError("no operator can be placed in a step (no kernel step ids, or no timeline and "

@@ -30,6 +30,7 @@ from ..analysis import operators as A
 from ..schema import OP_KINDS
 from . import theme
 from .base import View
+from .pages import frames_of
 
 OTHER = "Other"     # the folded row of analysis.operators.top_types
 ALL_TYPES = ""          # type filter value meaning "every type"
@@ -326,15 +327,22 @@ class OperatorsView(traitlets.HasTraits, View):
     top_n = traitlets.Int(20)
     type_filter = traitlets.Unicode(ALL_TYPES)
     step = traitlets.Int(None, allow_none=True)
+    FRAMES = ("op_types", "ops", "kernels")   # what it reads of a Profile; its frames dict holds these keys
+
+    @classmethod
+    def from_profile(cls, prof, **options) -> "OperatorsView":
+        return cls(prof, **options)
+
+    @staticmethod
+    def report_layout(prof):
+        """The report's section of a `Profile`: charts and searchable tables (CustomJS)."""
+        return operators_layout(prof.op_types, prof.ops)
 
     def __init__(self, prof_or_frames, top_n: int = 20, mode: str = "pie"):
         super().__init__()
         from jupyter_bokeh import BokehModel
-        if isinstance(prof_or_frames, dict):
-            self.op_types, self.ops = prof_or_frames["op_types"], prof_or_frames["ops"]
-            self.kernels = prof_or_frames.get("kernels")
-        else:
-            self.op_types, self.ops, self.kernels = prof_or_frames.op_types, prof_or_frames.ops, prof_or_frames.kernels
+        frames = frames_of(prof_or_frames, self.FRAMES)
+        self.op_types, self.ops, self.kernels = frames["op_types"], frames["ops"], frames["kernels"]
         self.set_trait("top_n", top_n)
         # NPU operators that ran on several accelerator cores get a tab per core (kind npu_<core>)
         self.op_types, self.ops = split_by_core(self.op_types, self.ops)

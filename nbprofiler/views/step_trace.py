@@ -27,6 +27,7 @@ from bokeh.plotting import figure
 
 from . import theme
 from .base import View
+from .pages import frames_of
 
 AVERAGE = 0
 TOTAL_ROW = "Total"
@@ -427,23 +428,33 @@ class StepTraceView(traitlets.HasTraits, View):
     selected step). ``step`` (int, 0 = average) is the linkable state; ``.widget`` is the ipywidget."""
 
     step = traitlets.Int(AVERAGE)
+    # what it reads of a Profile (of a Cluster's first rank): its frames dict holds these keys
+    FRAMES = ("step_trace", "step_trace_average", "step_trace_reduce", "step_point_info")
+
+    @classmethod
+    def from_profile(cls, prof, **options) -> "StepTraceView":
+        """The view of a `Profile` or a `Cluster` (the constructor takes either, or the frames)."""
+        return cls(prof, **options)
+
+    @staticmethod
+    def report_layout(prof):
+        """The report's section of a `Profile`: the static step-trace chart (with its step selector)."""
+        return step_trace_figure(prof.step_trace, prof.step_stages, prof.step_trace_average,
+                                 reduce_df=prof.step_trace_reduce, point_info=prof.step_point_info)
 
     def __init__(self, prof_or_frames, step: int = AVERAGE):
         super().__init__()
         from jupyter_bokeh import BokehModel
+        from ..schema import step_stages
         self.cluster = prof_or_frames if hasattr(prof_or_frames, "ranks") else None
         prof = self.cluster[self.cluster.ranks[0]] if self.cluster is not None else prof_or_frames
-        if isinstance(prof, dict):  # frames given directly: {"step_trace": df, "average": ..., "reduce": ...}
-            self.steps = prof["step_trace"]
-            self.average = prof.get("average")
-            self.reduce = prof.get("reduce")
-            self.point_info = prof.get("point_info")
-            from ..schema import step_stages
-            self.stages = step_stages(self.steps)
-        else:
-            self.steps, self.average = prof.step_trace, prof.step_trace_average
-            self.reduce, self.stages = prof.step_trace_reduce, prof.step_stages
-            self.point_info = prof.step_point_info
+        if isinstance(prof, dict):  # the short names of earlier versions ("average", "reduce", "point_info")
+            prof = {**{k: prof.get(k.replace("step_trace_", "").replace("step_", "")) for k in self.FRAMES},
+                    **prof}
+        frames = frames_of(prof, self.FRAMES)
+        self.steps, self.average = frames["step_trace"], frames["step_trace_average"]
+        self.reduce, self.point_info = frames["step_trace_reduce"], frames["step_point_info"]
+        self.stages = step_stages(self.steps) if self.steps is not None else []
         self.empty = self.steps is None or self.steps.empty or not self.stages
         self._segments = None if self.empty else step_segments(self.steps, self.stages, self.average, self.reduce)
         layout = step_trace_figure(self.steps, self.stages, self.average, None, self.reduce, selector=False,

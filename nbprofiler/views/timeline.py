@@ -33,6 +33,7 @@ from bokeh.plotting import figure
 
 from . import theme
 from .base import View
+from .pages import frames_of
 
 MAX_GLYPHS = 20_000          # never send more bars than this to the browser
 MAX_FLOWS = 2_000
@@ -466,15 +467,43 @@ def counter_figure(prepared: dict | None, x_range: Range1d, width: int = MAX_WID
     return column(select, theme.style(fig, legend=False), sizing_mode="stretch_width", name="timeline_counters_panel")
 
 
+# -- the static report's timeline ---------------------------------------------------------------------
+TIMELINE_BUDGET = 8_000  # bars in the report's timeline: ~2-3 MB of HTML, responsive in a browser
+TIMELINE_WIDTH_PX = 1600
+
+
+def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple[pd.DataFrame, str]:
+    """Whole-run level of detail for a static report (no kernel to re-query on zoom):
+    `nbprofiler.analysis.timeline.lod_query` over the full time range at ``width_px`` pixels, at most
+    about ``budget`` bars (sub-pixel runs merged into aggregate bars whose ``count`` says how many
+    events they stand for). Returns the bars in the frame `timeline_figure` draws (``dur_us`` added) and
+    a sentence saying how many events were merged."""
+    from ..analysis import timeline as T
+    index = T.build_index(timeline_df, levels=False)  # one query: merging the events is cheaper
+    t0 = float(timeline_df["start_us"].min())
+    t1 = float((timeline_df["start_us"] + timeline_df["dur_us"].clip(lower=0)).max())
+    bars = T.lod_query(index, t0, t1, width_px, max_glyphs=budget)
+    bars = bars.assign(dur_us=bars["end_us"] - bars["start_us"])
+    n_events = len(timeline_df)
+    drawn = int(bars["count"].sum())
+    merged_events = int(bars.loc[bars["count"] > 1, "count"].sum())
+    merged_bars = int((bars["count"] > 1).sum())
+    if merged_events == 0 and drawn == n_events:
+        return bars, f"All {n_events:,} events are drawn."
+    note = (f"{n_events:,} events drawn as {len(bars):,} bars: {merged_events:,} events too short to see at the "
+            f"full-run zoom ({(t1 - t0) / width_px:,.1f} us per pixel) are merged into {merged_bars:,} "
+            "aggregate bars (each in its main op type's colour, as opaque as it is busy; hover shows how many)")
+    if drawn < n_events:
+        note += f"; {n_events - drawn:,} events are left out"
+    return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail."
+
+
 # -- widget -----------------------------------------------------------------------------------------
 def _frames_of(prof_or_frames, ranks=None, align: str = "clock", offsets_us: dict | None = None) -> dict:
-    keys = ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters")
-    if isinstance(prof_or_frames, dict):
-        return {k: prof_or_frames.get(k) for k in keys}
     if hasattr(prof_or_frames, "ranks"):  # a Cluster: the chosen ranks stacked on one clock
         from ..analysis.cluster_timeline import stacked_timeline
         return stacked_timeline(prof_or_frames, ranks, align, offsets_us)
-    return {k: getattr(prof_or_frames, k) for k in keys}
+    return frames_of(prof_or_frames, TimelineView.FRAMES)
 
 
 class TimelineView(traitlets.HasTraits, View):
@@ -493,6 +522,26 @@ class TimelineView(traitlets.HasTraits, View):
 
     # the single event last clicked (name, op_type, track, start_us, dur_us; empty: none): linkable state
     event = traitlets.Dict()
+    FRAMES = ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters")  # what it reads of a Profile
+
+    @classmethod
+    def from_profile(cls, prof, **options) -> "TimelineView":
+        """The view of a `Profile` or a `Cluster` (options: the constructor's)."""
+        return cls(prof, **options)
+
+    @staticmethod
+    def report_layout(prof):
+        """The report's section of a `Profile`: the whole run reduced by level of detail to at most
+        `TIMELINE_BUDGET` bars (`timeline_lod`) under a note saying how many events were merged or left
+        out, and the counters below it."""
+        import html
+        lod, note = timeline_lod(prof.timeline, TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
+        fig = timeline_figure(lod, prof.timeline_tracks, width=TIMELINE_WIDTH_PX)
+        counters = counter_figure(prepare_counters(prof.timeline_counters),
+                                  fig.select_one({"name": "timeline_fig"}).x_range, width=TIMELINE_WIDTH_PX)
+        return column(Div(text=f"<p>{html.escape(note)}</p>", name="timeline_lod_note",
+                          sizing_mode="stretch_width"),
+                      fig, *([counters] if counters is not None else []), sizing_mode="stretch_width")
 
     def __init__(self, prof_or_frames, width: int = MAX_WIDTH_PX, debounce_s: float = DEBOUNCE_S,
                  ranks=None, align: str = "clock", offsets_us: dict | None = None):
