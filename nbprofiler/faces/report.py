@@ -2,9 +2,10 @@
 
 `write_html_report(prof, path, title=None, compare_with=None)` writes a single HTML file with BokehJS
 inline (no network needed to open it): a header, the overview numbers of ``prof.summary()``, the
-advisor's suggestions, and tabs built from the view modules' figure factories: Step trace, Operators
-(charts + searchable table, CustomJS), MindData, Operators per step, Memory, FLOPs, and a Timeline reduced by level of detail to at most
-`TIMELINE_BUDGET` bars, with a note saying how many events were merged or left out. For a `Cluster` it
+advisor's suggestions, and one tab per page of `nbprofiler.views.pages.PAGES` that has data (each page's
+report builder draws it with its view module's figure factories; the timeline is reduced by level of
+detail to at most `TIMELINE_BUDGET` bars, with a note saying how many events were merged or left out); the
+overview names the pages left out and why. For a `Cluster` it
 reports the first rank and adds a "Ranks" tab with one row per rank. For a rank with several sessions
 (schedule windows: ``prof.windows``) it reports the one given and adds a "Windows" tab comparing them
 all. With ``compare_with`` (a second run) it adds a "Compare" tab (`nbprofiler.analysis.compare.compare` drawn by
@@ -16,9 +17,7 @@ Everything that comes from the data (operator names, paths, titles) is either ha
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 from bokeh.embed import file_html
@@ -28,9 +27,11 @@ from bokeh.resources import INLINE
 
 from .. import schema
 from ..io.discover import classify
+from ..views import pages as P
 from ..views import theme
 from ..views.overview import overview_html
 from ..views.pages import PAGES, Page
+from ..views.timeline import TIMELINE_BUDGET, TIMELINE_WIDTH_PX, timeline_lod  # noqa: F401
 
 # The page around the Bokeh layout: margins, the font and table styles of the notebook views.
 # "html body" outranks the template's own "html, body { padding: 0 }", which follows this sheet.
@@ -41,8 +42,6 @@ PAGE_CSS = (f"html body {{ margin: 0; padding: 20px 28px 40px; font-family: {the
             "table {{ border-collapse: collapse; }} td, th {{ padding: 2px 10px 2px 0; text-align: left; }} "
             "ul {{ margin: 4px 0 8px; padding-left: 20px; }} "
             ".nbprofiler-note {{ color: #666; }}").replace("{{", "{").replace("}}", "}")
-TIMELINE_BUDGET = 8_000  # bars in the report's timeline: ~2-3 MB of HTML, responsive in a browser
-TIMELINE_WIDTH_PX = 1600
 
 
 def write_html_report(prof, path, title: str | None = None, compare_with=None) -> Path:
@@ -89,12 +88,12 @@ def report_layout(prof, title: str | None = None, compare_with=None):
     # Views without data are left out (not shown as empty tabs); the overview says which and why, so the
     # reader lands on a tab with content and still learns what the profile lacks.
     panels, missing = [], []
-    for section in SECTIONS:
-        content = section.build(main)
+    for page in P.PAGES:
+        content = page.report(main)
         if content is None:
-            missing.append((section.title, missing_reason(main, section)))
+            missing.append((page.title, missing_reason(main, page)))
         else:
-            panels.append(TabPanel(child=_section(section.key, content), title=section.title))
+            panels.append(TabPanel(child=_section(page.key, content), title=page.title))
     if _is_cluster(prof):
         panels.insert(0, TabPanel(child=_section("ranks", _ranks(prof)), title="Ranks"))
     if comparison is not None:
@@ -183,122 +182,21 @@ def _section(name: str, child):
     return column(child, sizing_mode="stretch_width", name=f"report_{name}")
 
 
-# -- sections: each calls a view module's pure factory, or returns None when the profile has no data -----
-def _step_trace(prof):
-    from ..views.step_trace import step_trace_figure
-    st = prof.step_trace
-    if st.empty or not prof.step_stages:
-        return None
-    return step_trace_figure(st, prof.step_stages, prof.step_trace_average, reduce_df=prof.step_trace_reduce,
-                             point_info=prof.step_point_info)
+# -- sections: the pages of `nbprofiler.views.pages.PAGES` (each page's has-data rule and report builder) --
+SECTIONS = PAGES  # kept for callers of earlier versions: the report's sections are the pages
 
 
-def _operators(prof):
-    from ..views.operators import operators_layout
-    if prof.op_types.empty and prof.ops.empty:
-        return None
-    return operators_layout(prof.op_types, prof.ops)
-
-
-def _minddata(prof):
-    from ..views.minddata import _FRAMES, minddata_layout
-    frames = {k: getattr(prof, k) for k in _FRAMES}
-    if all(f is None or len(f) == 0 for f in frames.values()):
-        return None
-    return minddata_layout(frames)
-
-
-def _memory(prof):
-    from ..views.memory import memory_layout
-    if prof.memory.empty and prof.operator_memory.empty and prof.npu_module_mem.empty:
-        return None
-    return memory_layout(prof.memory, prof.operator_memory, prof.npu_module_mem)
-
-
-def _flops(prof):
-    from ..views.flops import flops_layout
-    if prof.flops.empty and not prof.flops_summary:
-        return None
-    return flops_layout(prof.flops, prof.flops_summary)
-
-
-def _op_steps(prof):
-    from ..views.op_steps import has_op_steps, op_steps_layout
-    if not has_op_steps(prof):
-        return None
-    return op_steps_layout({"step_windows": prof.step_windows, "kernels": prof.kernels,
-                            "timeline": prof.timeline, "timeline_tracks": prof.timeline_tracks})
-
-
-def _timeline(prof):
-    from ..views.timeline import timeline_figure
-    tl = prof.timeline
-    if tl.empty:
-        return None
-    from ..views.timeline import counter_figure, prepare_counters
-    lod, note = timeline_lod(tl, TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
-    fig = timeline_figure(lod, prof.timeline_tracks, width=TIMELINE_WIDTH_PX)
-    counters = counter_figure(prepare_counters(prof.timeline_counters),
-                              fig.select_one({"name": "timeline_fig"}).x_range, width=TIMELINE_WIDTH_PX)
-    return column(Div(text=f"<p>{_e(note)}</p>", name="timeline_lod_note", sizing_mode="stretch_width"),
-                  fig, *([counters] if counters is not None else []), sizing_mode="stretch_width")
-
-
-@dataclass(frozen=True)
-class Section:
-    """One tab of the report: a page of `nbprofiler.views.pages` (its panel child is named
-    ``report_<key>``) and ``build`` (profile -> Bokeh layout, or None when the profile holds no data)."""
-
-    page: Page
-    build: Callable
-
-    key = property(lambda self: self.page.key)
-    title = property(lambda self: self.page.title)
-    roles = property(lambda self: self.page.roles)
-
-
-_BUILDERS = {"step_trace": _step_trace, "operators": _operators, "op_steps": _op_steps, "minddata": _minddata,
-             "memory": _memory, "flops": _flops, "timeline": _timeline}
-SECTIONS = tuple(Section(p, _BUILDERS[p.key]) for p in PAGES)
-
-
-def missing_reason(prof, section: Section) -> str:
-    """Why ``prof`` has no data for ``section``: its files failed to load (named), were found but
-    hold no records, or were not written at all (which files would have fed it)."""
+def missing_reason(prof, page: Page) -> str:
+    """Why ``prof`` has no data for ``page`` (a page of `PAGES`): its files failed to load (named), were
+    found but hold no records, or were not written at all (which files would have fed it)."""
     failed = sorted({Path(p.file).name for p in prof.problems
-                     if p.kind == "error" and (classify(Path(p.file).name) or (None,))[0] in section.roles})
+                     if p.kind == "error" and (classify(Path(p.file).name) or (None,))[0] in page.roles})
     if failed:
         return f"{', '.join(failed)} could not be read (see the problems listed above)"
-    if prof.has(*section.roles):
+    if prof.has(*page.roles):
         return "its files were found but hold no records"
-    note = f"; {section.page.note}" if section.page.note else ""
-    return f"none of its files was found ({', '.join(section.page.files)}){note}"
-
-
-def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple[pd.DataFrame, str]:
-    """Whole-run level of detail for a static report (no kernel to re-query on zoom):
-    `nbprofiler.analysis.timeline.lod_query` over the full time range at ``width_px`` pixels, at most
-    about ``budget`` bars (sub-pixel runs merged into aggregate bars whose ``count`` says how many
-    events they stand for). Returns the bars in the frame `views.timeline.timeline_figure` draws
-    (``dur_us`` added) and a sentence saying how many events were merged."""
-    from ..analysis import timeline as T
-    index = T.build_index(timeline_df, levels=False)  # one query: merging the events is cheaper
-    t0 = float(timeline_df["start_us"].min())
-    t1 = float((timeline_df["start_us"] + timeline_df["dur_us"].clip(lower=0)).max())
-    bars = T.lod_query(index, t0, t1, width_px, max_glyphs=budget)
-    bars = bars.assign(dur_us=bars["end_us"] - bars["start_us"])
-    n_events = len(timeline_df)
-    drawn = int(bars["count"].sum())
-    merged_events = int(bars.loc[bars["count"] > 1, "count"].sum())
-    merged_bars = int((bars["count"] > 1).sum())
-    if merged_events == 0 and drawn == n_events:
-        return bars, f"All {n_events:,} events are drawn."
-    note = (f"{n_events:,} events drawn as {len(bars):,} bars: {merged_events:,} events too short to see at the "
-            f"full-run zoom ({(t1 - t0) / width_px:,.1f} us per pixel) are merged into {merged_bars:,} "
-            "aggregate bars (each in its main op type's colour, as opaque as it is busy; hover shows how many)")
-    if drawn < n_events:
-        note += f"; {n_events - drawn:,} events are left out"
-    return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail."
+    note = f"; {page.note}" if page.note else ""
+    return f"none of its files was found ({', '.join(page.files)}){note}"
 
 
 def _compare(cmp):

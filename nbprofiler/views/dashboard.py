@@ -1,9 +1,10 @@
 """The dashboard (`nbprofiler.show(prof)` / `prof.show()`): an overview of `prof.summary()` with the
-advisor's suggestions, and one tab each for step trace, operators (with operators per step and by input
-shape folded below), MindData, memory, FLOPs and timeline.
+advisor's suggestions, then one tab per dashboard page of `nbprofiler.views.pages.PAGES` (a page declared
+``within`` another is folded under that tab), built from the registry alone: the page's has-data rule, its
+view (``from_profile``) and its links.
 
 Views are built when their tab is first opened (a large timeline costs nothing until looked at). A tab
-whose frames are empty shows which files were looked for and what failed. Linking: choosing a step in
+whose page has no data shows which files were looked for and what failed. Linking: choosing a step in
 the step-trace view narrows the operator table to that step's operators (where kernels carry step ids)
 and the timeline to the step's time span (only where the step span and the timeline share a clock: the
 kernels of ``kernel_details.csv`` and the trace are both relative to the profile's origin; legacy step
@@ -17,12 +18,12 @@ from html import escape
 import ipywidgets as W
 import traitlets
 
+from . import pages as P
 from . import theme
 from .base import View
 from .overview import overview_html
-from .pages import DASHBOARD_TABS, page
 
-TABS = DASHBOARD_TABS  # "Overview", then the dashboard pages of `nbprofiler.views.pages`
+TABS = P.DASHBOARD_TABS  # "Overview", then the dashboard pages of `nbprofiler.views.pages` (`Dashboard.tabs`)
 
 
 def step_window_us(prof, step: int) -> tuple[float, float] | None:
@@ -49,7 +50,7 @@ def step_of_time(prof, t_us: float) -> int | None:
 
 def no_data_html(tab: str, prof, why: str = "") -> str:
     """Why a tab is empty: the file patterns it reads and the problems met with them (all escaped)."""
-    files = page(tab).files if tab != "Overview" else []
+    files = P.page(tab).files if tab != "Overview" else []
     looked = "".join(f"<li><code>{escape(p)}</code></li>" for p in files)
     probs = "".join(f"<li>{escape(str(p.file))}: {escape(str(p.error))}</li>" for p in prof.problems)
     probs = f"<div>Problems while loading:</div><ul>{probs}</ul>" if probs else ""
@@ -59,14 +60,14 @@ def no_data_html(tab: str, prof, why: str = "") -> str:
 
 
 class Dashboard(traitlets.HasTraits, View):
-    """Tabs: overview, step trace, operators, MindData, memory, FLOPs, timeline, linked by the selected
-    step (a step clicked in the per-step operator chart selects it too); a range box-selected on the
-    memory curve moves the timeline there; each suggestion of the overview has buttons that open the
-    evidence it cites (`open_target`).
+    """Tabs: the overview, then the dashboard pages of `nbprofiler.views.pages.PAGES` (``.tabs``), linked as
+    their pages declare: by the selected step (a step clicked in the per-step operator chart selects it
+    too); a range box-selected on the memory curve moves the timeline there; each suggestion of the
+    overview has buttons that open the evidence it cites (`open_target`).
 
-    ``.widget`` is the ipywidgets ``Tab``; ``.views`` holds the views built so far by tab name;
-    ``.select(tab_name)`` opens a tab (building its view). Linkable state: ``tab`` (the open tab's name)
-    and ``evidence`` (the last `views.suggestions.Target` opened, as a dict)."""
+    ``.widget`` is the ipywidgets ``Tab``; ``.views`` holds the views built so far by page title (folded
+    pages too); ``.select(tab_name)`` opens a tab (building its view). Linkable state: ``tab`` (the open
+    tab's name) and ``evidence`` (the last `views.suggestions.Target` opened, as a dict)."""
 
     tab = traitlets.Unicode("Overview")
     evidence = traitlets.Dict()
@@ -75,16 +76,18 @@ class Dashboard(traitlets.HasTraits, View):
         super().__init__()
         self.prof = prof
         self.top_n = top_n
+        self.pages = P.PAGES
+        self.tabs = P.dashboard_tabs(self.pages)
         self.views: dict[str, object] = {}
         self._extras: dict[str, list] = {}  # widgets a tab shows under its view
         self.link_note = W.HTML("")
         self.summary = prof.summary()
-        self._panels = {name: W.VBox([], layout=W.Layout(width="100%")) for name in TABS}
+        self._panels = {name: W.VBox([], layout=W.Layout(width="100%")) for name in self.tabs}
         from .suggestions import SuggestionsWidget
         self.suggestions = SuggestionsWidget(self.summary.get("suggestions") or [], on_open=self.open_target)
         self._panels["Overview"].children = [W.HTML(overview_html(self.summary, root=prof.root)),
                                              self.suggestions.widget]
-        self.widget = W.Tab(children=[self._panels[n] for n in TABS], titles=TABS,
+        self.widget = W.Tab(children=[self._panels[n] for n in self.tabs], titles=self.tabs,
                             layout=W.Layout(width="100%"))
         self.widget.observe(self._on_tab, names="selected_index")
         # Every chart tab draws with Bokeh: its modules are imported with the dashboard (~0.45 s; the Step trace
@@ -92,17 +95,23 @@ class Dashboard(traitlets.HasTraits, View):
         # them (at 1 GB the Timeline tab's first open was 0.93-1.03 s, half of it this import).
         import bokeh.layouts  # noqa: F401
         import bokeh.plotting  # noqa: F401
-        self._build("Step trace")
+        step_page = self._source("step")   # built at once: the other tabs follow its step
+        if step_page is not None:
+            self._build(step_page.title)
+
+    def _source(self, link: str):
+        """The page whose view drives ``link`` (see `nbprofiler.views.pages.Page`), or None."""
+        return next((p for p in self.pages if any(to == link for _, to in p.links)), None)
 
     def _on_tab(self, change):
         if change["new"] is None:
             return
-        self.tab = TABS[change["new"]]
+        self.tab = self.tabs[change["new"]]
         self._build(self.tab)
 
     @traitlets.observe("tab")
     def _tab_changed(self, change):
-        index = TABS.index(change["new"])
+        index = self.tabs.index(change["new"])
         if self.widget.selected_index != index:
             self.widget.selected_index = index
 
@@ -128,14 +137,14 @@ class Dashboard(traitlets.HasTraits, View):
             if target.kind and hasattr(view, "select_kind"):
                 view.select_kind(target.kind)
             view.set_type_filter(target.op_type)
-        if target.step is not None and target.tab == "Step trace":
-            view.step = int(target.step)
+        if target.step is not None and any(to == "step" for _, to in P.page(target.tab).links):
+            view.step = int(target.step)   # the page that drives the step (the step trace)
         if target.window_us is not None and hasattr(view, "set_window"):
             view.set_window(*target.window_us)
 
     def select(self, tab: str):
-        """Open ``tab`` (one of `TABS`), building its view if needed; returns the view (or None)."""
-        self.widget.selected_index = TABS.index(tab)
+        """Open ``tab`` (one of ``.tabs``), building its view if needed; returns the view (or None)."""
+        self.widget.selected_index = self.tabs.index(tab)
         return self._build(tab)
 
     def _build(self, tab: str):
@@ -150,14 +159,15 @@ class Dashboard(traitlets.HasTraits, View):
             return None
         self.views[tab] = view
         if view is None:
-            self._panels[tab].children = [W.HTML(no_data_html(tab, self.prof))]
+            self._panels[tab].children = [W.HTML(no_data_html(tab, self.prof)), *self._extras.get(tab, [])]
         else:
             if self._changed_after_build:
                 from .bokehjs import resync
                 resync(view.widget)  # its step / window was set after its widget was built
             # The operators view says itself what a step does to its table (`OperatorsView.step_note`);
-            # the dashboard's note is about the timeline only, so each tab shows one note.
-            extra = [self.link_note] if tab == "Timeline" else []
+            # the dashboard's note is about the timeline only (the page following the window), so each tab
+            # shows one note.
+            extra = [self.link_note] if "window" in P.page(tab, self.pages).follows else []
             self._panels[tab].children = [*extra, view.widget, *self._extras.get(tab, [])]
         return view
 
@@ -165,80 +175,85 @@ class Dashboard(traitlets.HasTraits, View):
         """The view of ``tab`` (None: no data), given the selected step or time window; sets
         ``_changed_after_build`` when it changed the view after building its widget (which then needs a
         `resync`: a full re-render, ~0.5 s on a big timeline, so only then)."""
-        prof = self.prof
+        page = P.page(tab, self.pages)
         self._changed_after_build = False
-        if tab == "Step trace":
-            if prof.step_trace.empty or not prof.step_stages:
-                return None
-            from .step_trace import StepTraceView
-            view = StepTraceView(prof)
-            view.observe(self._on_step, names="step")
-            return view
-        if tab == "Operators":
-            if not prof.op_kinds:
-                return None
-            from .operators import OperatorsView
-            view = OperatorsView(prof, top_n=self.top_n)
+        # the pages folded under this tab, shown under its no-data panel too (a CANN run's operators per step)
+        folds = [self._fold(p) for p in self.pages if p.within == page.key and p.has_data(self.prof)]
+        if folds:
+            self._extras[tab] = folds
+        if not page.has_data(self.prof):
+            return None
+        view = self._view(page)
+        for state in page.follows:
+            self._changed_after_build |= self._follow(view, state)
+        return view
+
+    def _view(self, page):
+        """``page``'s view, built with ``from_profile`` and the dashboard settings it takes, its traits
+        observed by the links it drives."""
+        view = page.make_view(self.prof, **{o: getattr(self, o) for o in page.options})
+        for trait, link in page.links:
+            view.observe(getattr(self, f"_link_{link}"), names=trait)
+        return view
+
+    def _follow(self, view, state: str) -> bool:
+        """Set a view just built to the dashboard's ``state`` ("step", "window"; the last "event" it is
+        shown when it comes); True if it changed."""
+        if state == "step":
             step = self._current_step()
             if step:
                 view.set_step(step)
-                self._changed_after_build = True
-            self._add_op_steps()
-            return view
-        if tab == "MindData":
-            if all(getattr(prof, f).empty for f in ("minddata_pipeline", "host_queue", "device_queue",
-                                                     "cpu_utilization")):
-                return None
-            from .minddata import MindDataView
-            return MindDataView(prof)
-        if tab == "Memory":
-            if prof.memory.empty and prof.operator_memory.empty and prof.npu_module_mem.empty:
-                return None
-            from .memory import MemoryView
-            view = MemoryView(prof)
-            view.observe(self._on_memory_window, names="window")
-            return view
-        if tab == "FLOPs":
-            if prof.flops.empty and not prof.flops_summary:  # a legacy cluster rank may hold only the summary
-                return None
-            from .flops import FlopsView
-            return FlopsView(prof)
-        if tab == "Timeline":
-            if prof.timeline.empty:
-                return None
-            from .timeline import TimelineView
-            view = TimelineView(prof)
-            view.observe(self._on_event, names="event")
-            memory = self.views.get("Memory")
-            window = step_window_us(prof, self._current_step()) or (memory.window if memory else None)
+                return True
+        if state == "window":
+            window_view = self._linked_view("window")
+            window = (step_window_us(self.prof, self._current_step())
+                      or (window_view.window if window_view is not None else None))
             if window:
                 view.set_window(*window)
-                self._changed_after_build = True
-            return view
-        raise ValueError(f"unknown tab {tab!r}; tabs are {TABS}")
+                return True
+        return False
 
-    def _add_op_steps(self) -> None:
-        """Operators per step and by input shape, folded under the Operators tab (built on first open:
-        placing a trace's operators in steps reads the whole timeline)."""
-        from .op_steps import OpStepsView, has_op_steps
-        if not has_op_steps(self.prof):
-            return
+    def _fold(self, page):
+        """``page`` folded under its tab (e.g. operators per step and by input shape under Operators), its
+        view built on first open (placing a trace's operators in steps reads the whole timeline)."""
         holder = W.VBox([])
-        fold = W.Accordion(children=[holder], titles=("Operators per step and by input shape",),
+        fold = W.Accordion(children=[holder], titles=(page.fold_title or page.title,),
                            selected_index=None, layout=W.Layout(width="100%"))
 
         def build(change):
             if change["new"] == 0 and not holder.children:
-                view = OpStepsView(self.prof)
-                view.observe(lambda ch: self._set_step(ch["new"]), names="step")
-                self.views["Operators per step"] = view
+                view = self._view(page)
+                self.views[page.title] = view
                 holder.children = [view.widget]
         fold.observe(build, names="selected_index")
-        self._extras["Operators"] = [fold]
+        return fold
+
+    def _linked_view(self, link: str):
+        """The built view of the page that drives ``link``, or None."""
+        page = self._source(link)
+        return self.views.get(page.title) if page is not None else None
+
+    def _followers(self, state: str):
+        """The built views of the pages that follow ``state``."""
+        return [v for p in self.pages if state in p.follows if (v := self.views.get(p.title)) is not None]
+
+    # -- the links (a page's ``links``: its view's trait -> ``_link_<name>``) -----------------------------
+    def _link_select_step(self, change) -> None:
+        self._set_step(change["new"])
+
+    def _link_window(self, change) -> None:
+        self._move_timeline(change["new"])
+
+    def _link_step(self, change) -> None:
+        self._on_step(change)
+
+    def _link_event(self, change) -> None:
+        self._on_event(change)
 
     def _set_step(self, step: int) -> None:
         """Choose a step everywhere (the step-trace view's selector drives the links)."""
-        view = self.views.get("Step trace") or self._build("Step trace")
+        page = self._source("step")
+        view = self._linked_view("step") or (self._build(page.title) if page is not None else None)
         if view is not None and step:
             view.step = int(step)
         else:
@@ -252,8 +267,11 @@ class Dashboard(traitlets.HasTraits, View):
             return
         step = step_of_time(self.prof, ev["start_us"] + ev["dur_us"] / 2)
         where = f"step {step}" if step else "no step window (this profile cannot place events in steps)"
-        ops = self.views.get("Operators") or self._build("Operators")
-        shown = ops is not None and ops.show_operator(ev["name"])
+        shown = False
+        for p in self.pages:   # the pages that show the event's operator (the operators tab), built if need be
+            if "event" in p.follows:
+                ops = self.views.get(p.title) or self._build(p.title)
+                shown = (ops is not None and ops.show_operator(ev["name"])) or shown
         self.link_note.value = (f"<span style=\"{theme.MUTED_CSS}\">{escape(ev['name'])} ({escape(ev['op_type'])}, "
                                 f"{escape(ev['track'])}) at {ev['start_us'] / 1000:,.3f} ms: {escape(where)}"
                                 f"{'; its row is shown in the Operators tab' if shown else ''}.</span>")
@@ -261,23 +279,20 @@ class Dashboard(traitlets.HasTraits, View):
     def _move_timeline(self, window) -> None:
         """Show ``window`` on the timeline, if it is built. Its widget is re-snapshotted too: a view created
         while the change was on its way (the Timeline tab opened a moment before) would miss it."""
-        tl = self.views.get("Timeline")
-        if window and tl is not None:
-            from .bokehjs import resync
+        if not window:
+            return
+        from .bokehjs import resync
+        for tl in self._followers("window"):
             tl.set_window(*window)
             resync(tl.widget)
 
-    def _on_memory_window(self, change):
-        self._move_timeline(change["new"])
-
     def _current_step(self) -> int:
-        v = self.views.get("Step trace")
+        v = self._linked_view("step")
         return int(v.step) if v is not None else 0
 
     def _on_step(self, change):
         step = change["new"]
-        ops = self.views.get("Operators")
-        if ops is not None:
+        for ops in self._followers("step"):
             ops.set_step(step or None)
         window = step_window_us(self.prof, step)
         self._move_timeline(window)
@@ -293,4 +308,3 @@ class Dashboard(traitlets.HasTraits, View):
                                     "profile's step points and timeline do not share a clock (no kernel step "
                                     "ids, no CANN step trace, no min_cycle_counter/output_timeline_data to align "
                                     "them), so the timeline shows the whole run.</span>")
-
