@@ -9,12 +9,22 @@ text export's parser (`nbprofiler.io.ascend_ms`, `nbprofiler.io.trace`), so view
 know which export they read.
 
 Read-only, strictly: every connection is ``file:...?mode=ro&immutable=1`` (SQLite opens no journal or
-WAL file and takes no lock, so the profiler folder stays byte-identical). Each frame is one SQL query over
-only the tables and columns it needs, joined with ``STRING_IDS`` in SQL (only the strings used are
-read), aggregated in SQL where the frame is an aggregate.
+WAL file and takes no lock, so the profiler folder stays byte-identical). A database with a ``-wal`` (or
+hot ``-journal``) file beside it holds commits an immutable read would miss: it is read through a private
+copy of the database and that file in a temporary folder, as any reader would see it (`connect`). Each frame
+is one SQL query over only the tables and columns it needs; ``STRING_IDS`` texts are fetched once per
+distinct id (`decode_strings`), so rows sharing a text share one string; aggregates are computed in SQL.
+
+Hostile files: every sqlite3 error is a `ProfilerDataError` naming the file and the table (`query`); a
+query whose rows would not fit in memory is refused with `FileTooLargeError` before a row is read (the
+table's row count x the query's columns x `CELL_BYTES`, against the memory guard of `nbprofiler.io._util`);
+a text longer than `MAX_STRING_BYTES` is left empty with a warning; a row whose time is NULL, not a number
+or impossible (negative start, end before start, over 30 days, as the trace readers) is skipped with a
+warning naming its table and rowid (`clean_times`), and past `BAD_ROW_LIMIT` of the rows its table fails.
 """
 from __future__ import annotations
 
+import re
 import sqlite3
 import urllib.parse
 from contextlib import closing
@@ -23,9 +33,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError
+from ..errors import EmptyFileError, FileTooLargeError, MalformedFileError, MissingColumnError, ProfilerDataError
 from ..schema import FRAMES, STAGE_SETS
+from . import _util
+from ._util import BAD_ROW_LIMIT, too_many_bad, warn_partial
 from .discover import RunFiles
+from .trace.frames import MAX_DURATION_US
 
 NS_PER_US = 1000.0
 BYTES_PER_MB = 1024.0 * 1024.0
@@ -50,18 +63,98 @@ CORE_OF_TASK = {"KERNEL_AICORE": "AI_CORE", "AI_CORE": "AI_CORE", "KERNEL_AIVEC"
 
 FRAMEWORK_NAMES = {"PYTORCH": "PyTorch", "MINDSPORE": "MindSpore"}
 
+# -- reading a database: what a reader sees, typed errors, bounded memory ------------------------------
+# Peak memory of a query's rows in pandas, per cell (row x column) the query returns: the tuples
+# sqlite3 fetches, the object columns pandas builds from them and the frame derived from those. Measured
+# ~90 bytes per cell for the kernels and timeline frames of a copy of a real database grown to 563,200 tasks
+# (peak RSS of the frame's build), x 1.25; a query is charged for every row of the table it reads.
+CELL_BYTES = 120
+# The longest text a frame takes from STRING_IDS (an op name, a shape list: real ones are < 64 KB). A
+# longer value is not profiler data; it is left empty with a warning, as a bad cell of a CSV is, so one
+# hostile value never reaches the frames (each row holding it would be a copy of it in SQL, and in Arrow).
+MAX_STRING_BYTES = 1 << 20
+# The longest duration a row can have, as in the trace readers: 30 days (in ns)
+MAX_DURATION_NS = int(MAX_DURATION_US * NS_PER_US)
+
+_copies: dict[tuple, Path] = {}  # (db, its stat, its journal's stat) -> the private copy read instead
+_copies_dir: list[Path] = []
+
+
+def _stat_key(p: Path):
+    try:
+        s = p.stat()
+        return (s.st_size, s.st_mtime_ns, s.st_ino)
+    except OSError:
+        return None
+
+
+def _pending(path: Path) -> list[Path]:
+    """The database's ``-wal`` / ``-journal`` file when one exists and is not empty: a commit still in a
+    WAL file, or a transaction a hot journal rolls back, which an immutable read would not see."""
+    out = []
+    for suffix in ("-wal", "-journal"):
+        side = Path(str(path) + suffix)
+        try:
+            if side.is_file() and side.stat().st_size > 0:
+                out.append(side)
+        except OSError:
+            pass
+    return out
+
+
+def _private_copy(path: Path, sides: list[Path]) -> Path | None:
+    """A copy of the database with its ``-wal``/``-journal`` in a private temporary folder (the profiler
+    folder is never written), made once per version of the files; None (with a warning) when it cannot be
+    made."""
+    import atexit
+    import shutil
+    import tempfile
+    key = (str(Path(path).resolve()), _stat_key(path), tuple((s.name, _stat_key(s)) for s in sides))
+    if key in _copies and _copies[key].exists():
+        return _copies[key]
+    try:
+        need = Path(path).stat().st_size + sum(s.stat().st_size for s in sides)
+        if not _copies_dir:
+            _copies_dir.append(Path(tempfile.mkdtemp(prefix="nbprofiler-db-")))
+            atexit.register(shutil.rmtree, _copies_dir[0], True)
+        if shutil.disk_usage(_copies_dir[0]).free < 2 * need:
+            raise OSError(f"{need / 1e9:.1f} GB to copy, not enough free space in {_copies_dir[0]}")
+        folder = Path(tempfile.mkdtemp(dir=_copies_dir[0]))
+        copy = folder / Path(path).name
+        shutil.copyfile(path, copy)
+        for s in sides:
+            shutil.copyfile(s, folder / (copy.name + s.name[len(Path(path).name):]))
+    except OSError as e:
+        warn_partial(ProfilerDataError(path, f"has a {sides[0].name[len(Path(path).name):]} file with changes not "
+                                             f"yet in the database, and no private copy could be made to read them "
+                                             f"({e.strerror or e}): READ WITHOUT THEM, the frames may miss the "
+                                             "last commits"))
+        return None
+    _copies[key] = copy
+    return copy
+
 
 def connect(path: Path) -> sqlite3.Connection:
-    """A strictly read-only connection (``mode=ro&immutable=1``: no journal/WAL file, no lock)."""
+    """A connection that never writes into the profiler folder: ``mode=ro&immutable=1`` (no journal/WAL
+    file, no lock) on the file itself, or, when a ``-wal`` (or hot ``-journal``) file beside it holds
+    changes a reader would see, a connection to a private copy of the database with that file (read as
+    any reader would, query-only)."""
     try:
         size = Path(path).stat().st_size
     except OSError as e:
         raise ProfilerDataError(path, f"cannot read: {e.strerror or e}") from None
     if size == 0:  # SQLite would open it as a new, empty database
         raise EmptyFileError(path, "file is empty (not a database)")
-    uri = "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
+    sides = _pending(Path(path))
+    copy = _private_copy(Path(path), sides) if sides else None
+    if copy is not None:
+        uri = "file:" + urllib.parse.quote(str(copy)) + "?mode=rw"
+    else:
+        uri = "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
     try:
         con = sqlite3.connect(uri, uri=True)
+        if copy is not None:
+            con.execute("PRAGMA query_only = 1")
         n = con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
     except sqlite3.DatabaseError as e:
         raise MalformedFileError(path, f"not a readable SQLite database: {e}") from None
@@ -71,13 +164,64 @@ def connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def query(path: Path, sql: str, params=()) -> pd.DataFrame:
-    """One SQL query's rows as a DataFrame; a database error names the file."""
+def _table_of(sql: str) -> str | None:
+    m = re.search(r'\bFROM\s+"?(\w+)', sql, re.IGNORECASE)
+    return m.group(1) if m else None
+
+
+def _db_error(path: Path, e: Exception, table: str | None) -> ProfilerDataError:
+    """A sqlite3/pandas error of a query over ``table`` as the `ProfilerDataError` naming file, table and
+    (where SQLite says) column."""
+    msg = str(e)
+    where = f"table {table}: " if table else ""
+    m = re.search(r"no such column: ([\w.\"]+)", msg)
+    if m:
+        col = m.group(1).split(".")[-1].strip('"')
+        return MissingColumnError(path, f"{where}no column {col} ({msg})", field=f"{table}.{col}" if table else col)
+    m = re.search(r"no such table: ([\w.\"]+)", msg)
+    if m:
+        return MissingColumnError(path, f"no table {m.group(1)} ({msg})", field=m.group(1))
+    return MalformedFileError(path, f"{where}query failed: {msg}", field=table)
+
+
+def _refuse(path: Path, what: str, need: float) -> None:
+    """`FileTooLargeError` when ``need`` bytes are past the memory guard's share of the available memory."""
+    avail = _util.available_memory_bytes()
+    if need > avail * _util.MEMORY_FRACTION:
+        raise FileTooLargeError(path, f"{what} would need ~{need / 1e9:.1f} GB of memory, {avail / 1e9:.1f} GB "
+                                      "available; refused before loading")
+
+
+_counts: dict[tuple, int] = {}
+
+
+def _rows(con: sqlite3.Connection, path: Path, table: str) -> int:
+    """The table's row count (SQLite counts the b-tree's cells: no value, no overflow page is read), once
+    per version of the file."""
+    key = (str(path), _stat_key(Path(path)), table)
+    if key not in _counts:
+        _counts[key] = int(con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+    return _counts[key]
+
+
+def query(path: Path, sql: str, params=(), table: str | None = None, estimate: bool = True) -> pd.DataFrame:
+    """One SQL query's rows as a DataFrame. ``table``: the table it reads (else its first FROM), named by
+    the `ProfilerDataError` any database error becomes; with ``estimate``, the memory its rows would take
+    (that table's rows x the query's columns x `CELL_BYTES`) is checked first and a query past the memory
+    guard raises `FileTooLargeError` before a row is read."""
+    table = table or _table_of(sql)
     with closing(connect(path)) as con:
         try:
+            if estimate and table:
+                cols = len(con.execute(f"SELECT * FROM ({sql}) LIMIT 0", params).description)
+                rows = _rows(con, path, table)
+                _refuse(path, f"table {table}: {rows:,} rows x {cols} columns", rows * cols * CELL_BYTES)
             return pd.read_sql_query(sql, con, params=params)
-        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
-            raise MalformedFileError(path, f"query failed: {e}") from None
+        except (sqlite3.Error, pd.errors.DatabaseError) as e:
+            raise _db_error(path, e, table) from None
+        except (OverflowError, MemoryError) as e:  # an integer past 64 bits; an allocation refused
+            raise MalformedFileError(path, f"table {table}: unreadable value ({type(e).__name__}: {e})",
+                                     field=table) from None
 
 
 def tables(path: Path) -> dict[str, set[str]]:
@@ -122,26 +266,130 @@ def _on_device(run: RunFiles, alias: str) -> str:
     return f"{alias}.deviceId = {int(dev)}" if dev is not None else "1"
 
 
-def decode_strings(path: Path, df: pd.DataFrame, columns: list[str]) -> None:
+def decode_strings(path: Path, df: pd.DataFrame, columns: list[str], table: str = "") -> None:
     """Replace STRING_IDS ids in ``columns`` of ``df`` by their text, in place: one lookup per distinct id
-    (in chunks of 500 parameters), not one per row."""
-    ids = pd.unique(pd.concat([pd.to_numeric(df[c], errors="coerce") for c in columns]).dropna().astype("int64"))
-    table: dict[int, str] = {}
+    (in chunks of 500 parameters), not one per row, so rows that share a text share one string. A text
+    longer than `MAX_STRING_BYTES` is left empty with a warning naming its id (SQLite measures it; it never
+    reaches Python); the texts' total is checked against the memory guard first (`FileTooLargeError`)."""
+    ids = pd.unique(pd.concat([pd.to_numeric(df[c], errors="coerce") for c in columns]).dropna())
+    ids = ids[(ids == np.floor(ids)) & (np.abs(ids) < 2 ** 63)].astype("int64") if len(ids) else ids
+    text: dict[int, str] = {}
+    too_long: list[tuple[int, int]] = []
     with closing(connect(path)) as con:
-        for i in range(0, len(ids), 500):
-            chunk = [int(x) for x in ids[i:i + 500]]
-            rows = con.execute(f"SELECT id, value FROM STRING_IDS WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-            table.update(rows)
+        try:
+            # at most the file's bytes, at most MAX_STRING_BYTES each; a str costs ~2x its UTF-8 bytes at worst
+            file_bytes = con.execute("PRAGMA page_count").fetchone()[0] * con.execute("PRAGMA page_size").fetchone()[0]
+            _refuse(path, f"table STRING_IDS: {len(ids):,} texts", 2 * min(len(ids) * MAX_STRING_BYTES, file_bytes))
+            for i in range(0, len(ids), 500):
+                chunk = [int(x) for x in ids[i:i + 500]]
+                rows = con.execute(f"""SELECT id, CASE WHEN length(CAST(value AS BLOB)) > {int(MAX_STRING_BYTES)}
+                                       THEN NULL ELSE value END, length(CAST(value AS BLOB)) FROM STRING_IDS
+                                       WHERE id IN ({','.join('?' * len(chunk))})""", chunk)
+                for k, v, n in rows:
+                    if v is None and n is not None and n > MAX_STRING_BYTES:
+                        too_long.append((k, n))
+                    elif v is not None:
+                        text[k] = v if isinstance(v, str) else bytes(v).decode("utf-8", "replace")
+        except (sqlite3.Error, pd.errors.DatabaseError) as e:
+            raise _db_error(path, e, "STRING_IDS") from None
+    if too_long:
+        k, n = too_long[0]
+        used = f" (used by {table})" if table else ""
+        warn_partial(MalformedFileError(path, f"table STRING_IDS: {len(too_long)} text(s) longer than "
+                                              f"{MAX_STRING_BYTES:,} bytes{used} left empty, the rows that use "
+                                              f"them loaded (the first is id {k}, {n:,} bytes)",
+                                        field="STRING_IDS.value"))
     for c in columns:
         codes = pd.to_numeric(df[c], errors="coerce")
-        df[c] = codes.map(table).astype(object).where(codes.notna(), None)
+        df[c] = codes.map(text).astype(object).where(codes.notna(), None)
+
+
+# A NULL time comes out of SQL as this integer (`_t`): a column with a NULL would otherwise be read as
+# floats, which cannot hold ns since the epoch exactly.
+NULL_NS = -(2 ** 63)
+
+
+def _t(expr: str) -> str:
+    """SQL for the time ``expr`` with NULL as `NULL_NS` (see `clean_times`)."""
+    return f"ifnull({expr}, -9223372036854775807 - 1)"
+
+
+def clean_times(path: Path, df: pd.DataFrame, table: str, start: str, end: str | None = None,
+                rowid: str = "rid", what: tuple[str, str | None] | None = None) -> pd.DataFrame:
+    """``df`` with its ``start`` (and ``end``) time columns (ns, read through `_t`) as int64 and the rows
+    that cannot be placed dropped, with a warning naming the table, the column and the first such row's
+    rowid (column ``rowid`` of ``df``): a NULL or non-numeric time, and (as the trace readers skip
+    impossible durations) a negative start, an end before the start or a duration over
+    `MAX_DURATION_US`. Past `BAD_ROW_LIMIT` of the rows the table is garbage: `MalformedFileError`.
+    ``what``: the (start, end) column names as the table has them (for the messages)."""
+    names = what or (start, end)
+    n = len(df)
+    rid = df[rowid] if rowid in df else pd.Series(np.arange(1, n + 1), index=df.index)
+
+    def parse(col):
+        v = pd.to_numeric(df[col], errors="coerce")
+        return v, (v.isna() | (v == NULL_NS)).to_numpy()
+    s, bad_s = parse(start)
+    e, bad_e = parse(end) if end else (None, np.zeros(n, dtype=bool))
+    bad_e = bad_e & ~bad_s
+    unplaced = bad_s | bad_e
+    sf = s.to_numpy(dtype="float64", na_value=np.nan)
+    with np.errstate(invalid="ignore"):
+        absurd = ~unplaced & ((sf < 0) | (np.abs(sf) >= 2.0 ** 63))
+        if end:
+            ef = e.to_numpy(dtype="float64", na_value=np.nan)
+            exact = s.dtype.kind == "i" and e.dtype.kind == "i"
+            before = (e.to_numpy() < s.to_numpy()) if exact else (ef < sf)
+            absurd |= ~unplaced & (before | (np.abs(ef) >= 2.0 ** 63) | ((ef - sf) > MAX_DURATION_NS))
+
+    def raw(col, i):
+        v = df[col].iloc[i]
+        return "NULL" if isinstance(v, (int, np.integer, float)) and v == NULL_NS else repr(v)
+    n_bad = int(unplaced.sum() + absurd.sum())
+    if too_many_bad(n_bad, n):
+        i = int(np.flatnonzero(unplaced | absurd)[0])
+        col, name = (start, names[0]) if bad_s[i] or not end or not bad_e[i] else (end, names[1])
+        raise MalformedFileError(path, f"table {table}: {n_bad} of {n} rows have no possible time (more than "
+                                       f"{BAD_ROW_LIMIT:.0%}: not a table with a damaged row); first: rowid "
+                                       f"{rid.iloc[i]}, {name} = {raw(col, i)}", field=f"{table}.{name}")
+    if unplaced.any():
+        i = int(np.flatnonzero(unplaced)[0])
+        col, name = (start, names[0]) if bad_s[i] else (end, names[1])
+        warn_partial(MalformedFileError(path, f"table {table}: {int(unplaced.sum())} row(s) without a numeric "
+                                              f"{name!r} skipped (the first is rowid {rid.iloc[i]}: "
+                                              f"{raw(col, i)})", field=f"{table}.{name}"))
+    if absurd.any():
+        i = int(np.flatnonzero(absurd)[0])
+        shown = f"{names[0]} {raw(start, i)}" + (f", {names[1]} {raw(end, i)}" if end else "")
+        warn_partial(MalformedFileError(path, f"table {table}: {int(absurd.sum())} row(s) with an impossible "
+                                              f"time ({shown}: a negative start, an end before the start or a "
+                                              f"duration over {MAX_DURATION_US:.0e} us) skipped (the first is "
+                                              f"rowid {rid.iloc[i]})", field=f"{table}.{names[0]}"))
+    keep = ~(unplaced | absurd)
+    out = df[keep].copy() if not keep.all() else df.copy()
+    out[start] = df[start][keep].astype("int64") if df[start].dtype == object else s[keep].astype("int64")
+    if end:
+        out[end] = df[end][keep].astype("int64") if df[end].dtype == object else e[keep].astype("int64")
+    return out
+
+
+def _int(expr: str) -> str:
+    """SQL for the integer ``expr`` holds, as an integer or as the text of one (torch_npu writes PYTORCH_API's
+    times as text), else NULL."""
+    return (f"(CASE WHEN typeof({expr}) = 'integer' THEN {expr} WHEN typeof({expr}) = 'text' AND {expr} <> '' "
+            f"AND {expr} NOT GLOB '*[^0-9]*' AND length({expr}) <= 19 THEN CAST({expr} AS INTEGER) END)")
+
+
+def _placeable(alias: str) -> str:
+    """SQL true for a row whose times `clean_times` keeps (for the aggregates computed in SQL)."""
+    s, e = _int(f"{alias}.startNs"), _int(f"{alias}.endNs")
+    return f"{s} >= 0 AND {e} >= {s} AND {e} - {s} <= {MAX_DURATION_NS}"
 
 
 def _s(alias: str, column: str, name: str) -> str:
-    """SQL for the STRING_IDS text of ``alias.column`` as ``name``."""
-    return f"(SELECT value FROM STRING_IDS WHERE id = {alias}.{column}) AS {name}"
-
-
+    """SQL for the STRING_IDS id in ``alias.column`` as ``name`` (decoded afterwards by `decode_strings`:
+    one string per distinct id, never one per row)."""
+    return f"{alias}.{column} AS {name}"
 # -- metadata ---------------------------------------------------------------------------------------
 def info(run: RunFiles) -> dict:
     """META_DATA (name -> value), RANK_DEVICE_MAP, SESSION_TIME_INFO and HOST_INFO: keys ``db_meta``
@@ -155,14 +403,16 @@ def info(run: RunFiles) -> dict:
     if "META_DATA" in have:
         out["db_meta"] = dict(query(path, "SELECT name, value FROM META_DATA").itertuples(index=False))
     if "RANK_DEVICE_MAP" in have:
-        m = query(path, "SELECT rankId, deviceId FROM RANK_DEVICE_MAP LIMIT 1")
+        m = query(path, "SELECT rankId, deviceId FROM RANK_DEVICE_MAP LIMIT 1").apply(pd.to_numeric, errors="coerce")
         if len(m):
-            if int(m["rankId"].iloc[0]) >= 0:
+            if pd.notna(m["rankId"].iloc[0]) and int(m["rankId"].iloc[0]) >= 0:
                 out["rank_id"] = str(int(m["rankId"].iloc[0]))
-            out["device_id"] = str(int(m["deviceId"].iloc[0]))
+            if pd.notna(m["deviceId"].iloc[0]):
+                out["device_id"] = str(int(m["deviceId"].iloc[0]))
     if "SESSION_TIME_INFO" in have:
-        t = query(path, "SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO LIMIT 1")
-        if len(t):
+        t = query(path, "SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO LIMIT 1").apply(pd.to_numeric,
+                                                                                           errors="coerce")
+        if len(t) and t.notna().all(axis=None):
             out["session_start_us"] = float(t["startTimeNs"].iloc[0]) / NS_PER_US
             out["session_end_us"] = float(t["endTimeNs"].iloc[0]) / NS_PER_US
     if "HOST_INFO" in have:
@@ -180,7 +430,9 @@ def origin_us(run: RunFiles) -> float:
     starts = []
     for table in ("TASK", "CANN_API", "PYTORCH_API", "MSTX_EVENTS", "COMMUNICATION_OP"):
         if table in have and "startNs" in have[table]:
-            v = query(path, f"SELECT min(CAST(startNs AS INTEGER)) AS t FROM {table}")["t"].iloc[0]
+            # the rows `clean_times` keeps: an integer start, not negative
+            v = query(path, f"SELECT min({_int('startNs')}) AS t FROM {table} WHERE {_int('startNs')} >= 0",
+                      estimate=False)["t"].iloc[0]
             if pd.notna(v):
                 starts.append(int(v))
     return min(starts) / NS_PER_US if starts else 0.0
@@ -203,7 +455,15 @@ def step_windows_ns(path: Path, have) -> pd.DataFrame:
     if "STEP_TIME" not in have:
         return pd.DataFrame({"id": pd.Series(dtype="int64"), "startNs": pd.Series(dtype="int64"),
                              "endNs": pd.Series(dtype="int64")})
-    return query(path, "SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
+    df = query(path, f"SELECT rowid AS rid, id, {_t('startNs')} AS startNs, {_t('endNs')} AS endNs FROM STEP_TIME")
+    df = clean_times(path, df, "STEP_TIME", "startNs", "endNs")
+    df["id"] = pd.to_numeric(df["id"], errors="coerce")
+    if df["id"].isna().any():
+        warn_partial(MalformedFileError(path, f"table STEP_TIME: {int(df['id'].isna().sum())} row(s) without a "
+                                              "numeric 'id' skipped", field="STEP_TIME.id"))
+        df = df[df["id"].notna()]
+    return df.astype({"id": "int64"}).sort_values("startNs", kind="stable")[["id", "startNs", "endNs"]] \
+        .reset_index(drop=True)
 
 
 def _step_of(ns: pd.Series, steps: pd.DataFrame) -> pd.Series:
@@ -281,14 +541,16 @@ def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | Non
     shapes = ", ".join(f"c.{raw} AS {col}" for raw, col in _SHAPES if raw in ci)
     # string columns come out as STRING_IDS ids (cheap integers) and are decoded once per distinct id
     compute = query(path, f"""
-        SELECT t.startNs AS start_ns, t.endNs AS end_ns, t.modelId AS model_id, t.taskId AS task_id,
+        SELECT t.rowid AS rid, {_t('t.startNs')} AS start_ns, {_t('t.endNs')} AS end_ns, t.modelId AS model_id,
+               t.taskId AS task_id,
                t.streamId AS stream_id, t.deviceId AS device_id, c.name AS name, c.opType AS type,
                t.taskType AS task_type, {'c.taskType' if 'taskType' in ci else 'NULL'} AS compute_type,
                {block} AS block_dim, {mix} AS mix_block_dim, {wait} AS wait_ns{', ' + shapes if shapes else ''}
         FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
         WHERE {_on_device(run, 't')}""")
+    compute = clean_times(path, compute, "TASK", "start_ns", "end_ns", what=("startNs", "endNs"))
     text_cols = ["name", "type", "task_type", "compute_type"] + [col for raw, col in _SHAPES if raw in ci]
-    decode_strings(path, compute, text_cols)
+    decode_strings(path, compute, text_cols, "COMPUTE_TASK_INFO/TASK")
     # msprof names the core in COMPUTE_TASK_INFO.taskType; the framework databases leave it N/A there and
     # name it in TASK.taskType (KERNEL_AIVEC ...)
     core = compute.pop("compute_type")
@@ -297,11 +559,14 @@ def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | Non
     compute["accelerator_core"] = core.map({v: CORE_OF_TASK.get(str(v), str(v)) for v in pd.unique(core)})
     parts = [compute]
     if "COMMUNICATION_OP" in have:
+        typed = "opType" in have["COMMUNICATION_OP"]
         comm = query(path, f"""
-            SELECT o.startNs AS start_ns, o.endNs AS end_ns, {_s('o', 'opName', 'name')},
-                   {_s('o', 'opType', 'type') if 'opType' in have['COMMUNICATION_OP'] else "'' AS type"},
+            SELECT o.rowid AS rid, {_t('o.startNs')} AS start_ns, {_t('o.endNs')} AS end_ns,
+                   {_s('o', 'opName', 'name')}, {_s('o', 'opType', 'type') if typed else "'' AS type"},
                    {'o.waitNs' if 'waitNs' in have['COMMUNICATION_OP'] else 'NULL'} AS wait_ns
             FROM COMMUNICATION_OP o""")
+        comm = clean_times(path, comm, "COMMUNICATION_OP", "start_ns", "end_ns", what=("startNs", "endNs"))
+        decode_strings(path, comm, ["name", "type"] if typed else ["name"], "COMMUNICATION_OP")
         comm["accelerator_core"] = "HCCL"
         parts.append(comm)
     df = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else compute
@@ -343,22 +608,29 @@ def op_type_totals(run: RunFiles) -> pd.DataFrame | None:
     _require(path, have, "TASK", ["startNs", "endNs", "globalTaskId"])
     _require(path, have, "COMPUTE_TASK_INFO", ["name", "globalTaskId"])
     ci = have["COMPUTE_TASK_INFO"]
-    named = "(SELECT value FROM STRING_IDS WHERE id = c.taskType)" if "taskType" in ci else "NULL"
-    core = (f"coalesce(nullif(nullif({named}, 'N/A'), 'NULL'), "
-            "(SELECT value FROM STRING_IDS WHERE id = t.taskType))")
+    # grouped by STRING_IDS ids, decoded once per distinct id (`decode_strings`), then by their texts;
+    # only the rows `kernels` keeps (`clean_times`, which warns about the others) are summed
     rows = query(path, f"""
-        SELECT 'npu' AS kind, {_s('c', 'opType', 'op_type')}, {_s('c', 'name', 'name')}, {core} AS core,
+        SELECT 'npu' AS kind, c.opType AS op_type, c.name AS name,
+               {'c.taskType' if 'taskType' in ci else 'NULL'} AS named, t.taskType AS task_type,
                count(*) AS count, sum(t.endNs - t.startNs) / 1000.0 AS total_time_us
         FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
-        WHERE {_on_device(run, 't')} GROUP BY op_type, name, core""")
+        WHERE {_on_device(run, 't')} AND {_placeable('t')} GROUP BY 2, 3, 4, 5""", estimate=False)
+    decode_strings(path, rows, ["op_type", "name", "named", "task_type"], "COMPUTE_TASK_INFO/TASK")
+    named = rows.pop("named")
+    rows["core"] = named.where(named.notna() & ~named.isin(["N/A", "NULL"]), rows.pop("task_type"))
     if "COMMUNICATION_OP" in have:
-        op_type = _s('o', 'opType', 'op_type') if "opType" in have["COMMUNICATION_OP"] else "'' AS op_type"
-        rows = pd.concat([rows, query(path, f"""
-            SELECT 'communication' AS kind, {op_type}, {_s('o', 'opName', 'name')}, 'HCCL' AS core,
-                   count(*) AS count, sum(o.endNs - o.startNs) / 1000.0 AS total_time_us
-            FROM COMMUNICATION_OP o GROUP BY op_type, name""")], ignore_index=True)
+        typed = "opType" in have["COMMUNICATION_OP"]
+        comm = query(path, f"""
+            SELECT 'communication' AS kind, {'o.opType' if typed else "''"} AS op_type, o.opName AS name,
+                   'HCCL' AS core, count(*) AS count, sum(o.endNs - o.startNs) / 1000.0 AS total_time_us
+            FROM COMMUNICATION_OP o WHERE {_placeable('o')} GROUP BY 2, 3""", estimate=False)
+        decode_strings(path, comm, ["op_type", "name"] if typed else ["name"], "COMMUNICATION_OP")
+        rows = pd.concat([rows, comm], ignore_index=True)
     if rows.empty:
         return None
+    rows = rows.groupby(["kind", "op_type", "name", "core"], sort=False, dropna=False, as_index=False) \
+        .agg(count=("count", "sum"), total_time_us=("total_time_us", "sum"))
     # grouped by kernel name too: where the database names no type (N/A), the name says it
     from .trace import fill_kernel_types
     rows["op_type"] = fill_kernel_types(rows["name"].fillna("").astype(str), rows["op_type"].fillna("").astype(str))
@@ -383,10 +655,12 @@ def kernel_type_totals(path: Path) -> pd.DataFrame:
     rows = query(path, f"""
         SELECT type, name, count(*) AS count, sum(dur) / 1000.0 AS total_us FROM (
             SELECT {_s('c', 'opType', 'type')}, {_s('c', 'name', 'name')}, t.endNs - t.startNs AS dur
-            FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
+            FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId WHERE {_placeable('t')}
             UNION ALL SELECT {_s('o', 'opType', 'type')}, {_s('o', 'opName', 'name')}, o.endNs - o.startNs
-            FROM COMMUNICATION_OP o)
-        GROUP BY type, name""")
+            FROM COMMUNICATION_OP o WHERE {_placeable('o')})
+        GROUP BY type, name""", table="TASK", estimate=False)
+    # grouped by STRING_IDS ids: decoded once per distinct id, then summed per text
+    decode_strings(path, rows, ["type", "name"], "COMPUTE_TASK_INFO/COMMUNICATION_OP")
     rows["type"] = fill_kernel_types(rows["name"].fillna("").astype(str), rows["type"].fillna("").astype(str))
     out = rows.groupby("type", as_index=False, sort=False).agg(count=("count", "sum"), total_us=("total_us", "sum"))
     return out.sort_values("total_us", ascending=False, kind="stable", ignore_index=True)
@@ -400,15 +674,19 @@ def memory(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None
     path = main_db(run)
     if path is None or "MEMORY_RECORD" not in (have := tables(path)):
         return None
-    df = query(path, f"""SELECT {_s('m', 'component', 'component')}, m.timestamp AS ts, m.totalAllocated AS a,
-                                m.totalReserved AS r, m.totalActive AS act, m.deviceId AS dev
-                         FROM MEMORY_RECORD m ORDER BY m.timestamp""")
+    df = query(path, f"""SELECT m.rowid AS rid, {_s('m', 'component', 'component')}, {_t('m.timestamp')} AS ts,
+                                m.totalAllocated AS a, m.totalReserved AS r, m.totalActive AS act, m.deviceId AS dev
+                         FROM MEMORY_RECORD m""")
+    df = clean_times(path, df, "MEMORY_RECORD", "ts", what=("timestamp", None))
+    decode_strings(path, df, ["component"], "MEMORY_RECORD")
     if "NPU_MEM" in have and {"type", "ddr", "hbm", "timestampNs"} <= have["NPU_MEM"]:
         # the whole process's device memory (memory_record.csv's "APP" rows): NPU_MEM of type "app"
-        app = query(path, """SELECT 'APP' AS component, n.timestampNs AS ts, NULL AS a, n.ddr + n.hbm AS r,
-                                    NULL AS act, n.deviceId AS dev FROM NPU_MEM n
-                             WHERE (SELECT value FROM STRING_IDS WHERE id = n.type) = 'app'""")
-        df = pd.concat([app, df], ignore_index=True).sort_values("ts", kind="stable").reset_index(drop=True)
+        app = query(path, f"""SELECT n.rowid AS rid, 'APP' AS component, {_t('n.timestampNs')} AS ts, NULL AS a,
+                                     n.ddr + n.hbm AS r, NULL AS act, n.deviceId AS dev FROM NPU_MEM n
+                              WHERE (SELECT value FROM STRING_IDS WHERE id = n.type) = 'app'""")
+        app = clean_times(path, app, "NPU_MEM", "ts", what=("timestampNs", None))
+        df = pd.concat([app, df], ignore_index=True)
+    df = df.sort_values("ts", kind="stable").reset_index(drop=True)
     origin = _origin(run, origin_us)
     out = pd.DataFrame({"component": df["component"].fillna("").astype(str),
                         "time_us": _rel_us(df["ts"], origin),
@@ -429,6 +707,7 @@ def operator_memory(run: RunFiles, origin_us: float | None = None) -> pd.DataFra
     if path is None or "OP_MEMORY" not in tables(path):
         return None
     df = query(path, f"SELECT *, {_s('m', 'name', 'op_name')} FROM OP_MEMORY m")
+    decode_strings(path, df, ["op_name"], "OP_MEMORY")
     origin = _origin(run, origin_us)
     num = lambda c: pd.to_numeric(df[c], errors="coerce").astype("float64")  # noqa: E731
     out = pd.DataFrame({"name": df["op_name"].fillna("").astype(str), "size_kb": num("size") / 1024.0})
@@ -455,8 +734,10 @@ def npu_module_mem(run: RunFiles, origin_us: float | None = None) -> pd.DataFram
     if path is None or "NPU_MODULE_MEM" not in (have := tables(path)):
         return None
     name = "(SELECT name FROM ENUM_MODULE WHERE id = m.moduleId)" if "ENUM_MODULE" in have else "m.moduleId"
-    df = query(path, f"""SELECT {name} AS component, m.timestampNs AS ts, m.totalReserved AS r,
-                                m.deviceId AS dev FROM NPU_MODULE_MEM m ORDER BY m.timestampNs""")
+    df = query(path, f"""SELECT m.rowid AS rid, {name} AS component, {_t('m.timestampNs')} AS ts,
+                                m.totalReserved AS r, m.deviceId AS dev FROM NPU_MODULE_MEM m""")
+    df = clean_times(path, df, "NPU_MODULE_MEM", "ts", what=("timestampNs", None))
+    df = df.sort_values("ts", kind="stable").reset_index(drop=True)
     origin = _origin(run, origin_us)
     out = pd.DataFrame({"component": df["component"].astype(str), "time_us": _rel_us(df["ts"], origin),
                         "reserved_mb": pd.to_numeric(df["r"], errors="coerce").astype("float64") / BYTES_PER_MB,
@@ -475,11 +756,14 @@ def communication(run: RunFiles) -> pd.DataFrame | None:
     if path is None or "COMMUNICATION_OP" not in (have := tables(path)):
         return None
     cols = have["COMMUNICATION_OP"]
-    df = query(path, f"""SELECT {_s('o', 'opName', 'op_name')}, {_s('o', 'groupName', 'grp')},
+    df = query(path, f"""SELECT o.rowid AS rid, {_s('o', 'opName', 'op_name')}, {_s('o', 'groupName', 'grp')},
                                 {_s('o', 'opType', 'op_type') if 'opType' in cols else "'' AS op_type"},
-                                o.startNs AS s, o.endNs AS e,
+                                {_t('o.startNs')} AS s, {_t('o.endNs')} AS e,
                                 {'o.waitNs' if 'waitNs' in cols else 'NULL'} AS w
-                         FROM COMMUNICATION_OP o ORDER BY o.startNs""")
+                         FROM COMMUNICATION_OP o""")
+    df = clean_times(path, df, "COMMUNICATION_OP", "s", "e", what=("startNs", "endNs"))
+    df = df.sort_values("s", kind="stable").reset_index(drop=True)
+    decode_strings(path, df, ["op_name", "grp"] + (["op_type"] if "opType" in cols else []), "COMMUNICATION_OP")
     steps = _step_of(df["s"], step_windows_ns(path, have))
     rank = str(run.info.get("rank_id", run.device))
     out = pd.DataFrame({"step": ["step" + str(s) if pd.notna(s) else "step" for s in steps],
@@ -665,28 +949,33 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
     if "TASK" in have:
         comp = "COMPUTE_TASK_INFO" in have
         task = query(path, f"""
-            SELECT 'Ascend Hardware' AS process, 'Stream ' || t.streamId AS thread, t.startNs AS s, t.endNs AS e,
+            SELECT t.rowid AS rid, 'Ascend Hardware' AS process, 'Stream ' || t.streamId AS thread,
+                   {_t('t.startNs')} AS s, {_t('t.endNs')} AS e,
                    {"c.name" if comp else "NULL"} AS name, {"c.opType" if comp else "NULL"} AS op_type,
                    t.taskType AS cat, {"t.connectionId" if "connectionId" in have["TASK"] else "NULL"} AS conn
             FROM TASK t {"LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" if comp else ""}
             WHERE {_on_device(run, 't')}""")
-        decode_strings(path, task, ["name", "op_type", "cat"])
+        task = clean_times(path, task, "TASK", "s", "e", what=("startNs", "endNs"))
+        decode_strings(path, task, ["name", "op_type", "cat"], "COMPUTE_TASK_INFO/TASK")
         task["name"] = task["name"].where(task["name"].notna(), task["cat"])  # a task without compute info
         parts.append(task)
     if "COMMUNICATION_OP" in have:
-        comm = query(path, """SELECT 'Communication' AS process, o.groupName AS thread, o.startNs AS s,
-                                     o.endNs AS e, o.opName AS name, NULL AS op_type, 'communication' AS cat
-                              FROM COMMUNICATION_OP o""")
-        decode_strings(path, comm, ["thread", "name"])
+        comm = query(path, f"""SELECT o.rowid AS rid, 'Communication' AS process, o.groupName AS thread,
+                                      {_t('o.startNs')} AS s, {_t('o.endNs')} AS e, o.opName AS name,
+                                      NULL AS op_type, 'communication' AS cat FROM COMMUNICATION_OP o""")
+        comm = clean_times(path, comm, "COMMUNICATION_OP", "s", "e", what=("startNs", "endNs"))
+        decode_strings(path, comm, ["thread", "name"], "COMMUNICATION_OP")
         parts.append(comm)
     if "CANN_API" in have:
         api_type = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "ENUM_API_TYPE" in have else "a.type")
         cann = query(path, f"""
-            SELECT 'CANN' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread, a.startNs AS s,
-                   a.endNs AS e, a.name AS name, {api_type} AS op_type, 'cann_api' AS cat,
+            SELECT a.rowid AS rid, 'CANN' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread,
+                   {_t('a.startNs')} AS s, {_t('a.endNs')} AS e, a.name AS name, {api_type} AS op_type,
+                   'cann_api' AS cat,
                    {"a.connectionId" if "connectionId" in have["CANN_API"] else "NULL"} AS conn
             FROM CANN_API a""")
-        decode_strings(path, cann, ["name"])
+        cann = clean_times(path, cann, "CANN_API", "s", "e", what=("startNs", "endNs"))
+        decode_strings(path, cann, ["name"], "CANN_API")
         parts.append(cann)
     # framework APIs: PYTORCH_API (torch_npu), the framework's own <NAME>_API table (MindSpore), MSTX marks
     api_tables = [t for t in sorted(have) if t.endswith("_API") and t != "CANN_API"] + ["MSTX_EVENTS"]
@@ -699,10 +988,11 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
         kind = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "type" in cols and "ENUM_API_TYPE" in have
                 else f"'{table.lower()}'")
         api = query(path, f"""
-            SELECT '{proc}' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread,
-                   CAST(a.startNs AS INTEGER) AS s, CAST(a.endNs AS INTEGER) AS e, a."{name}" AS name,
+            SELECT a.rowid AS rid, '{proc}' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread,
+                   {_t('a.startNs')} AS s, {_t('a.endNs')} AS e, a."{name}" AS name,
                    NULL AS op_type, {kind} AS cat FROM "{table}" a""")
-        decode_strings(path, api, ["name"])
+        api = clean_times(path, api, table, "s", "e", what=("startNs", "endNs"))
+        decode_strings(path, api, ["name"], table)
         parts.append(api)
     parts = [p for p in parts if len(p)]
     if not parts:
