@@ -1,5 +1,5 @@
-"""Notebooks saved with their widget state (JupyterLab's "Save Widget State Automatically") and opened
-again, with the kernel still running and with a new one: the step-trace chart is titled as its step picker
+"""Notebooks saved with their widget state (JupyterLab's "Save Widget State Automatically", which
+nbprofiler's install turns on by default) and opened again, with the kernel still running and with a new one: the step-trace chart is titled as its step picker
 says, and re-run compare and cluster outputs still find their widget models. Every wait is for a state
 (the saved file, the picker's value, BokehJS models), never a fixed time. Screenshots:
 test-output/screenshots/saved_state_*.png."""
@@ -22,8 +22,16 @@ _TITLES_JS = """(name) => (window.Bokeh ? Bokeh.documents : []).flatMap(d => {
     const f = d.get_model_by_name(name); return f && f.title ? [f.title.text] : []; })"""
 
 
-def _save_widget_state(lab, on: bool) -> None:
-    lab.api("PUT", WIDGETS_PLUGIN, {"raw": json.dumps({"saveState": on})})
+def _save_widget_state(lab, on: bool | None) -> None:
+    """Set the user's "Save Widget State Automatically"; None removes the user's setting (the default,
+    which nbprofiler's install turns on: share/jupyter/lab/settings/overrides.d/nbprofiler.json)."""
+    lab.api("PUT", WIDGETS_PLUGIN, {"raw": json.dumps({} if on is None else {"saveState": on})})
+
+
+def test_notebooks_save_widget_state_by_default(lab):
+    _save_widget_state(lab, None)
+    settings = lab.api("GET", WIDGETS_PLUGIN)  # the server folds overrides.d into the schema's defaults
+    assert settings["schema"]["properties"]["saveState"]["default"] is True and settings["settings"] == {}
 
 
 def _saved(path) -> tuple[dict, list[str]] | None:
@@ -89,7 +97,7 @@ def test_a_reopened_step_trace_is_titled_as_its_picker_says(lab, page):
         wait_painted(page)
         save_screenshot(page, "saved_state_step_trace_new_kernel")
     finally:
-        _save_widget_state(lab, False)
+        _save_widget_state(lab, None)
     assert not page.page_errors, page.page_errors
 
 
@@ -109,7 +117,7 @@ def test_rerun_compare_and_cluster_outputs_find_their_models_after_a_reload(lab,
         "import warnings; warnings.simplefilter('ignore')\nimport nbprofiler",
         f"nbprofiler.compare(nbprofiler.load({str(a)!r}), nbprofiler.load({str(b)!r})).show()",
         f"nbprofiler.load({str(cluster)!r}).show()"])
-    _save_widget_state(lab, True)
+    _save_widget_state(lab, None)  # as installed: nbprofiler's default saves widget state
     try:
         open_and_run_all(page, lab, "saved_rerun.ipynb", 3)
         first = wait_stable(page, lambda: (s := _saved_ids_on_page(page)) and s, "the first run's widgets")
@@ -125,7 +133,7 @@ def test_rerun_compare_and_cluster_outputs_find_their_models_after_a_reload(lab,
         wait_painted(page)
         save_screenshot(page, "saved_state_rerun_new_kernel")
     finally:
-        _save_widget_state(lab, False)
+        _save_widget_state(lab, None)
     assert not page.page_errors, page.page_errors
 
 
