@@ -226,8 +226,8 @@ class Profile:
         return summarize(self)
 
     def show(self, **kwargs):
-        """Display the interactive dashboard (overview, advisor, step trace, operators, MindData, timeline);
-        for a rank with several sessions, with a window picker above it and the windows compared
+        """Display the interactive dashboard (the Overview, then a tab per page of
+        `nbprofiler.views.pages.PAGES` with data); for a rank with several sessions, with a window picker above it and the windows compared
         (`nbprofiler.views.windows.WindowsDashboard`)."""
         if len(self.windows) > 1:
             from .views.windows import WindowsDashboard
