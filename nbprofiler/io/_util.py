@@ -91,11 +91,14 @@ def _line_of_offset(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
 
-def read_bytes(path: Path, family: str = "text") -> bytes:
+def read_bytes(path: Path, family: str = "text", limit: int | None = None) -> bytes:
     """The file's bytes, at most as many as its size when the memory guard checked it (as ``family``,
     see `EXPANSION`): a file that grows while it is read (a profiler still writing it) is read up to that
-    size, with a warning."""
+    size, with a warning. ``limit``: the size an earlier check allowed (a reader's check at open), read
+    no further than that either (a file larger now is still checked at its size now)."""
     size = check_size(path, family)
+    if limit is not None:
+        size = min(size, limit)
     try:
         with open(path, "rb") as f:
             data = f.read(size + 1)
@@ -128,18 +131,41 @@ def read_text(path: Path, family: str = "text") -> str:
     return decode(path, data)
 
 
+# Python refuses to turn a longer run of digits into an int (sys.get_int_max_str_digits, 4300 by default).
+_LONG_DIGITS = re.compile(r"\d{4000,}")
+# Where nesting gets deep: 100 opening brackets in a row (blank space between them allowed).
+_DEEP_NESTING = re.compile(r"(?:[\[{][ \t\r\n]{0,8}){100}")
+
+
+def json_limit_error(path: Path, text: str, exc: BaseException, start: int = 0) -> MalformedFileError:
+    """The typed error for what the standard library's json parser raises past its own limits, not as a
+    `json.JSONDecodeError`: ``RecursionError`` (arrays/objects nested some thousand deep) and ``ValueError``
+    (an integer of more than 4,300 digits). ``start``: where in ``text`` the value being decoded begins
+    (its line is named; for a number, the line of the first overlong run of digits after it; for nesting,
+    of the first run of 100 opening brackets after it, when there is one)."""
+    if isinstance(exc, RecursionError):
+        m = _DEEP_NESTING.search(text, start)
+        return MalformedFileError(path, "JSON nested deeper than it can be read (no profiler writes that)",
+                                  line=text.count("\n", 0, m.start() if m else start) + 1)
+    m = _LONG_DIGITS.search(text, start)
+    at = m.start() if m else start
+    digits = f"{len(m.group()):,} digits" if m else "too many digits"
+    return MalformedFileError(path, f"a JSON number of {digits}, longer than can be read (no profiler writes that)",
+                              line=text.count("\n", 0, at) + 1)
+
+
 def read_json(path: Path, family: str = "json"):
     """Parse a JSON file. Truncation (the document ends early) raises `TruncatedFileError`."""
     text = read_text(path, family)
     try:
         return json.loads(text)
-    except RecursionError:
-        raise MalformedFileError(path, "JSON nested deeper than it can be read (no profiler writes that)") from None
     except json.JSONDecodeError as e:
         tail_ws = len(text) - len(text.rstrip())
         if e.pos >= len(text) - tail_ws - 1 or "Unterminated" in e.msg:
             raise TruncatedFileError(path, f"JSON ends early ({e.msg})", line=e.lineno) from None
         raise MalformedFileError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+    except (RecursionError, ValueError) as e:
+        raise json_limit_error(path, text, e) from None
 
 
 # Row-level recovery: a row whose field count differs from the header's, or a cell that is not the

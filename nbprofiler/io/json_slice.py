@@ -56,7 +56,7 @@ def _head_start(head: bytes) -> int | None:
     while True:
         try:
             key, i = dec.raw_decode(text, skip(i))
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or past the parser's limits: read as one document
             return None
         i = skip(i)
         if text[i:i + 1] != ":":
@@ -66,7 +66,7 @@ def _head_start(head: bytes) -> int | None:
             return i if text[i:i + 1] == "[" else None
         try:
             _, i = dec.raw_decode(text, i)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         i = skip(i)
         if text[i:i + 1] != ",":
@@ -145,7 +145,8 @@ def array_span(path, end: int | None = None, on_start=None) -> tuple[int, int] |
     """(start, end) byte offsets of the ``traceEvents`` array of an object-form trace, ``[`` to ``]``
     inclusive, checked by decoding everything around it as the rest of the object; None when the array
     cannot be placed that way (then read the file as one document). ``end``: the object ends at this
-    byte (data follows it), else at the end of the file. ``on_start(start, end)``: called once the
+    byte (data follows it, or the file is read no further than the size its reader checked), else at the
+    end of the file. ``on_start(start, end)``: called once the
     array's first byte is placed, before its end is looked for, with the end of the object."""
     path = Path(path)
     size = path.stat().st_size if end is None else end
@@ -167,7 +168,7 @@ def array_span(path, end: int | None = None, on_start=None) -> tuple[int, int] |
     rest = head[:start] + b"[]" + tail[end_in_tail:]
     try:
         doc = json.loads(rest)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return (start, end) if isinstance(doc, dict) and doc.get("traceEvents") == [] else None
 

@@ -4,7 +4,7 @@ Step trace (``step_trace_raw_*_detail_time.csv``), its anchor ops (``step_trace_
 FLOPs (``flops_*.txt``, ``flops_summary_*.json``), communication (``hccl_raw_*.csv``), cluster metrics
 (``ascend_cluster_analyse_*.csv``) and the timeline summary (``*timeline_summary_*.json``).
 FORMATS.md sections 3.2, 3.8, 3.14, 3.18, 3.20 and 5.1 describe the files; the frame contracts are the
-builder docstrings in `nbprofiler.build`.
+builder docstrings in `nbprofiler.model.build`.
 """
 from __future__ import annotations
 
@@ -380,6 +380,8 @@ def _link_cell(cell: str) -> list[tuple]:
         links = json.loads(cell)
     except json.JSONDecodeError as e:
         raise ValueError(f"not JSON: {e.msg}") from None
+    except (ValueError, RecursionError):  # past the parser's limits: a number too long, nesting too deep
+        raise ValueError("not JSON that can be read (a number too long or nesting too deep)") from None
     if not isinstance(links, dict):
         raise ValueError("not a JSON object")
     out = []

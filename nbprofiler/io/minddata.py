@@ -118,7 +118,7 @@ def _list_cell(text: str, path: Path, line: int, field: str) -> list[int]:
         return []
     try:
         value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON, or past the parser's limits
         raise MalformedFileError(path, f"not a list literal: {text[:40]!r}", line=line, field=field) from None
     if not isinstance(value, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                               and math.isfinite(x) for x in value):
@@ -613,7 +613,7 @@ def _summary_cell(cell: str):
     if s.startswith("[") and s.endswith("]"):
         try:
             return json.loads(s)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             pass
     return cell
 

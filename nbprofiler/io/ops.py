@@ -103,10 +103,11 @@ def framework_info(path: Path) -> pd.DataFrame:
             if keep.iloc[i]:
                 try:
                     json.loads(cell)
-                except json.JSONDecodeError as e:  # costs that cell only (see `numeric`)
+                except (ValueError, RecursionError) as e:  # costs that cell only (see `numeric`)
                     bad.append(i)
                     if len(bad) == 1:
-                        first = (line_of(df, i), e.msg)
+                        first = (line_of(df, i), e.msg if isinstance(e, json.JSONDecodeError)
+                                 else "nested too deep" if isinstance(e, RecursionError) else "a number too long")
         if bad:
             if too_many_bad(len(bad), int(keep.sum())):
                 raise MalformedFileError(path, f"op_info is not JSON: {first[1]} ({len(bad)} of {int(keep.sum())} "

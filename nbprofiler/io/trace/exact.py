@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from ...errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError, TruncatedFileError
-from .._util import decode, read_bytes, warn_partial
+from .._util import decode, json_limit_error, read_bytes, warn_partial
 
 _WS = re.compile(r"[ \t\r\n]*")
 
@@ -28,14 +28,17 @@ def exact_events(path: Path) -> list[dict]:
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
-def exact_check(path: Path, need_trace_events: bool = False, keep: bool = False, upto: int | None = None):
+def exact_check(path: Path, need_trace_events: bool = False, keep: bool = False, upto: int | None = None,
+                size: int | None = None):
     """Parse ``path`` exactly and raise the typed error (with its line) for whatever is wrong with it;
     `_TrailingData` (a `MalformedFileError`) when the only thing wrong is data after a valid document.
 
     Array files are decoded one element at a time so a huge file needs no more than its text in memory
     (events are kept only with ``keep``). ``upto``: check only the file's first ``upto`` bytes. Returns
-    the document (with ``keep`` or for an object-form file; else an empty list) when nothing is wrong."""
-    data = read_bytes(path, "trace_exact")
+    the document (with ``keep`` or for an object-form file; else an empty list) when nothing is wrong.
+    ``size``: the file's size when the reader's memory guard checked it; no more than that is read.
+    Nesting or numbers past what the parser can read raise `MalformedFileError` with the line."""
+    data = read_bytes(path, "trace_exact", size)  # no more than the reader checked
     if upto is not None:
         data = data[:upto]
     if not data.strip():
@@ -71,8 +74,8 @@ def exact_check(path: Path, need_trace_events: bool = False, keep: bool = False,
             doc, doc_end = dec.raw_decode(text, i)
         except json.JSONDecodeError as e:
             fail(e)
-        except RecursionError:
-            raise MalformedFileError(path, "JSON nested deeper than it can be read") from None
+        except (RecursionError, ValueError) as e:
+            raise json_limit_error(path, text, e, i) from None
         if "traceEvents" not in doc:
             raise MissingColumnError(path, "a JSON object without 'traceEvents'", line=1, field="traceEvents")
         if not isinstance(doc["traceEvents"], list):
@@ -87,8 +90,8 @@ def exact_check(path: Path, need_trace_events: bool = False, keep: bool = False,
             json.loads(text)
         except json.JSONDecodeError as e:
             fail(e)
-        except RecursionError:
-            raise MalformedFileError(path, "JSON nested deeper than it can be read") from None
+        except (RecursionError, ValueError) as e:
+            raise json_limit_error(path, text, e, i) from None
         raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
                                        "'traceEvents'", line=line_of(i))
     events = []
@@ -101,6 +104,8 @@ def exact_check(path: Path, need_trace_events: bool = False, keep: bool = False,
                 obj, i = dec.raw_decode(text, i)
             except json.JSONDecodeError as e:
                 fail(e)
+            except (RecursionError, ValueError) as e:  # nested too deep, a number of too many digits
+                raise json_limit_error(path, text, e, start) from None
             if not isinstance(obj, dict):
                 raise MalformedFileError(path, f"event {n} is not an object", line=line_of(start))
             if keep:
@@ -140,7 +145,7 @@ def line_of_event(path: Path, index: int) -> int | None:
             i = _WS.match(text, i).end() + 1  # the comma
             i = _WS.match(text, i).end()
             n += 1
-    except (json.JSONDecodeError, IndexError):
+    except (ValueError, IndexError, RecursionError):  # JSONDecodeError is a ValueError
         return None
     return text.count("\n", 0, i) + 1
 
@@ -153,12 +158,12 @@ class _TrailingData(MalformedFileError):
         self.end, self.at = end, at
 
 
-def document_end(path: Path) -> int | None:
+def document_end(path: Path, size: int | None = None) -> int | None:
     """The byte offset where the JSON document ends when data that is not blank follows it (reported
     with `warn_trailing`); None when the whole file is one valid document. Raises the error of a file
-    that is invalid otherwise."""
+    that is invalid otherwise. ``size``: see `exact_check`."""
     try:
-        exact_check(path)
+        exact_check(path, size=size)
     except _TrailingData as t:
         warn_trailing(path, t)
         return t.end

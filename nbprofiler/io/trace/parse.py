@@ -281,11 +281,12 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
                   f"AS docs FROM read_json({lit}, format='unstructured', columns={{traceEvents: '{struct}'}}, "
                   f"maximum_object_size={_MAX_OBJECT}) QUALIFY row_number() OVER () = 1))")
     sql = _READ_SQL.format(source=source, dur=dur_sql, extra=", docs" if as_document else "")
-    size = path.stat().st_size
+    size = path.stat().st_size if checked_size is None else checked_size
     batches: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
     done = object()
-
+    if checked_size is not None and _size_now(path) > checked_size:
+        raise _grew(path, checked_size)  # already larger: the memory guard checked another file
     def hand(item) -> bool:
         """Queue ``item`` for the digesting thread; False once it stopped taking them (it raised), so the
         reader never blocks on a full queue nobody empties."""
@@ -335,8 +336,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
                     on_batch(nbytes)
                 if checked_size is not None and path.stat().st_size > checked_size:
                     # the memory guard checked a smaller file: stop before reading what it did not allow
-                    raise ProfilerDataError(path, f"the file grew while it was read (from {checked_size:,} bytes; "
-                                                  "is the profiler still writing it?); load it once it is complete")
+                    raise _grew(path, checked_size)
     except BaseException:
         if hasattr(digest, "discard"):
             digest.discard()  # what a failed read kept goes before the retry or the exact parse
@@ -350,6 +350,11 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     return chunks
 
 
+def _grew(path: Path, checked_size: int) -> ProfilerDataError:
+    return ProfilerDataError(path, f"the file grew while it was read (from {checked_size:,} bytes; is the profiler "
+                                   "still writing it?); load it once it is complete")
+
+
 def parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, family: str = "trace") -> list[Chunk]:
     """One Chrome-trace file -> its digested batches (file order). Raises `ProfilerDataError`s.
     ``on_batch(nbytes)``: called after each batch with an estimate of the JSON bytes it was read from.
@@ -357,36 +362,58 @@ def parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, f
     the document's events load. ``make_digest``: see `_stream`; ``family``: the memory guard's row for
     what the digests keep (`EXPANSION`)."""
     path = Path(path)
+    # Every read below reads at most the `checked` bytes the memory guard allowed: a file that grows while
+    # it is read (a profiler still writing it, blank space appended after the closing bracket) is not read
+    # further (the exact parse reads that many bytes; duckdb's reads are stopped, `_stream`). What those
+    # bytes lack (the end of the document) is then the file's growth, said as such.
     checked = check_size(path, family)
+    try:
+        return _parse_checked(path, checked, offset, on_batch, make_digest, family)
+    except ProfilerDataError as e:
+        if "grew while it was read" not in str(e) and _size_now(path) > checked:
+            raise _grew(path, checked) from None
+        raise
+
+
+def _size_now(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+def _parse_checked(path: Path, checked: int, offset: int, on_batch, make_digest, family: str) -> list[Chunk]:
+    """`parse_chunks` of a file whose first ``checked`` bytes the memory guard allowed."""
     first = _first_byte(path)
     if first not in (b"[", b"{"):
-        exact_check(path)  # raises with the line of the first bad byte
+        exact_check(path, size=checked)  # raises with the line of the first bad byte
         raise MalformedFileError(path, "not a Chrome trace: expected a JSON array or an object with "
                                        "'traceEvents'", line=1)
     end = None  # the end of the JSON document, when other data follows it
-    if not _ends_like(path, first):
+    if not _ends_like(path, first, checked):
         # something other than the closing bracket ends the file: the exact parse says what, and where
-        end = document_end(path)
+        end = document_end(path, size=checked)
     stats: dict = {}
     while True:
         chunks, error = _read_attempts(path, first, offset, on_batch, checked, end, stats, make_digest)
         if chunks is not None:
             break
         if end is None:
-            end = document_end(path)  # raises the error that made every read fail, if not data after it
+            # raises the error that made every read fail, if not data after it
+            end = document_end(path, size=checked)
         else:  # the document alone cannot be read either
-            exact_check(path, upto=end)
+            exact_check(path, upto=end, size=checked)
             end = None
         if end is None:
             raise MalformedFileError(path, f"not a readable Chrome trace: {str(error).splitlines()[0]}")
     if stats.get("docs", 1) > 1 and end is None:
         # read as one document: more documents follow the first one (only its events were taken)
         try:
-            end = document_end(path)
+            end = document_end(path, size=checked)
         except ProfilerDataError:  # too large for the exact parse, or an error only it sees
             warn_trailing(path, None)
     if first == b"{" and not chunks:
-        exact_check(path, need_trace_events=True, upto=end)
+        exact_check(path, need_trace_events=True, upto=end, size=checked)
     if stats.get("longest", 0) > _BIG_VALUE:
         # a huge string costs several copies of itself in the frames built next
         check_size(path, family, extra_bytes=int(stats["longest"] * EXPANSION["trace_big_event"]))
@@ -395,21 +422,29 @@ def parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, f
 
 def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int, end: int | None,
                    stats: dict, make_digest=None) -> tuple[list[Chunk] | None, Exception | None]:
-    """The fast reads of ``path`` (up to byte ``end`` when given), in order, until one succeeds:
-    (its chunks, None), or (None, the last read's error) when all of them fail."""
+    """The fast reads of ``path`` (up to byte ``end`` when given, else up to the ``checked`` bytes the
+    memory guard allowed), in order, until one succeeds: (its chunks, None), or (None, the last read's
+    error) when all of them fail.
+
+    duckdb reads a file it is given by path up to its end, wherever that is by then, and does not stop
+    for an interrupt while it skips blank space: a trace with blank space appended after its closing
+    bracket while it was read was read to 1-3 GB from 2 MB. So it is never given the file itself: an
+    array file is read as the span of its checked bytes, from a copy of them (`json_slice.ArrayCopy`, in
+    the kernel, ~50 ms per 100 MB) or through a slice of the file (`json_slice.slice_url`)."""
     span = copy = None
-    if end is not None and first == b"[":
-        span = (0, end)  # the array, without what follows it
+    if first == b"[":
+        span = (0, checked if end is None else end)  # the array, without what follows it or was added
         copy = json_slice.ArrayCopy.start(path, *span, directory=_copy_directory(path))
     elif first == b"{":
         # An object-form trace's event array is read like an array file when its bytes can be placed.
-        span, copy = json_slice.copied_span(path, end=end, directory=_copy_directory(path))
+        span, copy = json_slice.copied_span(path, end=checked if end is None else end,
+                                            directory=_copy_directory(path))
     try:
         import duckdb  # while the span is copied (a first load spends ~80 ms on this import)
         # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
         read_errors = (duckdb.Error, pa.ArrowException, OSError)
-        return _read_span(path, first, offset, on_batch, checked, end, stats, make_digest, span, copy,
-                          read_errors)
+        return _read_span(path, first, offset, on_batch, checked, checked if end is None else end, stats,
+                          make_digest, span, copy, read_errors)
     finally:
         if copy is not None:
             copy.close()
@@ -450,12 +485,12 @@ def _read_span(path, first, offset, on_batch, checked, end, stats, make_digest, 
     return None, error
 
 
-def _ends_like(path: Path, first: bytes) -> bool:
-    """Whether the file's last non-blank byte is the bracket that closes a document opened by ``first``."""
-    size = path.stat().st_size
+def _ends_like(path: Path, first: bytes, size: int) -> bool:
+    """Whether the last non-blank byte of the file's first ``size`` bytes (its size when checked) is the
+    bracket that closes a document opened by ``first``."""
     with open(path, "rb") as f:
         f.seek(max(0, size - 4096))
-        tail = f.read().rstrip(b" \t\r\n")
+        tail = f.read(min(size, 4096)).rstrip(b" \t\r\n")
     if not tail and size > 4096:
         return True  # 4 KB of blank space at the end: let the reads decide
     return tail[-1:] == (b"]" if first == b"[" else b"}")

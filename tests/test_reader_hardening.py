@@ -1,0 +1,240 @@
+"""Reader hardening (issue 37, items 6, 7), on damaged copies of real profiles in tmp_path:
+
+- JSON past the standard parser's limits (nested 10,000 deep, a number of 5,000 digits) is a typed
+  `MalformedFileError` naming the file and line, in bounded time, and the rest of the profile loads;
+- a trace that grows while it is read is read no further than the size the memory guard checked.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import nbprofiler
+from nbprofiler.errors import MalformedFileError, ProfilerDataError, ProfilerDataWarning
+from nbprofiler.io import _util, trace
+from nbprofiler.io.trace import exact
+from nbprofiler.io.trace import parse as trace_parse
+
+from .conftest import DATA
+
+MS2 = DATA / "mindspore2" / "lenet_pynative"
+WIDEDEEP = DATA / "legacy" / "run_1_widedeep"
+LENET = DATA / "legacy" / "run_2_lenet"
+SECONDS = 20  # every damaged load here takes well under a second on the real files
+
+
+def _copy(src: Path, tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setenv("NBPROFILER_CACHE_DIR", str(tmp_path / "cache"))
+    dest = tmp_path / "run"
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("logs"))
+    return dest
+
+
+def _load(run: Path, *frames: str):
+    """The profile of ``run`` with ``frames`` built (warnings recorded in prof.problems), and the seconds taken."""
+    t0 = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof = nbprofiler.load(run)
+        built = {name: getattr(prof, name) for name in frames}
+    return prof, built, time.monotonic() - t0
+
+
+def _problems(prof, path: Path, text: str) -> list:
+    return [p for p in prof.problems if p.file == str(path) and text in p.error]
+
+
+# -- item 6: JSON past the parser's limits --------------------------------------------------------------
+def test_a_trace_of_10000_nested_brackets_is_a_typed_error_and_the_rest_loads(tmp_path, monkeypatch):
+    run = _copy(MS2, tmp_path, monkeypatch)
+    path = next(run.rglob("trace_view.json"))
+    path.write_bytes(b"[" * 10_000)
+    prof, built, took = _load(run, "timeline", "op_types", "memory")
+    found = _problems(prof, path, "nested deeper than it can be read")
+    assert len(found) == 1 and found[0].kind == "error" and found[0].line == 1, prof.problems
+    assert found[0].error.startswith("MalformedFileError")
+    assert built["op_types"] is not None and len(built["op_types"]) and len(built["memory"])
+    assert took < SECONDS
+
+
+def test_a_trace_number_of_5000_digits_is_a_typed_error_naming_its_line(tmp_path, monkeypatch):
+    run = _copy(WIDEDEEP, tmp_path, monkeypatch)
+    path = next(run.rglob("timeline_display_1.json"))
+    data = path.read_bytes().rstrip()
+    event = b'{"ph": "X", "name": "HUGE", "pid": 1, "tid": 1, "ts": ' + b"9" * 5000 + b', "dur": 1}'
+    # the number on line 3; data after the array sends the file through the exact parse
+    path.write_bytes(b"[\n\n" + event + b",\n" + data[1:] + b"\ngarbage\n")
+    prof, built, took = _load(run, "timeline", "op_types", "step_trace")
+    found = _problems(prof, path, "a JSON number of 5,000 digits")
+    assert len(found) == 1 and found[0].line == 3, prof.problems
+    assert found[0].error.startswith("MalformedFileError")
+    assert len(built["op_types"]) and len(built["step_trace"])
+    assert took < SECONDS
+
+
+@pytest.mark.parametrize("damage,text,line", [
+    (lambda d: d.replace(b"{", b'{\n"deep": ' + b"[" * 10_000, 1), "nested deeper than it can be read", 2),
+    (lambda d: d.replace(b"{", b'{\n"big": ' + b"7" * 5000 + b",", 1), "a JSON number of 5,000 digits", 2),
+])
+def test_a_json_file_past_the_parsers_limits_is_a_typed_error(tmp_path, damage, text, line):
+    path = tmp_path / "timeline_summary_1.json"
+    path.write_bytes(damage((WIDEDEEP / "timeline_summary_1.json").read_bytes()))
+    t0 = time.monotonic()
+    with pytest.raises(MalformedFileError, match=text) as err:
+        _util.read_json(path)
+    assert err.value.path == path and err.value.line == line
+    assert time.monotonic() - t0 < SECONDS
+
+
+def test_an_op_info_cell_past_the_parsers_limits_costs_that_cell(tmp_path, monkeypatch):
+    run = _copy(WIDEDEEP, tmp_path, monkeypatch)
+    path = run / "framework_raw_1.csv"
+    rows = list(csv.reader(io.StringIO(path.read_text(), newline="")))
+    rows[3][rows[0].index("op_info")] = "[" * 10_000  # line 4
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    path.write_text(out.getvalue())
+    prof, built, took = _load(run, "ops")
+    found = _problems(prof, path, "op_info is not JSON")
+    assert len(found) == 1 and found[0].line == 4 and found[0].kind == "warning", prof.problems
+    assert len(built["ops"]) and took < SECONDS
+
+
+# -- item 7: every read of a trace bounded by the size checked --------------------------------------------
+def _bytes_read() -> int:
+    for line in open("/proc/self/io"):
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes read with /proc/self/io")
+@pytest.mark.parametrize("object_form", [False, True])
+def test_a_trace_that_grows_while_it_is_read_is_read_no_further_than_checked(tmp_path, monkeypatch, object_form):
+    """Blank space appended after the closing bracket while the trace is read (it once read 1-3 GB of a
+    2 MB file): the reader stops with a typed error naming the file; bytes read stay near the file's size."""
+    monkeypatch.setenv("NBPROFILER_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "timeline_display_1.json"
+    data = (WIDEDEEP / "timeline_display_1.json").read_bytes()
+    path.write_bytes(b'{"traceEvents": ' + data + b"}" if object_form else data)
+    size = path.stat().st_size
+    stop, written = threading.Event(), [0]
+    cap = 256 << 20
+
+    def grow():
+        with open(path, "ab") as f:
+            while not stop.is_set() and written[0] < cap:
+                f.write(b" " * (1 << 20))
+                f.flush()
+                written[0] += 1 << 20
+
+    appender = threading.Thread(target=grow)
+    real = trace_parse.check_size
+
+    def check_then_grow(p, family, **kw):
+        checked = real(p, family, **kw)
+        if not appender.is_alive() and not stop.is_set():
+            # the file grows from the moment the memory guard has checked it: 64 MB at once, then on
+            with open(path, "ab") as f:
+                f.write(b" " * (64 << 20))
+            written[0] += 64 << 20
+            appender.start()
+        return checked
+
+    monkeypatch.setattr(trace_parse, "check_size", check_then_grow)
+    before, t0 = _bytes_read(), time.monotonic()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
+                trace.load_trace(path, progress=False)
+    finally:
+        stop.set()
+        appender.join()
+    read = _bytes_read() - before
+    assert err.value.path == path and f"from {size:,} bytes" in str(err.value)
+    assert written[0] >= 64 << 20  # it did grow, far past what was read
+    assert read < 4 * size + (16 << 20), (read, written[0])
+    assert time.monotonic() - t0 < SECONDS
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes read with /proc/self/io")
+def test_a_trace_that_starts_growing_while_duckdb_reads_it_is_stopped(tmp_path, monkeypatch):
+    """The growth starts once duckdb's read has begun (no batch follows the closing bracket, so only the
+    watcher of the read sees it): the read is stopped with the typed error, not read on for GBs."""
+    monkeypatch.setenv("NBPROFILER_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "timeline_display_1.json"
+    shutil.copy(WIDEDEEP / "timeline_display_1.json", path)
+    size = path.stat().st_size
+    stop, written = threading.Event(), [0]
+
+    def grow():
+        with open(path, "ab") as f:
+            while not stop.is_set() and written[0] < (256 << 20):
+                f.write(b" " * (1 << 20))
+                f.flush()
+                written[0] += 1 << 20
+
+    appender = threading.Thread(target=grow)
+    real = trace_parse._connection
+
+    class Reading:  # the reader's connection: the file starts growing as its statement starts
+        def __init__(self, con):
+            self._con = con
+
+        def sql(self, *args, **kw):
+            if not appender.is_alive() and not stop.is_set():
+                appender.start()
+                time.sleep(0.02)
+            return self._con.sql(*args, **kw)
+
+        def __getattr__(self, name):
+            return getattr(self._con, name)
+
+    monkeypatch.setattr(trace_parse, "_connection", lambda: Reading(real()))
+    before, t0 = _bytes_read(), time.monotonic()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
+                trace.load_trace(path, progress=False)
+    finally:
+        stop.set()
+        if appender.is_alive():
+            appender.join()
+    read = _bytes_read() - before
+    assert err.value.path == path and f"from {size:,} bytes" in str(err.value)
+    assert read < 4 * size + (96 << 20), (read, written[0])  # not the 256 MB written
+    assert time.monotonic() - t0 < SECONDS
+
+
+def test_the_exact_parse_reads_no_further_than_the_size_checked(tmp_path):
+    path = tmp_path / "timeline_display_1.json"
+    data = (WIDEDEEP / "timeline_display_1.json").read_bytes()
+    path.write_bytes(data + b" " * (4 << 20))  # grown after its reader checked len(data)
+    with pytest.warns(ProfilerDataWarning, match=f"grew while it was read.*first {len(data):,} bytes"):
+        events = exact.exact_check(path, keep=True, size=len(data))
+    assert len(events) == len(exact.exact_events(WIDEDEEP / "timeline_display_1.json"))
+    with pytest.warns(ProfilerDataWarning, match="grew while it was read"):
+        assert exact.document_end(path, size=len(data)) is None
+
+
+def test_a_trace_whose_growth_cut_its_document_is_said_to_have_grown(tmp_path, monkeypatch):
+    """Checked while it was shorter (the profiler still writing its events): the checked bytes end in the
+    middle of the document, and the error says the file grew rather than that it is broken."""
+    path = tmp_path / "timeline_display_1.json"
+    shutil.copy(WIDEDEEP / "timeline_display_1.json", path)
+    real = trace_parse.check_size
+    monkeypatch.setattr(trace_parse, "check_size", lambda p, family, **kw: real(p, family, **kw) // 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
+            trace.load_trace(path, progress=False)
+    assert err.value.path == path
