@@ -1,8 +1,12 @@
-"""Reader hardening (issue 37, items 6, 7), on damaged copies of real profiles in tmp_path:
+"""Reader hardening (issue 37, items 6, 7, 8, 12), on damaged copies of real profiles in tmp_path:
 
 - JSON past the standard parser's limits (nested 10,000 deep, a number of 5,000 digits) is a typed
   `MalformedFileError` naming the file and line, in bounded time, and the rest of the profile loads;
-- a trace that grows while it is read is read no further than the size the memory guard checked.
+- a trace that grows while it is read is read no further than the size the memory guard checked;
+- an impossible operator time (negative, or over `MAX_DURATION_US`) in the op-type/detail CSVs costs its
+  row, with the trace readers' wording;
+- a text file cut in its last record warns of the truncation, and a row of nothing but empty/``nan``
+  fields is dropped with a warning (never an operator named "nan").
 """
 from __future__ import annotations
 
@@ -238,3 +242,138 @@ def test_a_trace_whose_growth_cut_its_document_is_said_to_have_grown(tmp_path, m
         with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
             trace.load_trace(path, progress=False)
     assert err.value.path == path
+
+
+# -- item 8: impossible operator times --------------------------------------------------------------------
+def _set_cell(path: Path, line: int, column: str, value: str) -> str:
+    """Set ``column`` of file line ``line`` (1-based) to ``value``; returns the row's first cell."""
+    lines = path.read_text().splitlines(True)
+    header = lines[0].rstrip("\r\n").split(",")
+    cells = lines[line - 1].rstrip("\r\n").split(",")
+    cells[header.index(column)] = value
+    lines[line - 1] = ",".join(cells) + "\n"
+    path.write_text("".join(lines))
+    return cells[0]
+
+
+IMPOSSIBLE = "negative, not finite or over 3e+12 us) skipped (the first is shown)"
+
+
+@pytest.mark.parametrize("value,us", [("-0.554", "-554.0"), ("1e300", "1e+303")])
+def test_an_impossible_cpu_op_type_time_costs_that_row(tmp_path, monkeypatch, value, us):
+    run = _copy(MS2, tmp_path, monkeypatch)
+    path = next(run.rglob("cpu_op_type_info_0.csv"))
+    op_type = _set_cell(path, 3, "total_compute_time", value)
+    full = _load(MS2, "op_types")[1]["op_types"]
+    prof, built, took = _load(run, "op_types", "ops", "timeline")
+    types = built["op_types"]
+    cpu = types[types["kind"] == "cpu"]
+    assert op_type not in set(cpu["op_type"]) and len(cpu) == (full["kind"] == "cpu").sum() - 1
+    assert cpu["percent"].max() < 100
+    found = _problems(prof, path, f"1 row(s) with an impossible 'total_compute_time' ({us} us: {IMPOSSIBLE}")
+    assert len(found) == 1 and found[0].line == 3 and found[0].field == "total_compute_time", prof.problems
+    assert found[0].kind == "warning" and len(built["ops"]) and len(built["timeline"]) and took < SECONDS
+
+
+def test_an_impossible_cpu_op_detail_time_costs_that_row(tmp_path, monkeypatch):
+    run = _copy(MS2, tmp_path, monkeypatch)
+    path = next(run.rglob("cpu_op_detail_info_0.csv"))
+    lines = path.read_text().splitlines()
+    name = lines[4].split(",")[3]
+    _set_cell(path, 5, "op_total_time(ms)", "1e300")
+    prof, built, _ = _load(run, "ops")
+    assert name not in set(built["ops"]["op_name"])
+    found = _problems(prof, path, "with an impossible 'op_total_time(ms)' (1e+303 us")
+    assert len(found) == 1 and found[0].line == 5, prof.problems
+
+
+def test_impossible_ai_core_and_ai_cpu_times_cost_their_rows(tmp_path, monkeypatch):
+    run = _copy(LENET, tmp_path, monkeypatch)
+    aicpu = run / "aicpu_intermediate_1.csv"
+    aicore = run / "aicore_intermediate_1_type.csv"
+    _set_cell(aicpu, 2, "total_time", "-3")
+    kernel_type = _set_cell(aicore, 4, "execution_time", "-0.5")
+    prof, built, _ = _load(run, "op_types", "ops")
+    types = built["op_types"]
+    assert kernel_type not in set(types.loc[types["kind"] == "ai_core", "op_type"])
+    assert len(_problems(prof, aicpu, "with an impossible 'total_time' (-3000.0 us")) == 1, prof.problems
+    assert [p.line for p in _problems(prof, aicore, "with an impossible 'execution_time' (-500.0 us")] == [4]
+
+
+def test_mostly_impossible_times_reject_the_file(tmp_path):
+    path = tmp_path / "cpu_op_type_info_0.csv"
+    lines = next(MS2.rglob("cpu_op_type_info_0.csv")).read_text().splitlines(True)
+    path.write_text("".join(lines))
+    for line in range(2, 8):
+        _set_cell(path, line, "total_compute_time", "-1")
+    from nbprofiler.io import framework
+    with pytest.raises(MalformedFileError, match="rows with an impossible 'total_compute_time'") as err:
+        framework.cpu_op_types(path)
+    assert err.value.line == 2
+
+
+# -- item 12: a text file cut mid-record; rows of nothing -------------------------------------------------
+def test_a_queue_file_cut_in_its_last_record_warns_of_the_truncation(tmp_path, monkeypatch):
+    run = _copy(MS2, tmp_path, monkeypatch)
+    path = next(run.rglob("dataset_iterator_profiling_0.txt"))
+    data = path.read_bytes().rstrip(b"\n")
+    last = data.rsplit(b"\n", 1)[1]
+    path.write_bytes(data[:len(data) - len(last)] + last.rsplit(b" ", 2)[0])  # 2 of its fields left
+    n_lines = data.count(b"\n") + 1
+    prof, built, took = _load(run, "host_queue")
+    found = _problems(prof, path, "the file ends in the middle of its last record")
+    assert len(found) == 1 and found[0].line == n_lines and found[0].error.startswith("TruncatedFileError"), \
+        prof.problems
+    assert not _problems(prof, path, "malformed")
+    assert len(built["host_queue"]) and took < SECONDS
+
+
+def test_a_getnext_file_cut_in_its_last_record_warns_of_the_truncation(tmp_path):
+    from nbprofiler.io import minddata
+    path = tmp_path / "minddata_aicpu_1.txt"
+    data = (LENET / "minddata_aicpu_1.txt").read_bytes().rstrip(b"\n")
+    last = data.rsplit(b"\n", 1)[1]
+    assert last.startswith(b"GetNext")
+    path.write_bytes(data[:len(data) - len(last)] + last.split(b" ")[0] + b" 15")
+    with pytest.warns(ProfilerDataWarning, match="ends in the middle of its last record") as caught:
+        frame = minddata.read_getnext(path, nanoseconds=False)
+    assert caught[0].message.error.line == data.count(b"\n") + 1
+    assert len(frame) == len([ln for ln in data.splitlines() if ln.startswith(b"GetNext")]) - 1
+
+
+def test_a_csv_cut_in_its_last_row_warns_of_the_truncation(tmp_path, monkeypatch):
+    run = _copy(MS2, tmp_path, monkeypatch)
+    path = next(run.rglob("cpu_op_type_info_0.csv"))
+    data = path.read_bytes().rstrip(b"\n")
+    path.write_bytes(data[:data.rindex(b",", 0, data.rindex(b",") - 1)])
+    prof, built, _ = _load(run, "op_types")
+    found = _problems(prof, path, "last row has")
+    assert len(found) == 1 and found[0].line == data.count(b"\n") + 1
+    assert found[0].error.startswith("TruncatedFileError") and len(built["op_types"])
+
+
+@pytest.mark.parametrize("row", ["nan,nan,nan,nan,nan,nan", ",,,,,", " nan , NaN ,,N/A,-, None"])
+def test_a_row_of_nothing_is_dropped_with_a_warning_never_an_operator_named_nan(tmp_path, monkeypatch, row):
+    run = _copy(MS2, tmp_path, monkeypatch)
+    path = next(run.rglob("cpu_op_type_info_0.csv"))
+    lines = path.read_text().splitlines(True)
+    lines.insert(4, row + "\n")
+    path.write_text("".join(lines))
+    prof, built, _ = _load(run, "op_types")
+    cpu = built["op_types"][built["op_types"]["kind"] == "cpu"]
+    assert not {"nan", "", "NaN"} & set(cpu["op_type"])
+    assert len(cpu) == len(lines) - 2
+    found = _problems(prof, path, "every field is empty or 'nan' (no record); row skipped")
+    assert len(found) == 1 and found[0].line == 5 and found[0].kind == "warning", prof.problems
+
+
+def test_a_detail_row_of_nothing_is_not_an_operator(tmp_path, monkeypatch):
+    run = _copy(WIDEDEEP, tmp_path, monkeypatch)
+    path = run / "aicore_intermediate_1_detail.csv"
+    lines = path.read_text().splitlines(True)
+    width = lines[0].count(",") + 1
+    lines.insert(2, ",".join(["nan"] * width) + "\n")
+    path.write_text("".join(lines))
+    prof, built, _ = _load(run, "ops")
+    assert "nan" not in set(built["ops"]["op_name"].astype(str))
+    assert [p.line for p in _problems(prof, path, "every field is empty or 'nan'")] == [3]

@@ -195,6 +195,83 @@ def skipped_rows(path: Path, bad: list[tuple[int, str]], n_rows: int, what: str 
                                     line=line))
 
 
+# The longest duration any reader accepts, in us (30 days: no profiled run is that long): a time that is
+# negative or longer (1e300 ms makes one operator 100 % of its run) is an impossible one. The trace
+# readers skip such events (`nbprofiler.io.trace.frames`), the table readers such rows (`drop_impossible_times`).
+MAX_DURATION_US = 30 * 24 * 3600 * 1e6
+
+
+def drop_impossible_times(out: pd.DataFrame, df: pd.DataFrame, path: Path, columns: dict,
+                          first_data_line: int = 2) -> pd.DataFrame:
+    """``out`` without its rows whose time is impossible: negative or over `MAX_DURATION_US` (a value that
+    is not finite is already NaN, reported by `numeric`). ``out`` has ``df``'s rows in ``df``'s order (the
+    frame `read_csv` returned, for the lines); ``columns`` maps a column of ``out`` to (the file's field,
+    its factor to us). Worded as the trace readers word an impossible ``dur``; past `BAD_ROW_LIMIT` of the
+    rows the file is garbage (`MalformedFileError`)."""
+    bad = np.zeros(len(out), dtype=bool)
+    first = None  # (position, field, value in us)
+    for col, (field, to_us) in columns.items():
+        if col not in out:
+            continue
+        v = out[col].to_numpy(dtype="float64", na_value=np.nan) * to_us
+        with np.errstate(invalid="ignore"):
+            here = (v < 0) | (v > MAX_DURATION_US)
+        if here.any():
+            i = int(np.flatnonzero(here)[0])
+            if first is None or i < first[0]:
+                first = (i, field, float(v[i]))
+            bad |= here
+    if first is None:
+        return out
+    i, field, value = first
+    n = int(bad.sum())
+    what = f"with an impossible {field!r} ({value!r} us: negative, not finite or over {MAX_DURATION_US:.0e} us)"
+    line = line_of(df, i, first_data_line)
+    if too_many_bad(n, len(out)):
+        raise MalformedFileError(path, f"{n} of {len(out)} rows {what} (more than {BAD_ROW_LIMIT:.0%}: not a file "
+                                       "with a damaged row)", line=line, field=field)
+    warn_partial(MalformedFileError(path, f"{n} row(s) {what} skipped (the first is shown)", line=line,
+                                    field=field))
+    return out[~bad]
+
+
+# Cells that hold no value: a row made of nothing else is no record (never an operator named "nan").
+NO_VALUE = ("", "nan", "NaN", "NAN", "N/A", "NA", "None", "null", "NULL", "-")
+
+
+def _drop_empty_rows(path: Path, df: pd.DataFrame, some_columns: bool) -> pd.DataFrame:
+    """``df`` without the rows whose every field is empty or ``nan`` (`NO_VALUE`), with `skipped_rows`'
+    warning naming their lines (rejected whole past `BAD_ROW_LIMIT`)."""
+    if not len(df) or not len(df.columns):
+        return df
+    empty = df.iloc[:, 0].str.strip().isin(NO_VALUE).to_numpy()
+    if not empty.any():
+        return df
+    rows = np.flatnonzero(empty)
+    for c in range(1, len(df.columns)):
+        col = df.iloc[rows, c]
+        rows = rows[col.str.strip().isin(NO_VALUE).to_numpy()]
+        if not len(rows):
+            return df
+    reason = f"every field{' read' if some_columns else ''} is empty or 'nan' (no record)"
+    skipped_rows(path, [(line_of(df, int(i)), reason) for i in rows], len(df))
+    keep = np.ones(len(df), dtype=bool)
+    keep[rows] = False
+    return df[keep]
+
+
+def cut_last_record(path: Path, text: str, bad: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """``bad`` ([(line, record text)] of a line reader's malformed records) without the file's last line
+    when that line is one of them and the file ends without a newline: a record cut off mid-write, warned
+    about as such (`TruncatedFileError` naming the line) rather than as a malformed one."""
+    if bad and text and not text.endswith(("\n", "\r")) and bad[-1][0] == len(text.splitlines()):
+        line, raw = bad[-1]
+        warn_partial(TruncatedFileError(path, f"the file ends in the middle of its last record {raw.strip()[:60]!r} "
+                                              "(no final newline: cut off); record dropped", line=line))
+        return bad[:-1]
+    return bad
+
+
 def line_of(df: pd.DataFrame, i: int, first_data_line: int = 2) -> int | None:
     """The 1-based file line of the ``i``-th row of a frame from `read_csv` (its index is the row's
     position among the file's rows; ``attrs["lines"]`` maps positions to lines when they differ)."""
@@ -257,7 +334,8 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
     A row with more or fewer fields than the header is dropped with a warning naming its line (the
     frame's index keeps each row's position among the file's rows, ``attrs["lines"]`` its line when they
     differ); more than `BAD_ROW_LIMIT` of the rows bad rejects the file (`MalformedFileError`). A file
-    that stops in the middle of its last row loads without that row and warns (`TruncatedFileError`).
+    that stops in the middle of its last row loads without that row and warns (`TruncatedFileError`). A
+    row whose every field is empty or ``nan`` is dropped with a warning naming its line (`NO_VALUE`).
     ``usecols`` (list or callable on the stripped-or-not header name) selects columns as in pandas.
     """
     data = read_bytes(path, "csv")
@@ -296,6 +374,7 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
         check_size(path, "csv_careful")
         df = _read_rows(path, text, sep, skipinitialspace, usecols)
     df.columns = [str(c).strip() for c in df.columns]
+    df = _drop_empty_rows(path, df, usecols is not None)
     if header_map:
         df = df.rename(columns={k: v for k, v in header_map.items() if k in df.columns})
     missing = [c for c in required if c not in df.columns]
@@ -472,4 +551,5 @@ def arrow_memory():
 
 __all__ = ["read_text", "read_json", "read_csv", "read_bytes", "decode", "numeric", "require_keys", "snake",
            "warn_partial", "check_size", "available_memory_bytes", "EXPANSION", "skipped_rows", "too_many_bad",
-           "line_of", "BAD_ROW_LIMIT", "arrow_memory"]
+           "line_of", "BAD_ROW_LIMIT", "arrow_memory", "json_limit_error",
+           "MAX_DURATION_US", "drop_impossible_times", "NO_VALUE", "cut_last_record"]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError
-from ._util import numeric, read_csv, read_text, skipped_rows, warn_partial
+from ._util import drop_impossible_times, numeric, read_csv, read_text, skipped_rows, warn_partial
 from .discover import RunFiles
 
 US_PER_MS = 1000.0
@@ -35,7 +35,8 @@ def cpu_op_types(path: Path) -> pd.DataFrame:
     ``percent``, a fraction 0..1 in the shipped files, × 100 onto the 0..100 scale of every other
     writer), ``op_names`` (int64, the file's
     ``execution_frequency(per-step)``, which in the real files is the number of distinct op names of the
-    type, not calls per step; FORMATS 4.12).
+    type, not calls per step; FORMATS 4.12). A row whose time is impossible (negative, over
+    `MAX_DURATION_US`) is skipped with a warning naming its line (`drop_impossible_times`).
     """
     df = read_csv(path, required=["op_type", "type_occurrences", "total_compute_time"])
     out = pd.DataFrame({"op_type": df["op_type"].str.strip(),
@@ -46,6 +47,7 @@ def cpu_op_types(path: Path) -> pd.DataFrame:
     freq = next((c for c in df.columns if c.startswith("execution_frequency")), None)
     if freq is not None:
         out["op_names"] = numeric(df, freq, path, dtype=int)
+    out = drop_impossible_times(out, df, path, {"total_time_us": ("total_compute_time", 1.0)})
     return out.reset_index(drop=True)
 
 
@@ -56,6 +58,7 @@ def cpu_ops(path: Path) -> pd.DataFrame:
     ``total_time_us`` (``op_total_time(ms)`` x 1000), ``count`` (``op_occurrences``), ``avg_time_us``
     (total/count), ``file_percent`` (``total_proportion``, a fraction, × 100), ``subgraph``.
     PyNative runs name some ops by their bare type (``MatMul``): op_name = short_name = op_type then.
+    A row whose time is impossible is skipped with a warning, as in `cpu_op_types`.
     """
     df = read_csv(path, required=["op_type", "full_op_name", "op_occurrences"])
     total_col = next((c for c in df.columns if c.startswith("op_total_time")), None)
@@ -73,6 +76,7 @@ def cpu_ops(path: Path) -> pd.DataFrame:
         out["file_percent"] = numeric(df, "total_proportion", path) * 100
     if "subgraph" in df:
         out["subgraph"] = df["subgraph"]
+    out = drop_impossible_times(out, df, path, {"total_time_us": (total_col, 1.0)})
     return out.reset_index(drop=True)
 
 
@@ -87,7 +91,7 @@ def memory_record(run: RunFiles, origin_us: float = 0.0) -> pd.DataFrame:
     on the clock of the op timestamps and trace_view.json (MindSpore's own memory_record.csv writes them as
     ns / 1000 next to CANN's epoch us; FORMATS 4.9, 4.12). ``attrs``: ``origin_us`` (what ``time_us``
     counts from), ``first_us`` (the first record, absolute us), ``path``. Every record of the file is kept
-    (`nbprofiler.derive.drop_repeats` drops those that repeat an earlier schedule window's).
+    (`nbprofiler.model.derive.drop_repeats` drops those that repeat an earlier schedule window's).
     """
     path = run.get("cpu_memory_record")
     cols = {"Timestamp(ns)": "ts_ns", "Total Allocated(Byte)": "allocated", "Total Reserved(Byte)": "reserved",

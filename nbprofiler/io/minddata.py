@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError
-from ._util import BAD_ROW_LIMIT, numeric, read_csv, read_json, read_text, too_many_bad, warn_partial
+from ._util import (BAD_ROW_LIMIT, cut_last_record, numeric, read_csv, read_json, read_text, too_many_bad,
+                    warn_partial)
 from .discover import RunFiles
 
 PIPELINE_CSV_COLUMNS = ["op_id", "op_type", "num_workers", "output_queue_size", "output_queue_average_size",
@@ -303,7 +304,8 @@ def read_queue_records(path: Path) -> pd.DataFrame:
     Columns: ``line`` (int64, 1-based), ``kind`` (0 = time record, 1 = connector/queue record),
     ``sub`` (kind 0: 0 get, 1 push, 2 batch/total; kind 1: the queue capacity), ``step`` (as written,
     may not start at 1), ``value`` (kind 0: cost ms; kind 1: queue size), ``timestamp_ms`` (float64,
-    NaN for 4-field records). Malformed lines are skipped with one warning naming the first."""
+    NaN for 4-field records). Malformed lines are skipped with one warning naming the first; a last line
+    cut off (no final newline) with a truncation warning."""
     text = read_text(path)
     rows, bad = [], []
     for ln, raw in enumerate(text.splitlines(), start=1):
@@ -319,6 +321,7 @@ def read_queue_records(path: Path) -> pd.DataFrame:
             bad.append((ln, raw))
             continue
         rows.append((ln, *nums[:4], float(nums[4]) if len(nums) == 5 else np.nan))
+    bad = cut_last_record(path, text, bad)
     if not rows:
         if bad:
             raise MalformedFileError(path, f"no valid record; expected 4 or 5 integers per line, found "
@@ -391,6 +394,7 @@ def read_getnext(path: Path, nanoseconds: bool) -> pd.DataFrame:
             bad.append((ln, raw))
             continue
         rows.append((fields[0], start, end, size))
+    bad = cut_last_record(path, text, bad)
     if bad:
         if not rows or too_many_bad(len(bad), len(rows) + len(bad)):
             raise MalformedFileError(path, f"{len(bad)} of {len(rows) + len(bad)} GetNext records are malformed; "

@@ -9,7 +9,9 @@ Kinds and sources (FORMATS.md 3.3-3.5, 3.7, 3.8, 3.16, 3.17, 4.2, 4.3, 5.2, 5.3)
 - ``npu``: ``kernel_details.csv`` or a profiler database (the device tasks) grouped by type / name, or
   ``op_statistic.csv``.
 
-Every time is converted to us; ``count`` is the number of executions. ``percent`` in ``op_types`` is
+Every time is converted to us; ``count`` is the number of executions. A row of a type/detail file whose
+time is impossible (negative, or over `_util.MAX_DURATION_US`) is skipped with the trace readers' warning
+(`_util.drop_impossible_times`). ``percent`` in ``op_types`` is
 recomputed from the times (the type's share of its kind's total, 0..100), because the files' own
 percent columns changed scale between writers (0..100 or 0..1) and MindInsight 2.3.1 multiplies an
 already-percent column by 100; ``file_percent`` keeps the file's value as written.
@@ -24,7 +26,7 @@ import pandas as pd
 
 from ..errors import MalformedFileError, MissingColumnError, ProfilerDataError
 from . import framework
-from ._util import line_of, numeric, read_csv, snake, too_many_bad, warn_partial
+from ._util import drop_impossible_times, line_of, numeric, read_csv, snake, too_many_bad, warn_partial
 from .discover import RunFiles
 from ..schema import FRAMES, OP_KINDS
 
@@ -65,7 +67,7 @@ def aicore_types(path: Path) -> pd.DataFrame:
                         "count": numeric(df, freq_col, path, allow_missing=False).round().astype("int64")})
     out["avg_time_us"] = _avg(out["total_time_us"], out["count"])
     out["file_percent"] = numeric(df, "percent", path) if "percent" in df else np.nan
-    return out
+    return drop_impossible_times(out, df, path, {"total_time_us": (time_col, 1.0)})
 
 
 def framework_info(path: Path) -> pd.DataFrame:
@@ -159,6 +161,7 @@ def aicore_ops(run: RunFiles) -> pd.DataFrame:
     out["total_time_us"] = out["avg_time_us"] * out["count"].astype("float64")
     if "task_type" in df:
         out["task_type"] = df["task_type"].to_numpy()
+    out = drop_impossible_times(out, df, path, {"avg_time_us": (time_col, 1.0)})
     fw_path = run.get("framework")
     if fw_path is not None:
         fw = framework_info(fw_path)
@@ -186,9 +189,11 @@ def _aicpu_rows(path: Path) -> pd.DataFrame:
     df = read_csv(path)
     name_col = _first(df, ["op_type", "kernel_type", "node_type_name"], path, "operator")
     names = df[name_col].str.strip()
-    return pd.DataFrame({"op_name": names, "op_type": names.str.split("-", n=1).str[0],
-                         "total_ms": numeric(df, _first(df, ["total_time"], path, "total_time"), path),
-                         "dispatch_ms": numeric(df, "dispatch_time", path) if "dispatch_time" in df else np.nan})
+    out = pd.DataFrame({"op_name": names, "op_type": names.str.split("-", n=1).str[0],
+                        "total_ms": numeric(df, _first(df, ["total_time"], path, "total_time"), path),
+                        "dispatch_ms": numeric(df, "dispatch_time", path) if "dispatch_time" in df else np.nan})
+    return drop_impossible_times(out, df, path, {"total_ms": ("total_time", US_PER_MS),
+                                                 "dispatch_ms": ("dispatch_time", US_PER_MS)})
 
 
 def aicpu_types(path: Path) -> pd.DataFrame:
@@ -234,7 +239,7 @@ def gpu_types(path: Path) -> pd.DataFrame:
                         "count": numeric(df, count_col, path, dtype=int, allow_missing=False)})
     out["avg_time_us"] = _avg(out["total_time_us"], out["count"])
     out["file_percent"] = numeric(df, "proportion", path) if "proportion" in df else np.nan
-    return out
+    return drop_impossible_times(out, df, path, {"total_time_us": ("total_time", 1.0)})
 
 
 def gpu_ops(path: Path) -> pd.DataFrame:
@@ -256,7 +261,8 @@ def gpu_ops(path: Path) -> pd.DataFrame:
         out["cuda_activity_cost_time_us"] = numeric(df, "cuda_activity_cost_time", path)
     if "cuda_activity_call_count" in df:
         out["cuda_activity_call_count"] = numeric(df, "cuda_activity_call_count", path, dtype=int)
-    return out
+    return drop_impossible_times(out, df, path, {"total_time_us": ("op_total_time", 1.0),
+                                                 "cuda_activity_cost_time_us": ("cuda_activity_cost_time", 1.0)})
 
 
 # -- NPU (new format) -------------------------------------------------------------------------------
@@ -271,6 +277,7 @@ def npu_types_from_statistic(path: Path) -> pd.DataFrame:
                       "count": numeric(df, _first(df, ["count"], path, "Count"), path, dtype=int,
                                        allow_missing=False),
                       "file_percent": numeric(df, "ratio_pct", path) if "ratio_pct" in df else np.nan})
+    t = drop_impossible_times(t, df, path, {"total_time_us": ("Total Time(us)", 1.0)})
     g = t.groupby("op_type", sort=False).agg(total_time_us=("total_time_us", "sum"), count=("count", "sum"),
                                              file_percent=("file_percent", "sum"))
     out = g.reset_index()

@@ -12,11 +12,11 @@ import pyarrow as pa
 
 from ...errors import MalformedFileError
 from ...schema import FRAMES
-from .._util import warn_partial
+from .._util import MAX_DURATION_US, warn_partial
 from .parse import KIND_B, KIND_C, KIND_NO_PH, KIND_X
 
-# The longest event a trace can hold: 30 days in microseconds (a profiled job runs hours, not months).
-MAX_DURATION_US = 30 * 24 * 3600 * 1e6
+# The longest event a trace can hold, `MAX_DURATION_US`: 30 days in microseconds (a profiled job runs
+# hours, not months); the table readers bound operator times by it too (`_util.drop_impossible_times`).
 
 # The frames' columns as declared (nbprofiler.schema)
 TIMELINE_COLUMNS = FRAMES["timeline"].required
