@@ -287,6 +287,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     done = object()
     if checked_size is not None and _size_now(path) > checked_size:
         raise _grew(path, checked_size)  # already larger: the memory guard checked another file
+
     def hand(item) -> bool:
         """Queue ``item`` for the digesting thread; False once it stopped taking them (it raised), so the
         reader never blocks on a full queue nobody empties."""
@@ -364,8 +365,8 @@ def parse_chunks(path: Path, offset: int = 0, on_batch=None, make_digest=None, f
     path = Path(path)
     # Every read below reads at most the `checked` bytes the memory guard allowed: a file that grows while
     # it is read (a profiler still writing it, blank space appended after the closing bracket) is not read
-    # further (the exact parse reads that many bytes; duckdb's reads are stopped, `_stream`). What those
-    # bytes lack (the end of the document) is then the file's growth, said as such.
+    # further (the exact parse reads that many bytes, duckdb a copy or a slice of them, `_read_attempts`).
+    # What those bytes lack (the end of the document) is then the file's growth, said as such.
     checked = check_size(path, family)
     try:
         return _parse_checked(path, checked, offset, on_batch, make_digest, family)
