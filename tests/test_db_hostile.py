@@ -152,6 +152,52 @@ def test_a_commit_still_in_the_wal_file_is_read_without_writing_the_folder(run, 
     assert frames["timeline"]["name"].astype(str).str.endswith("_wal").mean() > 0.9
 
 
+def test_a_hot_journal_is_rolled_back_as_a_reader_would(run, tmp_path):
+    """A writer killed inside a transaction larger than its cache: the database holds half-written pages,
+    its -journal the originals. An immutable read would see the torn pages; a reader rolls them back."""
+    writer = sqlite3.connect(run / DB_NAME, isolation_level=None)
+    writer.execute("PRAGMA cache_size = 1")
+    writer.execute("BEGIN")
+    writer.execute("UPDATE STRING_IDS SET value = value || '_torn'")
+    crashed = tmp_path / "crashed" / "rank0_ascend_pt"
+    shutil.copytree(run, crashed)
+    writer.execute("ROLLBACK")
+    writer.close()
+    assert (crashed / (DB_NAME + "-journal")).stat().st_size > 0
+    prof, frames, _ = _load(crashed)
+    assert len(frames["kernels"]) and not frames["kernels"]["name"].str.endswith("_torn").any()
+    assert (crashed / (DB_NAME + "-journal")).exists()  # left as it was (the snapshot compared every byte)
+
+
+def test_a_wal_that_cannot_be_copied_is_read_without_it_loudly(run, tmp_path, monkeypatch):
+    writer = sqlite3.connect(run / DB_NAME)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("UPDATE STRING_IDS SET value = value || '_wal'")
+    writer.commit()
+    crashed = tmp_path / "crashed" / "rank0_ascend_pt"
+    shutil.copytree(run, crashed)
+    writer.close()
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(0, 0, 0))
+    monkeypatch.setattr(db, "_copies", {})
+    prof, frames, msgs = _load(crashed)
+    assert any("-wal" in m and "READ WITHOUT THEM" in m for m in msgs), msgs
+    assert len(frames["kernels"])
+
+
+@pytest.mark.parametrize("table,column,value", [("MEMORY_RECORD", "deviceId", "X'00ff'"),
+                                                 ("TASK", "deviceId", "9.9e300"),
+                                                 ("COMPUTE_TASK_INFO", "name", "X'00ff'"),
+                                                 ("TASK", "streamId", "'abc'"),
+                                                 ("STEP_TIME", "id", "'x'")])
+def test_odd_values_in_other_columns_load(run, table, column, value):
+    """Found by setting every column the reader uses to text, NULL, 9.9e300, -1, a BLOB and '' (one row,
+    then all rows): each now loads or is a typed problem; these were untyped crashes."""
+    _edit(run, f'UPDATE "{table}" SET "{column}" = {value}')
+    prof, frames, _ = _load(run)
+    assert len(frames["timeline"]) > 0
+
+
 def test_impossible_times_are_skipped_with_the_trace_readers_warning(run):
     _edit(run, "UPDATE TASK SET endNs = 9223372036854775807 WHERE rowid = 3",
           "UPDATE TASK SET startNs = -5 WHERE rowid = 4",

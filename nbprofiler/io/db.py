@@ -216,12 +216,18 @@ def query(path: Path, sql: str, params=(), table: str | None = None, estimate: b
                 cols = len(con.execute(f"SELECT * FROM ({sql}) LIMIT 0", params).description)
                 rows = _rows(con, path, table)
                 _refuse(path, f"table {table}: {rows:,} rows x {cols} columns", rows * cols * CELL_BYTES)
-            return pd.read_sql_query(sql, con, params=params)
+            df = pd.read_sql_query(sql, con, params=params)
         except (sqlite3.Error, pd.errors.DatabaseError) as e:
             raise _db_error(path, e, table) from None
         except (OverflowError, MemoryError) as e:  # an integer past 64 bits; an allocation refused
             raise MalformedFileError(path, f"table {table}: unreadable value ({type(e).__name__}: {e})",
                                      field=table) from None
+    # a BLOB where text belongs (no writer stores one) as the text its bytes say
+    for c in df.columns[df.dtypes == object]:
+        if pd.api.types.infer_dtype(df[c], skipna=True) not in ("string", "integer", "floating", "empty"):
+            df[c] = df[c].map(lambda v: bytes(v).decode("utf-8", "replace") if isinstance(v, (bytes, memoryview))
+                              else v)
+    return df
 
 
 def tables(path: Path) -> dict[str, set[str]]:
@@ -367,10 +373,28 @@ def clean_times(path: Path, df: pd.DataFrame, table: str, start: str, end: str |
                                               f"rowid {rid.iloc[i]})", field=f"{table}.{names[0]}"))
     keep = ~(unplaced | absurd)
     out = df[keep].copy() if not keep.all() else df.copy()
-    out[start] = df[start][keep].astype("int64") if df[start].dtype == object else s[keep].astype("int64")
+    out[start] = _exact_ints(df[start][keep], s[keep])
     if end:
-        out[end] = df[end][keep].astype("int64") if df[end].dtype == object else e[keep].astype("int64")
+        out[end] = _exact_ints(df[end][keep], e[keep])
     return out
+
+
+def _exact_ints(raw: pd.Series, approx: pd.Series) -> pd.Series:
+    """int64 of the numbers ``raw`` holds (``approx``: them as `pd.to_numeric` reads them): exact for
+    integers and texts of integers, which floats are not at ns since the epoch."""
+    if raw.dtype != object:
+        return approx.astype("int64")
+    vals = [int(v) if isinstance(v, (int, np.integer)) else int(v.strip())
+            if isinstance(v, str) and v.strip().lstrip("-").isdigit() else int(a) for v, a in zip(raw, approx)]
+    return pd.Series(np.array(vals, dtype="int64"), index=raw.index)
+
+
+def _ints(values) -> pd.Series:
+    """Integer ids/counts as Int64: what is not an integer (text, a float past int64, a fraction) is <NA>."""
+    v = pd.to_numeric(pd.Series(values), errors="coerce").astype("float64")
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(v) & (v.abs() < 2.0 ** 63) & (v == np.floor(v))
+    return v.where(ok).astype("Int64")
 
 
 def _int(expr: str) -> str:
@@ -576,7 +600,7 @@ def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | Non
     for col in ("model_id", "task_id", "stream_id", "block_dim", "mix_block_dim"):
         vals = pd.to_numeric(df[col], errors="coerce") if col in df else pd.Series(np.nan, index=df.index)
         # 4294967295 (uint32 -1) is how the writer says "none", as N/A in the text export
-        out[col] = vals.where(vals != 4294967295).astype("Int64")
+        out[col] = _ints(vals.where(vals != 4294967295))
     for col in ("name", "type", "accelerator_core"):
         out[col] = df[col].fillna("").astype(str)
     from .trace import fill_kernel_types
@@ -588,7 +612,7 @@ def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | Non
         if col in df:
             # as in kernel_details.csv, shapes are written with literal quotes: "1,2048,2048"
             out[col] = df[col].fillna("").astype(str).str.strip('"').replace({"N/A": "", "NULL": ""})
-    out["device_id"] = pd.to_numeric(df.get("device_id"), errors="coerce").astype("Int64") \
+    out["device_id"] = _ints(df["device_id"]) \
         if "device_id" in df else pd.array([pd.NA] * len(df), dtype="Int64")
     out.attrs["origin_us"] = float(df["start_ns"].min()) / NS_PER_US if len(df) else 0.0
     out.attrs["origin_used_us"] = origin
@@ -847,7 +871,7 @@ def analysis_links(run: RunFiles, cluster: bool = False) -> pd.DataFrame | None:
         df[c] = df[c].fillna("").astype(str)
     for c in ("size_mb", "transit_ms", "bandwidth_gbps", "large_packet_ratio"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
-    df["packets"] = pd.to_numeric(df["packets"], errors="coerce").fillna(0).astype("int64")
+    df["packets"] = _ints(df["packets"]).fillna(0).astype("int64")
     out = df[LINK_COLUMNS]
     out.attrs["path"] = str(path)
     return out
@@ -871,7 +895,7 @@ def analysis_matrix(run: RunFiles, cluster: bool = False) -> pd.DataFrame | None
     for c in ("step", "group", "op_name", "transport"):
         df[c] = df[c].fillna("").astype(str)
     for c in ("src", "dst"):
-        df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64").astype(str)
+        df[c] = _ints(df[c]).astype(str)
     for c in ("size_mb", "transit_ms", "bandwidth_gbps"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     out = df[MATRIX_COLUMNS]
@@ -1041,7 +1065,7 @@ def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
     src = launches.sort_values("start_us").drop_duplicates("conn", keep="last")
     dst = tasks.sort_values("start_us").drop_duplicates("conn", keep="first")
     m = src.merge(dst, on="conn", suffixes=("_s", "_d"))
-    return pd.DataFrame({"cat": "HostToDevice", "id": m["conn"].astype("int64").astype(str),
+    return pd.DataFrame({"cat": "HostToDevice", "id": _ints(m["conn"]).astype(str),
                          "name": m["name_s"].fillna("").astype(str),
                          "start_track": m["track_s"].astype("int32"), "start_us": m["start_us_s"].astype("float64"),
                          "end_track": m["track_d"].astype("int32"), "end_us": m["start_us_d"].astype("float64")},
