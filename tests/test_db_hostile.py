@@ -268,3 +268,25 @@ def test_a_30_mb_text_used_by_every_kernel_costs_bounded_memory(run, tmp_path):
     assert n > 100 and empty > 100
     assert grown < 400e6, f"{grown / 1e6:.0f} MB"
     assert _snapshot(run) == before
+
+
+def test_a_wal_that_grows_is_read_again_and_its_old_copy_removed(run):
+    """A profiler still writing: each version of db + wal is read through one private copy, the previous
+    one removed."""
+    path = run / DB_NAME
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("UPDATE STRING_IDS SET value = 'first' WHERE id = 1")
+    writer.commit()
+    assert db.query(path, "SELECT value FROM STRING_IDS WHERE id = 1")["value"][0] == "first"
+    first = [v for k, v in db._copies.items() if k[0] == str(path.resolve())]
+    writer.execute("UPDATE STRING_IDS SET value = 'second' WHERE id = 1")
+    writer.commit()
+    assert db.query(path, "SELECT value FROM STRING_IDS WHERE id = 1")["value"][0] == "second"
+    now = [v for k, v in db._copies.items() if k[0] == str(path.resolve())]
+    writer.close()
+    assert len(first) == len(now) == 1 and first != now and not first[0].exists()
+    # the reads wrote nothing beside the database: only the writer's files are there
+    assert not [p for p in path.parent.iterdir() if p.name not in {path.name, path.name + "-wal", path.name + "-shm",
+                                                                   "analysis.db"}]

@@ -130,6 +130,8 @@ def _private_copy(path: Path, sides: list[Path]) -> Path | None:
                                              f"({e.strerror or e}): READ WITHOUT THEM, the frames may miss the "
                                              "last commits"))
         return None
+    for old in [k for k in _copies if k[0] == key[0]]:  # an earlier version of these files: its copy goes
+        shutil.rmtree(_copies.pop(old).parent, ignore_errors=True)
     _copies[key] = copy
     return copy
 
