@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     ap.add_argument("--engines", nargs="*", help="default: serial processes dask dask-client")
     ap.add_argument("--json", action="store_true", help="print the results as JSON as well")
     args = ap.parse_args(argv)
-    from nbprofiler.parallel import choose_engine
+    from nbprofiler.model.parallel import choose_engine
     from nbprofiler.synthetic.cluster import write_legacy_cluster, write_npu_cluster
     sizes = args.ranks or ([8] if args.quick else [8, 64, 512])
     engines = args.engines or (["serial", "auto", "processes", "dask"] if args.quick else

@@ -12,8 +12,8 @@ from __future__ import annotations
 from ._version import __version__  # noqa: F401
 from .errors import (EmptyFileError, FileTooLargeError, MalformedFileError, MissingColumnError,  # noqa: E402
                      NoProfilerDataError, Problem, ProfilerDataError, ProfilerDataWarning, TruncatedFileError)
-from .loader import load  # noqa: E402
-from .profile import Cluster, Profile  # noqa: E402
+from .model.loader import load  # noqa: E402
+from .model.profile import Cluster, Profile  # noqa: E402
 
 
 def show(prof, **kwargs):

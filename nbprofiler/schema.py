@@ -99,8 +99,8 @@ class FrameSpec:
     patterns as the profilers write them), ``roles`` (the discovery roles of those files, see
     `nbprofiler.io.discover`), ``more`` (the further columns a frame carries as the file names them, or "":
     then every column is declared), ``note`` (how the values relate to the files), ``builder`` (how
-    `Profile` builds it: ``"sources"``, read by the first of its sources in `nbprofiler.build.SOURCES`
-    whose roles the run has; ``"derive"``, joined from other frames by `nbprofiler.build.DERIVED`)."""
+    `Profile` builds it: ``"sources"``, read by the first of its sources in `nbprofiler.model.build.SOURCES`
+    whose roles the run has; ``"derive"``, joined from other frames by `nbprofiler.model.build.DERIVED`)."""
 
     name: str
     row: str

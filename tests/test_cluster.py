@@ -14,7 +14,7 @@ import nbprofiler
 from nbprofiler.analysis import cluster as C
 from nbprofiler.errors import ProfilerDataWarning
 from nbprofiler.analysis.cluster_reduce import gather_rank_summaries
-from nbprofiler.parallel import MIN_RANKS_FOR_PROCESSES, choose_engine, chunked, map_ranks
+from nbprofiler.model.parallel import MIN_RANKS_FOR_PROCESSES, choose_engine, chunked, map_ranks
 from nbprofiler.synthetic.cluster import write_legacy_cluster
 from nbprofiler.views.cluster import ClusterView, cluster_layout
 
@@ -153,9 +153,9 @@ def test_engines_agree(tmp_path):
 
 def test_default_engine_rule(monkeypatch):
     assert choose_engine(MIN_RANKS_FOR_PROCESSES - 1) == "serial"
-    monkeypatch.setattr("nbprofiler.parallel.usable_cpus", lambda: 2)
+    monkeypatch.setattr("nbprofiler.model.parallel.usable_cpus", lambda: 2)
     assert choose_engine(MIN_RANKS_FOR_PROCESSES) == "processes" and choose_engine(512) == "processes"
-    monkeypatch.setattr("nbprofiler.parallel.usable_cpus", lambda: 1)
+    monkeypatch.setattr("nbprofiler.model.parallel.usable_cpus", lambda: 1)
     assert choose_engine(512) == "serial"  # one CPU: workers only add start-up and pickling
     assert choose_engine(3, "dask") == "dask"
     with pytest.raises(ValueError, match="engine must be one of"):
@@ -165,7 +165,7 @@ def test_default_engine_rule(monkeypatch):
 def test_default_engine_times_a_first_chunk_before_starting_a_pool(tmp_path, monkeypatch):
     """engine=None reduces one chunk here, then starts a pool only when the rest would take longer than
     POOL_WORTH_S serially; either way the result equals the serial one, in rank order."""
-    from nbprofiler import parallel
+    from nbprofiler.model import parallel
     root = write_legacy_cluster(tmp_path / "c", DATA, ranks=MIN_RANKS_FOR_PROCESSES, steps=4)
     runs = [p.run for p in load_quietly(root)]
     serial = gather_rank_summaries(runs, engine="serial")

@@ -17,7 +17,7 @@ import pytest
 
 import nbprofiler
 from nbprofiler.errors import ProfilerDataError
-from nbprofiler.profile import FRAME_NAMES
+from nbprofiler.model.profile import FRAME_NAMES
 
 from .conftest import DAMAGE_STATS, DATA
 from .damage import DAMAGES, DESTRUCTIVE

@@ -39,7 +39,7 @@ def _snapshot(folder):
 
 
 def test_loading_everything_leaves_the_folders_byte_identical():
-    from nbprofiler.profile import FRAME_NAMES
+    from nbprofiler.model.profile import FRAME_NAMES
     for folder in (PT_DB, MSPROF):
         before = _snapshot(folder)
         obj = load_quietly(folder)

@@ -30,7 +30,7 @@ ROOT = {
     "samples": 0, "synthetic": 0,  # bundled data and seeded generators: import nothing from the package
     "io": 1,
     # the model
-    "profile": 2, "build": 2, "derive": 2, "loader": 2, "parallel": 2, "sql": 2,
+    "model": 2,  # Profile/Cluster, load, build, derive, parallel, sql
     "analysis": 3,
     "views": 4,
     "faces": 5,
@@ -39,12 +39,12 @@ ROOT = {
 
 # (importing module, imported module): the lazy hooks, each inside the method named.
 LAZY_HOOKS = {
-    ("nbprofiler.profile", "nbprofiler.analysis.summary"),   # Profile.summary
-    ("nbprofiler.profile", "nbprofiler.views.dashboard"),    # Profile.show
-    ("nbprofiler.profile", "nbprofiler.views.windows"),      # Profile.show of a rank with several windows
-    ("nbprofiler.profile", "nbprofiler.faces.report"),       # Profile.to_html
-    ("nbprofiler.profile", "nbprofiler.views.repr"),         # Profile/Cluster._repr_html_
-    ("nbprofiler.profile", "nbprofiler.views.cluster"),      # Cluster.show
+    ("nbprofiler.model.profile", "nbprofiler.analysis.summary"),   # Profile.summary
+    ("nbprofiler.model.profile", "nbprofiler.views.dashboard"),    # Profile.show
+    ("nbprofiler.model.profile", "nbprofiler.views.windows"),      # Profile.show of a rank with several windows
+    ("nbprofiler.model.profile", "nbprofiler.faces.report"),       # Profile.to_html
+    ("nbprofiler.model.profile", "nbprofiler.views.repr"),         # Profile/Cluster._repr_html_
+    ("nbprofiler.model.profile", "nbprofiler.views.cluster"),      # Cluster.show
     ("nbprofiler.analysis.compare", "nbprofiler.views.compare"),  # Comparison.show
     ("nbprofiler.analysis.runs", "nbprofiler.views.runs"),        # RunSet.show
 }
@@ -249,7 +249,7 @@ def test_the_cycle_check_finds_a_cycle_through_an_import_inside_a_function():
     """The check itself: an import inside a function is an edge, one under TYPE_CHECKING is not, and a cycle is
     reported as the chain of modules that closes it."""
     parser = PACKAGE / "io" / "legacy.py"
-    src = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..profile import Profile\n" \
+    src = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..model.profile import Profile\n" \
           "def f():\n    from . import trace\n"
     assert [t for t, _ in runtime_imports(parser, src)] == ["nbprofiler.io.trace"]
     graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "d": 1}, "d": {}}
@@ -260,8 +260,8 @@ def test_the_cycle_check_finds_a_cycle_through_an_import_inside_a_function():
 def test_the_layer_rule_catches_an_upward_import():
     """The check itself: a parser importing the model inside a function is found and ranked upward."""
     parser = PACKAGE / "io" / "legacy.py"
-    found = [t for t, _ in imports(parser, "def f():\n    from ..profile import Profile\n")]
-    assert found == ["nbprofiler.profile"] and layer(found[0]) > layer(module_name(parser))
+    found = [t for t, _ in imports(parser, "def f():\n    from ..model.profile import Profile\n")]
+    assert found == ["nbprofiler.model.profile"] and layer(found[0]) > layer(module_name(parser))
 
 
 def test_the_version_is_declared_once_in_step_with_the_package_metadata():

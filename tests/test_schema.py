@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from nbprofiler import schema
-from nbprofiler.profile import FRAME_NAMES, Cluster, Profile, builder_of
+from nbprofiler.model.profile import FRAME_NAMES, Cluster, Profile, builder_of
 from nbprofiler.views.pages import PAGES
 
 from .conftest import DATA, datasets, load_quietly
@@ -51,9 +51,9 @@ def test_the_schema_declares_exactly_the_profile_frames():
 
 
 def test_every_frame_is_built_from_its_registered_sources_or_derived():
-    """`FrameSpec.builder` names how a frame is built; the registry (`nbprofiler.build.SOURCES`) reads only
+    """`FrameSpec.builder` names how a frame is built; the registry (`nbprofiler.model.build.SOURCES`) reads only
     roles the frame's spec declares (they make `prof.files`' feeds column and the views' lists)."""
-    from nbprofiler import build
+    from nbprofiler.model import build
     for name, spec in schema.FRAMES.items():
         assert spec.builder in ("sources", "derive"), name
         assert (name in build.DERIVED) == (spec.builder == "derive") != (name in build.SOURCES), name

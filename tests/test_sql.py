@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbprofiler.sql import SQLError
+from nbprofiler.model.sql import SQLError
 
 from .conftest import load_quietly
 

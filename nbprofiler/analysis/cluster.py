@@ -1,6 +1,6 @@
 """Cluster analyses: where a job of many ranks loses time, and which rank or step is the straggler.
 
-Pure functions over the reduced per-rank frames (see `nbprofiler.parallel`); `rank_summary(cluster)`
+Pure functions over the reduced per-rank frames (see `nbprofiler.model.parallel`); `rank_summary(cluster)`
 gathers those frames (in parallel for many ranks) and caches them on the `Cluster`. Every finding
 carries its evidence: the stage, the value, the cluster median and a robust z-score
 (0.6745 x (value - median) / MAD, the "modified z-score" of Iglewicz and Hoaglin; a rank is an outlier
@@ -26,7 +26,7 @@ MEAN_AD_TO_Z = 0.7979
 
 def rank_summary(cluster, engine: str | None = None, max_workers: int | None = None) -> dict:
     """Per-rank reduced frames of ``cluster``, gathered with ``engine`` (default: ``cluster.engine``,
-    else `nbprofiler.parallel.choose_engine`'s rule: local processes for 16+ ranks on a machine with
+    else `nbprofiler.model.parallel.choose_engine`'s rule: local processes for 16+ ranks on a machine with
     more than one CPU, serial below) and cached on the cluster (every engine gives the same frames, so
     one cache entry serves them all). Keys: ``steps`` (one row per rank:
     ``rank``, ``steps``, stage means in ms, ``total_ms``, ``average_source`` "file"/"mean", plus

@@ -1,5 +1,5 @@
 """The cluster reduce: each rank's `Profile` reduced, in its worker, to the few small frames the cluster
-views need (step averages, per-step totals, op-type totals), then combined. `nbprofiler.parallel` runs it
+views need (step averages, per-step totals, op-type totals), then combined. `nbprofiler.model.parallel` runs it
 on the engine chosen (serial, processes, dask)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..io.discover import RunFiles
-from ..parallel import map_chunks
+from ..model.parallel import map_chunks
 from .steps import profile_step_average
 
 # step_trace_time columns beside the stages that the cluster step table shows too
@@ -57,7 +57,7 @@ def _reduce_rank(run: RunFiles) -> dict:
     ``op_types`` (``rank``, ``kind``, ``op_type``, ``total_time_us``, ``count``), ``problems`` (list of
     dicts). Only the step-trace and op-type frames are built; nothing large is returned.
     """
-    from ..profile import Profile
+    from ..model.profile import Profile
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # problems are returned as data below

@@ -94,12 +94,12 @@ def compare(a, b, top_n: int = TOP_OPS, labels: tuple[str, str] | None = None) -
 
 
 def _profile(x):
-    from ..profile import Cluster, Profile
+    from ..model.profile import Cluster, Profile
     if isinstance(x, Profile):
         return x
     if isinstance(x, Cluster):
         raise TypeError("compare() takes two single-rank profiles; pick a rank: cluster['0']")
-    from ..loader import load
+    from ..model.loader import load
     p = load(x)
     if isinstance(p, Cluster):
         raise TypeError(f"{x!s} holds several devices/ranks {p.ranks}; pass nbprofiler.load(path, device=...)")

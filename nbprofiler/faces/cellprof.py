@@ -188,7 +188,7 @@ class _MindData:
 def profile_cell(cell: str, args: argparse.Namespace, ipython) -> tuple[object, object]:
     """Run ``cell`` in ``ipython`` under the profiler; returns (the loaded Profile or Cluster, the
     cell's execution result). ``nbprof`` is bound to the running profiler (for ``nbprof.step()``)."""
-    from ..loader import load
+    from ..model.loader import load
     mp = _mindspore()
     import mindspore as ms
     out = output_folder(args.output)

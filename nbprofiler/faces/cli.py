@@ -11,7 +11,7 @@ from ..errors import ProfilerDataError, ProfilerDataWarning
 
 
 def _load(args):
-    from ..loader import load
+    from ..model.loader import load
     with warnings.catch_warnings():
         # Problems are reported inside the output (summary "problems", info listing); keep stderr clean.
         warnings.simplefilter("ignore", ProfilerDataWarning)
@@ -22,7 +22,7 @@ def _load(args):
 
 
 def cmd_summary(args) -> int:
-    from ..loader import load
+    from ..model.loader import load
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProfilerDataWarning)
         # a Cluster's summary is its smallest rank's, with the diagnosis across ranks under "cluster"
@@ -71,7 +71,7 @@ def _print_summary(s: dict) -> None:
 
 
 def cmd_report(args) -> int:
-    from ..loader import load
+    from ..model.loader import load
     from .report import write_html_report
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProfilerDataWarning)
@@ -158,7 +158,7 @@ def cmd_check(args) -> int:
 
 def cmd_info(args) -> int:
     from ..io.discover import discover, run_keys
-    from ..loader import expand_runs
+    from ..model.loader import expand_runs
     runs = expand_runs(discover(args.dir))
     for r, key in zip(runs, run_keys(runs)):
         n = sum(len(v) for v in r.files.values())
@@ -166,7 +166,7 @@ def cmd_info(args) -> int:
         if r.info.get("unparsed"):
             print(f"    {r.info['unparsed']}")
         if args.verbose:
-            from ..profile import Profile
+            from ..model.profile import Profile
             files = Profile(r, key=key).files  # the same listing as prof.files, with the frames each file feeds
             for row in files.itertuples():
                 print(f"    {row.role:32} {row.path}  -> {row.feeds or '(no frame)'}")

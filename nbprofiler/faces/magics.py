@@ -67,7 +67,7 @@ def nbprofiler_magic(line: str, ipython=None):
     from IPython.display import display
 
     from ..analysis.compare import compare
-    from ..loader import load
+    from ..model.loader import load
 
     try:
         args = parse(line)

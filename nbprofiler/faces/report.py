@@ -81,7 +81,7 @@ def report_layout(prof, title: str | None = None, compare_with=None):
     if compare_with is not None:
         from ..analysis.compare import compare
         if isinstance(compare_with, (str, Path)):
-            from ..loader import load
+            from ..model.loader import load
             compare_with = load(compare_with)
         # a Cluster on either side: compare the ranks the report details (the smallest ids)
         comparison = compare(main, _primary(compare_with))
@@ -282,7 +282,7 @@ def _ranks_timeline(cluster):
 
 
 def _is_cluster(obj) -> bool:
-    from ..profile import Cluster
+    from ..model.profile import Cluster
     return isinstance(obj, Cluster)
 
 

@@ -86,7 +86,7 @@ def build_checks(*, max: dict | None = None, min: dict | None = None,
 def _summary_of(obj, device: str | None) -> tuple[dict, str]:
     """The summary of a Profile, a Cluster (its smallest rank, as ``nbprofiler summary``) or a path."""
     if isinstance(obj, (str, Path)):
-        from ..loader import load
+        from ..model.loader import load
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ProfilerDataWarning)
             obj = load(obj, device=device)

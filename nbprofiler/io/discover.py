@@ -40,7 +40,7 @@ class FileRole:
 
 
 # Every file discovery recognises, in matching order (the first pattern a name matches wins). Adding a file
-# kind is one line here (and its parser's entry in `nbprofiler.build`).
+# kind is one line here (and its parser's entry in `nbprofiler.model.build`).
 FILE_ROLES: tuple[FileRole, ...] = (
     FileRole("step_trace", "legacy", r"step_trace_raw_(?P<id>\d+)_detail_time\.csv", regex=True),
     FileRole("step_trace_point_info", "legacy", r"step_trace_point_info_(?P<id>\d+)\.json", regex=True),

@@ -21,7 +21,7 @@ import pytest
 from helpers import cell_errors, count_canvases, save_screenshot, wait_painted
 
 from nbprofiler.faces import lab as _lab
-from nbprofiler.profile import Profile
+from nbprofiler.model.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data"

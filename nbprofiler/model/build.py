@@ -6,7 +6,7 @@ given the explicit inputs it takes: the profile's time origin, the kernels frame
 first source whose roles the run has gives the frame; a source marked ``or_next`` hands over to the next
 one present when its file holds nothing for the frame. `AFTER` finishes a frame whatever its source.
 `DERIVED` builds the frames that join other frames (``FrameSpec.builder == "derive"``, with the
-functions of `nbprofiler.derive`). Every parse shared by several frames is memoised on the Profile
+functions of `nbprofiler.model.derive`). Every parse shared by several frames is memoised on the Profile
 (``prof.cached``), never in io.
 
 Parsers raise `ProfilerDataError`; partial loads warn with `ProfilerDataWarning` (an instance whose
@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
-from . import derive, schema
-from .errors import MalformedFileError, ProfilerDataError
-from .io import ascend_ms, cann, db, families, framework, legacy, minddata, ops
-from .io._util import warn_partial
+from . import derive
+from .. import schema
+from ..errors import MalformedFileError, ProfilerDataError
+from ..io import ascend_ms, cann, db, families, framework, legacy, minddata, ops
+from ..io._util import warn_partial
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -68,7 +69,7 @@ def shared(parser: Callable) -> Callable[["Profile"], object]:
 def origin_us(prof: "Profile") -> float:
     """`derive.time_origin` of the profile's trace, kernel_details.csv, database and memory record (what
     ``prof.origin_us`` memoises)."""
-    from .io import trace
+    from ..io import trace
     run = prof.run
     has_trace = trace.trace_sources(run) is not None
 
@@ -128,7 +129,7 @@ def _earlier_windows(prof: "Profile", role: str, parse: Callable) -> list[tuple[
     import os
     import warnings
 
-    from .io import discover
+    from ..io import discover
     path = prof.run.get(role)
     if path is None:
         return []
@@ -181,7 +182,7 @@ def _without_repeats(prof: "Profile", mem: pd.DataFrame, role: str, parse: Calla
     """``mem`` without the records MindSpore copied from earlier schedule windows (`derive.drop_repeats`,
     evidence from `_earlier_windows`). A window whose metadata names a repeating schedule but whose earlier
     windows are not beside it keeps every record, with a warning when some precede its timeline."""
-    from .io import trace
+    from ..io import trace
     if mem.empty:
         return mem
     earlier = _earlier_windows(prof, role, parse)
@@ -219,7 +220,7 @@ def _memory_framework(prof: "Profile") -> pd.DataFrame:
 def trace_data(prof: "Profile"):
     """The run's parsed trace (`nbprofiler.io.trace.trace_data`), parsed once per profile: an error is
     memoised too, so the four frames of one broken file report one problem and parse once."""
-    from .io import trace
+    from ..io import trace
 
     def parse():
         try:
@@ -235,7 +236,7 @@ def trace_data(prof: "Profile"):
 def _trace(frame: str) -> Callable[["Profile"], object]:
     """One frame of the parsed trace; the timeline with its scope layers marked."""
     def parse(prof: "Profile"):
-        from .io import trace
+        from ..io import trace
         data = trace_data(prof)
         if data is None:
             return None
@@ -247,7 +248,7 @@ def _db_trace(i: int) -> Callable[["Profile"], object]:
     def parse(prof: "Profile"):
         part = _db_timeline(prof)
         if i == 0:
-            from .io import trace
+            from ..io import trace
             return None if part[0] is None else trace.mark_scope_layers(part[0], part[1])
         return part[i]
     return parse

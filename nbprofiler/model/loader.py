@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import NoProfilerDataError
-from .io.discover import RunFiles, discover, rank_of, run_keys, session_order
+from ..errors import NoProfilerDataError
+from ..io.discover import RunFiles, discover, rank_of, run_keys, session_order
 from .profile import Cluster, Profile
 
 
@@ -29,7 +29,7 @@ def load(path: str | os.PathLike, device: str | int | None = None, engine: str |
     Profile has the same ``windows``. Frames are parsed lazily on first access. ``engine`` ("serial",
     "processes", "dask" or None) only matters for clusters: it is how ranks are parsed when cluster-wide
     analyses gather them; None picks local processes for 16+ ranks on a multi-core machine, else serial
-    (`nbprofiler.parallel.choose_engine`); "dask" uses the ``distributed.Client`` in scope if any.
+    (`nbprofiler.model.parallel.choose_engine`); "dask" uses the ``distributed.Client`` in scope if any.
     """
     if engine is not None:
         from .parallel import choose_engine
@@ -73,7 +73,7 @@ def expand_runs(runs: list[RunFiles]) -> list[RunFiles]:
     out = []
     for run in runs:
         if run.generation == "cluster_analysis" and run.device == "*":
-            from .io import ascend_ms
+            from ..io import ascend_ms
             for rank in ascend_ms.cluster_ranks(run):
                 r = RunFiles(run.generation, run.root, rank, files=run.files, session=run.session)
                 r.info["rank_id"] = rank
@@ -90,8 +90,8 @@ def expand_runs(runs: list[RunFiles]) -> list[RunFiles]:
 
 def _msprof_devices(run: RunFiles) -> list[RunFiles]:
     """An msprof database holds every device of the machine: one run per device with tasks."""
-    from .errors import ProfilerDataError
-    from .io import db
+    from ..errors import ProfilerDataError
+    from ..io import db
     try:
         devices = db.task_devices(run.get("msprof_db"))
     except ProfilerDataError:

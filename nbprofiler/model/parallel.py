@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable, Sequence
 
 
-from .io.discover import RunFiles
+from ..io.discover import RunFiles
 
 ENGINES = ("serial", "processes", "dask")
 # Below this many ranks the default engine is serial: a rank's reduce costs ~10-80 ms, starting a pool
@@ -43,7 +43,7 @@ POOL_WORTH_S = 1.0
 # few enough that the per-task overhead (pickling, one reply per chunk) stays small.
 CHUNKS_PER_WORKER = 4
 # Imported once by the fork server, so forked workers start with every module a reduce touches.
-FORKSERVER_PRELOAD = ["nbprofiler.parallel", "nbprofiler.profile", "nbprofiler.build", "nbprofiler.io.legacy",
+FORKSERVER_PRELOAD = ["nbprofiler.model.parallel", "nbprofiler.model.profile", "nbprofiler.model.build", "nbprofiler.io.legacy",
                       "nbprofiler.io.ascend_ms", "nbprofiler.io.cann", "nbprofiler.io.ops",
                       "nbprofiler.analysis.cluster_reduce"]
 

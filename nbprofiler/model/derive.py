@@ -8,7 +8,7 @@
 - a step's place on the timeline (`place_steps`);
 - the operators joined with their input shapes (`join_input_shapes`).
 
-`nbprofiler.build` gathers these inputs from a `Profile` (whose cache memoises every parse) and calls them.
+`nbprofiler.model.build` gathers these inputs from a `Profile` (whose cache memoises every parse) and calls them.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .errors import MalformedFileError, ProfilerDataError
-from .io._util import warn_partial
+from ..errors import MalformedFileError, ProfilerDataError
+from ..io._util import warn_partial
 
 # Processes of a legacy timeline that are not the device's own streams (AI CPU, communication, host).
 NOT_DEVICE_PIDS = ("9000", "10000", "11000")

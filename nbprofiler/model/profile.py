@@ -2,7 +2,7 @@
 
 A `Profile` holds the `RunFiles` found by discovery and turns them into pandas DataFrames on first
 access (lazily, cached per object). Every frame is declared in `nbprofiler.schema` (columns, dtypes,
-units, clock, sources) and built by `builder_of` its name (`nbprofiler.build`: the first of the frame's
+units, clock, sources) and built by `builder_of` its name (`nbprofiler.model.build`: the first of the frame's
 sources the run has, or a join of other frames); the result is cast to the declared dtypes. A
 builder raises `ProfilerDataError` for a file it cannot read; the Profile records it in ``problems``,
 warns, and returns the declared empty frame, so "why is this view empty?" is always answered by
@@ -19,14 +19,15 @@ from typing import Callable
 
 import pandas as pd
 
-from . import build, schema
-from .errors import Problem, ProfilerDataError, ProfilerDataWarning
-from .io import ascend_ms
-from .io.discover import RunFiles
+from . import build
+from .. import schema
+from ..errors import Problem, ProfilerDataError, ProfilerDataWarning
+from ..io import ascend_ms
+from ..io.discover import RunFiles
 
 
 def builder_of(name: str) -> Callable:
-    """The function that builds frame ``name`` of a Profile (`nbprofiler.build.builder`)."""
+    """The function that builds frame ``name`` of a Profile (`nbprofiler.model.build.builder`)."""
     return build.builder(name)
 
 
@@ -215,14 +216,14 @@ class Profile:
         """Run a SQL query (DuckDB) over this profile's frames, each a table named like its property
         (``timeline``, ``ops``, ``op_types``, ``step_trace``, ...); only the frames the query names are
         built. Extra DataFrames can be passed by name: ``prof.sql("... FROM timeline JOIN mine ...",
-        mine=df)``. No file access from SQL. See `nbprofiler.sql`."""
+        mine=df)``. No file access from SQL. See `nbprofiler.model.sql`."""
         from .sql import run_sql
         frames = {n: (lambda n=n: getattr(self, n)) for n in sorted(FRAME_NAMES)}
         return run_sql(query, frames, tables)
 
     def summary(self) -> dict:
         """The JSON-ready digest described in SUMMARY_SCHEMA (what ``nbprofiler summary --json`` prints)."""
-        from .analysis.summary import summarize
+        from ..analysis.summary import summarize
         return summarize(self)
 
     def show(self, **kwargs):
@@ -230,18 +231,18 @@ class Profile:
         `nbprofiler.views.pages.PAGES` with data); for a rank with several sessions, with a window picker above it and the windows compared
         (`nbprofiler.views.windows.WindowsDashboard`)."""
         if len(self.windows) > 1:
-            from .views.windows import WindowsDashboard
+            from ..views.windows import WindowsDashboard
             return WindowsDashboard(self, **kwargs).display()
-        from .views.dashboard import Dashboard
+        from ..views.dashboard import Dashboard
         return Dashboard(self, **kwargs).display()
 
     def to_html(self, path, **kwargs) -> Path:
         """Write a one-file, offline HTML report (BokehJS inline) and return its path."""
-        from .faces.report import write_html_report
+        from ..faces.report import write_html_report
         return write_html_report(self, path, **kwargs)
 
     def _repr_html_(self) -> str:
-        from .views.repr import profile_html
+        from ..views.repr import profile_html
         return profile_html(self)
 
     def __repr__(self) -> str:
@@ -310,7 +311,7 @@ class Cluster:
     def summary(self, device: str | None = None) -> dict:
         """The summary of one rank (default: the smallest id), with ``devices_found`` listing all, and
         ``cluster``: the cluster's diagnosis across its ranks (`analysis.diagnosis.ClusterDiagnosis`)."""
-        from .analysis.summary import summarize_cluster
+        from ..analysis.summary import summarize_cluster
         return summarize_cluster(self, device)
 
     @property
@@ -320,7 +321,7 @@ class Cluster:
 
     def map(self, fn: Callable[[Profile], object], engine: str | None = "serial") -> dict[str, object]:
         """``{rank: fn(profile)}`` for every rank. ``engine``: ``"serial"`` (default) or one of
-        `nbprofiler.parallel.ENGINES`, where each worker builds the rank's `Profile` from its files
+        `nbprofiler.model.parallel.ENGINES`, where each worker builds the rank's `Profile` from its files
         (``fn`` must then be a module-level function, as it is pickled)."""
         if engine == "serial":
             return {rank: fn(p) for rank, p in self.profiles.items()}
@@ -351,11 +352,11 @@ class Cluster:
         return run_sql(query, frames, tables)
 
     def show(self, **kwargs):
-        from .views.cluster import ClusterView
+        from ..views.cluster import ClusterView
         return ClusterView(self, **kwargs).display()
 
     def _repr_html_(self) -> str:
-        from .views.repr import cluster_html
+        from ..views.repr import cluster_html
         return cluster_html(self)
 
     def __repr__(self) -> str:
