@@ -331,7 +331,7 @@ def test_cache_never_inside_profiler_dir(tmp_path, monkeypatch):
     before = sorted(p.relative_to(tmp_path / "profiles") for p in (tmp_path / "profiles").rglob("*"))
     for target in (src / "cache", src, run / "cache", run, tmp_path / "profiles"):
         monkeypatch.setenv(cache.ENV, str(target))
-        with pytest.warns(UserWarning, match="holds the profiler files being cached"):
+        with pytest.warns(UserWarning, match="lies in or above profiler output"):
             trace.trace_data(discover(src)[0])
         cache.wait()
         assert sorted(p.relative_to(tmp_path / "profiles") for p in (tmp_path / "profiles").rglob("*")) == before

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ._util import arrow_memory
-from .discover import run_folder
+from .discover import in_profiler_output, run_folder
 
 # Bump when the layout of cached frames changes, so stale entries are not read.
 FORMAT_VERSION = 3
@@ -69,8 +69,8 @@ def entry(key: str | None, paths: list[Path]) -> Path | None:
     safe = root_for(paths)
     if safe != root.resolve():  # root_for moved it: it lies in or above a profile
         import warnings
-        warnings.warn(f"{ENV}={root.resolve()} holds the profiler files being cached; caching in the user cache "
-                      "directory instead", stacklevel=3)
+        warnings.warn(f"{ENV}={root.resolve()} lies in or above profiler output (the files being cached, or "
+                      "another run's); caching in the user cache directory instead", stacklevel=3)
     return None if safe is None else safe / key
 
 
@@ -92,12 +92,13 @@ def root_for(paths: list[Path]) -> Path | None:
 
 def _beside_sources(root: Path, paths: list[Path]) -> bool:
     """Whether ``root`` is the folder of a source file's run (`discover.run_folder`: a whole ``*_ascend_ms``
-    folder, not only the file's own), a folder above it, or inside it."""
+    folder, not only the file's own), a folder above it, or inside it; or lies inside any other profiler
+    run (`in_profiler_output`): nbprofiler writes into no profile, the one being cached or another."""
     for p in paths:
         folder = run_folder(Path(p).resolve())
         if root == folder or root in folder.parents or folder in root.parents:
             return True
-    return False
+    return in_profiler_output(root)
 
 
 def _size(p: Path) -> int:
@@ -116,6 +117,10 @@ def load(key: str | None, paths: list[Path]) -> tuple[dict[str, pd.DataFrame], d
     try:
         import pyarrow as pa
         meta = json.loads((folder / "meta.json").read_text())
+        # the entry names its own key and sources: a folder renamed or swapped with another entry's is not
+        # served for these files
+        if meta.get("key") != folder.name or meta.get("sources") != [str(p) for p in paths]:
+            return None
         frames = {}
         for name, shape in meta["schema"].items():
             # Arrow's IPC reader decompresses into the C++ default pool (mimalloc, whatever pyarrow's default
@@ -230,8 +235,8 @@ def _write(entry: Path, paths: list[Path], tables: dict, meta: dict) -> Path | N
                 w.write_table(table, max_chunksize=_CHUNK_ROWS)
         # the meta is written last: an entry without it is never read
         schema = {name: {"columns": t.column_names, "rows": t.num_rows} for name, t in tables.items()}
-        (tmp / "meta.json").write_text(json.dumps({"frames": list(tables), "schema": schema, "meta": meta,
-                                                   "sources": [str(p) for p in paths]}))
+        (tmp / "meta.json").write_text(json.dumps({"key": entry.name, "frames": list(tables), "schema": schema,
+                                                   "meta": meta, "sources": [str(p) for p in paths]}))
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)
         os.replace(tmp, entry)

@@ -341,6 +341,31 @@ def run_folder(path: str | os.PathLike) -> Path:
     return found
 
 
+def in_profiler_output(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` is, or lies inside, a profiler run: it or an ancestor is a ``*_ascend_ms`` /
+    ``*_ascend_pt`` / ``PROF_*`` / ``ASCEND_PROFILER_OUTPUT`` / ``FRAMEWORK`` folder, or it or its parent
+    holds such a sub-folder or files a profiler names (`classify`; a flat legacy profiler folder).
+    Bounded: two folders' entries are read, at most `_PROTECT_SCAN` each."""
+    folder = Path(folder)
+    if any(ASCEND_MS.match(f.name) or PROF_DIR.match(f.name) or f.name in RUN_SUBDIRS
+           for f in (folder, *folder.parents)):
+        return True
+    for f in (folder, folder.parent):
+        try:
+            with os.scandir(f) as it:
+                for i, e in enumerate(it):
+                    if i >= _PROTECT_SCAN:
+                        break
+                    if (e.name in RUN_SUBDIRS and e.is_dir()) or (e.is_file() and classify(e.name)):
+                        return True
+        except OSError:  # a folder not made yet, or not readable: nothing there to protect
+            continue
+    return False
+
+
+_PROTECT_SCAN = 5000
+
+
 def _walk(folder: Path, depth: int, walker: _Walker, runs: list[RunFiles]) -> None:
     entries = walker.scandir(folder)
     if ASCEND_MS.match(folder.name):

@@ -427,14 +427,14 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
     memory guard allowed), in order, until one succeeds: (its chunks, None), or (None, the last read's
     error) when all of them fail.
 
-    duckdb reads a file it is given by path up to its end, wherever that is by then, and does not stop
-    for an interrupt while it skips blank space: a trace with blank space appended after its closing
-    bracket while it was read was read to 1-3 GB from 2 MB. So it is never given the file itself: an
-    array file is read as the span of its checked bytes, from a copy of them (`json_slice.ArrayCopy`, in
-    the kernel, ~50 ms per 100 MB) or through a slice of the file (`json_slice.slice_url`)."""
+    An array file that ends with its closing bracket is read by path, as it is: a copy of its checked bytes
+    would bound that read too, but costs every load a kernel copy (~50 ms per 100 MB, and a slower Python
+    slice past 2 GB); a file that grows while it is read is stopped at its next batch (`_stream`), and the
+    exact parse reads no further than the checked bytes. An object-form file's event array is read from a
+    copy of its checked bytes."""
     span = copy = None
-    if first == b"[":
-        span = (0, checked if end is None else end)  # the array, without what follows it or was added
+    if end is not None and first == b"[":
+        span = (0, end)  # the array, without what follows it
         copy = json_slice.ArrayCopy.start(path, *span, directory=_copy_directory(path))
     elif first == b"{":
         # An object-form trace's event array is read like an array file when its bytes can be placed.
@@ -444,8 +444,8 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
         import duckdb  # while the span is copied (a first load spends ~80 ms on this import)
         # a reader error reaches here as duckdb's own, or through Arrow's stream interface as an Arrow error
         read_errors = (duckdb.Error, pa.ArrowException, OSError)
-        return _read_span(path, first, offset, on_batch, checked, checked if end is None else end, stats,
-                          make_digest, span, copy, read_errors)
+        return _read_span(path, first, offset, on_batch, checked, end, stats, make_digest, span, copy,
+                          read_errors)
     finally:
         if copy is not None:
             copy.close()
