@@ -149,6 +149,8 @@ def test_dashboard_step_operator_timeline(lab, page):
     try:
         for tab in ("Overview", "Step trace", "Operators", "MindData", "Timeline"):
             out.locator(".lm-TabBar-tab", has_text=tab).first.click()
+            if tab == "MindData":  # it opens on the verdict and the pipeline graph (its tables are folded)
+                page.wait_for_function("() => Bokeh.documents.some(d => d.get_model_by_name('minddata_graph'))")
             out.scroll_into_view_if_needed()
             wait_painted(page)
             save_screenshot(out, f"dashboard_dark_{tab.replace(' ', '_').lower()}")
@@ -164,7 +166,7 @@ def test_dashboard_step_operator_timeline(lab, page):
                 page.wait_for_function("() => Bokeh.documents.some(d => { const t = d.get_model_by_name("
                                        "'timeline_matches'); return t && t.visible; })")
                 wait_painted(page)
-            if tab in ("Operators", "MindData", "Timeline"):
+            if tab in ("Operators", "Timeline"):
                 # SlickGrid lays its rows out once its tab has a size: wait for them
                 page.wait_for_function(f"(sel) => ({_WIDGET_COLOURS_JS})(sel).length > 0",
                                        arg=".slick-row, .slick-header-column")
