@@ -301,7 +301,7 @@ def rank_span(ranks) -> str:
         if n is not None and n == prev + 1:
             prev = n
             continue
-        parts.append(f"{start}–{prev}" if prev > start + 0 and prev != start else f"{start}")
+        parts.append(f"{start}–{prev}" if prev > start else f"{start}")
         if n is not None:
             start = prev = n
     return "ranks " + ", ".join(parts)
