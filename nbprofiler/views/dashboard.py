@@ -144,7 +144,13 @@ class Dashboard(traitlets.HasTraits, View):
 
     def select(self, tab: str):
         """Open ``tab`` (one of ``.tabs``), building its view if needed; returns the view (or None)."""
-        self.widget.selected_index = self.tabs.index(tab)
+        index = self.tabs.index(tab)
+        if self.widget.selected_index == index:
+            # The page may show another tab whose choice has not reached the kernel yet (a tab clicked just
+            # before the evidence button): a value equal to the kernel's is not sent, so send it anyway.
+            self.widget.send_state("selected_index")
+        else:
+            self.widget.selected_index = index
         return self._build(tab)
 
     def _build(self, tab: str):
