@@ -9,6 +9,12 @@ class View:
 
     widget = None
 
+    @classmethod
+    def from_profile(cls, prof, **options):
+        """The view of a `Profile` (some views take a `Cluster` too), with the dashboard's ``options`` (see
+        `views.pages.Page.options`): the constructor, which also takes a dict of the view's frames."""
+        return cls(prof, **options)
+
     def display(self) -> None:
         from .bokehjs import show
         show(self.widget)

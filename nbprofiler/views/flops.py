@@ -124,10 +124,6 @@ class FlopsView(LayoutView):
 
     FRAMES = ("flops", "flops_summary")   # what it reads of a Profile
 
-    @classmethod
-    def from_profile(cls, prof, **options) -> "FlopsView":
-        return cls(prof, **options)
-
     @staticmethod
     def report_layout(prof):
         """The report's section of a `Profile`."""

@@ -286,10 +286,6 @@ class MemoryView(traitlets.HasTraits, LayoutView):
     window = traitlets.Tuple(default_value=())
     FRAMES = ("memory", "operator_memory", "npu_module_mem")  # what it reads of a Profile
 
-    @classmethod
-    def from_profile(cls, prof, **options) -> "MemoryView":
-        return cls(prof, **options)
-
     @staticmethod
     def report_layout(prof):
         """The report's section of a `Profile`."""

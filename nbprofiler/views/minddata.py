@@ -761,10 +761,6 @@ class MindDataView(traitlets.HasTraits, View):
     queue = traitlets.Int(None, allow_none=True)
     FRAMES = _FRAMES   # what it reads of a Profile (and its diagnosis's MindData findings)
 
-    @classmethod
-    def from_profile(cls, prof, **options) -> "MindDataView":
-        return cls(prof, **options)
-
     @staticmethod
     def report_layout(prof):
         """The report's section of a `Profile`: the whole page, its folds unfolded."""

@@ -146,10 +146,6 @@ class OpStepsView(traitlets.HasTraits, LayoutView):
     FRAMES = ("step_windows", "kernels", "timeline", "timeline_tracks")  # what it reads of a Profile
 
     @classmethod
-    def from_profile(cls, prof, **options) -> "OpStepsView":
-        return cls(prof, **options)
-
-    @classmethod
     def report_layout(cls, prof):
         """The report's section of a `Profile`."""
         return op_steps_layout(frames_of(prof, cls.FRAMES))

@@ -329,10 +329,6 @@ class OperatorsView(traitlets.HasTraits, View):
     step = traitlets.Int(None, allow_none=True)
     FRAMES = ("op_types", "ops", "kernels")   # what it reads of a Profile; its frames dict holds these keys
 
-    @classmethod
-    def from_profile(cls, prof, **options) -> "OperatorsView":
-        return cls(prof, **options)
-
     @staticmethod
     def report_layout(prof):
         """The report's section of a `Profile`: charts and searchable tables (CustomJS)."""

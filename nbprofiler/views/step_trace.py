@@ -431,11 +431,6 @@ class StepTraceView(traitlets.HasTraits, View):
     # what it reads of a Profile (of a Cluster's first rank): its frames dict holds these keys
     FRAMES = ("step_trace", "step_trace_average", "step_trace_reduce", "step_point_info")
 
-    @classmethod
-    def from_profile(cls, prof, **options) -> "StepTraceView":
-        """The view of a `Profile` or a `Cluster` (the constructor takes either, or the frames)."""
-        return cls(prof, **options)
-
     @staticmethod
     def report_layout(prof):
         """The report's section of a `Profile`: the static step-trace chart (with its step selector)."""

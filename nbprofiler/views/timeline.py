@@ -524,11 +524,6 @@ class TimelineView(traitlets.HasTraits, View):
     event = traitlets.Dict()
     FRAMES = ("timeline", "timeline_tracks", "timeline_flows", "timeline_counters")  # what it reads of a Profile
 
-    @classmethod
-    def from_profile(cls, prof, **options) -> "TimelineView":
-        """The view of a `Profile` or a `Cluster` (options: the constructor's)."""
-        return cls(prof, **options)
-
     @staticmethod
     def report_layout(prof):
         """The report's section of a `Profile`: the whole run reduced by level of detail to at most
