@@ -123,15 +123,21 @@ def host_queue_steps(host_queue: pd.DataFrame | None) -> pd.DataFrame:
     return out[out["total_ms"] >= 0].reset_index(drop=True)
 
 
+def step_frame(step_trace: pd.DataFrame | None, host_queue: pd.DataFrame | None) -> tuple[pd.DataFrame, str | None]:
+    """(the run's steps, their source): the step trace where it has one, else the gaps between the batches
+    the host queue handed out (`host_queue_steps`), else no steps and None."""
+    if step_trace is not None and len(step_trace) and "total_ms" in step_trace.columns:
+        return step_trace, STEP_TRACE_SOURCE
+    hq = host_queue_steps(host_queue)
+    return (hq, HOST_QUEUE_SOURCE) if len(hq) else (pd.DataFrame(columns=["step", "total_ms"]), None)
+
+
 def step_times(prof) -> StepTimes:
-    """The run's step times (memoised on the Profile): its step trace where it has one, else the gaps
-    between the batches its host queue handed out."""
+    """The run's step times (memoised on the Profile), from `step_frame`; the average of a step trace is its
+    comparable one."""
     def build():
-        st = prof.step_trace
-        if st is not None and len(st) and "total_ms" in st.columns:
-            return StepTimes(st, STEP_TRACE_SOURCE, profile_step_average(prof).comparable.get("total_ms"))
-        hq = host_queue_steps(prof.host_queue)
-        if len(hq):
-            return StepTimes(hq, HOST_QUEUE_SOURCE, float(hq["total_ms"].mean()))
-        return StepTimes(pd.DataFrame(columns=["step", "total_ms"]), None, None)
+        frame, source = step_frame(prof.step_trace, prof.host_queue)
+        if source == STEP_TRACE_SOURCE:
+            return StepTimes(frame, source, profile_step_average(prof).comparable.get("total_ms"))
+        return StepTimes(frame, source, float(frame["total_ms"].mean()) if source else None)
     return prof.cached("step_times", build)

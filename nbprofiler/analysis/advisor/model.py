@@ -205,11 +205,10 @@ class Context:
 
     @cached_property
     def step_times(self) -> pd.DataFrame:
-        """``step``, ``total_ms`` of the run's steps: its step trace, else its host queue's batch gaps."""
-        from ..steps import host_queue_steps
-        if self.has("step_trace") and "total_ms" in self.step_trace:
-            return self.step_trace
-        return host_queue_steps(self.host_queue)
+        """``step``, ``total_ms`` of the run's steps (`steps.step_frame`: the step trace, else the host
+        queue's batch gaps)."""
+        from ..steps import step_frame
+        return step_frame(self.step_trace, self.host_queue)[0]
 
     @property
     def step_count(self) -> int:
