@@ -114,10 +114,16 @@ def stage_sentence(stages: dict, step_ms: float, steps: int, source: str) -> tup
     return limiter, text
 
 
+def _host_queue(prof) -> dict | None:
+    """The host queue's digest (`minddata.queue_summary`), computed once per Profile for both data-wait rules."""
+    from .minddata import queue_summary
+    return prof.cached("host_queue_summary",
+                       lambda: queue_summary(prof.host_queue, prof.device_queue).get("host_queue"))
+
+
 def _data_wait_contradicted(prof, stages: dict, step_ms: float | None) -> str | None:
     """Why the MindData rules' premise (the device waits for data) does not hold here, or None."""
-    from .minddata import queue_summary
-    hq = queue_summary(prof.host_queue, prof.device_queue).get("host_queue")
+    hq = _host_queue(prof)
     if not hq or not hq.get("steps"):
         return None
     empty_pct = hq["empty_steps"] / hq["steps"] * 100
@@ -201,8 +207,7 @@ def operator_sentence(prof, step_ms: float | None, steps: int, source: str | Non
 
 def _data_wait_clause(prof, step_ms: float | None) -> str | None:
     """"it waits N ms (P %) for the next batch ..." where the host queue's get time is most of the step."""
-    from .minddata import queue_summary
-    hq = queue_summary(prof.host_queue, prof.device_queue).get("host_queue")
+    hq = _host_queue(prof)
     if not step_ms or not hq or hq.get("avg_get_ms") is None:
         return None
     share = hq["avg_get_ms"] / step_ms * 100
