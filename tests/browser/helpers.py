@@ -180,3 +180,13 @@ def open_offline(page, path, ready_js: str | None = BOKEH_IDLE_JS) -> list[str]:
         page.wait_for_function(ready_js)
     wait_painted(page, bokeh=False)
     return blocked
+
+
+def set_theme(page, name: str, light: bool) -> None:
+    """Switch JupyterLab's theme (``"JupyterLab Dark"`` / ``"JupyterLab Light"``) and wait until it is
+    applied, its loading splash has gone and the page has painted it. The theme is a saved setting of the
+    session's server: a test that changes it restores it."""
+    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{name}'}})")
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'")
+    page.wait_for_function("() => !document.querySelector('#jupyterlab-splash')")
+    wait_painted(page)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from helpers import (REPO, bokeh_data, count_canvases, open_and_run_all, save_screenshot, wait_painted,
+from helpers import (REPO, bokeh_data, count_canvases, open_and_run_all, save_screenshot, set_theme, wait_painted,
                      wait_stable, write_notebook)
 
 WIDEDEEP = (REPO.parent / "shared" / "data" / "legacy" / "run_1_widedeep").resolve()
@@ -45,12 +45,6 @@ def _rgb(css: str) -> tuple[int, int, int]:
 def _luminance(css: str) -> float:
     r, g, b = _rgb(css)
     return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
-
-
-def _set_theme(page, name: str, light: bool) -> None:
-    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{name}'}})")
-    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'")
-    wait_painted(page)
 
 
 def _timeline_plot(page, out):
@@ -145,7 +139,7 @@ def test_dashboard_step_operator_timeline(lab, page):
     save_screenshot(page, "dashboard_page")
 
     # --- Dark theme: every tab readable (no white Bokeh tables/inputs, light text)
-    _set_theme(page, "JupyterLab Dark", light=False)
+    set_theme(page, "JupyterLab Dark", light=False)
     try:
         for tab in ("Overview", "Step trace", "Operators", "MindData", "Timeline"):
             out.locator(".lm-TabBar-tab", has_text=tab).first.click()
@@ -178,7 +172,7 @@ def test_dashboard_step_operator_timeline(lab, page):
                 inputs = page.evaluate(_WIDGET_COLOURS_JS, "input.bk-input, select.bk-input")
                 assert inputs and all(_luminance(bg) < 0.35 and _luminance(fg) > 0.5 for bg, fg in inputs), inputs
     finally:  # the theme is a saved setting of the session's server: restore it for the other tests
-        _set_theme(page, "JupyterLab Light", light=True)
+        set_theme(page, "JupyterLab Light", light=True)
     assert not page.page_errors, page.page_errors
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 
 from helpers import (REPO, _RUN_FINISHED_JS, bokeh_data, count_canvases, open_and_run_all, save_screenshot,
-                     wait_painted, write_notebook)
+                     set_theme, wait_painted, write_notebook)
 
 import nbprofiler
 from nbprofiler.analysis.diagnosis import diagnose, diagnose_cluster
@@ -24,14 +24,6 @@ def _load(path, **kw):
         return nbprofiler.load(path, **kw)
 
 
-def _set_theme(page, name: str, light: bool) -> None:
-    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{name}'}})")
-    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'")
-    # JupyterLab shows its splash while the new theme's CSS loads: wait until it has gone
-    page.wait_for_function("() => !document.querySelector('#jupyterlab-splash')")
-    wait_painted(page)
-
-
 def test_overview_opens_with_what_sets_the_step_time(lab, page):
     headline = diagnose(_load(PT_RANK0)).headline
     write_notebook(lab.root / "diagnosis.ipynb", [QUIET, f"prof = nbprofiler.load({str(PT_RANK0)!r})\nprof.show()"])
@@ -45,10 +37,10 @@ def test_overview_opens_with_what_sets_the_step_time(lab, page):
     wait_painted(page)
     save_screenshot(out, "overview_diagnosis_light")
     try:
-        _set_theme(page, "JupyterLab Dark", light=False)
+        set_theme(page, "JupyterLab Dark", light=False)
         save_screenshot(out, "overview_diagnosis_dark")
     finally:  # the theme is a saved setting of the session's server: restore it for the other tests
-        _set_theme(page, "JupyterLab Light", light=True)
+        set_theme(page, "JupyterLab Light", light=True)
     assert not page.page_errors, page.page_errors
 
 

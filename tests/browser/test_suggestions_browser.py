@@ -5,7 +5,7 @@ thresholds, and each evidence button opens what it cites: the MindData tab with 
 test-output/screenshots/suggestions_*.png."""
 from __future__ import annotations
 
-from helpers import REPO, open_and_run_all, save_screenshot, write_notebook
+from helpers import REPO, open_and_run_all, save_screenshot, set_theme, write_notebook
 
 DATA = REPO.parent / "shared" / "data"
 BOTTLENECK = (DATA / "minddata" / "md_bottleneck_map").resolve()
@@ -16,12 +16,6 @@ _QUEUE_JS = """() => (window.Bokeh ? Bokeh.documents : []).flatMap(d => {
     const m = d.get_model_by_name('minddata_edges_src'); if (!m) return [];
     const ids = m.data.get ? m.data.get('op_id') : m.data.op_id; const i = m.selected.indices[0];
     return [i === undefined ? null : Number(ids[i])]; })"""
-
-
-def _set_theme(page, name: str, light: bool) -> None:
-    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{name}'}})")
-    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'")
-    page.wait_for_function("() => !document.querySelector('#jupyterlab-splash')")   # the theme's loading splash
 
 
 def _current_tab(out) -> str:
@@ -70,14 +64,14 @@ def test_evidence_opens_the_cited_queue(lab, page):
     # The overview in the dark theme: the suggestion text follows JupyterLab's colours.
     out.locator(".lm-TabBar-tab", has_text="Overview").first.click()
     _wait_tab(page, out, "Overview")
-    _set_theme(page, "JupyterLab Dark", light=False)
+    set_theme(page, "JupyterLab Dark", light=False)
     try:
         color = page.evaluate("(el) => getComputedStyle(el).color", pipe.element_handle())
         rgb = [int(v) for v in color[color.index("(") + 1:color.index(")")].split(",")[:3]]
         assert sum(rgb) / 3 > 150, color            # light text on the dark theme
         save_screenshot(out, "suggestions_overview_why_dark")
     finally:  # a saved setting of the session's server: restore it for the other tests
-        _set_theme(page, "JupyterLab Light", light=True)
+        set_theme(page, "JupyterLab Light", light=True)
 
 
 def test_evidence_opens_the_operator_filter_and_the_step_window(lab, page):
