@@ -50,10 +50,10 @@ from .. import _util, cache
 from .counters import counter_events, counter_frame, counter_samples
 from .exact import line_of_event
 from .flows import FLOW_SQL, flow_ends, flow_frame, flow_frame_of_pairs, flow_key, flow_pairs
-from .frames import (TraceData, bad_field, distinct_categorical, pair_begin_end, skipped_events,
+from .frames import (TraceData, bad_field, distinct_categorical, event_kinds, pair_begin_end, skipped_events,
                      warn_impossible_dur, warn_unplaced)
 from .naming import meta_events, name_tracks, op_type_maps, op_type_of
-from .parse import (CODED, KIND_B, KIND_C, KIND_E, KIND_F, KIND_M, KIND_S, KIND_T, KIND_X, digest_batch, parse_chunks,
+from .parse import (CODED, KIND_B, KIND_C, KIND_F, KIND_M, KIND_S, KIND_T, KIND_X, digest_batch, parse_chunks,
                     storage)
 from .progress import Progress
 
@@ -212,10 +212,7 @@ class _Sink:
     def __call__(self, batch: pa.RecordBatch, offset: int):
         c = digest_batch(batch, offset, spans=False)
         kind, ts_ns, ts_ok, dur = c.kind, c.ts_ns, c.ts_ok, c.dur
-        is_x = kind == KIND_X
-        is_b = (kind == KIND_B) | (kind == KIND_E)
-        is_flow = (kind >= KIND_S) & (kind <= KIND_T)
-        is_counter = kind == KIND_C
+        is_x, is_b, is_flow, is_counter = event_kinds(kind)
         bad, absurd = skipped_events(kind, ts_ok, dur)
         if bad.any():
             first = int(np.flatnonzero(bad)[0])

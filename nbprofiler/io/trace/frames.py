@@ -13,7 +13,7 @@ import pyarrow as pa
 from ...errors import MalformedFileError
 from ...schema import FRAMES
 from .._util import MAX_DURATION_US, warn_partial
-from .parse import KIND_B, KIND_C, KIND_NO_PH, KIND_X
+from .parse import KIND_B, KIND_C, KIND_E, KIND_NO_PH, KIND_S, KIND_T, KIND_X
 
 # The longest event a trace can hold, `MAX_DURATION_US`: 30 days in microseconds (a profiled job runs
 # hours, not months); the table readers bound operator times by it too (`_util.drop_impossible_times`).
@@ -54,6 +54,12 @@ TRACE_FRAMES = ("timeline", "tracks", "flows", "counters")  # what a trace's cac
 
 
 # -- events that cannot be placed ----------------------------------------------------------------------
+def event_kinds(kind: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(complete X, begin/end B/E, flow s/t/f, counter C) masks of the events' ``kind`` codes: the split both
+    builds (`memory.build`, `disk`'s batch digest) make before anything else."""
+    return kind == KIND_X, (kind == KIND_B) | (kind == KIND_E), (kind >= KIND_S) & (kind <= KIND_T), kind == KIND_C
+
+
 def skipped_events(kind: np.ndarray, ts_ok: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(bad, absurd) masks of the events skipped and reported. ``bad``: no ``ph``, a timed event without a
     numeric ts, or an X without a numeric dur. ``absurd``: the other X events with a duration no profiler

@@ -15,10 +15,10 @@ from .._util import check_size
 from .counters import counter_events, counter_frame, counter_samples
 from .exact import line_of_event
 from .flows import flows_of_events
-from .frames import (TraceData, bad_field, distinct_categorical, pair_begin_end, skipped_events,
+from .frames import (TraceData, bad_field, distinct_categorical, event_kinds, pair_begin_end, skipped_events,
                      warn_impossible_dur, warn_unplaced)
 from .naming import meta_events, name_tracks, op_type_maps, op_type_of
-from .parse import KIND_B, KIND_C, KIND_E, KIND_M, KIND_S, KIND_T, KIND_X, Chunk, parse_chunks
+from .parse import KIND_C, KIND_M, KIND_X, Chunk, parse_chunks
 from .progress import Progress
 
 
@@ -97,10 +97,7 @@ def build(chunks: list[Chunk], paths: list[Path], legacy: bool, gpu: bool) -> Tr
     flow = pa.concat_tables([c.flow for c in chunks])
     aux = pa.concat_tables([c.aux for c in chunks])
     n = len(kind)
-    is_x = kind == KIND_X
-    is_b = (kind == KIND_B) | (kind == KIND_E)
-    is_flow = (kind >= KIND_S) & (kind <= KIND_T)
-    is_counter = kind == KIND_C
+    is_x, is_b, is_flow, is_counter = event_kinds(kind)
 
     bad, absurd = skipped_events(kind, ts_ok, dur)
     if bad.any():
