@@ -129,16 +129,22 @@ def test_corrupted_pages_are_typed_problems(run, seed):
 
 
 # -- item 3: what a reader sees; impossible times ------------------------------------------------------
-def test_a_commit_still_in_the_wal_file_is_read_without_writing_the_folder(run, tmp_path):
+def _crashed_with_wal(run, tmp_path):
+    """A copy of ``run`` taken while a WAL-mode writer's last commit (every name suffixed ``_wal``) is still
+    only in its -wal file: the writer is killed, its -wal (and -shm) stay beside the database."""
     writer = sqlite3.connect(run / DB_NAME)
     writer.execute("PRAGMA journal_mode = WAL")
     writer.execute("PRAGMA wal_autocheckpoint = 0")
     writer.execute("UPDATE STRING_IDS SET value = value || '_wal'")
     writer.commit()
-    # the writer is killed: its -wal file (and -shm) stay beside the database
     crashed = tmp_path / "crashed" / "rank0_ascend_pt"
     shutil.copytree(run, crashed)
     writer.close()
+    return crashed
+
+
+def test_a_commit_still_in_the_wal_file_is_read_without_writing_the_folder(run, tmp_path):
+    crashed = _crashed_with_wal(run, tmp_path)
     assert (crashed / (DB_NAME + "-wal")).stat().st_size > 0
     con = sqlite3.connect(f"file:{tmp_path / 'plain.db'}", uri=True)  # what plain sqlite3 sees: a copy
     shutil.copy(crashed / DB_NAME, tmp_path / "plain.db")
@@ -170,14 +176,7 @@ def test_a_hot_journal_is_rolled_back_as_a_reader_would(run, tmp_path):
 
 
 def test_a_wal_that_cannot_be_copied_is_read_without_it_loudly(run, tmp_path, monkeypatch):
-    writer = sqlite3.connect(run / DB_NAME)
-    writer.execute("PRAGMA journal_mode = WAL")
-    writer.execute("PRAGMA wal_autocheckpoint = 0")
-    writer.execute("UPDATE STRING_IDS SET value = value || '_wal'")
-    writer.commit()
-    crashed = tmp_path / "crashed" / "rank0_ascend_pt"
-    shutil.copytree(run, crashed)
-    writer.close()
+    crashed = _crashed_with_wal(run, tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(0, 0, 0))
     monkeypatch.setattr(db, "_copies", {})
     prof, frames, msgs = _load(crashed)
