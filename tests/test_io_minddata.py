@@ -206,6 +206,39 @@ def test_summary_csv_ragged_rows_parse_like_the_json(folder):
 
 
 # -- damaged input ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("damage,field", [
+    (lambda s: {**s, "op_names": s["op_names"][:-1]}, "op_names"),          # one name lost: names shift
+    (lambda s: {**s, "num_workers": 2}, "num_workers"),                     # a scalar, not a list
+    (lambda s: {**s, "avg_cpu_pct": ["high"] * len(s["op_ids"])}, "avg_cpu_pct"),
+    (lambda s: {**s, "children_ids": [1] * len(s["op_ids"])}, "children_ids"),
+    (lambda s: {**s, "per_batch_time": [1.0, 2.0]}, "per_batch_time"),
+])
+def test_pipeline_summary_of_the_wrong_shape_is_refused_and_the_rest_loads(tmp_path, damage, field):
+    """A summary whose lists disagree would pair one op's numbers with another's name: refused with the
+    key named, while the pipeline, queues and CPU frames of the same folder still load."""
+    import json
+    src = DATA / "minddata/md_bottleneck_map"
+    folder = tmp_path / "md"
+    shutil.copytree(src, folder)
+    good = json.loads((src / "minddata_pipeline_summary_0.json").read_text())
+    (folder / "minddata_pipeline_summary_0.json").write_text(json.dumps(damage(good)))
+    with pytest.raises(MalformedFileError) as err:
+        md.summary_file(next(r for r in discover(folder) if r.device == "0"))
+    assert err.value.field == field and "minddata_pipeline_summary_0.json" in str(err.value)
+    prof = nbprofiler.load(folder)
+    with pytest.warns(ProfilerDataWarning, match=field):
+        assert prof.minddata_summary is None
+    assert len(prof.minddata_pipeline) == len(good["op_ids"])
+
+
+def test_pipeline_summary_csv_of_the_wrong_shape_is_refused(tmp_path):
+    text = (DATA / "minddata/md_fast/minddata_pipeline_summary_0.csv").read_text()
+    path = tmp_path / "minddata_pipeline_summary_0.csv"
+    path.write_text(text.replace("num_workers,2,1,1", "num_workers,2,1"))
+    with pytest.raises(MalformedFileError, match="2 entries for 3 ops"):
+        md.check_summary_shape(md.read_summary_csv(path), path)
+
+
 def test_truncated_pipeline_json_names_the_line(tmp_path):
     text = (DATA / "legacy/fixtures_mixed_ids/pipeline_profiling_1.json").read_text()
     (tmp_path / "pipeline_profiling_0.json").write_text(text[: len(text) // 2])

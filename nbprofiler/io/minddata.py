@@ -579,11 +579,57 @@ def summary_file(run: RunFiles) -> dict | None:
         obj = read_json(path)
         if not isinstance(obj, dict):
             raise MalformedFileError(path, f"expected a JSON object, found {type(obj).__name__}")
-        return obj
+        return check_summary_shape(obj, path)
     path = run.get("minddata_pipeline_summary_csv")
     if path is not None:
-        return read_summary_csv(path)
+        return check_summary_shape(read_summary_csv(path), path)
     return None
+
+
+# The writer's shape (MindSpore's ``MinddataProfilingAnalyzer``): every value is a list; these hold one
+# entry per pipeline op, in ``op_ids`` order.
+_PER_OP_NUMBERS = ("num_workers", "queue_average_size", "queue_utilization_pct", "queue_empty_freq_pct",
+                   "parent_id", "avg_cpu_pct", "avg_cpu_pct_per_worker")
+_PER_OP_TEXTS = ("op_names", "pipeline_ops")
+_ONE_NUMBER = ("per_pipeline_time", "per_push_queue_time", "per_batch_time")
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_summary_shape(obj: dict, path: Path) -> dict:
+    """``obj`` when it has the pipeline summary's shape, else `MalformedFileError` naming the first key
+    that does not: a summary whose lists disagree on the number of ops would pair one op's numbers
+    with another op's name."""
+    def bad(key, why):
+        raise MalformedFileError(path, f"not a pipeline summary: {key!r} {why}", field=str(key))
+
+    for key, value in obj.items():
+        if not isinstance(value, list):
+            bad(key, f"is a {type(value).__name__}, not a list")
+    ids = obj.get("op_ids")
+    if ids is not None and not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        bad("op_ids", "holds a value that is not an op id")
+    n_ops = None if ids is None else len(ids)
+    for key in (*_PER_OP_NUMBERS, *_PER_OP_TEXTS, "children_ids"):
+        value = obj.get(key)
+        if value is None:
+            continue
+        if n_ops is not None and len(value) != n_ops:
+            bad(key, f"has {len(value)} entries for {n_ops} ops")
+        if key in _PER_OP_NUMBERS and not all(_is_number(v) for v in value):
+            bad(key, "holds a value that is not a number")
+        if key in _PER_OP_TEXTS and not all(isinstance(v, str) for v in value):
+            bad(key, "holds a value that is not text")
+        if key == "children_ids" and not all(isinstance(c, list) and all(isinstance(i, int) for i in c)
+                                             for c in value):
+            bad(key, "holds a value that is not a list of op ids")
+    for key in _ONE_NUMBER:
+        value = obj.get(key)
+        if value is not None and (len(value) != 1 or not _is_number(value[0])):
+            bad(key, "is not one number")
+    return obj
 
 
 def read_summary_csv(path: Path) -> dict:
