@@ -170,6 +170,47 @@ def test_a_trace_that_grows_while_it_is_read_is_read_no_further_than_checked(tmp
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes read with /proc/self/io")
+def test_a_trace_that_grows_only_once_its_read_has_begun_is_stopped_too(tmp_path, monkeypatch):
+    """The growth starts when duckdb opens the file, after every size check before the read: blank space
+    after the closing bracket makes no batch to stop at, so the read is watched between batches."""
+    monkeypatch.setenv("NBPROFILER_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "timeline_display_1.json"
+    data = (WIDEDEEP / "timeline_display_1.json").read_bytes()
+    path.write_bytes(data)
+    stop, written, cap = threading.Event(), [0], 1 << 30
+
+    def grow():
+        with open(path, "ab") as f:
+            while not stop.is_set() and written[0] < cap:
+                f.write(b" " * (1 << 20))
+                f.flush()
+                written[0] += 1 << 20
+
+    appender = threading.Thread(target=grow)
+    real = trace_parse._connection
+
+    def connect_then_grow():
+        if not appender.is_alive() and not stop.is_set():
+            appender.start()
+        return real()
+
+    monkeypatch.setattr(trace_parse, "_connection", connect_then_grow)
+    before = _bytes_read()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
+                trace.load_trace(path, progress=False)
+    finally:
+        stop.set()
+        appender.join()
+    read = _bytes_read() - before
+    assert err.value.path == path and f"from {len(data):,} bytes" in str(err.value)
+    # stopped, not read to the end: 18-50 MB read where it read all 1 GB the file grew by
+    assert read < min(written[0], 256 << 20), (read, written[0])
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes read with /proc/self/io")
 def test_the_exact_parse_reads_no_further_than_the_size_checked(tmp_path):
     path = tmp_path / "timeline_display_1.json"
     data = (WIDEDEEP / "timeline_display_1.json").read_bytes()

@@ -299,9 +299,11 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
                 continue
         return False
 
+    reading: dict = {}
+
     def read():
         try:
-            con = _connection()
+            con = reading["con"] = _connection()
             if url:
                 _register_slices(con)
             rel = con.sql(sql)
@@ -321,8 +323,18 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     chunks = []
     try:
         while True:
-            item = batches.get()
+            try:
+                item = batches.get(timeout=_GROWTH_POLL_S)
+            except queue.Empty:
+                # A read by path goes on to the end of the file, wherever that is by then: blank space
+                # appended after the closing bracket makes no batch, so growth is watched between them.
+                if checked_size is not None and _size_now(path) > checked_size:
+                    reading["interrupt"] = True
+                    raise _grew(path, checked_size) from None
+                continue
             if item is done:
+                if checked_size is not None and _size_now(path) > checked_size:
+                    raise _grew(path, checked_size)  # read to an end the memory guard did not check
                 break
             if isinstance(item, BaseException):
                 raise item
@@ -345,10 +357,19 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
         raise
     finally:
         stop.set()
+        while reading.get("interrupt") and reader_thread.is_alive():
+            # an interrupt that comes before the query starts is lost: repeated until the reader ends
+            if "con" in reading:
+                reading["con"].interrupt()
+            reader_thread.join(_GROWTH_POLL_S)
         reader_thread.join()
         if url:
             json_slice.release(url)
     return chunks
+
+
+# How often a read waiting for its next batch looks at the file's size (a stat costs ~2 us).
+_GROWTH_POLL_S = 0.01
 
 
 def _grew(path: Path, checked_size: int) -> ProfilerDataError:
@@ -429,7 +450,8 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
 
     An array file that ends with its closing bracket is read by path, as it is: a copy of its checked bytes
     would bound that read too, but costs every load a kernel copy (~50 ms per 100 MB, and a slower Python
-    slice past 2 GB); a file that grows while it is read is stopped at its next batch (`_stream`), and the
+    slice past 2 GB); a file that grows while it is read is stopped within ~10 ms of growing (`_stream` watches
+    its size between batches), and the
     exact parse reads no further than the checked bytes. An object-form file's event array is read from a
     copy of its checked bytes."""
     span = copy = None
