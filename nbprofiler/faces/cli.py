@@ -115,27 +115,40 @@ def _regression(text: str) -> tuple[str, float]:
         return _pair(text)
 
 
-# Exit status of ``nbprofiler check``, so a CI job can tell a regression from a broken tool.
-EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
+# Exit status of ``nbprofiler check``, so a CI job can tell a regression from a broken tool, and a threshold
+# inside the runs' noise (flaky: neither passed nor failed) from both.
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN, EXIT_FLAKY = 0, 1, 2, 3, 4
 
 
 def cmd_check(args) -> int:
-    """0 every check passed, 1 a check failed, 2 bad arguments (argparse's own status too), 3 the tool could
-    not do its job: a profile that cannot be read, a --junit-xml that cannot be written, or a bug."""
-    from .testing import CheckSpecError, check, write_junit_xml
+    """0 every check passed, 1 a check failed, 2 bad arguments (argparse's own status too; a history folder
+    inside profiler output), 3 the tool could not do its job: a profile that cannot be read, a --junit-xml,
+    history record or --trend-html that cannot be written, or a bug; 4 no check failed but one was flaky."""
+    from ..io.history import HistoryError
+    from .testing import CheckSpecError, check, write_junit_xml, write_trend_html
     try:
         regressions = dict(args.max_regression_pct)
-        if regressions and not args.baseline:
-            raise CheckSpecError("--max-regression-pct needs --baseline DIR_B")
-        report = check(args.dir, baseline=args.baseline, device=args.device, raise_on_failure=False,
+        if regressions and not (args.baseline or args.baseline_history):
+            raise CheckSpecError("--max-regression-pct needs --baseline DIR_B or --baseline-history N")
+        if args.trend_html and not args.history:
+            raise CheckSpecError("--trend-html draws the history: it needs --history DIR")
+        if args.baseline_history is not None and not args.history:
+            raise CheckSpecError("--baseline-history N needs --history DIR")
+        report = check(args.dir, baseline=args.baseline or None, device=args.device, raise_on_failure=False,
+                       alpha=args.alpha, history=args.history, baseline_history=args.baseline_history,
+                       label=args.label,
                        max=dict(args.max), min=dict(args.min), max_regression_pct=regressions or None,
                        max_step_ms=args.max_step_ms, max_host_queue_empty_pct=args.max_host_queue_empty_pct,
                        max_device_queue_empty_pct=args.max_device_queue_empty_pct)
-    except CheckSpecError as err:
+    except (CheckSpecError, HistoryError) as err:
         print(f"nbprofiler check: {err}", file=sys.stderr)
         return EXIT_USAGE
     except ProfilerDataError as err:
         print(f"nbprofiler check: cannot read the profile: {err}", file=sys.stderr)
+        return EXIT_BROKEN
+    except OSError as err:
+        print(f"nbprofiler check: cannot write the history in {args.history}: "
+              f"{err.strerror or type(err).__name__}", file=sys.stderr)
         return EXIT_BROKEN
     except Exception as err:  # noqa: BLE001 - a bug must not look like a failed check (exit 1)
         import traceback
@@ -145,15 +158,19 @@ def cmd_check(args) -> int:
         return EXIT_BROKEN
     for line in report.lines():
         print(line)
-    print(f"{len(report.results) - len(report.failures)} passed, {len(report.failures)} failed")
-    if args.junit_xml:
+    print(report.tally())
+    for name, write in (("--junit-xml", lambda p: write_junit_xml(report, p)),
+                        ("--trend-html", lambda p: write_trend_html(args.history, p))):
+        target = args.junit_xml if name == "--junit-xml" else args.trend_html
+        if not target:
+            continue
         try:
-            write_junit_xml(report, args.junit_xml)
+            write(target)
         except OSError as err:
-            print(f"nbprofiler check: cannot write --junit-xml {args.junit_xml}: "
+            print(f"nbprofiler check: cannot write {name} {target}: "
                   f"{err.strerror or type(err).__name__}", file=sys.stderr)
             return EXIT_BROKEN
-    return EXIT_PASSED if report.ok else EXIT_FAILED
+    return {"pass": EXIT_PASSED, "fail": EXIT_FAILED, "flaky": EXIT_FLAKY}[report.verdict]
 
 
 def cmd_info(args) -> int:
@@ -199,12 +216,27 @@ def main(argv: list[str] | None = None) -> int:
                     "step_trace.average.total_ms, minddata.host_queue.avg_get_ms, "
                     "op_types.ai_core[op_type=MatMul].total_time_us; short names: step_ms, "
                     "host_queue_empty_pct, host_queue_full_pct, device_queue_empty_pct, timeline_span_ms. "
-                    "A number the profile does not hold fails its check. Exit status: 0 all passed, 1 a "
+                    "A number the profile does not hold fails its check. Several runs per side (several "
+                    "paths, summary JSON files or a folder of them) decide a regression by a one-sided "
+                    "Mann-Whitney U test at --alpha with its effect size; a threshold inside the baseline's "
+                    "run-to-run noise is reported flaky. Exit status: 0 all passed, 1 a "
                     "check failed, 2 bad arguments (a threshold must be a finite number), 3 the tool "
-                    "could not do its job (unreadable profile, --junit-xml not writable, internal error).")
-    p.add_argument("dir")
+                    "could not do its job (unreadable profile, --junit-xml not writable, internal error), "
+                    "4 no check failed but one was flaky.")
+    p.add_argument("dir", nargs="+", help="the profile: one or more runs (profiler folders, summary JSON files "
+                   "from `nbprofiler summary --json`, or a folder of those files)")
     p.add_argument("--device", default=None)
-    p.add_argument("--baseline", default=None, metavar="DIR_B", help="the profile to compare against")
+    p.add_argument("--baseline", nargs="+", default=None, metavar="DIR_B",
+                   help="the run(s) to compare against (the same kinds as the profile)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level of the regression test over several runs (default 0.05)")
+    p.add_argument("--history", default=None, metavar="DIR",
+                   help="append each checked run as one JSON file to this folder (never inside profiler output)")
+    p.add_argument("--baseline-history", type=int, default=None, metavar="N",
+                   help="take the baseline from the last N runs of --history that did not fail")
+    p.add_argument("--label", default=None, help="the run's label in the history (default: its path)")
+    p.add_argument("--trend-html", default=None, metavar="FILE",
+                   help="write the trend of every checked number over --history as one HTML file")
     p.add_argument("--max-step-ms", type=float, default=None, help="max average step time (ms)")
     p.add_argument("--max-host-queue-empty-pct", type=float, default=None,
                    help="max share of steps whose host queue was empty (%%)")
