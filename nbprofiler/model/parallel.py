@@ -45,8 +45,8 @@ MIN_RANKS_FOR_PROCESSES = 16
 # first-call costs and the wait for the last chunk, and a wrong "pool" costs more than a wrong "serial".
 POOL_MARGIN = 0.25
 # Seconds until the first pool of a process runs a task: the fork server starts and imports
-# FORKSERVER_PRELOAD (pandas, pyarrow, nbprofiler). bench_cluster.py prints it in each spell: 1.1-1.7 s on
-# 2 cores at load 2-4, more on a busier machine, where no pool is started anyway (benchmarks/README.md).
+# FORKSERVER_PRELOAD (pandas, pyarrow, nbprofiler). bench_cluster.py prints it in each spell: 1.2-1.7 s on
+# 2 cores at load 3.8-4.3, more on a busier machine, where no pool is started anyway (benchmarks/README.md).
 # Later pools fork from the running server (0.04-0.15 s): they use the start-up measured when the last
 # pool started (`last_pool_start_s`).
 POOL_COLD_START_S = 1.2
