@@ -355,7 +355,9 @@ def operators_layout(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kinds: lis
 class OperatorsView(traitlets.HasTraits, View):
     """Notebook operators view of a `Profile`. ``top_n`` (int) re-folds the charts; ``type_filter``
     (str, "" = all) and ``step`` (int or None) are the linkable state, set with `set_type_filter` /
-    `set_step`; a click on a chart type updates ``type_filter`` through jupyter_bokeh."""
+    `set_step`; a click on a chart type updates ``type_filter`` through jupyter_bokeh. The first tab's panel
+    is built with the view, each other tab's when it is first shown, the chart the toggle did not start on
+    when it is first asked for (the toggle goes through the kernel here, not CustomJS as in the report)."""
 
     top_n = traitlets.Int(20)
     type_filter = traitlets.Unicode(ALL_TYPES)
