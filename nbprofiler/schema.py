@@ -528,6 +528,18 @@ RECORDS: dict[str, RecordSpec] = {r.name: r for r in (
 DB_FALLBACK_ROLES = _DB
 
 
+# The summary JSON (`Profile.summary()`, ``nbprofiler summary --json``, SUMMARY_SCHEMA): its top-level
+# sections and the JSON types each may hold. A summary read back from a file (a check's baseline, a run of
+# a check's history) is held to it, so a damaged copy is refused by name instead of read as "not measured".
+SUMMARY_SECTIONS: dict[str, tuple[type, ...]] = {
+    "nbprofiler_version": (str,), "source": (str,), "generation": (str,), "device": (str, type(None)),
+    "devices_found": (list,), "session": (dict, type(None)), "problems": (list,),
+    "step_time": (dict, type(None)), "step_trace": (dict, type(None)), "op_types": (dict,), "ops": (dict,),
+    "minddata": (dict, type(None)), "timeline": (dict, type(None)), "flops": (dict, type(None)),
+    "diagnosis": (dict, type(None)), "suggestions": (list,), "cluster": (dict, type(None)),
+}
+
+
 def feeds() -> dict[str, tuple[str, ...]]:
     """Role -> the frames and records its files are read into (``prof.files``'s ``feeds`` column)."""
     out: dict[str, list[str]] = {}

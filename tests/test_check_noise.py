@@ -295,6 +295,26 @@ def test_cli_exit_codes_over_repeated_runs(summaries, tmp_path, capsys):
         assert capsys.readouterr().err.startswith("nbprofiler check: ")
 
 
+@pytest.mark.parametrize("key,damage,says", [
+    ("step_time", "fast", "'step_time' is text, not an object or null"),
+    ("op_types", [1, 2], "'op_types' is a list, not an object"),
+    ("suggestions", {"a": 1}, "'suggestions' is an object, not a list"),
+])
+def test_a_summary_of_the_wrong_shape_is_refused_by_name(summaries, tmp_path, capsys, key, damage, says):
+    """A damaged copy of a real summary is not read as "not measured": the check says which section is
+    wrong and ends as a broken tool (exit 3), not as a failed or passed check."""
+    s = copy.deepcopy(summaries["mindspore2/lenet_pynative"])
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(s), encoding="utf-8")
+    s[key] = damage
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(s), encoding="utf-8")
+    assert cli.main(["check", str(good), "--baseline", str(bad), "--max-regression-pct", "10"]) == cli.EXIT_BROKEN
+    err = capsys.readouterr().err
+    assert "bad.json" in err and says in err
+    assert cli.main(["check", str(good), "--baseline", str(good), "--max-regression-pct", "10"]) == cli.EXIT_PASSED
+
+
 def test_the_readme_and_docs_state_the_test():
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text[text.index("## CI checks"):]

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import threading
 import warnings
 from pathlib import Path
 
@@ -163,25 +165,91 @@ def test_default_engine_rule(monkeypatch):
 
 
 def test_default_engine_times_a_first_chunk_before_starting_a_pool(tmp_path, monkeypatch):
-    """engine=None reduces one chunk here, then starts a pool only when the rest would take longer than
-    POOL_WORTH_S serially; either way the result equals the serial one, in rank order."""
+    """engine=None reduces one chunk here, then starts a pool only when cores were free meanwhile and
+    the rest is worth it; either way the result equals the serial one, in rank order."""
     from nbprofiler.model import parallel
     root = write_legacy_cluster(tmp_path / "c", DATA, ranks=MIN_RANKS_FOR_PROCESSES, steps=4)
     runs = [p.run for p in load_quietly(root)]
     serial = gather_rank_summaries(runs, engine="serial")
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    for t in threading.enumerate():
+        if t.name == "nbprofiler-pool-feeder":
+            t.join()  # an earlier test's pool, still starting, would note its start-up over the one set here
+    monkeypatch.setattr(parallel, "last_pool_start_s", 0.0)  # a pool that starts at once
     pools = []
     real = parallel._map_alongside_pool
-    monkeypatch.setattr(parallel, "_map_alongside_pool", lambda *a: pools.append(len(a[1])) or real(*a))
-    monkeypatch.setattr(parallel, "POOL_WORTH_S", 1e9)  # the rest is always quick: no pool
-    quick = gather_rank_summaries(runs)
-    monkeypatch.setattr(parallel, "POOL_WORTH_S", 0.0)  # the rest is always worth a pool
+    monkeypatch.setattr(parallel, "_map_alongside_pool", lambda *a: pools.append(a[1:]) or real(*a))
+    monkeypatch.setattr(parallel, "free_cores_between", lambda *a: 0.1)  # another process has the other core
+    busy = gather_rank_summaries(runs)
+    assert parallel.last_decision["helpers"] == 0 and parallel.last_decision["free_cores"] == 0.1
+    monkeypatch.setattr(parallel, "free_cores_between", lambda *a: 1.0)  # the other core idled
     pooled = gather_rank_summaries(runs)
-    chunks = len(parallel.chunked(runs, 2))
-    assert pools == [chunks - 1]  # only the second load started a pool, for every chunk but the first
-    for got in (quick, pooled):
+    chunks = parallel.chunked(runs, 2)
+    assert parallel.last_decision["ranks_left"] == len(runs) - len(chunks[0])
+    assert len(pools) == 1 and pools[0][0] == chunks[1:] and pools[0][1] == 1  # one worker, every chunk but the first
+    for got in (busy, pooled):
         for key in ("steps", "step_totals", "op_types"):
             pd.testing.assert_frame_equal(got[key], serial[key])
+
+
+def test_pool_decision_from_rank_cost_free_cores_and_start_up():
+    """Inputs as bench_cluster.py measures them on 2 cores: a legacy rank of 300 steps reduces in ~0.06 s
+    (0.12 s with the machine busy), a first pool starts in ~1.2 s, a later one in ~0.03 s."""
+    from nbprofiler.model.parallel import POOL_COLD_START_S, pool_estimate_s, pool_helpers
+    # 64 ranks, the other core idle: the pool (one worker beside this process) pays even from cold
+    assert pool_helpers(0.06, 56, free_cores=0.95, start_s=POOL_COLD_START_S, max_helpers=1) == 1
+    # 16 ranks: the rest (0.84 s) is over before a cold pool would help; a warm one pays
+    assert pool_helpers(0.06, 14, free_cores=0.95, start_s=POOL_COLD_START_S, max_helpers=1) == 0
+    assert pool_helpers(0.06, 14, free_cores=0.95, start_s=0.03, max_helpers=1) == 1
+    # a busy machine (a busy loop on the other core): serial however long the work
+    assert pool_helpers(0.12, 56, free_cores=0.05, start_s=0.03, max_helpers=1) == 0
+    assert pool_helpers(0.12, 504, free_cores=0.6, start_s=0.03, max_helpers=1) == 0
+    # 8 CPUs of which ~3 idle: three workers, not seven
+    assert pool_helpers(0.06, 504, free_cores=2.9, start_s=POOL_COLD_START_S, max_helpers=7) == 3
+    # short work: serial with every core free when the pool starts cold, seven workers once it is warm
+    assert pool_helpers(0.01, 20, free_cores=7.0, start_s=POOL_COLD_START_S, max_helpers=7) == 0
+    assert pool_helpers(0.01, 20, free_cores=7.0, start_s=0.03, max_helpers=7) == 7
+    # the estimate: 4 s of work, one helper from 1 s on -> both busy until 2.5 s; no gain once start >= work
+    assert pool_estimate_s(4.0, 1, 1.0) == 2.5 and pool_estimate_s(0.8, 1, 1.2) == 0.8
+    assert pool_estimate_s(4.0, 0, 0.0) == 4.0
+
+
+def test_free_cores_from_cpu_ticks_else_the_load_average():
+    from nbprofiler.model.parallel import cpu_ticks, free_cores_between, usable_cpus
+    # 0.3 s on 2 CPUs (30 ticks each): this process kept one busy, the other idled 28 ticks
+    assert free_cores_between((1000, 5000, 2), (1028, 5060, 2), usable=2) == pytest.approx(28 / 30)
+    # a busy loop on the other core: 1 idle tick of 60
+    assert free_cores_between((1000, 5000, 2), (1001, 5060, 2), usable=2) < 0.1
+    # a window too short to read (4 ticks a CPU), or no /proc/stat: the load average decides
+    assert free_cores_between((1000, 5000, 2), (1007, 5008, 2), usable=2, loadavg=0.3) == pytest.approx(0.7)
+    assert free_cores_between(None, None, usable=2, loadavg=2.5) == 0.0
+    assert free_cores_between(None, None, usable=8, loadavg=2.0) == 5.0
+    ticks = cpu_ticks()
+    if ticks is not None:  # Linux: one row per CPU this process may use
+        assert ticks[2] == usable_cpus() and 0 <= ticks[0] <= ticks[1]
+
+
+def test_processes_engine_does_every_chunk_here_when_the_pool_cannot_start(monkeypatch):
+    """A pool that cannot start (here: its processes cannot be created) costs nothing but the attempt:
+    this process does every chunk."""
+    import time
+    from nbprofiler.model import parallel
+    attempts = []
+
+    class NoProcesses:
+        real = multiprocessing.get_context("spawn")
+
+        def Process(self, *a, **k):
+            attempts.append(1)
+            raise OSError("no processes here")
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+    monkeypatch.setattr(parallel, "_process_context", lambda: NoProcesses())
+    # 20 ranks of 20 ms: long enough for the feeder thread to try while this process works
+    assert map_ranks(time.sleep, [0.02] * 20, engine="processes", max_workers=2) == [None] * 20
+    assert attempts
 
 
 def test_ranks_travel_in_ordered_chunks():
@@ -288,7 +356,7 @@ def test_benchmark_quick_mode():
     out = subprocess.run([sys.executable, str(REPO / "benchmarks/bench_cluster.py"), "--quick", "--ranks", "4"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "x serial" in out.stdout and "legacy       4 serial" in out.stdout
+    assert "x serial" in out.stdout and "legacy       4 quiet  serial" in out.stdout
 
 
 def test_several_sessions_of_one_rank_keep_their_own_rows():

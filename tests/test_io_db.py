@@ -360,3 +360,33 @@ def test_npu_module_mem_equals_sql():
     got = mem.groupby("component")["reserved_mb"].agg(["size", "max"])
     assert {n: int(got.loc[n, "size"]) for n, _, _ in rows} == {n: c for n, c, _ in rows}
     assert [got.loc[n, "max"] for n, _, _ in rows] == pytest.approx([b / 2**20 for _, _, b in rows])
+
+
+@pytest.mark.slow
+def test_database_benchmark_quick_mode(tmp_path):
+    """benchmarks/bench_db_load.py --quick on a 10 MB generated database: every method reports its time,
+    CPU time, peak RSS and load average, and every frame nbprofiler builds has as many rows as the floor
+    read for it from the same tables."""
+    import importlib.util
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("bench_db_load", root / "benchmarks" / "bench_db_load.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from benchmarks.db_export import SOURCE
+    if not SOURCE.exists():
+        pytest.skip("the real torch_npu database the generator takes its schema from is not here")
+    (row,) = bench.main(["--quick", "--sizes", "10", "--scratch", str(tmp_path)])
+    assert row["table_rows"]["TASK"] >= 10_000 and row["table_rows"]["STRING_IDS"] > 3_000
+    for method in bench.METHODS:
+        m = row[method]
+        assert m["s"] > 0 and m["cpu_s"] > 0 and m["peak_rss_mb"] > m["base_rss_mb"] > 0 and "load_1min" in m
+        assert "refused" not in m
+    for method in ("nbprofiler", "timeline", "dashboard"):
+        assert row[method]["x_floor"] > 0 and row[method]["x_floor_cpu"] > 0
+    assert set(row["rows"]) == set(bench.FRAMES)
+    for frame, counts in row["rows"].items():
+        assert counts["nbprofiler"] == counts["floor"] > 0, frame
+    assert row["rows"]["timeline"]["floor"] == sum(row["table_rows"][t] for t in ("TASK", "COMMUNICATION_OP",
+                                                                                   "CANN_API", "PYTORCH_API"))
+    assert "| database |" in bench.markdown([row])

@@ -108,6 +108,33 @@ def test_numeric_names_line_and_field_of_a_non_number(tmp_path, values, junk, wh
         assert (e.value.line, e.value.field) == (2, "dur")
 
 
+def _numeric_outcome(col, path, dtype):
+    """What `numeric` makes of a column: its dtype and values (NaN as None), or the error; and its warnings."""
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            out = _util.numeric(pd.DataFrame({"v": col}), "v", path, dtype=dtype)
+            res = (str(out.dtype), [None if pd.isna(x) else x for x in out.tolist()], list(out.index))
+        except Exception as e:  # noqa: BLE001  (whatever it raises, both paths raise it alike)
+            res = ("error", type(e).__name__, str(e))
+    return res, [str(x.message) for x in w]
+
+
+@SETTINGS
+@given(cells=st.lists(st.one_of(st.integers(-2**62, 2**62).map(str),
+                                st.floats(allow_nan=False, allow_infinity=False).map(repr),
+                                st.sampled_from(["", "N/A", "nan", "inf", "-inf", " 12", '"3.5"', "1e3", "abc",
+                                                 "+7", "7\t", "-", "1.5"])), min_size=1, max_size=20),
+       as_int=st.booleans())
+def test_numeric_reads_arrow_text_as_the_cell_by_cell_path_does(tmp_path, cells, as_int):
+    """`read_csv` gives Arrow-backed text, which `numeric` parses in one cast when every cell is a plain
+    finite number: same numbers, dtype, errors and warnings as the cell-by-cell path (object text)."""
+    dtype = int if as_int else float
+    arrow = _numeric_outcome(pd.Series(cells, dtype="string[pyarrow]"), tmp_path / "f.csv", dtype)
+    assert arrow == _numeric_outcome(pd.Series(cells, dtype=object), tmp_path / "f.csv", dtype)
+
+
 def test_missing_column_and_empty_file(tmp_path):
     f = tmp_path / "h.csv"
     f.write_text("x,y\n1,2\n")

@@ -202,6 +202,9 @@ def test_one_time_unit_on_the_whole_operators_page(data):
     tab, hover, bar axis) is in ms, the number behind it the frame's us / 1000."""
     prof = load_quietly(data)
     view = O.OperatorsView(prof)
+    for kind in view.kinds:  # every tab shown and its bar chart too (each built when first shown)
+        view.select_kind(kind)
+        view._named[f"op_chart_mode_{kind}"].active = 1
     units = _time_units(view.layout)
     assert units == {"table": {"ms"}, "hover": {"ms"}, "axis": {"ms"}}, units
     for kind in view.kinds:
@@ -271,3 +274,29 @@ def test_a_fresh_chart_takes_the_palette_in_its_order_and_types_keep_their_colou
     finally:
         theme._OP_TYPE_ASSIGNED.clear()
         theme._OP_TYPE_ASSIGNED.update(saved)
+
+
+def test_the_view_builds_each_tab_and_the_bar_chart_when_first_shown():
+    """The first open builds the first tab's pie and table; another tab is built when clicked, the bar chart
+    when the toggle asks for it, each as the report's layout draws it."""
+    prof = load_quietly("npu/kernel_details_591")
+    view = O.OperatorsView(prof)
+    first, second = view.kinds[:2]
+    names = {m.name for m in view.layout.references()}
+    assert {f"op_pie_{first}", f"op_table_{first}"} <= names
+    assert f"op_bar_{first}" not in names and f"op_table_{second}" not in names
+    view.layout.active = 1   # a click on the second tab
+    assert view.kind == second
+    names = {m.name for m in view.layout.references()}
+    assert {f"op_pie_{second}", f"op_table_{second}"} <= names
+    report = {m.name: m for m in O.operators_layout(prof.op_types, prof.ops).references() if m.name}
+    for src in (f"op_table_src_{second}", f"op_types_src_{second}"):
+        assert list(view._named[src].data["op_type"]) == list(report[src].data["op_type"])
+    toggle = view._named[f"op_chart_mode_{second}"]
+    toggle.active = 1        # the bar chart, built now
+    bar, pie = view._named[f"op_bar_{second}"], view._named[f"op_pie_{second}"]
+    assert bar.visible and not pie.visible
+    assert list(bar.y_range.factors) == list(report[f"op_bar_{second}"].y_range.factors)
+    assert bar in view._named[f"op_panel_{second}"].children
+    toggle.active = 0
+    assert pie.visible and not bar.visible

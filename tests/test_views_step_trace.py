@@ -266,3 +266,25 @@ def json_sel(bokeh_widget) -> set:
                 raw = gzip.decompress(raw)
             return set(np.frombuffer(raw, dtype=col["dtype"]).tolist())
     return set()
+
+
+def test_the_view_folds_the_trends_until_opened(widedeep):
+    """The tab opens on the selection's chart, the averages and the stages per step; the per-stage trends
+    wait in a fold named after them, built when it is first opened, one chart per stage as in the report."""
+    view = st.StepTraceView(widedeep)
+    shown = {m.name for w in view.widget.children if hasattr(w, "render_bundle") for m in w._model.references()}
+    assert {"step_trace_detail", "step_trace_bars", "step_trace_averages"} <= shown
+    assert not any(n and n.startswith("step_trace_trend") for n in shown)
+    labels = [st.theme.stage_label(s) for s in widedeep.step_stages]
+    assert view.trend_fold.get_title(0) == f"Each stage across steps ({', '.join(labels)})"
+    assert view._trends is None and not view._trend_holder.children
+    view.trend_fold.selected_index = 0     # the fold opened
+    (model,) = view._trend_holder.children
+    figs = {s: model._model.select_one({"name": f"step_trace_trend_{s}"}) for s in widedeep.step_stages}
+    assert all(f is not None for f in figs.values())
+    assert len({id(f.x_range) for f in figs.values()}) == 1   # zooming one zooms all
+    src = next(iter(figs.values())).renderers[0].data_source
+    assert list(src.data["step"]) == widedeep.step_trace["step"].tolist()
+    view.trend_fold.selected_index = None
+    view.trend_fold.selected_index = 0     # opened again: the same charts, not a second copy
+    assert view._trend_holder.children == (model,)

@@ -26,9 +26,10 @@ MEAN_AD_TO_Z = 0.7979
 
 def rank_summary(cluster, engine: str | None = None, max_workers: int | None = None) -> dict:
     """Per-rank reduced frames of ``cluster``, gathered with ``engine`` (default: ``cluster.engine``,
-    else `nbprofiler.model.parallel.choose_engine`'s rule: local processes for 16+ ranks on a machine with
-    more than one CPU, serial below) and cached on the cluster (every engine gives the same frames, so
-    one cache entry serves them all). Keys: ``steps`` (one row per rank:
+    else the default of `nbprofiler.model.parallel.map_chunks`: serial below 16 ranks or on one CPU, else
+    a first chunk reduced here decides from its measured cost and the cores found idle meanwhile) and
+    cached on the cluster (every engine gives the same frames, so one cache entry serves them all). Keys:
+    ``steps`` (one row per rank:
     ``rank``, ``steps``, stage means in ms, ``total_ms``, ``average_source`` "file"/"mean", plus
     ``stage_ms``/``bubble_ms``/... where the source has them), ``step_totals`` (rank, step, stages),
     ``op_types`` (rank, kind, op_type, total_time_us, count), ``stages``, ``problems``."""

@@ -445,12 +445,40 @@ def _dedupe(names: list[str]) -> list[str]:
     return out
 
 
+def _clean_numbers(col: pd.Series, dtype) -> pd.Series | None:
+    """``col`` as int64 (``dtype`` int) or float64 when it is Arrow-backed text whose every cell is a finite
+    number written plainly, parsed by one Arrow cast (~2 ms for 30k rows, against ~20 ms for the cell-by-cell
+    path); None for any other column (blank, N/A, padded, quoted or bad cells: `numeric` reads those)."""
+    if not (isinstance(col.dtype, pd.StringDtype) and col.dtype.storage == "pyarrow"):
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    arr = pa.chunked_array(pa.array(col.array))
+    if arr.null_count:
+        return None
+    try:
+        vals = pc.cast(arr, pa.int64() if dtype is int else pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if dtype is not int and not pc.all(pc.is_finite(vals)).as_py():
+        return None
+    return pd.Series(vals.to_numpy(), index=col.index, name=col.name)
+
+
+# What `numeric` reads as an empty cell unless told otherwise.
+MISSING = ("", "N/A", "NA", "nan", "-", "None")
+
+
 def numeric(df: pd.DataFrame, col: str, path: Path, *, dtype=float, allow_missing: bool = True,
-            missing=("", "N/A", "NA", "nan", "-", "None"), first_data_line: int = 2) -> pd.Series:
+            missing=MISSING, first_data_line: int = 2) -> pd.Series:
     """Column ``col`` as numbers. Blank/N/A cells become NaN (or raise if not ``allow_missing``).
     A cell that is not a (finite) number costs that value: NaN, with a warning naming its line and
     field; past `BAD_ROW_LIMIT` of the rows the column is garbage and `MalformedFileError` names the
     first bad line. Strips whitespace, tabs and surrounding quotes (CANN writes ``"123.4\\t"``)."""
+    # (other markers of an empty cell may be numbers, which the one cast would read as such)
+    clean = _clean_numbers(df[col], dtype) if tuple(missing) == MISSING else None
+    if clean is not None:
+        return clean
     raw = df[col].astype(str).str.strip().str.strip('"').str.strip()
     is_missing = raw.isin(missing)
     vals = pd.to_numeric(raw.where(~is_missing, None), errors="coerce")

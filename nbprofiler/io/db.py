@@ -318,8 +318,14 @@ NULL_NS = -(2 ** 63)
 
 
 def _t(expr: str) -> str:
-    """SQL for the time ``expr`` with NULL as `NULL_NS` (see `clean_times`)."""
-    return f"ifnull({expr}, -9223372036854775807 - 1)"
+    """SQL for the time ``expr`` with NULL as `NULL_NS` (see `clean_times`). The text of a non-negative
+    integer as SQLite writes integers (torch_npu writes PYTORCH_API's times as text) comes out as that
+    integer, so a column of such texts is read as int64 and not as a Python string per row; any other value
+    (another text, a text past int64, whose cast would not give it back) comes out as written."""
+    as_int = (f"CASE typeof({expr}) WHEN 'text' THEN CASE WHEN {expr} >= '0' AND "
+              f"CAST(CAST({expr} AS INTEGER) AS TEXT) = {expr} THEN CAST({expr} AS INTEGER) ELSE {expr} END "
+              f"ELSE {expr} END")
+    return f"ifnull({as_int}, -9223372036854775807 - 1)"
 
 
 def clean_times(path: Path, df: pd.DataFrame, table: str, start: str, end: str | None = None,
@@ -975,32 +981,37 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
     if "TASK" in have:
         comp = "COMPUTE_TASK_INFO" in have
         task = query(path, f"""
-            SELECT t.rowid AS rid, 'Ascend Hardware' AS process, 'Stream ' || t.streamId AS thread,
-                   {_t('t.startNs')} AS s, {_t('t.endNs')} AS e,
+            SELECT t.rowid AS rid, t.streamId AS thread, {_t('t.startNs')} AS s, {_t('t.endNs')} AS e,
                    {"c.name" if comp else "NULL"} AS name, {"c.opType" if comp else "NULL"} AS op_type,
                    t.taskType AS cat, {"t.connectionId" if "connectionId" in have["TASK"] else "NULL"} AS conn
             FROM TASK t {"LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" if comp else ""}
             WHERE {_on_device(run, 't')}""")
         task = clean_times(path, task, "TASK", "s", "e", what=("startNs", "endNs"))
+        task["thread"] = _labels("Stream ", task["thread"])
+        task["process"] = "Ascend Hardware"
         decode_strings(path, task, ["name", "op_type", "cat"], "COMPUTE_TASK_INFO/TASK")
         task["name"] = task["name"].where(task["name"].notna(), task["cat"])  # a task without compute info
         parts.append(task)
     if "COMMUNICATION_OP" in have:
-        comm = query(path, f"""SELECT o.rowid AS rid, 'Communication' AS process, o.groupName AS thread,
-                                      {_t('o.startNs')} AS s, {_t('o.endNs')} AS e, o.opName AS name,
-                                      NULL AS op_type, 'communication' AS cat FROM COMMUNICATION_OP o""")
+        comm = query(path, f"""SELECT o.rowid AS rid, o.groupName AS thread, {_t('o.startNs')} AS s,
+                                      {_t('o.endNs')} AS e, o.opName AS name, NULL AS op_type
+                               FROM COMMUNICATION_OP o""")
         comm = clean_times(path, comm, "COMMUNICATION_OP", "s", "e", what=("startNs", "endNs"))
+        comm["process"], comm["cat"] = "Communication", "communication"
         decode_strings(path, comm, ["thread", "name"], "COMMUNICATION_OP")
         parts.append(comm)
     if "CANN_API" in have:
-        api_type = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "ENUM_API_TYPE" in have else "a.type")
+        api_type = "a.type"
         cann = query(path, f"""
-            SELECT a.rowid AS rid, 'CANN' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread,
-                   {_t('a.startNs')} AS s, {_t('a.endNs')} AS e, a.name AS name, {api_type} AS op_type,
-                   'cann_api' AS cat,
+            SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
+                   {_t('a.endNs')} AS e, a.name AS name, {api_type} AS op_type,
                    {"a.connectionId" if "connectionId" in have["CANN_API"] else "NULL"} AS conn
             FROM CANN_API a""")
         cann = clean_times(path, cann, "CANN_API", "s", "e", what=("startNs", "endNs"))
+        cann["thread"] = _labels("Thread ", cann["thread"])
+        if "ENUM_API_TYPE" in have:
+            cann["op_type"] = _enum(path, "ENUM_API_TYPE", cann["op_type"])
+        cann["process"], cann["cat"] = "CANN", "cann_api"
         decode_strings(path, cann, ["name"], "CANN_API")
         parts.append(cann)
     # framework APIs: PYTORCH_API (torch_npu), the framework's own <NAME>_API table (MindSpore), MSTX marks
@@ -1011,20 +1022,22 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
             continue
         proc = "MSTX" if table == "MSTX_EVENTS" else f"{FRAMEWORK_NAMES.get(table[:-4], table[:-4].title())} API"
         name = "name" if "name" in cols else "message"
-        kind = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if "type" in cols and "ENUM_API_TYPE" in have
-                else f"'{table.lower()}'")
+        typed = "type" in cols and "ENUM_API_TYPE" in have
+        kind = "a.type" if typed else "NULL"
         api = query(path, f"""
-            SELECT a.rowid AS rid, '{proc}' AS process, 'Thread ' || (a.globalTid % 4294967296) AS thread,
-                   {_t('a.startNs')} AS s, {_t('a.endNs')} AS e, a."{name}" AS name,
-                   NULL AS op_type, {kind} AS cat FROM "{table}" a""")
+            SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
+                   {_t('a.endNs')} AS e, a."{name}" AS name, NULL AS op_type, {kind} AS cat FROM "{table}" a""")
         api = clean_times(path, api, table, "s", "e", what=("startNs", "endNs"))
+        api["thread"] = _labels("Thread ", api["thread"])
+        api["process"] = proc
+        api["cat"] = _enum(path, "ENUM_API_TYPE", api["cat"]) if typed else table.lower()
         decode_strings(path, api, ["name"], table)
         parts.append(api)
     parts = [p for p in parts if len(p)]
     if not parts:
         return None
+    procs = list(dict.fromkeys(p["process"].iloc[0] for p in parts))  # one process per part, in their order
     ev = pd.concat(parts, ignore_index=True)
-    procs = list(dict.fromkeys(ev["process"]))
     ev["thread"] = ev["thread"].fillna("").astype(str)
     keys = ev[["process", "thread"]].drop_duplicates().reset_index(drop=True)
     keys["process_sort"] = keys["process"].map({p: i for i, p in enumerate(procs)}).astype("int64")
@@ -1051,6 +1064,27 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
                            "events": keys["track"].map(counts).fillna(0).astype("int64")})
     tl.attrs["path"] = tracks.attrs["path"] = flows.attrs["path"] = str(path)
     return tl, tracks, flows
+
+
+def _enum(path: Path, table: str, codes: pd.Series) -> pd.Series:
+    """The names an ``id, name`` enum table gives ``codes`` (None where it has none), as a subquery
+    ``(SELECT name FROM table WHERE id = code)`` would: a code is compared as a number."""
+    names = dict(query(path, f"SELECT id, name FROM {table}", estimate=False).itertuples(index=False))
+    num = pd.to_numeric(codes, errors="coerce")
+    return num.map({v: names.get(v) for v in pd.unique(num.dropna())}).astype(object).where(num.notna(), None)
+
+
+def _labels(prefix: str, keys: pd.Series) -> pd.Series:
+    """``prefix`` + each key as SQL's ``||`` writes it ("Stream 2", "Thread 7"; NULL stays NULL), one string
+    per distinct key."""
+    def text(v):
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        if keys.dtype.kind == "f" and abs(v) < 2 ** 53 and v == int(v):  # integer keys read as floats (NULLs)
+            v = int(v)
+        return prefix + str(v)
+    uniq = pd.unique(keys.dropna())
+    return keys.map({v: text(v) for v in uniq}).astype(object).where(keys.notna(), None)
 
 
 def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:

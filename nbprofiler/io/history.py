@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from ..errors import MalformedFileError
+from ..schema import SUMMARY_SECTIONS
 from .discover import in_profiler_output
 
 HISTORY_FORMAT = "nbprofiler-check-history"  # the "format" of every history record
@@ -89,11 +90,21 @@ def looks_like_summary_file(path) -> bool:
 
 
 def read_summary(path) -> dict:
-    """The summary in a summary JSON file; `MalformedFileError` when it is not readable or not a summary."""
+    """The summary in a summary JSON file; `MalformedFileError` when it is not readable, not a summary, or
+    a section of it has the wrong type (`schema.SUMMARY_SECTIONS`)."""
     summary = _load_json(path)
     if not is_summary(summary):
         raise MalformedFileError(path, "not a readable summary JSON document (nbprofiler summary --json)")
+    for key, types in SUMMARY_SECTIONS.items():
+        if key in summary and not isinstance(summary[key], types):
+            want = " or ".join("null" if t is type(None) else _JSON_TYPE[t] for t in types)
+            raise MalformedFileError(path, f"not a summary as nbprofiler writes it: {key!r} is "
+                                           f"{_JSON_TYPE.get(type(summary[key]), 'a value')}, not {want}", field=key)
     return summary
+
+
+_JSON_TYPE = {dict: "an object", list: "a list", str: "text", int: "a number", float: "a number",
+              bool: "true/false", type(None): "null"}
 
 
 def summary_files(folder) -> list[Path]:

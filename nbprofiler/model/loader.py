@@ -28,8 +28,10 @@ def load(path: str | os.PathLike, device: str | int | None = None, engine: str |
     still finds them). ``device`` picks one rank or session by key (a bare rank: its first session); its
     Profile has the same ``windows``. Frames are parsed lazily on first access. ``engine`` ("serial",
     "processes", "dask" or None) only matters for clusters: it is how ranks are parsed when cluster-wide
-    analyses gather them; None picks local processes for 16+ ranks on a multi-core machine, else serial
-    (`nbprofiler.model.parallel.choose_engine`); "dask" uses the ``distributed.Client`` in scope if any.
+    analyses gather them; None is serial below 16 ranks or on one CPU, else it times a first chunk of
+    ranks and measures the cores left idle meanwhile, and starts local processes only on idle cores and
+    when they would finish clearly sooner (`nbprofiler.model.parallel.pool_helpers`); "dask" uses the
+    ``distributed.Client`` in scope if any.
     """
     if engine is not None:
         from .parallel import choose_engine

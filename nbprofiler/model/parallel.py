@@ -7,38 +7,55 @@ raw events of 512 ranks never travel back to, or accumulate in, the notebook ker
 
 Engines (``engine=`` of `nbprofiler.load` and `nbprofiler.analysis.cluster.rank_summary`):
 - ``None`` (default): serial below `MIN_RANKS_FOR_PROCESSES` ranks or on one usable CPU; otherwise the
-  first chunk of ranks is reduced here and timed, and the processes engine takes the rest only when they
-  would take longer than `POOL_WORTH_S` serially (benchmarks/README.md's Clusters table has the measurements).
+  first chunk of ranks is reduced here, timed, and the CPU left idle meanwhile is measured
+  (`free_cores_between`); `pool_helpers` then starts worker processes only when the cores that were free
+  would finish the rest, start-up included, at least `POOL_MARGIN` faster than this process alone
+  (benchmarks/README.md's Clusters table has the measurements, quiet and with a busy core).
 - ``"serial"``: one rank after another in this process (the baseline of `benchmarks/bench_cluster.py`);
 - ``"processes"``: this process and a `concurrent.futures.ProcessPoolExecutor` of one worker per other
   usable CPU, started from a fork server that has imported nbprofiler once (forking the kernel itself is
-  unsafe: it has threads); this process starts on the chunks at once and takes over every chunk the
-  pool has not started, so starting the pool never makes the load wait;
+  unsafe: it has threads); a thread starts the pool and feeds it chunks from the first while this process
+  works from the last, so starting the pool never makes the load wait;
 - ``"dask"``: the ``distributed.Client`` in scope (``distributed.get_client()``), so a cluster
   spanning machines does the work; without one, dask's local multiprocessing scheduler.
   dask is an optional extra: ``pip install 'nbprofiler[dask]'``.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import multiprocessing
 import os
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Sequence
 
 
 from ..io.discover import RunFiles
 
 ENGINES = ("serial", "processes", "dask")
-# Below this many ranks the default engine is serial: a rank's reduce costs ~10-80 ms, starting a pool
-# of workers ~0.3-1 s (benchmarks/bench_cluster.py measures both).
+# Below this many ranks the default engine is serial: a rank's reduce costs ~10-120 ms, starting a first
+# pool ~1-2 s (benchmarks/bench_cluster.py measures both).
 MIN_RANKS_FOR_PROCESSES = 16
-# The default engine starts a pool only when the ranks left after a first, measured chunk would take
-# longer than this serially: starting and stopping the pool costs ~0.25 s on 2 cores, and the pool saves
-# at most (workers - 1) / workers of the rest (benchmarks/bench_cluster.py; its results: benchmarks/README.md).
-POOL_WORTH_S = 1.0
+# The default engine starts a pool only when its estimate of the rest (`pool_estimate_s`) times
+# 1 + POOL_MARGIN is still below the rest done serially: the estimate leaves out pickling, the workers'
+# first-call costs and the wait for the last chunk, and a wrong "pool" costs more than a wrong "serial".
+POOL_MARGIN = 0.25
+# Seconds until the first pool of a process runs a task: the fork server starts and imports
+# FORKSERVER_PRELOAD (pandas, pyarrow, nbprofiler). bench_cluster.py prints it in each spell: 1.2-1.7 s on
+# 2 cores at load 3.8-4.3, more on a busier machine, where no pool is started anyway (benchmarks/README.md).
+# Later pools fork from the running server (0.04-0.15 s): they use the start-up measured when the last
+# pool started (`last_pool_start_s`).
+POOL_COLD_START_S = 1.2
+# A core counts as free when at least 1 - FREE_CORE_SLACK of it idled while the first chunk ran:
+# /proc/stat counts in 10 ms ticks, so over a 0.1 s chunk one core's idle share is only known to ~10 %.
+FREE_CORE_SLACK = 0.2
+# Fewer ticks per CPU than this in the measured window and the idle share is too coarse to use: the load
+# average decides instead.
+MIN_WINDOW_TICKS = 5
 # Chunks per worker: more than one so a slow chunk does not leave the other workers idle at the end,
 # few enough that the per-task overhead (pickling, one reply per chunk) stays small.
 CHUNKS_PER_WORKER = 4
@@ -57,10 +74,78 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def cpu_ticks() -> tuple[int, int, int] | None:
+    """(idle ticks, all ticks, CPUs counted) summed over the CPUs this process may run on, from
+    ``/proc/stat`` (idle and iowait count as idle; steal, taken by the hypervisor, does not); None where
+    there is no ``/proc/stat``."""
+    try:
+        allowed = os.sched_getaffinity(0)
+        with open("/proc/stat") as f:
+            lines = [ln.split() for ln in f if ln.startswith("cpu") and not ln.startswith("cpu ")]
+    except (AttributeError, OSError):
+        return None
+    idle = total = n = 0
+    for fields in lines:
+        if int(fields[0][3:]) not in allowed:
+            continue
+        ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+        idle += ticks[3] + ticks[4]
+        total += sum(ticks)
+        n += 1
+    return (idle, total, n) if n else None
+
+
+def free_cores_between(before: tuple[int, int, int] | None, after: tuple[int, int, int] | None,
+                       usable: int, loadavg: float | None = None) -> float:
+    """Cores left idle between two `cpu_ticks` readings taken around work this process did on one
+    core: the cores a pool could have had beside it. Without readings, or over a window shorter than
+    `MIN_WINDOW_TICKS` per CPU, the one-minute load average stands in (``loadavg``, default
+    ``os.getloadavg()``), counting this process as one of the ``usable`` cores busy besides the load."""
+    if before is not None and after is not None and after[2] == before[2]:
+        idle, total = after[0] - before[0], after[1] - before[1]
+        if total >= MIN_WINDOW_TICKS * after[2]:
+            return after[2] * idle / total
+    if loadavg is None:
+        try:
+            loadavg = os.getloadavg()[0]
+        except (AttributeError, OSError):
+            return 0.0  # nothing tells whether the machine is free: do not bet on it
+    return max(0.0, usable - 1 - loadavg)
+
+
+def pool_estimate_s(serial_s: float, helpers: float, start_s: float) -> float:
+    """Wall seconds of work that takes ``serial_s`` in this process alone when this process keeps working
+    and ``helpers`` worker processes join it ``start_s`` after the pool is asked for: this process works
+    W seconds and the helpers helpers x (W - start_s), so W = (serial_s + helpers x start_s) /
+    (1 + helpers); a pool that is not up before the work is done saves nothing."""
+    if helpers <= 0 or serial_s <= start_s:
+        return serial_s
+    return (serial_s + helpers * start_s) / (1 + helpers)
+
+
+def pool_helpers(rank_s: float, n_ranks: int, free_cores: float, start_s: float, max_helpers: int) -> int:
+    """Worker processes to start beside this process for ``n_ranks`` more ranks of ``rank_s`` seconds
+    each, with ``free_cores`` idle besides this process and a pool that takes ``start_s`` to start; 0:
+    stay serial. One worker per free core (rounded down, with `FREE_CORE_SLACK`), at most
+    ``max_helpers``, and only when `pool_estimate_s` with them, times 1 + `POOL_MARGIN`, beats serial."""
+    helpers = min(max_helpers, math.floor(free_cores + FREE_CORE_SLACK))
+    if helpers < 1:
+        return 0  # the machine is busy: workers would only take turns with this process
+    serial_s = rank_s * n_ranks
+    return helpers if pool_estimate_s(serial_s, helpers, start_s) * (1 + POOL_MARGIN) <= serial_s else 0
+
+
+# Seconds the last pool this process started took to run its first task (None: no pool yet).
+last_pool_start_s: float | None = None
+# How the last engine=None call decided: rank_s, ranks_left, free_cores, start_s, helpers.
+last_decision: dict | None = None
+
+
 def choose_engine(n_ranks: int, engine: str | None = None) -> str:
     """The engine to use for ``n_ranks`` ranks: ``engine`` if given (validated), else ``"processes"``
     when there are at least `MIN_RANKS_FOR_PROCESSES` ranks and more than one usable CPU, else
-    ``"serial"``."""
+    ``"serial"``. With ``engine=None``, ``"processes"`` means a pool *may* be started: `map_chunks`
+    decides after a measured first chunk (`pool_helpers`)."""
     if engine is None:
         return "processes" if n_ranks >= MIN_RANKS_FOR_PROCESSES and usable_cpus() > 1 else "serial"
     if engine not in ENGINES:
@@ -92,34 +177,102 @@ def map_chunks(fn: Callable[[list], object], items: Sequence, engine: str | None
         return [fn(items)] if items else []
     chunks = chunked(items, workers)
     if engine == "processes" and auto:
-        # Measure a chunk here first: a pool pays only when the rest would take long serially.
-        start = time.perf_counter()
+        # Reduce a chunk here first, timing it and the CPU the machine leaves idle meanwhile: a pool
+        # pays only when the rest is long and there are cores to run it on.
+        global last_decision
+        before, start = cpu_ticks(), time.perf_counter()
         first = fn(chunks[0])
-        rest_s = (time.perf_counter() - start) * (len(chunks) - 1)
-        if rest_s < POOL_WORTH_S:
+        rank_s = (time.perf_counter() - start) / len(chunks[0])
+        free = free_cores_between(before, cpu_ticks(), usable_cpus())
+        start_s = POOL_COLD_START_S if last_pool_start_s is None else last_pool_start_s
+        left = len(items) - len(chunks[0])
+        helpers = pool_helpers(rank_s, left, free, start_s, workers - 1)
+        last_decision = {"rank_s": rank_s, "ranks_left": left, "free_cores": free, "start_s": start_s,
+                         "helpers": helpers}
+        if not helpers:
             return [first] + [fn(chunk) for chunk in chunks[1:]]
-        return [first] + _map_alongside_pool(fn, chunks[1:], workers)
+        return [first] + _map_alongside_pool(fn, chunks[1:], helpers)
     if engine == "processes":
-        return _map_alongside_pool(fn, chunks, workers)
+        return _map_alongside_pool(fn, chunks, workers - 1)
     return _map_dask(fn, chunks, workers)
 
 
-def _map_alongside_pool(fn: Callable, chunks: list[list], workers: int) -> list:
-    """``[fn(c) for c in chunks]`` with this process as one of the ``workers``: the pool takes chunks from
-    the first, this process from the last, and a chunk the pool has not started is cancelled and done here.
-    So nothing waits for workers that are still starting (on a busy or 2-core machine a pool alone lost to
-    serial: 1.05x its time at 256 ranks), and the pool adds what it can once it is up."""
+def _note_start(started: float, future) -> None:
+    global last_pool_start_s
+    if not future.cancelled() and future.exception() is None:
+        last_pool_start_s = time.perf_counter() - started
+
+
+def _map_alongside_pool(fn: Callable, chunks: list[list], helpers: int) -> list:
+    """``[fn(c) for c in chunks]`` by this process and a pool of ``helpers`` workers: a thread starts the
+    pool and hands it chunks from the first, one per idle worker, while this process takes them from the
+    last. Nothing waits for the pool to start (the first pool of a process takes ~1 s: its fork server
+    imports nbprofiler, and asking for the first worker blocks until then), and a pool that is not up
+    before this process is done is left to close behind it. A chunk whose worker died is done here."""
+    todo = collections.deque(range(len(chunks)))
+    submitting = object()
+    taken: dict[int, object] = {}  # chunk index -> its future (None: submitting it failed; done here)
+    cond = threading.Condition()
+    idle_workers = threading.Semaphore(max(1, helpers))
+
+    def feed():
+        started = time.perf_counter()
+        try:
+            pool = ProcessPoolExecutor(max_workers=max(1, helpers), mp_context=_process_context())
+        except Exception:
+            return  # no pool: this process does every chunk
+        try:
+            probe = pool.submit(os.getpid)  # blocks until the fork server is up and a worker forked
+            probe.add_done_callback(functools.partial(_note_start, started))
+            while True:
+                idle_workers.acquire()
+                with cond:
+                    if not todo:
+                        break
+                    i = todo.popleft()
+                    taken[i] = submitting
+                try:
+                    future = pool.submit(fn, chunks[i])
+                    future.add_done_callback(lambda _: idle_workers.release())
+                except Exception:  # a broken or closing pool: the chunk is done here
+                    future = None
+                with cond:
+                    taken[i] = future
+                    cond.notify_all()
+                if future is None:
+                    break
+        except Exception:
+            pass  # the pool did not start: this process does every chunk
+        finally:
+            with cond:
+                cond.notify_all()
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    feeder = threading.Thread(target=feed, name="nbprofiler-pool-feeder")
+    feeder.start()
     pending = object()
     results = [pending] * len(chunks)
-    with ProcessPoolExecutor(max_workers=max(1, min(workers - 1, len(chunks))),
-                             mp_context=_process_context()) as pool:
-        futures = [pool.submit(fn, chunk) for chunk in chunks]
-        for i in reversed(range(len(chunks))):
-            if futures[i].cancel():  # not started by the pool: do it here
-                results[i] = fn(chunks[i])
-        for i, future in enumerate(futures):
-            if results[i] is pending:
-                results[i] = future.result()
+    try:
+        while True:
+            with cond:
+                if not todo:
+                    break
+                i = todo.pop()
+            results[i] = fn(chunks[i])
+    finally:
+        with cond:
+            todo.clear()  # on an error here too: the feeder stops handing out chunks
+    for i in range(len(chunks)):
+        if results[i] is not pending:
+            continue
+        with cond:
+            # the feeder took it; submitting it does not block once the pool is up
+            cond.wait_for(lambda: taken[i] is not submitting)
+            future = taken[i]
+        try:
+            results[i] = future.result() if future is not None else fn(chunks[i])
+        except BrokenProcessPool:
+            results[i] = fn(chunks[i])
     return results
 
 
@@ -158,4 +311,6 @@ def _map_dask(fn, chunks: list[list], workers: int) -> list:
     return list(dask.compute(*tasks, scheduler="processes", num_workers=workers))
 
 
-__all__ = ["map_chunks", "map_ranks", "choose_engine", "chunked", "usable_cpus", "ENGINES", "MIN_RANKS_FOR_PROCESSES", "POOL_WORTH_S"]
+__all__ = ["map_chunks", "map_ranks", "choose_engine", "chunked", "usable_cpus", "cpu_ticks", "free_cores_between",
+           "pool_estimate_s", "pool_helpers", "ENGINES", "MIN_RANKS_FOR_PROCESSES", "POOL_MARGIN",
+           "POOL_COLD_START_S"]

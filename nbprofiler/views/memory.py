@@ -296,7 +296,8 @@ class MemoryView(traitlets.HasTraits, LayoutView):
         frames = frames_of(prof_or_frames, self.FRAMES)
         self.memory, self.operator_memory, self.module_mem = frames.values()
         self.layout = memory_layout(self.memory, self.operator_memory, self.module_mem)
-        curve = self.layout.select_one({"name": "memory_curve"})
+        # the curve is a child of the layout's column: no search of all its models (~25 ms)
+        curve = next((m for m in self.layout.children if m.name == "memory_curve"), None)
         if curve is not None:
             curve.on_event(SelectionGeometry, self._on_select)
 

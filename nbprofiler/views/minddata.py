@@ -671,12 +671,12 @@ def _frames_of(prof_or_frames) -> dict:
     return frames_of(prof_or_frames, _FRAMES)
 
 
-def minddata_analysis(frames: dict) -> dict:
+def minddata_analysis(frames: dict, advice: list | None = None) -> dict:
     """The analysis results the MindData view shows, computed by `nbprofiler.analysis.minddata`:
     ``bottleneck_ids`` (list of int, MindInsight's pipeline rule, root excluded), ``consumer_bound``
     (bool: every queue nearly full, the training step is the slow side), ``advice`` (the advisor's
     MindData suggestions: `nbprofiler.analysis.advisor.advise` on these frames, the same the summary and the
-    overview show), ``queue_summary`` (host/device queue counts)."""
+    overview show; ``advice``, when given, instead), ``queue_summary`` (host/device queue counts)."""
     from ..analysis import minddata as md
     from ..analysis.advisor import advise
     pipeline = frames.get("minddata_pipeline")
@@ -685,7 +685,9 @@ def minddata_analysis(frames: dict) -> dict:
         b = md.bottleneck_ops(pipeline)
         out["bottleneck_ids"] = [int(i) for i in b.op_ids]
         out["consumer_bound"] = bool(b.consumer_bound)
-    out["advice"] = [s for s in advise(**{k: frames.get(k) for k in _FRAMES}) if s.area == "minddata"]
+    if advice is None:
+        advice = [s for s in advise(**{k: frames.get(k) for k in _FRAMES}) if s.area == "minddata"]
+    out["advice"] = advice
     out["queue_summary"] = md.queue_summary(frames.get("host_queue"), frames.get("device_queue")) or {}
     return out
 
@@ -771,10 +773,11 @@ class MindDataView(traitlets.HasTraits, View):
         import ipywidgets as W
         from jupyter_bokeh import BokehModel
         self.frames = _frames_of(prof_or_frames)
-        self._result = minddata_analysis(self.frames)
+        advice = None
         if not isinstance(prof_or_frames, dict):  # a Profile: its diagnosis's MindData findings, as every page
             from ..analysis.diagnosis import diagnose
-            self._result["advice"] = [s for s in diagnose(prof_or_frames).findings if s.area == "minddata"]
+            advice = [s for s in diagnose(prof_or_frames).findings if s.area == "minddata"]
+        self._result = minddata_analysis(self.frames, advice)
         top, self._edges_src = _page_top(self.frames, self._result, usage=False)
         self.layout = theme.themed(column(*top, sizing_mode="stretch_width", name="minddata_layout"))
         self._sections: dict[str, object] = {}

@@ -160,8 +160,16 @@ def _table_data(df: pd.DataFrame, whole_us: float | None = None) -> dict:
 
 
 # -- figures ---------------------------------------------------------------------------------------
+def _type_data(op_types_df, kind, top_n) -> dict:
+    """The chart's columns (`pie_angles` of `top_types`) as arrays: a frame given to ``ColumnDataSource``
+    goes through Bokeh's DataFrame path (narwhals, imported on first use, and a conversion per column),
+    ~0.1 s of the tab's first open."""
+    df = pie_angles(top_types(op_types_df, kind, top_n))
+    return {str(c): df[c].to_numpy() for c in df.columns}
+
+
 def _type_source(op_types_df, kind, top_n) -> ColumnDataSource:
-    return ColumnDataSource(pie_angles(top_types(op_types_df, kind, top_n)), name=f"op_types_src_{kind}")
+    return ColumnDataSource(_type_data(op_types_df, kind, top_n), name=f"op_types_src_{kind}")
 
 
 def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: str = "pie",
@@ -175,8 +183,9 @@ def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: s
                                 ("count", "@count"), ("average", f"@avg_time{{{TIME_FORMAT}}} {UNIT}"),
                                 ("share", "@percent{0.00} %")])
     if mode == "pie":
+        tap = TapTool()
         # A fixed square frame keeps the pie round; the legend sits outside, to its right.
-        fig = figure(frame_width=300, frame_height=300, title=title, tools=[hover, "tap", "save"],
+        fig = figure(frame_width=300, frame_height=300, title=title, tools=[hover, tap, "save"],
                      x_range=(-1.05, 1.05), y_range=(-1.05, 1.05), name=f"op_pie_{kind}")
         # Wedges a click did not pick stay readable (Bokeh's default fades them to 0.2).
         wedges = fig.wedge(x=0, y=0, radius=1.0, start_angle="end_angle", end_angle="start_angle",
@@ -189,7 +198,7 @@ def op_type_chart(op_types_df: pd.DataFrame, kind: str, top_n: int = 20, mode: s
         fig.rect(x=0, y=0, width=0, height=0, fill_color="color", line_color=None, legend_field="label",
                  source=legend_src)
         hover.renderers = [wedges]
-        fig.select_one(TapTool).renderers = [wedges]
+        tap.renderers = [wedges]
         fig.axis.visible = False
         fig.grid.visible = False
         theme.style(fig)
@@ -269,13 +278,25 @@ def operators_panel(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kind: str, 
     clicking a type (or choosing it in the "Type" select, name ``op_type_filter_<kind>``) filters the
     table; the search box (``op_search_<kind>``) matches name or type, case-insensitively. Returns a
     Bokeh column."""
+    return _panel(op_types_df, ops_df, kind, top_n, mode)[0]
+
+
+def _panel(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kind: str, top_n: int = 20, mode: str = "pie",
+           both_charts: bool = True) -> tuple:
+    """`operators_panel` and its named models by name (what a view links, without a search of the layout).
+    Without ``both_charts`` only the chart of ``mode`` is built and the toggle has no CustomJS: the view
+    builds the other chart when the toggle first asks for it (`OperatorsView`)."""
     types_src = _type_source(op_types_df, kind, top_n)
-    pie = op_type_chart(op_types_df, kind, top_n, "pie", types_src)
-    bar = op_type_chart(op_types_df, kind, top_n, "bar", types_src)
-    pie.visible, bar.visible = mode == "pie", mode == "bar"
+    charts = {m: op_type_chart(op_types_df, kind, top_n, m, types_src) if both_charts or m == mode else None
+              for m in ("pie", "bar")}
+    pie, bar = charts["pie"], charts["bar"]
+    for m, fig in charts.items():
+        if fig is not None:
+            fig.visible = mode == m
     toggle = RadioButtonGroup(labels=["Pie", "Bar"], active=0 if mode == "pie" else 1, name=f"op_chart_mode_{kind}")
-    toggle.js_on_change("active", CustomJS(args=dict(pie=pie, bar=bar),
-                                           code="pie.visible = cb_obj.active === 0; bar.visible = cb_obj.active === 1;"))
+    if both_charts:
+        toggle.js_on_change("active", CustomJS(args=dict(pie=pie, bar=bar),
+                                               code="pie.visible = cb_obj.active === 0; bar.visible = cb_obj.active === 1;"))
     kind_ops = ops_df[ops_df["kind"] == kind] if "kind" in ops_df else ops_df
     table = op_table(kind_ops, kind)
     all_src = ColumnDataSource(dict(table.source.data), name=f"op_all_src_{kind}")
@@ -299,8 +320,20 @@ def operators_panel(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kind: str, 
     type_select.js_on_change("value", refilter)
     types_src.selected.js_on_change("indices", CustomJS(args=dict(types=types_src, type_select=type_select),
                                                         code=_TAP_JS))
-    return column(toggle, pie, bar, row(search, type_select, count, count_type, clear), table,
-                  sizing_mode="stretch_width", name=f"op_panel_{kind}")
+    panel = column(toggle, *[c for c in (pie, bar) if c is not None],
+                   row(search, type_select, count, count_type, clear), table,
+                   sizing_mode="stretch_width", name=f"op_panel_{kind}")
+    models = [panel, toggle, pie, bar, types_src, table, table.source, all_src, search, type_select, count,
+              count_type, clear, *_legend_sources(pie)]
+    return panel, {m.name: m for m in models if m is not None}
+
+
+def _legend_sources(pie) -> list:
+    """The pie's legend source (``op_types_legend_src_<kind>``), read off its renderers."""
+    if pie is None:
+        return []
+    return [r.data_source for r in pie.renderers
+            if (r.data_source.name or "").startswith("op_types_legend_src_")]
 
 
 def operators_layout(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kinds: list[str] | None = None,
@@ -322,7 +355,9 @@ def operators_layout(op_types_df: pd.DataFrame, ops_df: pd.DataFrame, kinds: lis
 class OperatorsView(traitlets.HasTraits, View):
     """Notebook operators view of a `Profile`. ``top_n`` (int) re-folds the charts; ``type_filter``
     (str, "" = all) and ``step`` (int or None) are the linkable state, set with `set_type_filter` /
-    `set_step`; a click on a chart type updates ``type_filter`` through jupyter_bokeh."""
+    `set_step`; a click on a chart type updates ``type_filter`` through jupyter_bokeh. The first tab's panel
+    is built with the view, each other tab's when it is first shown, the chart the toggle did not start on
+    when it is first asked for (the toggle goes through the kernel here, not CustomJS as in the report)."""
 
     top_n = traitlets.Int(20)
     type_filter = traitlets.Unicode(ALL_TYPES)
@@ -343,22 +378,75 @@ class OperatorsView(traitlets.HasTraits, View):
         # NPU operators that ran on several accelerator cores get a tab per core (kind npu_<core>)
         self.op_types, self.ops = split_by_core(self.op_types, self.ops)
         self.kinds = panel_kinds(self.op_types, self.ops)
-        self.layout = operators_layout(self.op_types, self.ops, self.kinds, top_n, mode)
         self.kind = self.kinds[0] if self.kinds else None
-        for k in self.kinds:
-            self._model(f"op_type_filter_{k}").on_change("value", self._on_js_filter)
+        self._mode = mode
+        self._named: dict = {}
+        self._built: set[str] = set()
+        if not self.kinds:
+            self.layout = operators_layout(self.op_types, self.ops, self.kinds, top_n, mode)
+        else:
+            # The first tab's panel is built now; each other tab's, and the bar chart, when first shown
+            # (a chart costs ~40 ms to build and send, a panel ~0.1 s).
+            self._tab_panels = [TabPanel(child=self._panel(k) if i == 0 else Div(text="", name=f"op_panel_{k}"),
+                                         title=theme.kind_label(k)) for i, k in enumerate(self.kinds)]
+            self.layout = theme.themed(Tabs(tabs=self._tab_panels, sizing_mode="stretch_width",
+                                            name="operators_tabs"))
+            self._named["operators_tabs"] = self.layout
+            self.layout.on_change("active", lambda attr, old, new: self._on_tab(new))
         self.top_control = W.BoundedIntText(value=top_n, min=1, max=500, description="Top N",
                                             layout=W.Layout(width="160px"))
         self.top_control.observe(lambda ch: setattr(self, "top_n", ch["new"]), names="value")
         self.step_note = W.HTML("")
         self.widget = W.VBox([W.HBox([self.top_control, self.step_note]), BokehModel(self.layout)],
                              layout=W.Layout(width="100%"))
-        tabs = self._model("operators_tabs")
-        if tabs is not None:
-            tabs.on_change("active", lambda attr, old, new: setattr(self, "kind", self.kinds[new]))
+
+    def _panel(self, kind: str):
+        """Build the panel of ``kind`` (its chart in the view's mode, its table at the view's state)."""
+        panel, models = _panel(self.op_types, self.ops, kind, self.top_n, self._mode, both_charts=False)
+        self._named.update(models)
+        self._built.add(kind)
+        models[f"op_type_filter_{kind}"].on_change("value", self._on_js_filter)
+        models[f"op_chart_mode_{kind}"].on_change("active", lambda attr, old, new: self._on_chart_mode(kind, new))
+        if self.step is not None:
+            self._refill(kind)
+        return panel
+
+    def _ensure(self, kind: str) -> None:
+        """Build the panel of ``kind`` into its tab if it is not yet."""
+        if kind in self.kinds and kind not in self._built:
+            self._tab_panels[self.kinds.index(kind)].child = theme.themed(self._panel(kind))
+
+    def _on_tab(self, i: int) -> None:
+        self._ensure(self.kinds[i])
+        self.kind = self.kinds[i]
+
+    def _on_chart_mode(self, kind: str, active: int) -> None:
+        """Show the pie (``active`` 0) or the bar chart (1) of ``kind``, building the chart on first use."""
+        mode = "pie" if active == 0 else "bar"
+        chart = self._named.get(f"op_{mode}_{kind}")
+        if chart is None:
+            chart = theme.themed(op_type_chart(self.op_types, kind, self.top_n, mode,
+                                               self._named[f"op_types_src_{kind}"]))
+            chart.visible = False
+            self._named[chart.name] = chart
+            self._named.update({src.name: src for src in _legend_sources(chart if mode == "pie" else None)})
+            panel = self._named[f"op_panel_{kind}"]
+            panel.children = [*panel.children[:1], chart, *panel.children[1:]]
+        for m in ("pie", "bar"):
+            fig = self._named.get(f"op_{m}_{kind}")
+            if fig is not None:
+                fig.visible = m == mode
 
     def _model(self, name):
-        return next(iter(self.layout.select({"name": name})), None)
+        """The named model ``name`` of the layout (its tab's panel, or the bar chart, built if it is not yet)."""
+        kind = max((k for k in self.kinds if name.endswith("_" + k)), key=len, default=None)
+        if kind is not None:
+            self._ensure(kind)
+            for m in ("pie", "bar"):
+                if name == f"op_{m}_{kind}" and name not in self._named:
+                    mode = self._named[f"op_chart_mode_{kind}"]
+                    mode.active = 0 if m == "pie" else 1   # as a click on the toggle
+        return self._named.get(name)
 
     def _on_js_filter(self, attr, old, new):
         if new != self.type_filter:
@@ -407,10 +495,9 @@ class OperatorsView(traitlets.HasTraits, View):
             kind = next((k for k in self.kinds if k.startswith("npu_")), kind)
         if kind not in self.kinds:
             raise ValueError(f"no {kind!r} operators here; kinds: {self.kinds}")
+        self._ensure(kind)
         self.kind = kind
-        tabs = self._model("operators_tabs")
-        if tabs is not None:
-            tabs.active = self.kinds.index(kind)
+        self.layout.active = self.kinds.index(kind)
 
     def set_type_filter(self, op_type: str | None):
         """Show only operators of ``op_type`` in the current tab's table (None or "" = all types)."""
@@ -441,16 +528,21 @@ class OperatorsView(traitlets.HasTraits, View):
             self.step_note.value = "" if change["new"] is None else \
                 f"<span style=\"{theme.MUTED_CSS}\">NPU table limited to step {int(change['new'])}.</span>"
         for k in self.kinds:
-            self._refill(k)
+            if k in self._built:   # the others are filled when built
+                self._refill(k)
 
     @traitlets.observe("top_n")
     def _on_top_n(self, change):
         for k in self.kinds:
-            types = pie_angles(top_types(self.op_types, k, change["new"]))
-            self._model(f"op_types_src_{k}").data = dict(ColumnDataSource(types).data)
-            self._model(f"op_types_legend_src_{k}").data = {"color": types["color"].tolist(),
-                                                             "label": types["label"].tolist()}
-            bar = self._model(f"op_bar_{k}")
-            bar.y_range.factors = list(reversed(list(self._model(f"op_types_src_{k}").data["op_type"])))
+            if k not in self._built:   # built with the new top N when shown
+                continue
+            types = _type_data(self.op_types, k, change["new"])
+            self._named[f"op_types_src_{k}"].data = types
+            legend = self._named.get(f"op_types_legend_src_{k}")
+            if legend is not None:
+                legend.data = {"color": types["color"].tolist(), "label": types["label"].tolist()}
+            bar = self._named.get(f"op_bar_{k}")
+            if bar is not None:
+                bar.y_range.factors = list(reversed(list(types["op_type"])))
             self._refill(k)
 

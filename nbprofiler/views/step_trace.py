@@ -255,20 +255,14 @@ def point_info_text(point_info: dict | list | None, step: int = AVERAGE) -> str:
     return f"FP start operator: {info.get('fp_start') or '–'}    BP end operator: {info.get('bp_end') or '–'}"
 
 
-def step_trace_figure(step_trace_df: pd.DataFrame, stages: list[str], average: dict | None = None,
-                      step: int | None = None, reduce_df: pd.DataFrame | None = None,
-                      selector: bool = True, point_info: dict | list | None = None):
-    """The step-trace layout: a step selector (average or one step), the selected step as a Gantt bar
-    (total, stacked stages, one line per reduce stream), the averages, per-step stacked bars, and a
-    per-stage trend line, and (``point_info``: `Profile.step_point_info`) the FP-start and BP-end operator
-    names (``step_trace_points``). ``step``: initial selection (None or 0 = average). With ``selector`` the layout
-    carries a Bokeh ``Select`` (name ``step_select``) whose CustomJS swaps the detail bars, so the
-    selection works in a standalone HTML file. Returns a Bokeh layout; sources are named
-    ``step_trace_selected_src``, ``step_trace_steps_src``, ``step_trace_all_segments_src``."""
-    if step_trace_df is None or step_trace_df.empty or not stages:
-        return Div(text=_no_data_html("step trace", "no step rows"), name="step_trace_empty")
-    step = int(step or AVERAGE)
-    all_seg = step_segments(step_trace_df, stages, average, reduce_df)
+def _figure_parts(step_trace_df: pd.DataFrame, stages: list[str], average: dict | None, step: int,
+                  reduce_df: pd.DataFrame | None, point_info: dict | list | None,
+                  all_seg: pd.DataFrame | None = None) -> dict:
+    """The models of a step-trace layout, by role (so a view keeps what it links without searching the
+    layout for it): ``points`` (Div or None), ``detail`` and its source ``sel_src``, ``all_seg`` (every
+    selection's bars), ``avg`` (Div), ``bars`` with its ``marker`` and ``steps_src`` (per-step rows)."""
+    if all_seg is None:
+        all_seg = step_segments(step_trace_df, stages, average, reduce_df)
     rows = list(dict.fromkeys(all_seg["row"]))
     seg = all_seg[all_seg["sel"] == step]
     detail, sel_src = _detail_figure(seg, rows, _detail_title(step, seg))
@@ -290,38 +284,67 @@ def step_trace_figure(step_trace_df: pd.DataFrame, stages: list[str], average: d
     marker = Span(location=step if step else -1e9, dimension="height", line_color=theme.HIGHLIGHT,
                   line_width=2, line_dash="dashed", name="step_trace_marker")
     bars.add_layout(marker)
+    bars.xaxis.ticker.min_interval = 1  # whole steps only, also on a 1- or 3-step run
+    avg = Div(text=averages_html(step_trace_df, stages, average), name="step_trace_averages",
+              sizing_mode="stretch_width")
+    points = point_info_text(point_info, step)
+    # operator names are user strings: the Div renders them as text
+    points = Div(text=points, render_as_text=True, name="step_trace_points",
+                 styles={"font-size": "12px", "white-space": "pre"}) if points else None
+    return dict(points=points, detail=detail, sel_src=sel_src, all_seg=all_seg, avg=avg,
+                bars=theme.style(bars), marker=marker, steps_src=steps_src)
 
-    # One trend per stage, each on its own scale (as MindInsight draws them): on one shared axis a 0.2 ms
-    # step interval would be a flat line under a 200 ms forward + backward pass.
+
+def trend_grid(steps_src: ColumnDataSource, stages: list[str], x_range=None):
+    """One trend per stage (``step_trace_trend_<stage>``) from the per-step rows of ``steps_src``, each on its
+    own scale (as MindInsight draws them): on one shared axis a 0.2 ms step interval would be a flat line
+    under a 200 ms forward + backward pass. They share one x range (``x_range``, else the first's); returns
+    their grid, ``step_trace_trend``."""
     trends = []
-    for s, lab in zip(stages, labels):
-        f = figure(height=200, sizing_mode="stretch_width", title=lab, x_range=bars.x_range,
+    for s in stages:
+        lab = theme.stage_label(s)
+        f = figure(height=200, sizing_mode="stretch_width", title=lab,
+                   **({"x_range": x_range} if x_range is not None else {}),
                    x_axis_label="Step", y_axis_label=theme.axis_label(lab, "ms"),
                    tools="xpan,xwheel_zoom,reset,save", name=f"step_trace_trend_{s}")
+        x_range = f.x_range
         r = f.line("step", s, source=steps_src, color=theme.stage_color(s), line_width=1.5)
         f.scatter("step", s, source=steps_src, color=theme.stage_color(s), size=3)
         f.add_tools(HoverTool(renderers=[r], mode="vline", tooltips=[("step", "@step"), (lab, f"@{s}{{0,0.0000}} ms")]))
         f.yaxis.formatter = NumeralTickFormatter(format="0,0.[0000]")
-        trends.append(theme.style(f, legend=False))
-    for f in (bars, *trends):
         f.xaxis.ticker.min_interval = 1  # whole steps only, also on a 1- or 3-step run
+        trends.append(theme.style(f, legend=False))
     trend = gridplot(trends, ncols=min(3, len(trends)), sizing_mode="stretch_width", merge_tools=False,
                      toolbar_location=None)
     trend.name = "step_trace_trend"
+    return trend
 
-    avg = Div(text=averages_html(step_trace_df, stages, average), name="step_trace_averages",
-              sizing_mode="stretch_width")
-    parts = [detail, avg, theme.style(bars), trend]
-    points = point_info_text(point_info, step)
-    if points:  # operator names are user strings: the Div renders them as text
-        parts.insert(0, Div(text=points, render_as_text=True, name="step_trace_points",
-                            styles={"font-size": "12px", "white-space": "pre"}))
+
+def step_trace_figure(step_trace_df: pd.DataFrame, stages: list[str], average: dict | None = None,
+                      step: int | None = None, reduce_df: pd.DataFrame | None = None,
+                      selector: bool = True, point_info: dict | list | None = None):
+    """The step-trace layout: a step selector (average or one step), the selected step as a Gantt bar
+    (total, stacked stages, one line per reduce stream), the averages, per-step stacked bars, and a
+    per-stage trend line (`trend_grid`, zoomed with the bars), and (``point_info``:
+    `Profile.step_point_info`) the FP-start and BP-end operator names (``step_trace_points``). ``step``:
+    initial selection (None or 0 = average). With ``selector`` the layout carries a Bokeh ``Select`` (name
+    ``step_select``) whose CustomJS swaps the detail bars, so the selection works in a standalone HTML
+    file. Returns a Bokeh layout; sources are named ``step_trace_selected_src``, ``step_trace_steps_src``,
+    ``step_trace_all_segments_src``."""
+    if step_trace_df is None or step_trace_df.empty or not stages:
+        return Div(text=_no_data_html("step trace", "no step rows"), name="step_trace_empty")
+    step = int(step or AVERAGE)
+    p = _figure_parts(step_trace_df, stages, average, step, reduce_df, point_info)
+    trend = trend_grid(p["steps_src"], stages, p["bars"].x_range)
+    parts = [p["detail"], p["avg"], p["bars"], trend]
+    if p["points"] is not None:
+        parts.insert(0, p["points"])
     if selector:
-        all_src = _source(all_seg, "step_trace_all_segments_src")
+        all_src = _source(p["all_seg"], "step_trace_all_segments_src")
         select = Select(title="Step", value=str(step), options=_selection_options(step_trace_df),
                         name="step_select", width=160)
-        select.js_on_change("value", CustomJS(args=dict(all=all_src, sel=sel_src, marker=marker,
-                                                        title=detail.title), code=_SELECT_JS))
+        select.js_on_change("value", CustomJS(args=dict(all=all_src, sel=p["sel_src"], marker=p["marker"],
+                                                        title=p["detail"].title), code=_SELECT_JS))
         parts.insert(0, select)
     return theme.themed(column(*parts, sizing_mode="stretch_width", name="step_trace_layout"))
 
@@ -406,26 +429,11 @@ def _no_data_html(what: str, why: str) -> str:
 
 
 # -- widget ----------------------------------------------------------------------------------------
-_HEAD = ("step_trace_points", "step_trace_detail")
-
-
-def _split_head(layout):
-    """Take the selection's chart (and the FP/BP operator names above it) out of a `step_trace_figure`
-    layout into a column of their own (``step_trace_head``), themed with its own stylesheet (a Bokeh
-    model belongs to one document). Returns the new column; ``layout`` keeps the rest."""
-    from bokeh.models import InlineStyleSheet, UIElement
-    head = [m for m in layout.children if m.name in _HEAD]
-    layout.children = [m for m in layout.children if m.name not in _HEAD]
-    for part in head:
-        for m in part.select({"type": UIElement}):
-            m.stylesheets = [x for x in m.stylesheets
-                             if not (isinstance(x, InlineStyleSheet) and x.css == theme.BOKEH_CSS)]
-    return theme.themed(column(*head, sizing_mode="stretch_width", name="step_trace_head"))
-
-
 class StepTraceView(traitlets.HasTraits, View):
     """Notebook step-trace view of a `Profile` (or a `Cluster`: adds one stacked bar per rank for the
-    selected step). ``step`` (int, 0 = average) is the linkable state; ``.widget`` is the ipywidget."""
+    selected step). ``step`` (int, 0 = average) is the linkable state; ``.widget`` is the ipywidget: the step
+    picker, the selection's chart, the averages and the stages per step, and folded below them (built when
+    first opened, `trends`) one trend per stage. ``.trend_fold`` is that fold (None without step trace)."""
 
     step = traitlets.Int(AVERAGE)
     # what it reads of a Profile (of a Cluster's first rank): its frames dict holds these keys
@@ -452,17 +460,31 @@ class StepTraceView(traitlets.HasTraits, View):
         self.stages = step_stages(self.steps) if self.steps is not None else []
         self.empty = self.steps is None or self.steps.empty or not self.stages
         self._segments = None if self.empty else step_segments(self.steps, self.stages, self.average, self.reduce)
-        layout = step_trace_figure(self.steps, self.stages, self.average, None, self.reduce, selector=False,
-                                   point_info=self.point_info)
-        self._sources = {m.name: m for m in layout.select({"type": ColumnDataSource})} if not self.empty else {}
-        self._marker = next(iter(layout.select({"name": "step_trace_marker"})), None)
-        self._detail = next(iter(layout.select({"name": "step_trace_detail"})), None)
-        self._points = next(iter(layout.select({"name": "step_trace_points"})), None)
-        # The chart of the selection (and the FP/BP operator names above it) in a Bokeh widget of its own:
-        # jupyter_bokeh sends later changes as patches, which a notebook's saved widget state never sees
-        # (it keeps the widget's first snapshot), so `_on_step` re-snapshots this small part at each step.
-        self._head = None if self.empty else _split_head(layout)
-        self._head_model = None if self._head is None else BokehModel(self._head)
+        self._sources, self._marker, self._detail, self._points = {}, None, None, None
+        self._head = self._head_model = self.trend_fold = self._trends = None
+        if self.empty:
+            layout = step_trace_figure(self.steps, self.stages)
+        else:
+            p = _figure_parts(self.steps, self.stages, self.average, AVERAGE, self.reduce, self.point_info,
+                              self._segments)
+            self._sources = {"step_trace_selected_src": p["sel_src"], "step_trace_steps_src": p["steps_src"]}
+            self._marker, self._detail, self._points = p["marker"], p["detail"], p["points"]
+            # The chart of the selection (and the FP/BP operator names above it) in a Bokeh widget of its
+            # own: jupyter_bokeh sends later changes as patches, which a notebook's saved widget state never
+            # sees (it keeps the widget's first snapshot), so `_on_step` re-snapshots this small part at each
+            # step. Each part has its own stylesheet (a Bokeh model belongs to one document).
+            head = [m for m in (p["points"], p["detail"]) if m is not None]
+            self._head = theme.themed(column(*head, sizing_mode="stretch_width", name="step_trace_head"))
+            self._head_model = BokehModel(self._head)
+            layout = theme.themed(column(p["avg"], p["bars"], sizing_mode="stretch_width",
+                                         name="step_trace_layout"))
+            # The trends (a chart per stage, ~40 ms each to build and send) wait in a fold until opened.
+            self._trend_holder = W.VBox([], layout=W.Layout(width="100%"))
+            labels = ", ".join(theme.stage_label(s) for s in self.stages)
+            self.trend_fold = W.Accordion(children=[self._trend_holder], selected_index=None,
+                                          titles=(f"Each stage across steps ({labels})",),
+                                          layout=W.Layout(width="100%"))
+            self.trend_fold.observe(lambda ch: ch["new"] == 0 and self._open_trends(), names="selected_index")
         parts = []
         if not self.empty:
             opts = [(label, int(v)) for v, label in _selection_options(self.steps)]
@@ -477,9 +499,25 @@ class StepTraceView(traitlets.HasTraits, View):
         if self._head_model is not None:
             parts.append(self._head_model)
         parts.append(BokehModel(layout))
+        if self.trend_fold is not None:
+            parts.append(self.trend_fold)
         self.widget = W.VBox(parts, layout=W.Layout(width="100%"))
         if step:
             self.step = step
+
+    def trends(self):
+        """The Bokeh layout of the folded trends (`trend_grid`, on a source of their own: a Bokeh model
+        belongs to one document), built on first use; None without step trace."""
+        if self._trends is None and not self.empty:
+            src = _source(step_percent_frame(self.steps, self.stages), "step_trace_trend_src")
+            self._trends = theme.themed(trend_grid(src, self.stages))
+        return self._trends
+
+    def _open_trends(self) -> None:
+        """Show the trends in their fold (the fold was opened)."""
+        if not self._trend_holder.children:
+            from jupyter_bokeh import BokehModel
+            self._trend_holder.children = [BokehModel(self.trends())]
 
     def _rank_figure(self, step):
         return cluster_step_figure(rank_frame(self.cluster, step), step=step)

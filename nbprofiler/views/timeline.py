@@ -31,8 +31,8 @@ import pandas as pd
 import traitlets
 from bokeh.layouts import column, row
 from bokeh.models import (BoxSelectTool, CDSView, ColumnDataSource, CustomJS, CustomJSHover, DataTable,
-                          Div, FixedTicker, GroupFilter, HoverTool, LinearColorMapper, NumberFormatter, Range1d,
-                          RangeTool, Select, TableColumn, TapTool)
+                          Div, FixedTicker, GroupFilter, HBar, HoverTool, LinearColorMapper, NumberFormatter,
+                          Range1d, RangeTool, Select, TableColumn, TapTool)
 from bokeh.plotting import figure
 
 from ..analysis.timeline import row_passes
@@ -350,13 +350,15 @@ def timeline_figure(bars: pd.DataFrame, tracks_df: pd.DataFrame, dictionary: Dic
                       fill_alpha="alpha", line_color=None, selection_line_color=theme.HIGHLIGHT,
                       selection_line_width=2, selection_fill_alpha="alpha", nonselection_fill_alpha="alpha",
                       name="timeline_bars")
+    # the search matches in the window, outlined (glyphs added as they are: these sources are never
+    # selected, so no selection variants of them are built and sent)
     highlight = ColumnDataSource({"y": [], "left": [], "right": []}, name="timeline_highlight_src")
-    fig.hbar(y="y", left="left", right="right", height=0.95, source=highlight, fill_alpha=0.0,
-             line_color=theme.HIGHLIGHT, line_width=2)
+    fig.add_glyph(highlight, HBar(y="y", left="left", right="right", height=0.95, fill_alpha=0.0,
+                                  line_color=theme.HIGHLIGHT, line_width=2))
     # the search match the view jumped to: filled, so it stands out among the other matches
     current = ColumnDataSource({"y": [], "left": [], "right": []}, name="timeline_current_src")
-    fig.hbar(y="y", left="left", right="right", height=1.0, source=current, fill_color=theme.HIGHLIGHT,
-             fill_alpha=0.35, line_color=theme.HIGHLIGHT, line_width=3)
+    fig.add_glyph(current, HBar(y="y", left="left", right="right", height=1.0, fill_color=theme.HIGHLIGHT,
+                                fill_alpha=0.35, line_color=theme.HIGHLIGHT, line_width=3))
     if flows_prepared is None:
         flows_prepared = prepare_flows(flows_df, tracks)
     flows = ColumnDataSource(flows_in_window(flows_prepared, x_range.start, x_range.end), name="timeline_flows_src")
@@ -661,12 +663,19 @@ class TimelineView(traitlets.HasTraits, View):
         self.plot = timeline_figure(self._query(*self.held), self.tracks_df, self.dictionary, self.x_range,
                                     flows_df=self.flows, width=width, flows_prepared=self._flows_prepared,
                                     min_width_us=self.held[2])
-        self.fig = self.plot.select_one({"name": "timeline_fig"})
-        self.source = self.plot.select_one({"name": "timeline_src"})
+        # The models the view updates, taken from where `timeline_figure` puts them: a search of the layout
+        # walks all its models (~25 ms each, and each a share of the tab's first open).
+        self.fig, self._details = self.plot.children   # rendered as text, never HTML
+        named = {r.data_source.name: r.data_source for r in self.fig.renderers}
+        hover = next(t for t in self.fig.tools if isinstance(t, HoverTool))
+        named["timeline_labels_src"] = hover.formatters["@y"].args["labels"]
+        self.source = named["timeline_src"]
         self.source.tags = [*self.held, self.width]
         self.minimap = minimap_figure(dens, self.x_range, width=width)
-        self.stats = stats_table()
-        self.matches_table = matches_table(None, self.x_range, self.tracks)
+        # The search results and the range statistics are hidden until they have rows: each table is built
+        # when first filled (`matches_table`, `stats`), into this row.
+        self._tables = row(sizing_mode="stretch_width")
+        self._matches_table = self._stats = None
         # Shown by the browser the moment the time axis leaves what the page holds, cleared by the
         # re-query's answer: the feedback does not wait for the kernel.
         self.busy = Div(text="", name="timeline_busy", styles={"color": "var(--jp-ui-font-color2, #777)",
@@ -679,21 +688,17 @@ class TimelineView(traitlets.HasTraits, View):
         self._counters = prepare_counters(frames.get("timeline_counters"))
         counters = counter_figure(self._counters, self.x_range, width=width, every_series=False)
         if counters is not None:  # the chosen series alone, sent again when another is chosen
-            self._counters_src = counters.select_one({"name": "timeline_counters_src"})
-            self._counter_select = counters.select_one({"name": "timeline_counter_select"})
+            # the panel is column(select, figure), the figure's one renderer drawing the counters' source
+            self._counter_select, counter_fig = counters.children
+            self._counters_src = counter_fig.renderers[0].data_source
             self._counter_select.on_change("value", lambda attr, old, new: self._send_counters())
         self.layout = column(self.busy, self.minimap, self.plot, *([counters] if counters is not None else []),
-                             row(self.matches_table, self.stats, sizing_mode="stretch_width"),
+                             self._tables,
                              sizing_mode="stretch_width", name="timeline_layout")
-        for part in (self.minimap, self.matches_table, self.stats):
-            theme.themed(part)
-        # looked up once, in one walk of the plot's models: a select over the whole layout costs ~25 ms, three of
-        # them per re-query (and one walk each here cost ~0.1 s of the tab's first open)
-        named = {m.name: m for m in self.plot.references() if m.name}
+        theme.themed(self.minimap)
         self._sources = {n: named.get(n) for n in
                          ("timeline_flows_src", "timeline_highlight_src", "timeline_current_src",
                           "timeline_labels_src")}
-        self._details = named.get("timeline_details")  # rendered as text, never HTML
         self.source.selected.on_change("indices", self._on_tap)
         self.x_range.on_change("start", self._on_range)
         self.x_range.on_change("end", self._on_range)
@@ -720,6 +725,22 @@ class TimelineView(traitlets.HasTraits, View):
                               self.status, self.legend, BokehModel(self.layout)], layout=W.Layout(width="100%"))
         self._set_status()
         self.levels_built.start()
+
+    @property
+    def matches_table(self) -> DataTable:
+        """The search results' table (`matches_table`; hidden without matches), built on first use."""
+        if self._matches_table is None:
+            self._matches_table = theme.themed(matches_table(None, self.x_range, self.tracks))
+            self._tables.children = [self._matches_table, *self._tables.children]
+        return self._matches_table
+
+    @property
+    def stats(self) -> DataTable:
+        """The selected range's statistics (`stats_table`; hidden without a range), built on first use."""
+        if self._stats is None:
+            self._stats = theme.themed(stats_table())
+            self._tables.children = [*self._tables.children, self._stats]
+        return self._stats
 
     # -- querying -----------------------------------------------------------------------------------
     def _query(self, h0: float, h1: float, px: float) -> pd.DataFrame:

@@ -66,9 +66,16 @@ def test_dashboard_step_operator_timeline(lab, page):
     out.locator(".lm-TabBar-tab", has_text="Step trace").first.click()
     out.locator("canvas").first.wait_for(state="visible")
     wait_painted(page)
-    assert count_canvases(page) >= 3
+    shown = count_canvases(page)
+    assert shown >= 2   # the selection's chart and the stages per step; the trends are folded below
     assert set(bokeh_data(page, "step_trace_selected_src", "sel")[0]) == {0}
     save_screenshot(out, "dashboard_step_trace_average")
+    # the fold of the per-stage trends: built and drawn when opened
+    out.get_by_text("Each stage across steps").first.click()
+    _poll(lambda: bokeh_data(page, "step_trace_trend_src", "step"), what="the trends' source")
+    _poll(lambda: count_canvases(page) > shown or None, what="the trends' charts")
+    wait_painted(page)
+    save_screenshot(out, "dashboard_step_trace_trends")
 
     out.locator(".widget-dropdown select").first.select_option(label="Step 5")
     _poll(lambda: any(c and set(c) == {5} for c in bokeh_data(page, "step_trace_selected_src", "sel")),
