@@ -165,6 +165,9 @@ def test_flows_of_torch_npu_trace(torch_npu):
     data = T.flow_data(flows, tracks, -1e12, 1e12)
     assert len(data["x0"]) == min(len(flows.dropna(subset=["start_track", "end_track"])), T.MAX_FLOWS)
     assert "HostToDevice" in set(data["cat"])
+    # each head points along its flow: down to a lower row, up to a higher one
+    y0, y1, angle = map(np.asarray, (data["y0"], data["y1"], data["angle"]))
+    assert (angle[y1 > y0] == np.pi).all() and (angle[y1 < y0] == 0).all() and (y1 > y0).any()
 
 
 def _flows_by_brute_force(flows: pd.DataFrame, tracks: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:

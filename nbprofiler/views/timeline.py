@@ -210,9 +210,11 @@ def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
             "ahead": float(max(-length.min(), 0.0)) if len(length) else 0.0}
 
 
-def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
+def flows_in_window(prepared: dict, t0: float, t1: float, texts: bool = True) -> dict:
     """Column data of ``timeline_flows_src``: the `prepare_flows` flows with an end inside [t0, t1], the
-    first `MAX_FLOWS` of them in start order. Columns x0, y0 (start), x1, y1 (end), cat, name."""
+    first `MAX_FLOWS` of them in start order. Columns x0, y0 (start), x1, y1 (end), ``angle`` of the head
+    at the end (radians: down to a lower row, up, or right along one), and with ``texts`` cat and name
+    (the page draws no text of a flow, so the views send none)."""
     x0, x1 = prepared["x0"], prepared["x1"]
     # A flow with its end in the window starts in [t0 - back, t1 + ahead]: only those are looked at (x0 is
     # sorted), a block at a time until MAX_FLOWS are found (a wide window stops at its first block).
@@ -229,9 +231,11 @@ def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
     rows = prepared["pos"][hit]
     y0, y1 = prepared["y0"][hit].astype(np.int64), prepared["y1"][hit].astype(np.int64)
     # rows grow downwards: a flow to a lower row ends in a head pointing down
-    head = np.where(y1 > y0, "inverted_triangle", np.where(y1 < y0, "triangle", "diamond"))
-    return {"x0": x0[hit], "y0": y0, "x1": x1[hit], "y1": y1, "head": head.tolist(),
-            "cat": _texts(prepared["cat"], rows), "name": _texts(prepared["name"], rows)}
+    angle = np.where(y1 > y0, np.pi, np.where(y1 < y0, 0.0, -np.pi / 2))
+    out = {"x0": x0[hit], "y0": y0, "x1": x1[hit], "y1": y1, "angle": angle}
+    if texts:
+        out.update(cat=_texts(prepared["cat"], rows), name=_texts(prepared["name"], rows))
+    return out
 
 
 def _texts(column: pd.Series, rows: np.ndarray) -> list[str]:
@@ -361,13 +365,14 @@ def timeline_figure(bars: pd.DataFrame, tracks_df: pd.DataFrame, dictionary: Dic
                                 fill_alpha=0.35, line_color=theme.HIGHLIGHT, line_width=3))
     if flows_prepared is None:
         flows_prepared = prepare_flows(flows_df, tracks)
-    flows = ColumnDataSource(flows_in_window(flows_prepared, x_range.start, x_range.end), name="timeline_flows_src")
+    flows = ColumnDataSource(flows_in_window(flows_prepared, x_range.start, x_range.end, texts=False),
+                             name="timeline_flows_src")
     # a segment glyph and a head marker at the end, drawn as two batches (Arrow annotations drew each flow
     # on its own: 500 cost a pan ~50 ms a frame against ~5 ms)
     fig.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=flows, line_color=theme.AXIS, line_alpha=0.7,
                 line_width=1, name="timeline_flows")
-    fig.scatter(x="x1", y="y1", marker="head", source=flows, size=7, fill_color=theme.AXIS, line_color=None,
-                name="timeline_flow_heads")
+    fig.scatter(x="x1", y="y1", marker="triangle", angle="angle", source=flows, size=7, fill_color=theme.AXIS,
+                line_color=None, name="timeline_flow_heads")
     fig.add_tools(HoverTool(renderers=[bars_r], tooltips=[
         ("name", "@name_code{custom}"), ("type", "@type_code{custom}"), ("track", "@y{custom}"),
         ("start", "@left{0,0.000} us"), ("duration", "@dur_us{0,0.000} us"), ("events", "@count"),
@@ -795,7 +800,7 @@ class TimelineView(traitlets.HasTraits, View):
     def _send_flows(self) -> None:
         """The flows with an end in the window shown (few, each drawn on its own: not held for pans)."""
         self._sources["timeline_flows_src"].data = flows_in_window(
-            self._flows_prepared, float(self.x_range.start), float(self.x_range.end))
+            self._flows_prepared, float(self.x_range.start), float(self.x_range.end), texts=False)
 
     def _send_counters(self) -> None:
         """The chosen counter series' samples for the window held, at this width."""
@@ -904,8 +909,10 @@ class TimelineView(traitlets.HasTraits, View):
         rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
         empty = {"y": [], "left": [], "right": []}
         if self.matches is None or not len(self.matches):
-            src.data = empty
-            current.data = empty
+            # only when they show something: every change is a message to the page (~3 ms each to make)
+            for s in (src, current):
+                if len(s.data["left"]):
+                    s.data = empty
             return
         if self.match_index is not None and int(self.matches["track"].iloc[self.match_index]) in rows:
             c = self.matches.iloc[self.match_index]
