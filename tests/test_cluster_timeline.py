@@ -57,7 +57,7 @@ def test_timeline_view_of_a_cluster_draws_the_chosen_ranks(pt2):
     assert labels and all(lbl.startswith("rank 1 · ") for lbl in labels)
     both = TimelineView(pt2)
     assert {lbl.split(" · ")[0] for lbl in both.tracks["label"]} == {"rank 0", "rank 1"}
-    assert len(both.source.data["start_us"]) > 0
+    assert len(both.source.data["left"]) > 0
 
 
 def test_cluster_page_folds_the_ranks_timeline_and_builds_it_when_opened(pt2):

@@ -146,8 +146,8 @@ def test_a_clicked_timeline_event_names_its_step_and_shows_its_operator_row():
     tl = db.select("Timeline")
     w = prof.step_windows.iloc[0]
     tl.set_window(w["start_us"], w["end_us"])
-    d = tl.source.data
-    i = next(k for k, (n, c) in enumerate(zip(d["name"], d["count"])) if c == 1 and n == "Conv2D1")
+    bars = tl.bars()
+    i = next(k for k, (n, c) in enumerate(zip(bars["name"], bars["count"])) if c == 1 and n == "Conv2D1")
     tl.source.selected.indices = [i]  # a click on that bar
     assert tl.event["name"] == "Conv2D1" and D.step_of_time(prof, tl.event["start_us"]) == 50
     assert "Conv2D1 (Conv2D1" in db.link_note.value and "step 50" in db.link_note.value

@@ -45,11 +45,14 @@ def test_report_is_one_offline_file_with_mindinsight_numbers(widedeep_report):
 
 def test_timeline_lod_note_counts_merged_events():
     prof = load_quietly(DATA / "legacy" / "run_1_widedeep")
-    bars, note = timeline_lod(prof.timeline, 8000, 1600)
+    bars, note, dictionary = timeline_lod(prof.timeline, 8000, 1600)
     assert len(bars) < len(prof.timeline) <= bars["count"].sum()
     merged = int(bars.loc[bars["count"] > 1, "count"].sum())
     assert merged > 0 and f"{merged:,} events too short" in note
-    small, note_small = timeline_lod(prof.timeline.head(5), 8000, 1600)
+    # the codes point into the dictionary the page is sent with them
+    assert set(bars.loc[bars["count"] == 1, "name_code"]) <= set(range(len(dictionary.names)))
+    assert {dictionary.name(int(c)) for c in bars.loc[bars["count"] == 1, "name_code"]} <= set(prof.timeline["name"])
+    small, note_small, _ = timeline_lod(prof.timeline.head(5), 8000, 1600)
     assert len(small) <= 5
 
 

@@ -49,18 +49,26 @@ def test_widedeep_full_window_fits_and_keeps_every_event(widedeep):
     events = widedeep.timeline
     assert len(events) == 6359                                  # 2817 device ops + 3542 reduce events
     t0, t1 = float(events["start_us"].min()), float((events["start_us"] + events["dur_us"]).max())
-    lod = engine.lod_query(engine.build_index(events), t0, t1, 1100)
+    index = engine.build_index(events)
+    lod = engine.lod_query(index, t0, t1, 1100, codes=True)
     assert len(lod) < len(events) and lod["count"].sum() == len(events)
-    data = T.bar_data(lod, T.track_table(widedeep.timeline_tracks))
+    tracks = T.track_table(widedeep.timeline_tracks)
+    data = T.bar_data(lod, tracks)
     assert len(data["left"]) == len(lod) <= T.MAX_GLYPHS
+    # numbers only: what the page gets as binary arrays
+    assert all(np.asarray(v).dtype.kind in "if" for v in data.values())
+    table = T.bar_table(data, T.dictionary_of(index), tracks)
+    texts = engine.decode(index, lod)
+    assert table["op_type"].tolist() == texts["op_type"].tolist()
+    assert table["name"].tolist() == texts["name"].tolist()
     single = np.flatnonzero(np.asarray(data["count"]) == 1)
     assert single.size
     i = int(single[0])
-    assert data["color"][i] == op_type_color(data["op_type"][i])
+    assert table["color"][i] == op_type_color(table["op_type"][i])
     # merged bars wear their dominant type's colour, as opaque as the run is busy, never faint
     agg = np.flatnonzero(np.asarray(data["count"]) > 1)
     assert agg.size
-    assert all(data["color"][int(j)] == op_type_color(data["op_type"][int(j)]) for j in agg)
+    assert all(table["color"][int(j)] == op_type_color(table["op_type"][int(j)]) for j in agg)
     alpha = np.asarray(data["alpha"])[agg]
     busy_share = np.asarray(data["busy_us"])[agg] / np.asarray(data["dur_us"])[agg]
     assert alpha.min() >= T.AGGREGATE_MIN_ALPHA and alpha.max() <= 1.0
@@ -72,9 +80,9 @@ def test_largest_op_types_of_a_view_get_distinct_colours(widedeep, monkeypatch):
     from nbprofiler.views import theme
     monkeypatch.setattr(theme, "_OP_TYPE_ASSIGNED", {})     # a fresh session's colours
     events = widedeep.timeline
-    data = T.bar_data(events, T.track_table(widedeep.timeline_tracks))
-    top = events.groupby("op_type")["dur_us"].sum().sort_values(ascending=False).index[:8]
-    colours = {t: data["color"][list(data["op_type"]).index(t)] for t in top}
+    dictionary = T.dictionary_of(engine.build_index(events))
+    top = events.groupby("op_type", observed=True)["dur_us"].sum().sort_values(ascending=False).index[:8]
+    colours = {t: dictionary.colors[dictionary.types.index(t) + 1] for t in top}
     assert len(set(colours.values())) == 8
     assert min(theme.color_distance(a, b) for i, a in enumerate(colours.values())
                for b in list(colours.values())[i + 1:]) > 25
@@ -142,7 +150,9 @@ def test_status_in_readable_units_and_legend_of_types_in_view(widedeep):
     view.set_window(490_044.3, 693_767.9)
     assert "490.044 ms – 693.768 ms from the start of the trace" in html.unescape(view.status.value)
     legend = view.legend.value
-    drawn = set(view.source.data["op_type"])
+    bars = view.bars()
+    shown = bars[(bars["start_us"] <= 693_767.9) & (bars["start_us"] + bars["dur_us"] >= 490_044.3)]
+    drawn = set(shown["op_type"])
     named = set(re.findall(r"</span> ([^<]+)</span>", html.unescape(legend)))
     assert named and named <= drawn
     assert len(named) == min(len(drawn), T.LEGEND_TYPES)
@@ -155,6 +165,9 @@ def test_flows_of_torch_npu_trace(torch_npu):
     data = T.flow_data(flows, tracks, -1e12, 1e12)
     assert len(data["x0"]) == min(len(flows.dropna(subset=["start_track", "end_track"])), T.MAX_FLOWS)
     assert "HostToDevice" in set(data["cat"])
+    # each head points along its flow: down to a lower row, up to a higher one
+    y0, y1, angle = map(np.asarray, (data["y0"], data["y1"], data["angle"]))
+    assert (angle[y1 > y0] == np.pi).all() and (angle[y1 < y0] == 0).all() and (y1 > y0).any()
 
 
 def _flows_by_brute_force(flows: pd.DataFrame, tracks: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
@@ -206,8 +219,19 @@ def test_view_requeries_on_zoom_and_links(torch_npu):
     view.set_window(t0, t0 + 100.0)
     assert view.queries == before + 1
     zoomed = view.source.data
+    # the window and one width on each side, at the window's detail
+    assert view.held == (t0 - 100.0, t0 + 200.0, 100.0 / view.width)
     assert 0 < len(zoomed["left"]) < full and all(c == 1 for c in zoomed["count"])
-    assert min(zoomed["right"]) >= t0 and max(zoomed["left"]) <= t0 + 100.0
+    assert min(zoomed["right"]) >= t0 - 100.0 and max(zoomed["left"]) <= t0 + 200.0
+    inside = (np.asarray(zoomed["right"]) >= t0) & (np.asarray(zoomed["left"]) <= t0 + 100.0)
+    assert inside.any() and not inside.all()
+    # a pan and a 2x zoom inside what the page holds are drawn by the page: no query
+    view.x_range.update(start=t0 - 50.0, end=t0 + 50.0)
+    view.x_range.update(end=t0 + 75.0, start=t0 + 25.0)  # (each attribute calls back: end first here)
+    assert view.queries == before + 1 and view.covers(t0 + 25.0, t0 + 75.0)
+    assert not view.covers(t0 + 40.0, t0 + 60.0)  # 5x: new detail is asked for
+    view.set_window(t0, t0 + 100.0)
+    before += 1
     # a range change coming from the browser (wheel zoom) goes through the same callback
     view.x_range.start = t0 - 1000.0
     assert view.queries == before + 2
@@ -322,4 +346,4 @@ def test_bars_ship_without_args_and_a_click_fetches_the_events(torch_npu):
     details = view.plot.select_one({"name": "timeline_details"})
     args = json.loads(ev["args"].iloc[int(d["row"][i])])
     key = next(iter(args))
-    assert details.render_as_text and d["name"][i] in details.text and f'"{key}"' in details.text
+    assert details.render_as_text and view.bars()["name"][i] in details.text and f'"{key}"' in details.text

@@ -34,6 +34,8 @@ LONG_EVENTS_PER_TRACK = 256
 MAX_GLYPHS = 20_000
 
 LOD_COLUMNS = ["track", "start_us", "end_us", "count", "name", "op_type", "busy_us", "row"]
+# `lod_query(..., codes=True)`: the index's codes in place of the texts (what a view sends to the page)
+LOD_CODE_COLUMNS = ["track", "start_us", "end_us", "count", "name_code", "type_code", "busy_us", "row"]
 # An event's vote for its run's op type is its duration plus this, so zero-length events still vote.
 VOTE_EPS = 1e-12
 # Coarse levels: each track's sub-pixel runs merged once at a pixel of the timeline's span / bins, so a
@@ -246,7 +248,7 @@ def build_index(events: pd.DataFrame, levels: bool = True) -> TimelineIndex:
 
 
 def lod_query(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=None,
-              max_glyphs: int = MAX_GLYPHS, levels: bool = True) -> pd.DataFrame:
+              max_glyphs: int = MAX_GLYPHS, levels: bool = True, codes: bool = False) -> pd.DataFrame:
     """The bars to draw for the window [t0, t1] (us) at ``width_px`` pixels.
 
     One row per bar, sorted by track and start. Columns: ``track`` (int32), ``start_us``, ``end_us``
@@ -257,6 +259,9 @@ def lod_query(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=
     position of the event in the timeline frame, -1 for an aggregate). At most about ``max_glyphs`` rows:
     when a window would need more, the merge threshold grows until it fits. ``levels=False`` merges the
     events themselves even where a coarse level would serve (the same bars, slower: for tests).
+    ``codes=True``: ``name_code`` and ``type_code`` (int32 positions in ``index.name_values`` and
+    ``index.type_values``; ``name_code`` -1 for an aggregate, ``type_code`` -1 for no type) in place of
+    ``name`` and ``op_type``, with no text made per bar.
     """
     if t1 < t0:
         t0, t1 = t1, t0
@@ -268,9 +273,29 @@ def lod_query(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=
     for _ in range(8):
         out = _merge(index, track_ids, picks, px, t0, t1, levels)
         if len(out) <= max_glyphs or px <= 0:
-            return out
+            break
         px *= 2.0 * len(out) / max_glyphs
+    return out if codes else decode(index, out)
+
+
+def decode(index: TimelineIndex, bars: pd.DataFrame) -> pd.DataFrame:
+    """`lod_query` bars with codes -> with texts: ``name`` (an aggregate's "<count> events") and
+    ``op_type`` ("" for no type)."""
+    name_code = bars["name_code"].to_numpy()
+    type_code = bars["type_code"].to_numpy()
+    names = np.where(name_code >= 0, _lookup(index.name_values, name_code),
+                     np.char.add(bars["count"].to_numpy().astype(str), " events").astype(object))
+    types = _lookup(index.type_values, type_code)
+    out = bars.drop(columns=["name_code", "type_code"])
+    out.insert(4, "name", names.astype(str))
+    out.insert(5, "op_type", types.astype(str))
     return out
+
+
+def _lookup(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    if not len(values):
+        return np.full(len(codes), "", dtype=object)
+    return np.where(codes >= 0, values[np.maximum(codes, 0)], "").astype(object)
 
 
 def _level_for(index: TimelineIndex, track: int, px: float) -> _LevelTrack | None:
@@ -323,38 +348,37 @@ def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px
     r_single = np.where((r_count == 1), single[sm[firsts]] if len(sm) else np.zeros(0, np.int64), -1)
     vr = run_of_elem[v_elem]
     on = vr >= 0
-    r_type = _dominant(vr[on], v_type[on], v_weight[on], len(firsts), index.type_values)
-    names = np.where(r_count == 1, _names(index, np.maximum(r_single, 0)),
-                     np.char.add(r_count.astype(str), " events").astype(object))
+    r_type = _dominant(vr[on], v_type[on], v_weight[on], len(firsts), len(index.type_values))
+    names = np.where(r_count == 1, _name_codes(index, np.maximum(r_single, 0)), -1)
     bg = np.flatnonzero(big)
     parts = {"start_us": np.r_[start[bg], s[firsts] if len(sm) else np.zeros(0)],
              "end_us": np.r_[end[bg], np.maximum.reduceat(e, firsts) if len(sm) else np.zeros(0)],
              "count": np.r_[np.ones(len(bg), np.int64), r_count].astype(np.int64),
-             "name": np.r_[_names(index, single[bg]), names].astype(object),
-             "op_type": np.r_[_types(index, single[bg]), r_type].astype(object),
+             "name_code": np.r_[_name_codes(index, single[bg]), names].astype(np.int32),
+             "type_code": np.r_[_type_codes(index, single[bg]), r_type].astype(np.int32),
              "busy_us": np.r_[index.dur[single[bg]], np.add.reduceat(busy[sm], firsts) if len(sm) else np.zeros(0)],
              "row": np.r_[index.rows(single[bg]), np.where(r_single >= 0, index.rows(np.maximum(r_single, 0)), -1)]}
     order = np.argsort(parts["start_us"], kind="stable")
     return {k: v[order] for k, v in parts.items()}
 
 
-def _names(index: TimelineIndex, pos: np.ndarray) -> np.ndarray:
-    return index.name_values[index.name_codes[pos]] if len(index.name_values) else np.full(len(pos), "", object)
+def _name_codes(index: TimelineIndex, pos: np.ndarray) -> np.ndarray:
+    return index.name_codes[pos] if len(index.name_values) else np.full(len(pos), -1, np.int32)
 
 
-def _types(index: TimelineIndex, pos: np.ndarray) -> np.ndarray:
-    return index.type_values[index.type_codes[pos]] if len(index.type_values) else np.full(len(pos), "", object)
+def _type_codes(index: TimelineIndex, pos: np.ndarray) -> np.ndarray:
+    return index.type_codes[pos] if len(index.type_values) else np.full(len(pos), -1, np.int32)
 
 
 def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t1: float = 0.0,
            levels: bool = True) -> pd.DataFrame:
-    cols = {c: [] for c in LOD_COLUMNS}
+    cols = {c: [] for c in LOD_CODE_COLUMNS}
 
     def name_of(pos):
-        return index.name_values[index.name_codes[pos]] if len(index.name_values) else np.full(len(pos), "", object)
+        return _name_codes(index, pos)
 
     def type_of(pos):
-        return index.type_values[index.type_codes[pos]] if len(index.type_values) else np.full(len(pos), "", object)
+        return _type_codes(index, pos)
 
     for trk, pos in zip(track_ids, picks):
         lt = _level_for(index, trk, px) if levels else None
@@ -384,33 +408,29 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t
             starts.append(s[firsts])
             ends.append(np.maximum.reduceat(e, firsts))
             counts.append(count.astype(np.int64))
-            names.append(np.where(single, name_of(sp[firsts]),
-                                  np.char.add(count.astype(str), " events").astype(object)))
+            names.append(np.where(single, name_of(sp[firsts]), -1))
             types.append(_dominant(np.cumsum(new_run) - 1, index.type_codes[sp], index.dur[sp] + VOTE_EPS,
-                                   len(firsts), index.type_values))
+                                   len(firsts), len(index.type_values)))
             busy.append(np.add.reduceat(index.dur[sp], firsts))
             rows.append(np.where(single, index.rows(sp[firsts]), -1).astype(np.int64))
         st = np.concatenate(starts)
         order = np.argsort(st, kind="stable")
         cols["track"].append(np.full(len(st), trk, dtype=np.int32))
-        for name, parts in (("start_us", starts), ("end_us", ends), ("count", counts), ("name", names),
-                            ("op_type", types), ("busy_us", busy), ("row", rows)):
+        for name, parts in (("start_us", starts), ("end_us", ends), ("count", counts), ("name_code", names),
+                            ("type_code", types), ("busy_us", busy), ("row", rows)):
             cols[name].append(np.concatenate(parts)[order])
-    dtypes = {"track": np.int32, "start_us": np.float64, "end_us": np.float64, "count": np.int64, "name": object,
-              "op_type": object, "busy_us": np.float64, "row": np.int64}
-    out = pd.DataFrame({c: (np.concatenate(v) if v else np.zeros(0, dtypes[c])).astype(dtypes[c])
-                        for c, v in cols.items()})
-    out["name"] = out["name"].astype(str)
-    out["op_type"] = out["op_type"].astype(str)
-    return out
+    dtypes = {"track": np.int32, "start_us": np.float64, "end_us": np.float64, "count": np.int64,
+              "name_code": np.int32, "type_code": np.int32, "busy_us": np.float64, "row": np.int64}
+    return pd.DataFrame({c: (np.concatenate(v) if v else np.zeros(0, dtypes[c])).astype(dtypes[c], copy=False)
+                         for c, v in cols.items()})
 
 
-def _dominant(run: np.ndarray, type_codes: np.ndarray, weight: np.ndarray, n_runs: int, values: np.ndarray):
-    """Per run, the op type with the largest summed vote ``weight`` (an event's duration + `VOTE_EPS`;
-    ties: the smaller code)."""
-    if not len(values):
-        return np.full(n_runs, "", dtype=object)
-    n_types = len(values) + 1  # code -1 (no type) gets column 0
+def _dominant(run: np.ndarray, type_codes: np.ndarray, weight: np.ndarray, n_runs: int, n_values: int):
+    """Per run, the code of the op type with the largest summed vote ``weight`` (an event's duration +
+    `VOTE_EPS`; ties: the smaller code); -1 where the run has no typed event."""
+    if not n_values:
+        return np.full(n_runs, -1, dtype=np.int32)
+    n_types = n_values + 1  # code -1 (no type) gets column 0
     key = run * n_types + (type_codes + 1)
     if n_runs * n_types <= 4_000_000:
         table = np.bincount(key, weights=weight, minlength=n_runs * n_types).reshape(n_runs, n_types)
@@ -423,7 +443,7 @@ def _dominant(run: np.ndarray, type_codes: np.ndarray, weight: np.ndarray, n_run
         first = np.r_[True, run_of[order][1:] != run_of[order][:-1]]
         codes = np.full(n_runs, -1, dtype=np.int64)
         codes[run_of[order][first]] = (uniq[order][first] % n_types) - 1
-    return np.where(codes >= 0, values[np.maximum(codes, 0)], "").astype(object)
+    return codes.astype(np.int32)
 
 
 def search(events: pd.DataFrame, pattern: str, column: str = "name", case: bool = False) -> pd.DataFrame:
@@ -525,4 +545,5 @@ def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: 
                          "count": counts.astype(np.int64)})
 
 
-__all__ = ["TimelineIndex", "build_index", "lod_query", "search", "range_stats", "density", "LOD_COLUMNS"]
+__all__ = ["TimelineIndex", "build_index", "lod_query", "decode", "search", "range_stats", "density", "LOD_COLUMNS",
+           "LOD_CODE_COLUMNS"]

@@ -274,8 +274,8 @@ def _ranks_timeline(cluster):
     frames = stacked_timeline(cluster, ranks)
     if frames["timeline"].empty:
         return None
-    lod, note = timeline_lod(frames["timeline"], TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
-    fig = timeline_figure(lod, frames["timeline_tracks"], width=TIMELINE_WIDTH_PX)
+    lod, note, dictionary = timeline_lod(frames["timeline"], TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
+    fig = timeline_figure(lod, frames["timeline_tracks"], dictionary, width=TIMELINE_WIDTH_PX)
     head = Div(text=f"<h3>Timeline of ranks {_e(', '.join(ranks))} on one clock</h3><p>{_e(note)}</p>",
                sizing_mode="stretch_width", name="report_ranks_timeline_note")
     return column(head, fig, sizing_mode="stretch_width", name="report_ranks_timeline")

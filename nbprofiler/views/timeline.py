@@ -9,15 +9,19 @@ Figure factories take DataFrames and return Bokeh models that also work in a sta
 - `minimap_figure(density_df, x_range)`: event density of the whole trace with a RangeTool on the main
   view's time axis.
 - `search_events(timeline_df, pattern)`: events whose name matches a regex.
-- `TimelineView(prof_or_frames)`: the widget. It builds the level-of-detail index once, re-queries it
-  from Python when the time axis changes (debounced), never sends more than `MAX_GLYPHS` bars, and adds
-  search with jump-to, pinned/reordered tracks, flows, range statistics and the minimap.
-  ``set_window(t0_us, t1_us)`` links it from other views.
+- `TimelineView(prof_or_frames)`: the widget. It builds the level-of-detail index once and sends the page
+  the bars of the window shown and of one window's width on each side, as numbers only (codes into the
+  names and op types it sent once). A pan or zoom inside what the page holds is redrawn by the browser
+  alone; one that leaves it, or zooms in more than `HELD_ZOOM` times past its detail, re-queries the
+  index (debounced). Never more than `MAX_GLYPHS` bars a window's width. Also search with jump-to,
+  pinned/reordered tracks, flows, range statistics and the minimap. ``set_window(t0_us, t1_us)`` links it
+  from other views.
 
 Times are microseconds relative to the profile's origin (the frames' ``start_us``).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -26,21 +30,28 @@ import numpy as np
 import pandas as pd
 import traitlets
 from bokeh.layouts import column, row
-from bokeh.models import (Arrow, BoxSelectTool, CDSView, ColumnDataSource, CustomJS, DataTable, Div,
-                          FixedTicker, GroupFilter, HBar, HoverTool, NumberFormatter, Range1d, RangeTool, Select,
-                          TableColumn, TapTool, VeeHead)
+from bokeh.models import (BoxSelectTool, CDSView, ColumnDataSource, CustomJS, CustomJSHover, DataTable,
+                          Div, FixedTicker, GroupFilter, HBar, HoverTool, LinearColorMapper, NumberFormatter,
+                          Range1d, RangeTool, Select, TableColumn, TapTool)
 from bokeh.plotting import figure
 
+from ..analysis.timeline import row_passes
 from . import theme
 from .base import View
 from .pages import frames_of
 
-MAX_GLYPHS = 20_000          # never send more bars than this to the browser
-MAX_FLOWS = 2_000
+MAX_GLYPHS = 20_000          # never send more bars than this per window's width to the browser
+# The page holds the window shown and this many of its widths on each side, so a pan inside them needs
+# no kernel; a zoom may go this many times past the detail held before new detail is asked for.
+NEIGHBOURS = 1.0
+HELD_ZOOM = 2.0
+# Flow arrows drawn at most: each is its own path and head, redrawn every frame of a pan (2,000 cost the
+# page ~110 ms a frame in headless Chromium, and more than a few hundred across a view are a tangle anyway)
+MAX_FLOWS = 500
 _FLOW_BLOCK = 65_536         # flows `flows_in_window` tests at a time
 MAX_MATCHES = 1_000          # rows of the search table
 MAX_ARGS_CHARS = 2_000       # args text carried per bar (hover and details)
-DEBOUNCE_S = 0.15
+DEBOUNCE_S = 0.04            # a wheel gesture's events arrive ~16 ms apart: one query for the gesture
 ROW_HEIGHT_PX = 26
 MIN_ROW_HEIGHT_PX = 14
 # Tracks share at most this height: with many tracks the rows get thinner (down to MIN_ROW_HEIGHT_PX), so
@@ -54,8 +65,7 @@ MIN_WIDTH_PX = 480
 MAX_WIDTH_PX = 1600
 AGGREGATE_MIN_ALPHA = 0.6     # merged bars: opaque enough to see at one pixel wide
 
-_SOURCE_COLUMNS = ["y", "left", "right", "start_us", "dur_us", "busy_us", "name", "op_type", "count", "row", "track_label",
-                   "color", "alpha"]
+_SOURCE_COLUMNS = ["y", "left", "right", "dur_us", "busy_us", "count", "name_code", "type_code", "alpha", "row"]
 
 
 # -- tracks -----------------------------------------------------------------------------------------
@@ -84,53 +94,88 @@ def _track_label(r) -> str:
 
 
 # -- data for the bars ------------------------------------------------------------------------------
-def bar_data(lod_df: pd.DataFrame, tracks: pd.DataFrame) -> dict:
-    """Column data of ``timeline_src`` from a level-of-detail frame (`lod_query`'s ``track``,
-    ``start_us``, ``end_us``, ``count``, ``name``, ``op_type``, ``busy_us``; or plain events with
-    ``dur_us``; optional ``args``). Bars of tracks not in ``tracks`` are dropped.
-    Single events take their op type's theme colour; aggregate bars (count > 1: several sub-pixel events
-    merged by the engine) take their dominant type's colour, with ``alpha`` = the share of the bar's
-    extent the events keep busy (at least `AGGREGATE_MIN_ALPHA`)."""
-    rows = dict(zip(tracks["track"].astype(int), tracks["row"].astype(int)))
-    labels = dict(zip(tracks["track"].astype(int), tracks["label"]))
-    df = lod_df[lod_df["track"].astype(int).isin(rows.keys())] if len(lod_df) else lod_df
-    n = len(df)
-    if n == 0:
-        return {c: [] for c in _SOURCE_COLUMNS}
-    track = df["track"].astype(int).to_numpy()
-    start = df["start_us"].to_numpy(dtype="float64")
-    dur = (df["dur_us"].to_numpy(dtype="float64") if "dur_us" in df.columns
-           else df["end_us"].to_numpy(dtype="float64") - start)
-    count = df["count"].to_numpy(dtype="int64") if "count" in df.columns else np.ones(n, dtype="int64")
-    op_type = df["op_type"].astype(str).to_numpy() if "op_type" in df.columns else np.full(n, "")
-    name = df["name"].astype(str).to_numpy()
-    aggregate = count > 1
-    busy = df["busy_us"].to_numpy(dtype="float64") if "busy_us" in df.columns else dur
-    # Colours are handed out largest type first, so the types that fill the view are the most distinct.
-    by_time = pd.Series(busy).groupby(op_type).sum().sort_values(ascending=False, kind="stable")
-    type_color = dict(zip(by_time.index, theme.op_type_colors(by_time.index)))
-    color = np.array([type_color[t] for t in op_type], dtype=object)
-    # A merged bar wears its dominant type's colour, as opaque as the run is busy (never paler than
-    # AGGREGATE_MIN_ALPHA: a sub-pixel bar at low alpha all but vanishes).
-    extent = np.maximum(dur, 1e-9)
-    alpha = np.where(aggregate, np.clip(busy / extent, AGGREGATE_MIN_ALPHA, 1.0), 0.9)
-    name = np.where(aggregate, [f"{c} events (zoom in)" for c in count], name)
-    # numbers as arrays (sent to the page as binary), text as lists
-    out = {"y": np.fromiter((rows[t] for t in track), dtype=np.int64, count=n), "left": start,
-           "right": start + np.maximum(dur, 0.0), "start_us": start, "dur_us": dur, "busy_us": busy,
-           "name": list(name), "op_type": list(op_type), "count": count,
-           "track_label": [labels[t] for t in track], "color": list(color), "alpha": alpha,
-           "row": df["row"].to_numpy(dtype="int64") if "row" in df.columns else np.full(n, -1, dtype="int64")}
-    if "args" in df.columns:  # a standalone page carries them; the notebook view fetches them on a click
-        out["args"] = [_short(a) for a in df["args"]]
-    return out
+@dataclasses.dataclass(frozen=True)
+class Dictionary:
+    """What the page is sent once and the bars' codes point into: ``names`` and ``types`` (text by
+    `lod_query`'s ``name_code`` / ``type_code``) and ``colors``, the colour of each type code (index 0:
+    no type, code k at k + 1)."""
+    names: list
+    types: list
+    colors: list
+
+    def name(self, code: int, count: int = 1) -> str:
+        return f"{count} events" if count > 1 else self.names[code] if 0 <= code < len(self.names) else ""
+
+    def type(self, code: int) -> str:
+        return self.types[code] if 0 <= code < len(self.types) else ""
 
 
-def _short(args) -> str:
-    if args is None or (isinstance(args, float) and np.isnan(args)):
-        return ""
-    text = args if isinstance(args, str) else json.dumps(args)
-    return text if len(text) <= MAX_ARGS_CHARS else text[:MAX_ARGS_CHARS] + " …"
+def dictionary_of(index) -> Dictionary:
+    """The `Dictionary` of a `TimelineIndex`. Colours go to the types with the most busy time first, over
+    the whole timeline, so the types that fill the view are the most distinct and keep their colour
+    through every zoom."""
+    n = len(index.type_values)
+    busy = np.zeros(n + 1)
+    for p in row_passes(index.n):
+        busy += np.bincount(index.type_codes[p].astype(np.int64) + 1, weights=index.dur[p], minlength=n + 1)
+    index._release()
+    types = [str(t) for t in index.type_values]
+    order = np.argsort(-busy[1:], kind="stable")
+    by_busy = theme.op_type_colors([types[k] for k in order])
+    colors = [theme.AXIS] + [""] * n
+    for k, color in zip(order, by_busy):
+        colors[int(k) + 1] = color
+    return Dictionary(names=[str(x) for x in index.name_values], types=types, colors=colors)
+
+
+def bar_data(bars: pd.DataFrame, tracks: pd.DataFrame, min_width_us: float = 0.0) -> dict:
+    """Column data of ``timeline_src`` from `lod_query` bars with codes (``codes=True``): numbers only,
+    sent to the page as binary arrays. ``y`` (the track's row), ``left``, ``right``, ``dur_us``,
+    ``busy_us`` (µs), ``count``, ``name_code`` (the event's name code; for a bar of several merged
+    events, minus their count), ``type_code`` (the event's or the run's dominant op type; -1: none),
+    ``alpha`` and ``row`` (the event's row in the timeline frame, -1 for a merged bar). Bars of tracks not
+    in ``tracks`` are dropped. A merged bar is as opaque as its events keep it busy, never paler than
+    `AGGREGATE_MIN_ALPHA` (a sub-pixel bar at low alpha all but vanishes). Every bar is drawn at least
+    ``min_width_us`` wide (a pixel at the query's detail: the bars have no outline, which cost the page
+    as much as their fill), ``dur_us`` keeping its true length."""
+    if not len(bars) or not len(tracks):
+        return {c: np.zeros(0) for c in _SOURCE_COLUMNS}
+    row_of = np.full(int(tracks["track"].max()) + 2, -1, np.int32)
+    row_of[tracks["track"].to_numpy(dtype=np.int64)] = tracks["row"].to_numpy(dtype=np.int64)
+    track = bars["track"].to_numpy(dtype=np.int64)
+    y = row_of[np.where((track >= 0) & (track < len(row_of) - 1), track, len(row_of) - 1)]
+    keep = y >= 0
+    if not keep.all():
+        bars, y = bars[keep], y[keep]
+    start = bars["start_us"].to_numpy(dtype=np.float64)
+    dur = bars["end_us"].to_numpy(dtype=np.float64) - start
+    count = bars["count"].to_numpy(dtype=np.int64)
+    busy = bars["busy_us"].to_numpy(dtype=np.float64)
+    merged = count > 1
+    alpha = np.where(merged, np.clip(busy / np.maximum(dur, 1e-9), AGGREGATE_MIN_ALPHA, 1.0), 0.9)
+    return {"y": y.astype(np.int32), "left": start, "right": start + np.maximum(dur, min_width_us), "dur_us": dur,
+            "busy_us": busy, "count": count.astype(np.int32),
+            "name_code": np.where(merged, -count, bars["name_code"].to_numpy()).astype(np.int32),
+            "type_code": bars["type_code"].to_numpy(dtype=np.int32), "alpha": alpha.astype(np.float32),
+            "row": bars["row"].to_numpy(dtype=np.int64)}
+
+
+def bar_table(data: dict, dictionary: Dictionary, tracks: pd.DataFrame) -> pd.DataFrame:
+    """`bar_data`'s columns as the page shows them: ``name`` ("<count> events" for merged bars),
+    ``op_type``, ``track_label``, ``color``, ``start_us``, ``dur_us``, ``busy_us``, ``count``, ``row``."""
+    count = np.asarray(data["count"], dtype=np.int64)
+    code = np.asarray(data["name_code"], dtype=np.int64)
+    types = np.asarray(data["type_code"], dtype=np.int64)
+    labels = tracks.set_index("row")["label"]
+    return pd.DataFrame({
+        "name": [dictionary.name(int(c), int(n)) for c, n in zip(code, count)],
+        "op_type": [dictionary.type(int(t)) for t in types],
+        "track_label": labels.reindex(np.asarray(data["y"], dtype=np.int64)).fillna("").astype(str).to_numpy(),
+        "color": [dictionary.colors[int(t) + 1] if -1 <= t < len(dictionary.colors) - 1 else theme.AXIS
+                  for t in types],
+        "start_us": np.asarray(data["left"], dtype=np.float64), "dur_us": np.asarray(data["dur_us"], dtype=np.float64),
+        "busy_us": np.asarray(data["busy_us"], dtype=np.float64), "count": count,
+        "row": np.asarray(data["row"], dtype=np.int64)})
 
 
 def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
@@ -165,9 +210,11 @@ def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
             "ahead": float(max(-length.min(), 0.0)) if len(length) else 0.0}
 
 
-def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
+def flows_in_window(prepared: dict, t0: float, t1: float, texts: bool = True) -> dict:
     """Column data of ``timeline_flows_src``: the `prepare_flows` flows with an end inside [t0, t1], the
-    first `MAX_FLOWS` of them in start order. Columns x0, y0 (start), x1, y1 (end), cat, name."""
+    first `MAX_FLOWS` of them in start order. Columns x0, y0 (start), x1, y1 (end), ``angle`` of the head
+    at the end (radians: down to a lower row, up, or right along one), and with ``texts`` cat and name
+    (the page draws no text of a flow, so the views send none)."""
     x0, x1 = prepared["x0"], prepared["x1"]
     # A flow with its end in the window starts in [t0 - back, t1 + ahead]: only those are looked at (x0 is
     # sorted), a block at a time until MAX_FLOWS are found (a wide window stops at its first block).
@@ -182,9 +229,13 @@ def flows_in_window(prepared: dict, t0: float, t1: float) -> dict:
             break
     hit = np.concatenate(found)[:MAX_FLOWS] if found else np.zeros(0, np.int64)
     rows = prepared["pos"][hit]
-    return {"x0": x0[hit], "y0": prepared["y0"][hit].astype(np.int64), "x1": x1[hit],
-            "y1": prepared["y1"][hit].astype(np.int64),
-            "cat": _texts(prepared["cat"], rows), "name": _texts(prepared["name"], rows)}
+    y0, y1 = prepared["y0"][hit].astype(np.int64), prepared["y1"][hit].astype(np.int64)
+    # rows grow downwards: a flow to a lower row ends in a head pointing down
+    angle = np.where(y1 > y0, np.pi, np.where(y1 < y0, 0.0, -np.pi / 2))
+    out = {"x0": x0[hit], "y0": y0, "x1": x1[hit], "y1": y1, "angle": angle}
+    if texts:
+        out.update(cat=_texts(prepared["cat"], rows), name=_texts(prepared["name"], rows))
+    return out
 
 
 def _texts(column: pd.Series, rows: np.ndarray) -> list[str]:
@@ -232,38 +283,53 @@ def search_events(timeline_df: pd.DataFrame, pattern: str, limit: int = MAX_MATC
 
 
 # -- figures ----------------------------------------------------------------------------------------
-_DETAILS_JS = """
-const col = (s, c) => (s.data instanceof Map ? s.data.get(c) : s.data[c]);
+# Hover and click read the names, op types and track labels from the dictionaries sent once.
+_COL_JS = "const col = (s, c) => (s.data instanceof Map ? s.data.get(c) : s.data[c]);\n"
+_NAME_JS = _COL_JS + "return value < -1 ? (-value) + ' events (zoom in)' : value >= 0 ? col(names, 'name')[value] : '';"
+_TYPE_JS = _COL_JS + "return value >= 0 ? col(types, 'type')[value + 1] : '';"
+_TRACK_JS = _COL_JS + "return col(labels, 'label')[value] ?? '';"
+_DETAILS_JS = _COL_JS + """
 const i = src.selected.indices.length ? src.selected.indices[0] : -1;
 if (i < 0) { return; }
 const get = (c) => col(src, c)[i];
-let text = get('name') + '\\n' + 'type: ' + get('op_type') + '    track: ' + get('track_label') + '\\n'
-  + 'start: ' + get('start_us').toFixed(3) + ' us    duration: ' + get('dur_us').toFixed(3) + ' us';
+const code = get('name_code'), type = get('type_code');
+const name = code < -1 ? (-code) + ' events' : code >= 0 ? col(names, 'name')[code] : '';
+let text = name + '\\n' + 'type: ' + (type >= 0 ? col(types, 'type')[type + 1] : '') + '    track: '
+  + (col(labels, 'label')[get('y')] ?? '') + '\\n'
+  + 'start: ' + get('left').toFixed(3) + ' us    duration: ' + get('dur_us').toFixed(3) + ' us';
 if (get('count') > 1) { text += '    events merged: ' + get('count'); }
-const args = get('args');
-if (args) {
-  let pretty = args;
-  try { pretty = JSON.stringify(JSON.parse(args), null, 2); } catch (e) {}
-  text += '\\nargs: ' + pretty;
-}
 details.text = text;
 """
 
 
-def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Range1d | None = None,
-                    order: list[int] | None = None, flows_df: pd.DataFrame | None = None,
-                    width: int = MAX_WIDTH_PX, flows_prepared: dict | None = None):
+def dictionary_sources(dictionary: Dictionary, tracks: pd.DataFrame) -> dict:
+    """The page's copies of the dictionaries: ``timeline_names_src`` (``name`` by name code),
+    ``timeline_types_src`` (``type`` and ``color`` by type code + 1) and ``timeline_labels_src`` (each
+    row's track label)."""
+    return {"names": ColumnDataSource({"name": dictionary.names}, name="timeline_names_src"),
+            "types": ColumnDataSource({"type": ["", *dictionary.types], "color": dictionary.colors},
+                                      name="timeline_types_src"),
+            "labels": ColumnDataSource({"label": [str(x) for x in tracks["label"]]}, name="timeline_labels_src")}
+
+
+def timeline_figure(bars: pd.DataFrame, tracks_df: pd.DataFrame, dictionary: Dictionary,
+                    x_range: Range1d | None = None, order: list[int] | None = None,
+                    flows_df: pd.DataFrame | None = None, width: int = MAX_WIDTH_PX,
+                    flows_prepared: dict | None = None, min_width_us: float | None = None):
     """The timeline: one row per track (labels "process / thread"), events as bars coloured by op type.
 
-    ``lod_df``: events or level-of-detail bars (``track``, ``start_us``, ``dur_us``, ``name``,
-    ``op_type``, optional ``count``, ``args``); ``tracks_df``: `Profile.timeline_tracks`; ``order``:
-    pinned track ids; ``width``: the widest the plot grows (px): it stretches to its container, down to
-    `MIN_WIDTH_PX`. Returns ``column(figure, details)``: the figure ``timeline_fig`` (wheel zoom, active
-    on scroll, and pan on the time axis, box select of a time range, hover, tap) and the
-    ``timeline_details`` Div that shows the clicked event's full details as text.
+    ``bars``: `lod_query` bars with codes (``codes=True``); ``dictionary``: the `Dictionary` their codes
+    point into; ``tracks_df``: `Profile.timeline_tracks`; ``order``: pinned track ids; ``width``: the
+    widest the plot grows (px): it stretches to its container, down to `MIN_WIDTH_PX`. Returns
+    ``column(figure, details)``: the figure ``timeline_fig`` (wheel zoom, active on scroll, and pan on the
+    time axis, box select of a time range, hover, tap) and the ``timeline_details`` Div that shows the
+    clicked event's details as text. ``min_width_us``: the least width a bar is drawn at (default: a
+    pixel of the whole run at ``width``).
     """
     tracks = track_table(tracks_df, order)
-    data = bar_data(lod_df, tracks)
+    if min_width_us is None and len(bars):
+        min_width_us = float(bars["end_us"].max() - bars["start_us"].min()) / max(width, 1)
+    data = bar_data(bars, tracks, min_width_us or 0.0)
     if x_range is None:
         lo = float(np.min(data["left"])) if len(data["left"]) else 0.0
         hi = float(np.max(data["right"])) if len(data["right"]) else 1.0
@@ -275,13 +341,19 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
                  sizing_mode="stretch_width", min_width=MIN_WIDTH_PX, max_width=max(width, MIN_WIDTH_PX),
                  height=50 + row_px * n, tools="xpan,xwheel_zoom,reset,save",
                  active_scroll="xwheel_zoom", active_drag="xpan", x_axis_location="above",
-                 x_axis_label="time from the start of the trace", output_backend="webgl")
+                 x_axis_label="time from the start of the trace")
     src = ColumnDataSource(data, name="timeline_src")
-    bars = fig.hbar(y="y", left="left", right="right", height=0.75, source=src, fill_color="color",
-                    fill_alpha="alpha", line_color="color", line_alpha="alpha", line_width=1,
-                    selection_line_color=theme.HIGHLIGHT,
-                    selection_fill_alpha="alpha", nonselection_fill_alpha="alpha",
-                    nonselection_line_alpha="alpha", name="timeline_bars")
+    dicts = dictionary_sources(dictionary, tracks)
+    # type code k -> palette entry k + 1 (entry 0: no type); the half steps keep every code off an edge
+    colors = LinearColorMapper(palette=dictionary.colors, low=-1.5, high=len(dictionary.colors) - 1.5,
+                               name="timeline_colors")
+    fill = {"field": "type_code", "transform": colors}
+    # Canvas, not WebGL: without a GPU (headless Chromium, many VMs) WebGL draws in software, and 20,000
+    # bars took ~0.5 s a frame against ~0.1 s on the canvas (a GPU draws either in a frame).
+    bars_r = fig.hbar(y="y", left="left", right="right", height=0.75, source=src, fill_color=fill,
+                      fill_alpha="alpha", line_color=None, selection_line_color=theme.HIGHLIGHT,
+                      selection_line_width=2, selection_fill_alpha="alpha", nonselection_fill_alpha="alpha",
+                      name="timeline_bars")
     # the search matches in the window, outlined (glyphs added as they are: these sources are never
     # selected, so no selection variants of them are built and sent)
     highlight = ColumnDataSource({"y": [], "left": [], "right": []}, name="timeline_highlight_src")
@@ -293,16 +365,23 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
                                 fill_alpha=0.35, line_color=theme.HIGHLIGHT, line_width=3))
     if flows_prepared is None:
         flows_prepared = prepare_flows(flows_df, tracks)
-    flows = ColumnDataSource(flows_in_window(flows_prepared, x_range.start, x_range.end), name="timeline_flows_src")
-    fig.add_layout(Arrow(end=VeeHead(size=6, fill_color=theme.AXIS, line_color=theme.AXIS), source=flows,
-                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=theme.AXIS,
-                         line_alpha=0.7, line_width=1, name="timeline_flows"))
-    fig.add_tools(HoverTool(renderers=[bars], tooltips=[
-        ("name", "@name"), ("type", "@op_type"), ("track", "@track_label"), ("start", "@start_us{0,0.000} us"),
-        ("duration", "@dur_us{0,0.000} us"), ("events", "@count"), ("busy", "@busy_us{0,0.000} us")]
-        + ([("args", "@args")] if "args" in data else [])))
-    fig.add_tools(TapTool(renderers=[bars]), BoxSelectTool(dimensions="width", renderers=[bars],
-                                                           name="timeline_box_select"))
+    flows = ColumnDataSource(flows_in_window(flows_prepared, x_range.start, x_range.end, texts=False),
+                             name="timeline_flows_src")
+    # a segment glyph and a head marker at the end, drawn as two batches (Arrow annotations drew each flow
+    # on its own: 500 cost a pan ~50 ms a frame against ~5 ms)
+    fig.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=flows, line_color=theme.AXIS, line_alpha=0.7,
+                line_width=1, name="timeline_flows")
+    fig.scatter(x="x1", y="y1", marker="triangle", angle="angle", source=flows, size=7, fill_color=theme.AXIS,
+                line_color=None, name="timeline_flow_heads")
+    fig.add_tools(HoverTool(renderers=[bars_r], tooltips=[
+        ("name", "@name_code{custom}"), ("type", "@type_code{custom}"), ("track", "@y{custom}"),
+        ("start", "@left{0,0.000} us"), ("duration", "@dur_us{0,0.000} us"), ("events", "@count"),
+        ("busy", "@busy_us{0,0.000} us")], formatters={
+        "@name_code": CustomJSHover(args=dict(names=dicts["names"]), code=_NAME_JS),
+        "@type_code": CustomJSHover(args=dict(types=dicts["types"]), code=_TYPE_JS),
+        "@y": CustomJSHover(args=dict(labels=dicts["labels"]), code=_TRACK_JS)}))
+    fig.add_tools(TapTool(renderers=[bars_r]), BoxSelectTool(dimensions="width", renderers=[bars_r],
+                                                             name="timeline_box_select"))
     fig.yaxis.ticker = FixedTicker(ticks=list(range(len(tracks))))
     fig.yaxis.major_label_overrides = {int(r): str(lbl) for r, lbl in zip(tracks["row"], tracks["label"])}
     fig.ygrid.visible = False
@@ -310,7 +389,7 @@ def timeline_figure(lod_df: pd.DataFrame, tracks_df: pd.DataFrame, x_range: Rang
     details = Div(text="Click an event to see its details.", render_as_text=True, name="timeline_details",
                   sizing_mode="stretch_width", styles={"white-space": "pre-wrap", "font-family": theme.MONO_FONT,
                                        "font-size": "12px", "color": "var(--jp-ui-font-color1, #333)"})
-    src.selected.js_on_change("indices", CustomJS(args=dict(src=src, details=details), code=_DETAILS_JS))
+    src.selected.js_on_change("indices", CustomJS(args=dict(src=src, details=details, **dicts), code=_DETAILS_JS))
     return theme.themed(column(theme.style(fig), details, sizing_mode="stretch_width"))
 
 
@@ -458,7 +537,7 @@ def counter_figure(prepared: dict | None, x_range: Range1d, width: int = MAX_WID
     filt = GroupFilter(column_name="series", group=0)
     fig = figure(name="timeline_counters", title=labels[0], height=150, sizing_mode="stretch_width",
                  min_width=MIN_WIDTH_PX, max_width=max(width, MIN_WIDTH_PX), x_range=x_range,
-                 tools="xpan,xwheel_zoom,reset,save", active_scroll="xwheel_zoom", output_backend="webgl")
+                 tools="xpan,xwheel_zoom,reset,save", active_scroll="xwheel_zoom")
     fig.step("start_us", "value", source=src, view=CDSView(filter=filt), mode="after", color=theme.OP_TYPE_PALETTE[0],
              line_width=1.5)
     fig.add_tools(HoverTool(tooltips=[("at", "@start_us{0,0.0} us"), ("value", "@value{0,0.000}")]))
@@ -474,33 +553,41 @@ TIMELINE_BUDGET = 8_000  # bars in the report's timeline: ~2-3 MB of HTML, respo
 TIMELINE_WIDTH_PX = 1600
 
 
-def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple[pd.DataFrame, str]:
+def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple[pd.DataFrame, str, Dictionary]:
     """Whole-run level of detail for a static report (no kernel to re-query on zoom):
     `nbprofiler.analysis.timeline.lod_query` over the full time range at ``width_px`` pixels, at most
     about ``budget`` bars (sub-pixel runs merged into aggregate bars whose ``count`` says how many
-    events they stand for). Returns the bars in the frame `timeline_figure` draws (``dur_us`` added) and
-    a sentence saying how many events were merged."""
+    events they stand for). Returns the bars with codes (what `timeline_figure` draws), a sentence saying
+    how many events were merged, and the `Dictionary` of the codes."""
     from ..analysis import timeline as T
     index = T.build_index(timeline_df, levels=False)  # one query: merging the events is cheaper
     t0 = float(timeline_df["start_us"].min())
     t1 = float((timeline_df["start_us"] + timeline_df["dur_us"].clip(lower=0)).max())
-    bars = T.lod_query(index, t0, t1, width_px, max_glyphs=budget)
-    bars = bars.assign(dur_us=bars["end_us"] - bars["start_us"])
+    bars = T.lod_query(index, t0, t1, width_px, max_glyphs=budget, codes=True)
     n_events = len(timeline_df)
     drawn = int(bars["count"].sum())
     merged_events = int(bars.loc[bars["count"] > 1, "count"].sum())
     merged_bars = int((bars["count"] > 1).sum())
+    dictionary = dictionary_of(index)
     if merged_events == 0 and drawn == n_events:
-        return bars, f"All {n_events:,} events are drawn."
+        return bars, f"All {n_events:,} events are drawn.", dictionary
     note = (f"{n_events:,} events drawn as {len(bars):,} bars: {merged_events:,} events too short to see at the "
             f"full-run zoom ({(t1 - t0) / width_px:,.1f} us per pixel) are merged into {merged_bars:,} "
             "aggregate bars (each in its main op type's colour, as opaque as it is busy; hover shows how many)")
     if drawn < n_events:
         note += f"; {n_events - drawn:,} events are left out"
-    return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail."
+    return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail.", dictionary
 
 
 # -- widget -----------------------------------------------------------------------------------------
+# The busy note, set by the page the moment the time axis leaves what it holds (`TimelineView.covers`).
+_BUSY_JS = """
+const [h0, h1, px, width] = src.tags.length ? src.tags : [0, 0, 0, 1];
+const covered = xr.start >= h0 && xr.end <= h1 && (xr.end - xr.start) / width * zoom >= px;
+busy.text = covered ? '' : 'loading detail…';
+"""
+
+
 def _frames_of(prof_or_frames, ranks=None, align: str = "clock", offsets_us: dict | None = None) -> dict:
     if hasattr(prof_or_frames, "ranks"):  # a Cluster: the chosen ranks stacked on one clock
         from ..analysis.cluster_timeline import stacked_timeline
@@ -509,14 +596,17 @@ def _frames_of(prof_or_frames, ranks=None, align: str = "clock", offsets_us: dic
 
 
 class TimelineView(traitlets.HasTraits, View):
-    """The timeline in a notebook, re-queried from Python on zoom and pan.
+    """The timeline in a notebook: pans and zooms drawn by the page, new detail queried from Python.
 
     ``prof_or_frames``: a `Profile`, a dict with ``timeline``, ``timeline_tracks`` and optionally
     ``timeline_flows``, or a `Cluster`: its ``ranks`` (default all) stacked, each rank's tracks together,
     on one clock (``align`` "clock" or "communication", plus ``offsets_us`` per rank: see
-    `nbprofiler.analysis.cluster_timeline`). The level-of-detail index is built once; every change of
-    the time axis (wheel zoom, pan, minimap, `set_window`) re-queries it after ``debounce_s`` seconds of
-    quiet and replaces ``timeline_src``'s data with at most `MAX_GLYPHS` bars. Also: regex search
+    `nbprofiler.analysis.cluster_timeline`). The level-of-detail index is built once. The page holds
+    the bars of the window shown and of `NEIGHBOURS` widths on each side (``held``: start, end and µs per
+    pixel); a change of the time axis (wheel zoom, pan, minimap) that stays inside them, at no more than
+    `HELD_ZOOM` times their detail, is drawn by the page alone, and any other re-queries the index after
+    ``debounce_s`` seconds of quiet (`set_window` re-queries at once), replacing ``timeline_src``'s data
+    with at most `MAX_GLYPHS` bars per window's width. Also: regex search
     (`search`) highlighting matches and listing them with jump-to, pinned tracks (`pin_tracks`), flows,
     per-op-type statistics of a box-selected time range (`select_range`) and a minimap. ``queries`` counts
     the re-queries.
@@ -532,8 +622,8 @@ class TimelineView(traitlets.HasTraits, View):
         `TIMELINE_BUDGET` bars (`timeline_lod`) under a note saying how many events were merged or left
         out, and the counters below it."""
         import html
-        lod, note = timeline_lod(prof.timeline, TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
-        fig = timeline_figure(lod, prof.timeline_tracks, width=TIMELINE_WIDTH_PX)
+        lod, note, dictionary = timeline_lod(prof.timeline, TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
+        fig = timeline_figure(lod, prof.timeline_tracks, dictionary, width=TIMELINE_WIDTH_PX)
         counters = counter_figure(prepare_counters(prof.timeline_counters),
                                   fig.select_one({"name": "timeline_fig"}).x_range, width=TIMELINE_WIDTH_PX)
         return column(Div(text=f"<p>{html.escape(note)}</p>", name="timeline_lod_note",
@@ -558,6 +648,7 @@ class TimelineView(traitlets.HasTraits, View):
         self.match_index: int | None = None   # the match the view jumped to (row of `matches`)
         self._pending = None
         self._setting_window = False
+        self.held: tuple[float, float, float] | None = None
         from ..analysis import timeline as engine
         self._engine = engine
         # The coarse levels (fast wide windows) are built beside the kernel's work once the view is up:
@@ -565,6 +656,7 @@ class TimelineView(traitlets.HasTraits, View):
         self._index = engine.build_index(self.events, levels=False)
         self.levels_built = threading.Thread(target=self._index.build_levels, name="nbprofiler-lod-levels",
                                              daemon=True)
+        self.dictionary = dictionary_of(self._index)
         dens = density(self.events)
         lo = float(dens["left"].min()) if len(dens) else 0.0
         hi = float(dens["right"].max()) if len(dens) else 1.0
@@ -572,24 +664,29 @@ class TimelineView(traitlets.HasTraits, View):
         self.x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range")
         self.tracks = track_table(self.tracks_df)
         self._flows_prepared = prepare_flows(self.flows, self.tracks)
-        self.plot = timeline_figure(self._query(lo - pad, hi + pad), self.tracks_df, self.x_range,
-                                    flows_df=self.flows, width=width, flows_prepared=self._flows_prepared)
+        self.held = (lo - pad, hi + pad, (hi - lo + 2 * pad) / width)
+        self.plot = timeline_figure(self._query(*self.held), self.tracks_df, self.dictionary, self.x_range,
+                                    flows_df=self.flows, width=width, flows_prepared=self._flows_prepared,
+                                    min_width_us=self.held[2])
         # The models the view updates, taken from where `timeline_figure` puts them: a search of the layout
         # walks all its models (~25 ms each, and each a share of the tab's first open).
         self.fig, self._details = self.plot.children   # rendered as text, never HTML
         named = {r.data_source.name: r.data_source for r in self.fig.renderers}
-        named.update({a.source.name: a.source for a in self.fig.center if a.name == "timeline_flows"})
+        hover = next(t for t in self.fig.tools if isinstance(t, HoverTool))
+        named["timeline_labels_src"] = hover.formatters["@y"].args["labels"]
         self.source = named["timeline_src"]
+        self.source.tags = [*self.held, self.width]
         self.minimap = minimap_figure(dens, self.x_range, width=width)
         # The search results and the range statistics are hidden until they have rows: each table is built
         # when first filled (`matches_table`, `stats`), into this row.
         self._tables = row(sizing_mode="stretch_width")
         self._matches_table = self._stats = None
-        # Shown by the browser the moment the time axis moves, cleared by the re-query's answer: the
-        # feedback does not wait for the kernel.
+        # Shown by the browser the moment the time axis leaves what the page holds, cleared by the
+        # re-query's answer: the feedback does not wait for the kernel.
         self.busy = Div(text="", name="timeline_busy", styles={"color": "var(--jp-ui-font-color2, #777)",
                                                                  "font-size": "12px", "min-height": "16px"})
-        busy_js = CustomJS(args=dict(busy=self.busy), code="busy.text = 're-querying the window…';")
+        busy_js = CustomJS(args=dict(busy=self.busy, src=self.source, xr=self.x_range, zoom=HELD_ZOOM),
+                           code=_BUSY_JS)
         self.x_range.js_on_change("start", busy_js)
         self.x_range.js_on_change("end", busy_js)
         self.source.js_on_change("data", CustomJS(args=dict(busy=self.busy), code="busy.text = '';"))
@@ -605,7 +702,8 @@ class TimelineView(traitlets.HasTraits, View):
                              sizing_mode="stretch_width", name="timeline_layout")
         theme.themed(self.minimap)
         self._sources = {n: named.get(n) for n in
-                         ("timeline_flows_src", "timeline_highlight_src", "timeline_current_src")}
+                         ("timeline_flows_src", "timeline_highlight_src", "timeline_current_src",
+                          "timeline_labels_src")}
         self.source.selected.on_change("indices", self._on_tap)
         self.x_range.on_change("start", self._on_range)
         self.x_range.on_change("end", self._on_range)
@@ -650,44 +748,81 @@ class TimelineView(traitlets.HasTraits, View):
         return self._stats
 
     # -- querying -----------------------------------------------------------------------------------
-    def _query(self, t0: float, t1: float) -> pd.DataFrame:
-        # No args with the bars: a click fetches the one event's (`_on_tap`), so a zoom ships less.
-        lod = self._engine.lod_query(self._index, t0, t1, self.width, max_glyphs=MAX_GLYPHS)
-        return lod.head(MAX_GLYPHS)   # the engine keeps to about max_glyphs; this makes it a hard cap
+    def _query(self, h0: float, h1: float, px: float) -> pd.DataFrame:
+        """The bars of [h0, h1] at ``px`` µs per pixel (no args: a click fetches the one event's, so a
+        zoom ships less)."""
+        pixels = max(int(round((h1 - h0) / px)), 1) if px > 0 else self.width
+        budget = int(MAX_GLYPHS * max(pixels / self.width, 1.0))
+        lod = self._engine.lod_query(self._index, h0, h1, pixels, max_glyphs=budget, codes=True)
+        return lod.head(budget)   # the engine keeps to about max_glyphs; this makes it a hard cap
+
+    def _held_for(self, t0: float, t1: float) -> tuple[float, float, float]:
+        """What the page is sent for the window [t0, t1]: it and `NEIGHBOURS` widths each side (inside the
+        axis bounds), at the window's µs per pixel."""
+        span = max(t1 - t0, 1e-9)
+        lo, hi = self.x_range.bounds if self.x_range.bounds else (t0 - NEIGHBOURS * span, t1 + NEIGHBOURS * span)
+        return max(t0 - NEIGHBOURS * span, lo), min(t1 + NEIGHBOURS * span, hi), span / self.width
+
+    def covers(self, t0: float, t1: float) -> bool:
+        """True when the page can draw [t0, t1] from what it holds: inside ``held``, at no more than
+        `HELD_ZOOM` times its detail (the same rule the page applies to its busy note)."""
+        if self.held is None:
+            return False
+        h0, h1, px = self.held
+        return t0 >= h0 and t1 <= h1 and (t1 - t0) / self.width * HELD_ZOOM >= px
 
     def requery(self) -> None:
-        """Re-query the LOD for the current time window and push the bars, flows and highlights."""
+        """Query the bars for the current time window and its neighbours and push them with the flows,
+        counters and highlights."""
         self._pending = None
         t0, t1 = float(self.x_range.start), float(self.x_range.end)
-        lod = self._query(t0, t1)
+        held = self._held_for(t0, t1)
+        lod = self._query(*held)
         self.queries += 1
-        self.source.data = bar_data(lod, self.tracks)
-        flows = self._sources["timeline_flows_src"]
-        flows.data = flows_in_window(self._flows_prepared, t0, t1)
+        self.held = held
+        self.source.tags = [*held, self.width]
+        self.source.data = bar_data(lod, self.tracks, held[2])
+        self._send_flows()
         self._send_counters()
         self._update_highlight()
         self._set_status()
 
+    def refresh(self) -> None:
+        """After the time axis moved: re-query when the page cannot draw the window from what it holds,
+        else only say what is shown."""
+        self._pending = None
+        if self.covers(float(self.x_range.start), float(self.x_range.end)):
+            self._send_flows()
+            self._set_status()
+        else:
+            self.requery()
+
+    def _send_flows(self) -> None:
+        """The flows with an end in the window shown (few, each drawn on its own: not held for pans)."""
+        self._sources["timeline_flows_src"].data = flows_in_window(
+            self._flows_prepared, float(self.x_range.start), float(self.x_range.end), texts=False)
+
     def _send_counters(self) -> None:
-        """The chosen counter series' samples for the window shown, at this width."""
+        """The chosen counter series' samples for the window held, at this width."""
         if self._counters is not None:
+            h0, h1, px = self.held
             self._counters_src.data = counter_window(
-                self._counters, float(self.x_range.start), float(self.x_range.end), counter_columns(self.width),
+                self._counters, h0, h1, counter_columns(max(int((h1 - h0) / px), 1) if px > 0 else self.width),
                 self._counters["labels"].index(self._counter_select.value))
 
     def _on_range(self, attr, old, new) -> None:
         if self._setting_window:        # set_window re-queries once itself
             return
         if self.debounce_s <= 0:
-            self.requery()
+            self.refresh()
             return
         if self._pending is not None:
             self._pending.cancel()
         try:
             import asyncio
-            self._pending = asyncio.get_running_loop().call_later(self.debounce_s, self.requery)
+            self._pending = asyncio.get_running_loop().call_later(self.debounce_s, self.refresh)
         except RuntimeError:          # no event loop (plain Python): a timer thread instead
-            self._pending = threading.Timer(self.debounce_s, self.requery)
+            self._pending = threading.Timer(self.debounce_s, self.refresh)
             self._pending.start()
 
     def set_window(self, t0_us: float, t1_us: float) -> None:
@@ -703,6 +838,10 @@ class TimelineView(traitlets.HasTraits, View):
             self._setting_window = False
         self.requery()
 
+    def bars(self) -> pd.DataFrame:
+        """The bars the page holds, with their names, op types, track labels and colours (`bar_table`)."""
+        return bar_table(self.source.data, self.dictionary, self.tracks)
+
     # -- tracks -------------------------------------------------------------------------------------
     def pin_tracks(self, track_ids: list[int]) -> None:
         """Put these tracks first, in this order; the others keep the trace's own order below them."""
@@ -711,6 +850,7 @@ class TimelineView(traitlets.HasTraits, View):
         self._flows_prepared = prepare_flows(self.flows, self.tracks)
         self.fig.yaxis.major_label_overrides = {int(r): str(lbl) for r, lbl in
                                                 zip(self.tracks["row"], self.tracks["label"])}
+        self._sources["timeline_labels_src"].data = {"label": [str(x) for x in self.tracks["label"]]}
         self.requery()
 
     def _on_pin(self, change) -> None:
@@ -769,8 +909,10 @@ class TimelineView(traitlets.HasTraits, View):
         rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
         empty = {"y": [], "left": [], "right": []}
         if self.matches is None or not len(self.matches):
-            src.data = empty
-            current.data = empty
+            # only when they show something: every change is a message to the page (~3 ms each to make)
+            for s in (src, current):
+                if len(s.data["left"]):
+                    s.data = empty
             return
         if self.match_index is not None and int(self.matches["track"].iloc[self.match_index]) in rows:
             c = self.matches.iloc[self.match_index]
@@ -778,7 +920,7 @@ class TimelineView(traitlets.HasTraits, View):
                             "right": [float(c["start_us"]) + float(c["dur_us"])]}
         else:
             current.data = empty
-        t0, t1 = float(self.x_range.start), float(self.x_range.end)
+        t0, t1 = self.held[:2]
         m = self.matches
         m = m[(m["start_us"] + m["dur_us"] >= t0) & (m["start_us"] <= t1)]
         m = m[m["track"].astype(int).isin(rows.keys())]
@@ -790,8 +932,10 @@ class TimelineView(traitlets.HasTraits, View):
         if len(new) != 1 or d["count"][new[0]] != 1:
             return  # a merged bar is many events: nothing to link to
         i = new[0]
-        self.event = {"name": str(d["name"][i]), "op_type": str(d["op_type"][i]), "track": str(d["track_label"][i]),
-                      "start_us": float(d["start_us"][i]), "dur_us": float(d["dur_us"][i])}
+        label = self.tracks["label"].iloc[int(d["y"][i])] if 0 <= int(d["y"][i]) < len(self.tracks) else ""
+        self.event = {"name": self.dictionary.name(int(d["name_code"][i])),
+                      "op_type": self.dictionary.type(int(d["type_code"][i])), "track": str(label),
+                      "start_us": float(d["left"][i]), "dur_us": float(d["dur_us"][i])}
         row = int(d["row"][i])
         if row >= 0 and "args" in self.events.columns:
             args = self.events["args"].iloc[row]
@@ -825,9 +969,12 @@ class TimelineView(traitlets.HasTraits, View):
 
     # -- display ------------------------------------------------------------------------------------
     def _set_status(self) -> None:
-        n = len(self.source.data["left"])
-        merged = int(np.sum(self.source.data["count"])) if n else 0
-        t0, t1 = max(float(self.x_range.start), 0.0), float(self.x_range.end)
+        d = self.source.data
+        t0, t1 = float(self.x_range.start), float(self.x_range.end)
+        shown = np.flatnonzero((np.asarray(d["left"]) <= t1) & (np.asarray(d["right"]) >= t0))
+        n = len(shown)
+        merged = int(np.asarray(d["count"])[shown].sum()) if n else 0
+        t0 = max(t0, 0.0)
         text = (f"{theme.format_time_us(t0, like=t1)} – {theme.format_time_us(t1)} from the start of the trace: "
                 f"{merged:,} events as {n:,} bars; {len(self.events):,} events in {len(self.tracks)} tracks")
         if self.matches is not None:
@@ -839,19 +986,21 @@ class TimelineView(traitlets.HasTraits, View):
             else:
                 text += f"; {total:,} matches"
         self.status.value = f"<span style='{theme.MUTED_CSS}'>{_esc(text)}</span>"
-        self.legend.value = _legend_html(self.source.data)
+        self.legend.value = _legend_html(np.asarray(d["type_code"])[shown], np.asarray(d["count"])[shown],
+                                         self.dictionary)
 
 
-def _legend_html(bars: dict) -> str:
-    """The colours of the op types drawn in the window, most bars first (names escaped)."""
-    if not len(bars["op_type"]):
+def _legend_html(type_code: np.ndarray, count: np.ndarray, dictionary: Dictionary) -> str:
+    """The colours of the op types of the bars shown, the most events first (names escaped)."""
+    if not len(type_code):
         return ""
-    counts = pd.Series(np.asarray(bars["count"], dtype=float), index=list(bars["op_type"])).groupby(level=0).sum()
-    colors = dict(zip(bars["op_type"], bars["color"]))
-    top = counts.sort_values(ascending=False, kind="stable").index[:LEGEND_TYPES]
+    events = np.bincount(type_code.astype(np.int64) + 1, weights=count, minlength=len(dictionary.colors))
+    present = np.flatnonzero(events > 0)
+    top = present[np.argsort(-events[present], kind="stable")][:LEGEND_TYPES]
     items = "".join(f"<span style='display:inline-block;margin:0 12px 2px 0;white-space:nowrap'>"
-                    f"<span style='color:{_esc(colors[t])}'>■</span> {_esc(str(t))}</span>" for t in top)
-    more = len(counts) - len(top)
+                    f"<span style='color:{_esc(dictionary.colors[k])}'>■</span> "
+                    f"{_esc(dictionary.type(int(k) - 1) or '(no type)')}</span>" for k in top)
+    more = len(present) - len(top)
     rest = f"<span style='{theme.MUTED_CSS}'>and {more} more types</span>" if more > 0 else ""
     return f"<div style='font-size:12px;line-height:1.5'>{items}{rest}</div>"
 

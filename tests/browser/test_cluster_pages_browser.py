@@ -45,7 +45,7 @@ def test_cluster_page_timeline_of_ranks(lab, page):
     fold = out.get_by_text("Timeline of ranks 0, 1 on one clock").first
     fold.wait_for()
     fold.click()
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["timeline_src", "start_us"])
+    page.wait_for_function(_SOURCE_LEN_JS, arg=["timeline_src", "left"])
     # both ranks' tracks are offered to pin, each named after its rank
     # (ipywidgets writes the labels with no-break spaces)
     options = [o.replace("\xa0", " ") for o in

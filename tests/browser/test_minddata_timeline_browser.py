@@ -1,6 +1,7 @@
 """MindDataView and TimelineView in a real JupyterLab: click a queue, zoom the timeline, look at it."""
 from __future__ import annotations
 
+import pytest
 from helpers import (bokeh_data, cell_errors, count_canvases, open_and_run_all, save_screenshot,
                      wait_painted, write_notebook)
 
@@ -14,6 +15,14 @@ _SET_X_RANGE_JS = """([t0, t1]) => {
     if (r) { r.setv({start: t0, end: t1}); return true; }
   }
   return false; }"""
+
+
+_BUSY_TEXT_JS = """() => Bokeh.documents.flatMap(d => { const b = d.get_model_by_name('timeline_busy');
+  return b ? [b.text] : []; })"""
+# a number that changes whenever the page's bars are replaced (their first left edge and count)
+_SOURCE_DATA_JS = """() => { for (const d of Bokeh.documents) { const s = d.get_model_by_name('timeline_src');
+  if (s) { const l = s.data instanceof Map ? s.data.get('left') : s.data.left; return l.length * 1e9 + (l[0] || 0); } }
+  return -1; }"""
 
 
 def test_minddata_and_timeline_views(lab, page):
@@ -79,13 +88,29 @@ def test_minddata_and_timeline_views(lab, page):
     page.wait_for_function("""(t1) => Bokeh.documents.some(d => { const m = d.get_model_by_name('timeline_src');
         const l = m && (m.data instanceof Map ? m.data.get('left') : m.data.left);
         return l && l.length > 0 && Math.max(...l) <= t1; })""",
-                           arg=first + 400.0, timeout=20_000)
+                           arg=first + 800.0, timeout=20_000)  # the window and its width after it
     after_left = bokeh_data(page, "timeline_src", "left")[0]
     after_count = bokeh_data(page, "timeline_src", "count")[0]
-    assert after_left != before and len(after_left) <= 20_000
+    assert after_left != before and len(after_left) <= 3 * 20_000
     assert max(after_count) == 1                           # zoomed in: single events only
     wait_painted(page)
     save_screenshot(tl_cell, "timeline_view_zoomed")
+
+    # --- a pan inside what the page holds (the window and one width each side) is the page's own: it
+    # asks nothing (the busy note, set by the page on the axis change, stays empty) and keeps its bars;
+    # a pan past it asks for new bars, which arrive and clear the note
+    held_data = page.evaluate(_SOURCE_DATA_JS)
+    assert page.evaluate(_SET_X_RANGE_JS, [first + 200.0, first + 600.0])
+    assert page.evaluate(_BUSY_TEXT_JS) == [""] and page.evaluate(_SOURCE_DATA_JS) == held_data
+    assert page.evaluate(_SET_X_RANGE_JS, [first + 2_000.0, first + 2_400.0])
+    assert page.evaluate(_BUSY_TEXT_JS) == ["loading detail…"]
+    page.wait_for_function(f"() => JSON.stringify(({_BUSY_TEXT_JS})()) === JSON.stringify(['']) && "
+                           f"({_SOURCE_DATA_JS})() !== {held_data}", timeout=20_000)
+    h0, h1 = page.evaluate("""() => Bokeh.documents.flatMap(d => {
+        const s = d.get_model_by_name('timeline_src'); return s ? [s.tags] : []; })[0]""")[:2]
+    assert (h0, h1) == pytest.approx((first + 1_600.0, first + 2_800.0))  # the window and a width each side
+    left, right = bokeh_data(page, "timeline_src", "left")[0], bokeh_data(page, "timeline_src", "right")[0]
+    assert left and all(r >= h0 and lo <= h1 for lo, r in zip(left, right))
 
 
 
