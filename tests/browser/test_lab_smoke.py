@@ -34,19 +34,23 @@ def test_bokeh_widget_renders_and_reacts(lab, page):
     cells = open_and_run_all(page, lab, "smoke.ipynb", 2)
     box = cells.nth(1).locator(".widget-vbox").first
     box.locator("canvas").first.wait_for(state="visible")
+    wait_bokeh_data(page, "bar_src", "top", [1, 2, 3, 4])
     wait_painted(page)
-    assert bokeh_data(page, "bar_src", "top") == [[1, 2, 3, 4]]
+    # every view of the figure shows the kernel's data (a re-rendered output makes a second document)
+    assert all(c == [1, 2, 3, 4] for c in bokeh_data(page, "bar_src", "top"))
     assert count_canvases(page) >= 1
     before = save_screenshot(box, "lab_smoke_before")
 
+    # The last reply of Run All moves focus to the notebook; once the kernel is idle that has happened,
+    # and each key is sent to the focused handle and its effect awaited before the next one.
+    page.locator("#jp-main-statusbar >> text=Idle").first.wait_for()
     handle = box.locator(".widget-slider .noUi-handle")
-    handle.focus()
-    for _ in range(4):
+    for scale in range(2, 6):
         handle.press("ArrowRight")
-    page.locator(".widget-label:has-text('sum=50')").wait_for()
+        page.locator(f".widget-label:has-text('sum={10 * scale}')").wait_for()
     wait_bokeh_data(page, "bar_src", "top", [5, 10, 15, 20])
     wait_painted(page)
-    assert bokeh_data(page, "bar_src", "top") == [[5, 10, 15, 20]]
+    assert all(c == [5, 10, 15, 20] for c in bokeh_data(page, "bar_src", "top"))
     after = save_screenshot(box, "lab_smoke_after")
     assert pixel_diff(before, after) > 0.01
     save_screenshot(page, "lab_smoke_page")
