@@ -100,7 +100,8 @@ class FrameSpec:
     `nbprofiler.io.discover`), ``more`` (the further columns a frame carries as the file names them, or "":
     then every column is declared), ``note`` (how the values relate to the files), ``builder`` (how
     `Profile` builds it: ``"sources"``, read by the first of its sources in `nbprofiler.model.build.SOURCES`
-    whose roles the run has; ``"derive"``, joined from other frames by `nbprofiler.model.build.DERIVED`)."""
+    whose roles the run has; ``"derive"``, joined from other frames by `nbprofiler.model.build.DERIVED`;
+    ``"analysis"``, an `ANALYSIS_FRAMES` frame an analysis function builds across a cluster's ranks)."""
 
     name: str
     row: str
@@ -524,6 +525,34 @@ RECORDS: dict[str, RecordSpec] = {r.name: r for r in (
         frozenset({"profiler_info", "profiler_metadata", "cann_info", "cann_start_info", "cann_end_info"}) | _DB),
 )}
 
+# Frames an analysis derives across a cluster's ranks (not `Profile` properties): declared here like the
+# others (``builder`` "analysis": the function their note names builds them), and tables of ``cluster.sql``
+# under their name.
+ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
+    FrameSpec("rank_breakdown", "rank and step", (
+        col("rank", "str", "", "the rank's key in the cluster"), col("step", "int64", "", "step number"),
+        col("step_ms", "float64", "ms", "the step (= the parts below, NaN parts counted as 0)"),
+        col("computing_ms", "float64", "ms", "device computing with no communication beside it (legacy: the rest "
+            "of the step, overlapped communication and idle time included)"),
+        col("comm_overlapped_ms", "float64", "ms", "communication overlapped by computing"),
+        col("comm_exposed_ms", "float64", "ms", "communication not overlapped (= wait_ms + transit_ms)"),
+        col("wait_ms", "float64", "ms", "part of the exposed communication spent waiting for the other ranks "
+            "(apportioned by the files' wait / (wait + transit))"),
+        col("transit_ms", "float64", "ms", "part of the exposed communication spent moving data"),
+        col("free_ms", "float64", "ms", "the device idle inside the step"),
+        col("host_bound_ms", "float64", "ms", "the device idle while the host dispatches the step (Preparing; "
+            "legacy: the step interval)"),
+        col("wait_share", "float64", "0-1", "wait / (wait + transit) of the rank's communication in the step"),
+        col("source", "str", "", "the files the row's numbers come from"),
+    ), "none", ("ASCEND_PROFILER_OUTPUT/step_trace_time.csv", "cluster_step_trace_time.csv", "*.db (STEP_TIME, "
+                "TASK)", "trace_view.json (Notify Wait, SDMA, RDMA tasks)", "cluster_communication.json",
+                "step_trace_raw_*_detail_time.csv", "ascend_cluster_analyse_*.csv", "hccl_raw_*.csv"),
+        frozenset({"step_trace", "step_trace_time", "cluster_step_trace_time", "analysis_db", "cluster_analysis_db",
+                   "trace_view", "cluster_communication", "communication", "cluster_analyse", "hccl_raw"}) | _DB,
+        note="`nbprofiler.analysis.breakdown.rank_breakdown(cluster)`; a NaN part is one the files do not give.",
+        builder="analysis"),
+)}
+
 # Roles read only for the frames no text file of the run gives (the text export wins when both exist).
 DB_FALLBACK_ROLES = _DB
 
@@ -583,6 +612,10 @@ def markdown_table() -> str:
              "|---|---|---|---|---|"]
     for spec in FRAMES.values():
         lines.append(f"| `{spec.name}` | {esc(spec.row)} | {esc(_columns_cell(spec))} | {spec.clock} | "
+                     f"{esc(', '.join(f'`{f}`' for f in spec.files))} |")
+    lines += ["", "| analysis frame | one row per | columns | built by | sources |", "|---|---|---|---|---|"]
+    for spec in ANALYSIS_FRAMES.values():
+        lines.append(f"| `{spec.name}` | {esc(spec.row)} | {esc(_columns_cell(spec))} | {esc(spec.note)} | "
                      f"{esc(', '.join(f'`{f}`' for f in spec.files))} |")
     lines += ["", "| record | what it is | sources |", "|---|---|---|"]
     for rec in RECORDS.values():

@@ -1,5 +1,6 @@
-"""Cluster view: per-rank stacked step bars (outlier ranks outlined), a rank x stage heatmap and the
-slow-rank table. Figure factories take the frames of `nbprofiler.analysis.cluster`."""
+"""Cluster view: per-rank stacked step bars (outlier ranks outlined), a rank x stage heatmap, the
+slow-rank table and each rank's step breakdown (computing, communication overlapped and exposed, wait vs
+transit, free, host-bound). Figure factories take the frames of `nbprofiler.analysis.cluster`."""
 from __future__ import annotations
 
 import html
@@ -277,6 +278,137 @@ def communication_layout(cluster):
                   sizing_mode="stretch_width", name="cluster_communication")
 
 
+# The breakdown's stacked segments: the disjoint parts of a step, the exposed communication split where the
+# files give the split ("exposed_unsplit_ms" where they do not).
+BREAKDOWN_SEGMENTS = {"computing_ms": ("Computing (alone)", "#0072B2"),
+                      "comm_overlapped_ms": ("Communication overlapped", "#56B4E9"),
+                      "wait_ms": ("Exposed: waiting for other ranks", "#D55E00"),
+                      "transit_ms": ("Exposed: moving data", "#CC79A7"),
+                      "exposed_unsplit_ms": ("Exposed communication (no wait/transit split)", "#E7A3C9"),
+                      "free_ms": ("Free (device idle)", "#999999"),
+                      "host_bound_ms": ("Host-bound (device waits for dispatch)", "#E69F00")}
+# Above this many ranks the bars show the slowest ones only, and a rank x part heatmap shows them all.
+BREAKDOWN_TOP_RANKS = 32
+
+
+def _breakdown_rows(frame: pd.DataFrame, groups: dict) -> pd.DataFrame:
+    """Per rank (slowest first): the segments of `BREAKDOWN_SEGMENTS` (NaN -> 0), ``step_ms``, ``group``."""
+    df = frame.copy()
+    split = df["wait_ms"].notna()
+    df["exposed_unsplit_ms"] = np.where(split, 0.0, df["comm_exposed_ms"])
+    for c in BREAKDOWN_SEGMENTS:
+        df[c] = df[c].astype(float).fillna(0.0)
+    df["rank"] = df["rank"].astype(str)
+    df["group"] = [groups.get(r, "") for r in df["rank"]]
+    return df.sort_values("step_ms", ascending=False, kind="stable", ignore_index=True)
+
+
+def _breakdown_data(rows: pd.DataFrame, group_order: list, top: int) -> tuple[dict, list]:
+    rows = rows.head(top)
+    if group_order:
+        rows = rows.assign(_g=rows["group"].map({g: i for i, g in enumerate(group_order)}).fillna(len(group_order)))
+        rows = rows.sort_values(["_g", "step_ms"], ascending=[True, False], kind="stable")
+        factors = [(g or "other ranks", r) for g, r in zip(rows["group"], rows["rank"])]
+    else:
+        factors = rows["rank"].tolist()
+    data = {"x": factors, "rank": rows["rank"].tolist(), "group": rows["group"].tolist(),
+            "step_ms": rows["step_ms"].tolist(), **{c: rows[c].tolist() for c in BREAKDOWN_SEGMENTS}}
+    return data, factors
+
+
+def breakdown_figure(frame: pd.DataFrame, groups: dict | None = None, group_order: list | None = None,
+                     top: int = BREAKDOWN_TOP_RANKS):
+    """Stacked bars of each rank's step split into its parts (``frame``: `analysis.breakdown.rank_breakdown`),
+    slowest rank first (within its rank group where ``groups`` maps rank -> group label), and a step picker:
+    the median over the steps (`analysis.breakdown.rank_medians`) or one step. Only the ``top`` slowest ranks get a
+    bar. Returns (figure, picker)."""
+    from bokeh.models import Select
+
+    from ..analysis.breakdown import rank_medians
+    groups, group_order = groups or {}, group_order or []
+    choices = {"median": _breakdown_rows(rank_medians(frame), groups)}
+    for step, g in frame.groupby("step"):
+        choices[f"step {int(step)}"] = _breakdown_rows(g, groups)
+    datasets, ranges = {}, {}
+    for k, rows in choices.items():
+        datasets[k], ranges[k] = _breakdown_data(rows, group_order, top)
+    src = ColumnDataSource(datasets["median"], name="cluster_breakdown_src")
+    nested = bool(group_order)
+    n = len(choices["median"])
+    fig = figure(x_range=FactorRange(*ranges["median"]), height=340, sizing_mode="stretch_width",
+                 title="Step breakdown per rank, slowest first" + (f" (the {top} slowest of {n} ranks)" if n > top
+                                                                   else ""),
+                 x_axis_label="Rank", y_axis_label=theme.axis_label("Time", "ms"),
+                 tools="xpan,xwheel_zoom,reset,save", name="cluster_breakdown")
+    segs = [c for c in BREAKDOWN_SEGMENTS if any(any(v) for v in (d[c] for d in datasets.values()))]
+    if segs:
+        fig.vbar_stack(segs, x="x", width=0.8, source=src, color=[BREAKDOWN_SEGMENTS[c][1] for c in segs],
+                       legend_label=[BREAKDOWN_SEGMENTS[c][0] for c in segs])
+        fig.legend.orientation = "horizontal"
+        fig.add_layout(fig.legend[0], "below")
+    fig.add_tools(HoverTool(tooltips=[("rank", "@rank"), *([("group", "@group")] if nested else []),
+                                      ("step", "@step_ms{0,0.000} ms")] +
+                                     [(BREAKDOWN_SEGMENTS[c][0], f"@{c}{{0,0.000}} ms") for c in segs]))
+    if min(n, top) > 24:
+        fig.xaxis.major_label_orientation = 1.2
+    fig.y_range.start = 0
+    picker = Select(title="Steps", value="median", options=list(choices), width=220, name="cluster_breakdown_step")
+    picker.js_on_change("value", CustomJS(args={"src": src, "xr": fig.x_range, "data": datasets, "ranges": ranges},
+                                          code="xr.factors = ranges[cb_obj.value]; "
+                                               "src.data = Object.assign({}, data[cb_obj.value]);"))
+    return theme.style(fig), picker
+
+
+def breakdown_heatmap(frame: pd.DataFrame):
+    """Every rank x part (median ms over the steps), slowest rank on top: the aggregated form for many ranks."""
+    from ..analysis.breakdown import rank_medians
+    med = rank_medians(frame)
+    rows = _breakdown_rows(med, {})
+    parts = [c for c in BREAKDOWN_SEGMENTS if rows[c].any()]
+    long = rows.melt(id_vars=["rank"], value_vars=parts, var_name="part", value_name="ms")
+    long["part_label"] = [BREAKDOWN_SEGMENTS[p][0] for p in long["part"]]
+    long["share"] = long["ms"] / long["rank"].map(rows.set_index("rank")["step_ms"])
+    mapper = LinearColorMapper(palette=Viridis256, low=0.0, high=1.0)
+    labels = [BREAKDOWN_SEGMENTS[p][0] for p in parts]
+    fig = figure(x_range=FactorRange(*labels) if labels else FactorRange("-"),
+                 y_range=FactorRange(*reversed(rows["rank"].tolist())), height=max(220, min(900, 14 * len(rows) + 140)),
+                 sizing_mode="stretch_width", title="Rank x part (share of the rank's median step)", tools="save",
+                 name="cluster_breakdown_heatmap")
+    fig.rect(x="part_label", y="rank", width=1, height=1,
+             source=ColumnDataSource(long, name="cluster_breakdown_heat_src"),
+             fill_color={"field": "share", "transform": mapper}, line_color=None)
+    fig.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
+    fig.xaxis.major_label_orientation = 0.5
+    fig.add_tools(HoverTool(tooltips=[("rank", "@rank"), ("part", "@part_label"), ("time", "@ms{0,0.000} ms"),
+                                      ("share", "@share{0.0%}")]))
+    return theme.style(fig)
+
+
+def breakdown_layout(cluster, diagnosis=None):
+    """The per-rank step breakdown (`analysis.breakdown`): the sentence naming what costs the slowest rank
+    most, the identity the parts obey and each rank's sources, the stacked bars with a step picker, and past
+    `BREAKDOWN_TOP_RANKS` ranks a rank x part heatmap; None when no rank has a step trace."""
+    from ..analysis.breakdown import IDENTITY, breakdown_summary, rank_breakdown
+    frame = rank_breakdown(cluster)
+    if frame.empty:
+        return None
+    digest = breakdown_summary(frame)
+    groups, order = {}, []
+    for g in getattr(diagnosis, "groups", ()) or ():
+        label = g.named or g.label
+        order.append(label)
+        groups.update({str(r): label for r in g.ranks})
+    fig, picker = breakdown_figure(frame, groups, order)
+    sources = sorted(frame["source"].unique())
+    text = (f'<div style="{theme.PANEL_CSS}"><p style="margin:4px 0">{html.escape(digest["finding"] or "")}</p>'
+            f'<div style="{theme.MUTED_CSS}">{html.escape(IDENTITY)}. Sources: '
+            f'{html.escape(" | ".join(sources))}.</div></div>')
+    parts = [Div(text=text, sizing_mode="stretch_width", name="cluster_breakdown_finding"), picker, fig]
+    if frame["rank"].nunique() > BREAKDOWN_TOP_RANKS:
+        parts.append(breakdown_heatmap(frame))
+    return column(*parts, sizing_mode="stretch_width", name="cluster_breakdown_layout")
+
+
 # The ranks a cluster page's timeline stacks at first (their tracks fit a screen); any others with
 # TimelineView(cluster, ranks=[...]).
 TIMELINE_RANKS = 8
@@ -297,9 +429,9 @@ class ClusterView(LayoutView):
         self.diagnosis = diagnose_cluster(cluster)
         self.layout = cluster_layout(self.summary, self.diagnosis)
         self.timeline = None
-        comm = communication_layout(cluster)
-        if comm is not None:
-            self.layout = column(self.layout, comm, sizing_mode="stretch_width", name="cluster_page")
+        more = [p for p in (breakdown_layout(cluster, self.diagnosis), communication_layout(cluster)) if p is not None]
+        if more:
+            self.layout = column(self.layout, *more, sizing_mode="stretch_width", name="cluster_page")
 
     @property
     def widget(self):
@@ -366,4 +498,5 @@ class ClusterView(LayoutView):
 
 
 __all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",
-           "communication_figure", "rank_communication_figure", "links_div", "communication_layout", "ClusterView"]
+           "communication_figure", "rank_communication_figure", "links_div", "communication_layout", "breakdown_figure",
+           "breakdown_heatmap", "breakdown_layout", "ClusterView"]
