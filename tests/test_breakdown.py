@@ -216,6 +216,14 @@ def test_the_cluster_page_shows_the_breakdown(loaded):
     shown = pd.Series(src.data["step_ms"], index=src.data["rank"])
     assert set(shown.index) == set(med["rank"])
     assert shown.to_dict() == pytest.approx(med.set_index("rank")["step_ms"].to_dict())
+    if view.diagnosis.groups:  # bars grouped as the diagnosis groups the ranks, slowest first inside a group
+        factors = list(fig.x_range.factors)
+        for g in view.diagnosis.groups:
+            mine = [i for i, (label, _) in enumerate(factors) if label == (g.named or g.label)]
+            assert {factors[i][1] for i in mine} == {str(r) for r in g.ranks}
+            assert mine == list(range(mine[0], mine[-1] + 1))
+            steps = [shown[factors[i][1]] for i in mine]
+            assert steps == sorted(steps, reverse=True)
     picker = view.layout.select_one({"name": "cluster_breakdown_step"})
     assert picker.options[0] == "median" and len(picker.options) == 1 + bd["step"].nunique()
     file_html(view.layout, INLINE, name)
