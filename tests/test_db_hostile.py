@@ -20,6 +20,7 @@ import nbprofiler
 
 from nbprofiler.errors import FileTooLargeError, MissingColumnError, ProfilerDataError, ProfilerDataWarning
 from nbprofiler.io import _util, db
+from nbprofiler.io.discover import discover
 
 from .conftest import DATA, load_quietly
 
@@ -240,6 +241,36 @@ def test_a_table_past_the_memory_guard_is_refused_before_its_rows_are_read(run, 
     assert "table TASK" in str(e.value) and e.value.path.name.endswith("_0.db")
     assert frames["kernels"].empty and any("FileTooLargeError" in p.error for p in prof.problems)
     assert len(frames["step_trace"]) > 0  # analysis.db still loads
+
+
+def test_the_timeline_is_refused_for_all_its_tables_before_any_is_read(run, monkeypatch):
+    """Each table of the timeline fits the guard on its own, all of them together do not: the frame is
+    refused naming every table before a row of any is read (and before the origin's scan)."""
+    path = run / DB_NAME
+    have = db.tables(path)
+    con = sqlite3.connect(path)
+    rows = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("TASK", "COMMUNICATION_OP", "CANN_API", "PYTORCH_API")}
+    con.close()
+    assert all(t in have for t in rows) and min(rows.values()) > 0
+    cols = {"TASK": 8, "COMMUNICATION_OP": 6, "CANN_API": 7, "PYTORCH_API": 7}  # the columns it reads of each
+    need = sum(rows[t] * cols[t] for t in rows) * db.CELL_BYTES
+    largest = max(rows[t] * cols[t] for t in rows) * db.CELL_BYTES
+    assert largest < need * 0.75
+    # the guard allows the largest table alone, not all of them
+    monkeypatch.setattr(_util, "available_memory_bytes", lambda: int((largest + need) / 2 / _util.MEMORY_FRACTION))
+    read = []
+    monkeypatch.setattr(db, "read_rows", lambda cur: read.append(cur) or pytest.fail("a table was read"))
+    monkeypatch.setattr(db, "origin_us", lambda run: pytest.fail("the origin was computed"))
+    run_files = discover(run)[0]
+    with pytest.raises(FileTooLargeError) as e:
+        db.timeline(run_files)
+    msg = str(e.value)
+    assert e.value.path == path and "the timeline" in msg and "refused before loading" in msg
+    for t in rows:
+        assert f"table {t}: {rows[t]:,} rows x {cols[t]} columns" in msg
+    assert f"~{need / 1e9:.1f} GB" in msg and not read
+    assert largest < _util.available_memory_bytes() * _util.MEMORY_FRACTION < need  # each alone would pass
 
 
 HUGE = """

@@ -390,3 +390,24 @@ def test_database_benchmark_quick_mode(tmp_path):
     assert row["rows"]["timeline"]["floor"] == sum(row["table_rows"][t] for t in ("TASK", "COMMUNICATION_OP",
                                                                                    "CANN_API", "PYTORCH_API"))
     assert "| database |" in bench.markdown([row])
+
+
+@pytest.mark.parametrize("block", [3, 65536])
+def test_rows_are_read_as_pandas_read_sql_query_reads_them(tmp_path, monkeypatch, block):
+    """`db.read_rows` (blocks of typed columns) gives the frame pandas.read_sql_query gives, column kinds
+    mixed within and across blocks included: integers, NULLs, floats, texts, blobs, integers past int64."""
+    monkeypatch.setattr(db, "FETCH_ROWS", block)
+    rng = np.random.default_rng(0)
+    kinds = {"ints": [1, 2 ** 62, -5], "ints_null": [1, None, 7], "num": [1, 2.5, None, 2 ** 53 + 1],
+             "text": ["a", None, "bb"], "nulls": [None], "mixed": [1, 2.5, "x", "12", b"ab", None, 2 ** 63 - 1],
+             "late_text": [1, 2], "floats": [0.5, 1.25]}
+    con = sqlite3.connect(tmp_path / "t.db")
+    con.execute(f"CREATE TABLE t ({', '.join(kinds)})")
+    rows = [[v[rng.integers(len(v))] for v in kinds.values()] for _ in range(20)]
+    rows[-1][list(kinds).index("late_text")] = "text in the last block"
+    con.executemany(f"INSERT INTO t VALUES ({', '.join('?' * len(kinds))})", rows)
+    for sql in ["SELECT * FROM t", "SELECT * FROM t WHERE 0", "SELECT ints, ints AS ints FROM t",
+                "SELECT ints_null, 18446744073709551615 AS big FROM t", "SELECT text FROM t WHERE text IS NULL",
+                "SELECT floats, late_text FROM t LIMIT 5"]:
+        pd.testing.assert_frame_equal(db.read_rows(con.execute(sql)), pd.read_sql_query(sql, con))
+    con.close()

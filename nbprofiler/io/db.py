@@ -12,15 +12,17 @@ Read-only, strictly: every connection is ``file:...?mode=ro&immutable=1`` (SQLit
 WAL file and takes no lock, so the profiler folder stays byte-identical). A database with a ``-wal`` (or
 hot ``-journal``) file beside it holds commits an immutable read would miss: it is read through a private
 copy of the database and that file in a temporary folder, as any reader would see it (`connect`). Each frame
-is one SQL query over only the tables and columns it needs; ``STRING_IDS`` texts are fetched once per
+is one SQL query per table over only the columns it needs, its rows fetched a block at a time into typed
+columns (`read_rows`: no Python object per cell is kept); ``STRING_IDS`` texts are fetched once per
 distinct id (`decode_strings`), so rows sharing a text share one string; aggregates are computed in SQL.
 
 Hostile files: every sqlite3 error is a `ProfilerDataError` naming the file and the table (`query`); a
-query whose rows would not fit in memory is refused with `FileTooLargeError` before a row is read (the
-table's row count x the query's columns x `CELL_BYTES`, against the memory guard of `nbprofiler.io._util`);
-a text longer than `MAX_STRING_BYTES` is left empty with a warning; a row whose time is NULL, not a number
-or impossible (negative start, end before start, over 30 days, as the trace readers) is skipped with a
-warning naming its table and rowid (`clean_times`), and past `BAD_ROW_LIMIT` of the rows its table fails.
+frame whose queries' rows would not fit in memory together is refused with `FileTooLargeError` naming its
+tables before a row of any is read (`weigh`: each table's row count x the query's columns x `CELL_BYTES`,
+against the memory guard of `nbprofiler.io._util`); a text longer than `MAX_STRING_BYTES` is left empty
+with a warning; a row whose time is NULL, not a number or impossible (negative start, end before start,
+over 30 days, as the trace readers) is skipped with a warning naming its table and rowid (`clean_times`),
+and past `BAD_ROW_LIMIT` of the rows its table fails.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import EmptyFileError, FileTooLargeError, MalformedFileError, MissingColumnError, ProfilerDataError
 from ..schema import FRAMES, STAGE_SETS
@@ -64,11 +67,13 @@ CORE_OF_TASK = {"KERNEL_AICORE": "AI_CORE", "AI_CORE": "AI_CORE", "KERNEL_AIVEC"
 FRAMEWORK_NAMES = {"PYTORCH": "PyTorch", "MINDSPORE": "MindSpore"}
 
 # -- reading a database: what a reader sees, typed errors, bounded memory ------------------------------
-# Peak memory of a query's rows in pandas, per cell (row x column) the query returns: the tuples
-# sqlite3 fetches, the object columns pandas builds from them and the frame derived from those. Measured
-# ~90 bytes per cell for the kernels and timeline frames of a copy of a real database grown to 563,200 tasks
-# (peak RSS of the frame's build), x 1.25; a query is charged for every row of the table it reads.
-CELL_BYTES = 120
+# Peak memory of a frame's build per cell (row x column) its queries return, as `weigh` charges it: the
+# typed columns `read_rows` makes, the frames derived from them and the frame assembled from those (every
+# query of a frame is held until it is assembled). The timeline is the highest: 69 bytes per cell (peak RSS
+# of its build over the process's before it, 504 MB for 7.6M cells) on the 100 MB database of
+# `benchmarks/db_export.py` (kernels 44, memory 45, operator_memory 56), x 1.3; a query is charged for
+# every row of the table it reads.
+CELL_BYTES = 90
 # The longest text a frame takes from STRING_IDS (an op name, a shape list: real ones are < 64 KB). A
 # longer value is not profiler data; it is left empty with a warning, as a bad cell of a CSV is, so one
 # hostile value never reaches the frames (each row holding it would be a copy of it in SQL, and in Arrow).
@@ -207,19 +212,17 @@ def _rows(con: sqlite3.Connection, path: Path, table: str) -> int:
 
 
 def query(path: Path, sql: str, params=(), table: str | None = None, estimate: bool = True) -> pd.DataFrame:
-    """One SQL query's rows as a DataFrame. ``table``: the table it reads (else its first FROM), named by
-    the `ProfilerDataError` any database error becomes; with ``estimate``, the memory its rows would take
-    (that table's rows x the query's columns x `CELL_BYTES`) is checked first and a query past the memory
-    guard raises `FileTooLargeError` before a row is read."""
+    """One SQL query's rows as a DataFrame (`read_rows`). ``table``: the table it reads (else its first
+    FROM), named by the `ProfilerDataError` any database error becomes; with ``estimate``, the memory its
+    rows would take (`weigh`) is checked first and a query past the memory guard raises `FileTooLargeError`
+    before a row is read."""
     table = table or _table_of(sql)
+    if estimate and table:
+        weigh(path, [(sql, params, table)])
     with closing(connect(path)) as con:
         try:
-            if estimate and table:
-                cols = len(con.execute(f"SELECT * FROM ({sql}) LIMIT 0", params).description)
-                rows = _rows(con, path, table)
-                _refuse(path, f"table {table}: {rows:,} rows x {cols} columns", rows * cols * CELL_BYTES)
-            df = pd.read_sql_query(sql, con, params=params)
-        except (sqlite3.Error, pd.errors.DatabaseError) as e:
+            df = read_rows(con.execute(sql, params))
+        except sqlite3.Error as e:
             raise _db_error(path, e, table) from None
         except (OverflowError, MemoryError) as e:  # an integer past 64 bits; an allocation refused
             raise MalformedFileError(path, f"table {table}: unreadable value ({type(e).__name__}: {e})",
@@ -230,6 +233,100 @@ def query(path: Path, sql: str, params=(), table: str | None = None, estimate: b
             df[c] = df[c].map(lambda v: bytes(v).decode("utf-8", "replace") if isinstance(v, (bytes, memoryview))
                               else v)
     return df
+
+
+def weigh(path: Path, queries, what: str = "") -> None:
+    """Refuse (`FileTooLargeError`, naming every table and the memory needed) the queries ``[(sql, params,
+    table), ...]`` that a frame reads, before any of them is read, when together their rows would not fit:
+    each is charged its table's row count x its columns x `CELL_BYTES`, as its rows are all held until the
+    frame is assembled."""
+    parts, need = [], 0
+    with closing(connect(path)) as con:
+        for sql, params, table in queries:
+            try:
+                cols = len(con.execute(f"SELECT * FROM ({sql}) LIMIT 0", params).description)
+                rows = _rows(con, path, table)
+            except sqlite3.Error as e:
+                raise _db_error(path, e, table) from None
+            parts.append(f"table {table}: {rows:,} rows x {cols} columns")
+            need += rows * cols * CELL_BYTES
+    _refuse(path, (f"{what} (" + "; ".join(parts) + ")") if what else "; ".join(parts), need)
+
+
+# Rows fetched from SQLite at a time: the Python objects sqlite3 makes for them live only while their
+# block is turned into typed arrays (64K rows of 20 integers: ~60 MB of them).
+FETCH_ROWS = 65536
+_STR = pd.api.types.pandas_dtype("str")
+
+
+def read_rows(cur: sqlite3.Cursor) -> pd.DataFrame:
+    """A cursor's rows as the DataFrame `pandas.read_sql_query` makes of them (the same dtypes and values),
+    without holding a Python object per cell: the rows are fetched `FETCH_ROWS` at a time and each block's
+    columns turned into Arrow arrays (`_block`), then each column's blocks into one array (`_column`).
+    Integers stay exact int64 (float64 with NaN where a NULL is among them, as pandas); a column of texts is
+    pandas' ``str``; a column mixing kinds (integers and texts, blobs, integers past int64) is converted by
+    pandas itself from its Python objects."""
+    names = [d[0] for d in cur.description]
+    blocks: list[list] = [[] for _ in names]
+    n = 0
+    while chunk := cur.fetchmany(FETCH_ROWS):
+        n += len(chunk)
+        for j, values in enumerate(zip(*chunk)):
+            blocks[j].append(_block(values))
+        del chunk
+    if not n:
+        return pd.DataFrame(columns=names)
+    columns = {}
+    for j in range(len(names)):
+        columns[j] = _column(blocks[j], n)
+        blocks[j] = None  # its blocks go as soon as the column is built
+    df = pd.DataFrame(columns, copy=False)
+    df.columns = names
+    return df
+
+
+def _block(values: tuple):
+    """One block of a column: an Arrow array of int64, float64 (of floats only), text or nulls, else (mixed
+    kinds, blobs, integers past int64) a NumPy array of the Python objects themselves."""
+    try:
+        a = pa.array(values)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        a = None
+    if a is not None:
+        t = a.type
+        if t == pa.int64() or pa.types.is_string(t) or pa.types.is_null(t):
+            return a
+        # integers among the floats: pandas keeps them apart only when the column is of objects
+        if t == pa.float64() and not any(type(v) is int for v in values):
+            return a
+    obj = np.empty(len(values), dtype=object)
+    obj[:] = values
+    return obj
+
+
+def _column(blocks: list, n: int):
+    """A column's blocks as the array pandas' inference gives the same values (see `read_rows`)."""
+    kinds = {"obj" if isinstance(b, np.ndarray) else str(b.type) for b in blocks}
+    typed = kinds - {"null"}
+    if not typed:
+        return np.full(n, None, dtype=object)
+    if "obj" not in kinds:
+        if typed == {"int64"}:
+            if "null" not in kinds and not any(b.null_count for b in blocks):
+                return np.concatenate([b.to_numpy() for b in blocks])
+            return np.concatenate([b.to_numpy(zero_copy_only=False).astype("float64") if b.type != pa.null()
+                                   else np.full(len(b), np.nan) for b in blocks])
+        if typed <= {"int64", "double"}:
+            return np.concatenate([np.full(len(b), np.nan) if b.type == pa.null()
+                                   else b.to_numpy(zero_copy_only=False).astype("float64") for b in blocks])
+        if typed == {"string"}:
+            return _STR.__from_arrow__(pa.chunked_array([b.cast(pa.string()) for b in blocks], pa.string()))
+    obj = np.concatenate([b if isinstance(b, np.ndarray) else np.array(b.to_pylist(), dtype=object)
+                          for b in blocks]) if len(blocks) > 1 else (
+        blocks[0] if isinstance(blocks[0], np.ndarray) else np.array(blocks[0].to_pylist(), dtype=object))
+    # what pandas.read_sql_query converts each column with, so such a column is what it was read as before
+    from pandas.core.internals.construction import convert_object_array
+    return convert_object_array([obj], dtype=None, dtype_backend="numpy", coerce_float=True)[0]
 
 
 def tables(path: Path) -> dict[str, set[str]]:
@@ -308,8 +405,19 @@ def decode_strings(path: Path, df: pd.DataFrame, columns: list[str], table: str 
                                               f"them loaded (the first is id {k}, {n:,} bytes)",
                                         field="STRING_IDS.value"))
     for c in columns:
-        codes = pd.to_numeric(df[c], errors="coerce")
-        df[c] = codes.map(text).astype(object).where(codes.notna(), None)
+        df[c] = _per_distinct(pd.to_numeric(df[c], errors="coerce"), lambda u: u.map(text).astype(object))
+
+
+def _per_distinct(keys: pd.Series, convert) -> pd.Series:
+    """``convert`` (a Series -> an object Series of the same length) applied to the distinct values of
+    ``keys`` only, and each row given its key's value (None for a missing key): rows sharing a key share
+    one Python object, where a Series.map with a dict of texts makes a string per row (~60 bytes a row
+    more for a name or a label)."""
+    codes, uniq = pd.factorize(keys)
+    vals = np.empty(len(uniq) + 1, dtype=object)  # the last one for a missing key (code -1)
+    vals[:-1] = convert(pd.Series(uniq, dtype=keys.dtype)).to_numpy(dtype=object)
+    vals[-1] = None
+    return pd.Series(vals[codes], index=keys.index, dtype=object)
 
 
 # A NULL time comes out of SQL as this integer (`_t`): a column with a NULL would otherwise be read as
@@ -462,9 +570,10 @@ def origin_us(run: RunFiles) -> float:
     starts = []
     for table in ("TASK", "CANN_API", "PYTORCH_API", "MSTX_EVENTS", "COMMUNICATION_OP"):
         if table in have and "startNs" in have[table]:
-            # the rows `clean_times` keeps: an integer start, not negative
-            v = query(path, f"SELECT min({_int('startNs')}) AS t FROM {table} WHERE {_int('startNs')} >= 0",
-                      estimate=False)["t"].iloc[0]
+            # the rows `clean_times` keeps: an integer start, not negative (LIMIT -1 keeps SQLite from
+            # flattening the subquery, which would evaluate the text check twice a row: 1.8x the time)
+            v = query(path, f"SELECT min(v) AS t FROM (SELECT {_int('startNs')} AS v FROM {table} LIMIT -1) "
+                            "WHERE v >= 0", table=table, estimate=False)["t"].iloc[0]
             if pd.notna(v):
                 starts.append(int(v))
     return min(starts) / NS_PER_US if starts else 0.0
@@ -483,11 +592,14 @@ def _origin(run: RunFiles, origin: float | None) -> float:
 
 
 # -- steps ------------------------------------------------------------------------------------------
+STEP_SQL = f"SELECT rowid AS rid, id, {_t('startNs')} AS startNs, {_t('endNs')} AS endNs FROM STEP_TIME"
+
+
 def step_windows_ns(path: Path, have) -> pd.DataFrame:
     if "STEP_TIME" not in have:
         return pd.DataFrame({"id": pd.Series(dtype="int64"), "startNs": pd.Series(dtype="int64"),
                              "endNs": pd.Series(dtype="int64")})
-    df = query(path, f"SELECT rowid AS rid, id, {_t('startNs')} AS startNs, {_t('endNs')} AS endNs FROM STEP_TIME")
+    df = query(path, STEP_SQL)
     df = clean_times(path, df, "STEP_TIME", "startNs", "endNs")
     df["id"] = pd.to_numeric(df["id"], errors="coerce")
     if df["id"].isna().any():
@@ -572,14 +684,24 @@ def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | Non
     wait = "c.waitNs" if "waitNs" in ci else "NULL"
     shapes = ", ".join(f"c.{raw} AS {col}" for raw, col in _SHAPES if raw in ci)
     # string columns come out as STRING_IDS ids (cheap integers) and are decoded once per distinct id
-    compute = query(path, f"""
+    compute_sql = f"""
         SELECT t.rowid AS rid, {_t('t.startNs')} AS start_ns, {_t('t.endNs')} AS end_ns, t.modelId AS model_id,
                t.taskId AS task_id,
                t.streamId AS stream_id, t.deviceId AS device_id, c.name AS name, c.opType AS type,
                t.taskType AS task_type, {'c.taskType' if 'taskType' in ci else 'NULL'} AS compute_type,
                {block} AS block_dim, {mix} AS mix_block_dim, {wait} AS wait_ns{', ' + shapes if shapes else ''}
         FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
-        WHERE {_on_device(run, 't')}""")
+        WHERE {_on_device(run, 't')}"""
+    typed = "COMMUNICATION_OP" in have and "opType" in have["COMMUNICATION_OP"]
+    comm_sql = f"""
+            SELECT o.rowid AS rid, {_t('o.startNs')} AS start_ns, {_t('o.endNs')} AS end_ns,
+                   {_s('o', 'opName', 'name')}, {_s('o', 'opType', 'type') if typed else "'' AS type"},
+                   {'o.waitNs' if 'waitNs' in have.get('COMMUNICATION_OP', ()) else 'NULL'} AS wait_ns
+            FROM COMMUNICATION_OP o"""
+    weigh(path, [(compute_sql, (), "TASK")] + ([(comm_sql, (), "COMMUNICATION_OP")] if "COMMUNICATION_OP" in have
+                                               else []) + ([(STEP_SQL, (), "STEP_TIME")] if "STEP_TIME" in have
+                                                           else []), "the kernels frame")
+    compute = query(path, compute_sql, estimate=False)
     compute = clean_times(path, compute, "TASK", "start_ns", "end_ns", what=("startNs", "endNs"))
     text_cols = ["name", "type", "task_type", "compute_type"] + [col for raw, col in _SHAPES if raw in ci]
     decode_strings(path, compute, text_cols, "COMPUTE_TASK_INFO/TASK")
@@ -591,12 +713,7 @@ def kernels(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | Non
     compute["accelerator_core"] = core.map({v: CORE_OF_TASK.get(str(v), str(v)) for v in pd.unique(core)})
     parts = [compute]
     if "COMMUNICATION_OP" in have:
-        typed = "opType" in have["COMMUNICATION_OP"]
-        comm = query(path, f"""
-            SELECT o.rowid AS rid, {_t('o.startNs')} AS start_ns, {_t('o.endNs')} AS end_ns,
-                   {_s('o', 'opName', 'name')}, {_s('o', 'opType', 'type') if typed else "'' AS type"},
-                   {'o.waitNs' if 'waitNs' in have['COMMUNICATION_OP'] else 'NULL'} AS wait_ns
-            FROM COMMUNICATION_OP o""")
+        comm = query(path, comm_sql, estimate=False)
         comm = clean_times(path, comm, "COMMUNICATION_OP", "start_ns", "end_ns", what=("startNs", "endNs"))
         decode_strings(path, comm, ["name", "type"] if typed else ["name"], "COMMUNICATION_OP")
         comm["accelerator_core"] = "HCCL"
@@ -706,16 +823,21 @@ def memory(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None
     path = main_db(run)
     if path is None or "MEMORY_RECORD" not in (have := tables(path)):
         return None
-    df = query(path, f"""SELECT m.rowid AS rid, {_s('m', 'component', 'component')}, {_t('m.timestamp')} AS ts,
+    record_sql = f"""SELECT m.rowid AS rid, {_s('m', 'component', 'component')}, {_t('m.timestamp')} AS ts,
                                 m.totalAllocated AS a, m.totalReserved AS r, m.totalActive AS act, m.deviceId AS dev
-                         FROM MEMORY_RECORD m""")
+                         FROM MEMORY_RECORD m"""
+    # the whole process's device memory (memory_record.csv's "APP" rows): NPU_MEM of type "app"
+    app_sql = f"""SELECT n.rowid AS rid, 'APP' AS component, {_t('n.timestampNs')} AS ts, NULL AS a,
+                         n.ddr + n.hbm AS r, NULL AS act, n.deviceId AS dev FROM NPU_MEM n
+                  WHERE (SELECT value FROM STRING_IDS WHERE id = n.type) = 'app'"""
+    has_app = "NPU_MEM" in have and {"type", "ddr", "hbm", "timestampNs"} <= have["NPU_MEM"]
+    weigh(path, [(record_sql, (), "MEMORY_RECORD")] + ([(app_sql, (), "NPU_MEM")] if has_app else []),
+          "the memory frame")
+    df = query(path, record_sql, estimate=False)
     df = clean_times(path, df, "MEMORY_RECORD", "ts", what=("timestamp", None))
     decode_strings(path, df, ["component"], "MEMORY_RECORD")
-    if "NPU_MEM" in have and {"type", "ddr", "hbm", "timestampNs"} <= have["NPU_MEM"]:
-        # the whole process's device memory (memory_record.csv's "APP" rows): NPU_MEM of type "app"
-        app = query(path, f"""SELECT n.rowid AS rid, 'APP' AS component, {_t('n.timestampNs')} AS ts, NULL AS a,
-                                     n.ddr + n.hbm AS r, NULL AS act, n.deviceId AS dev FROM NPU_MEM n
-                              WHERE (SELECT value FROM STRING_IDS WHERE id = n.type) = 'app'""")
+    if has_app:
+        app = query(path, app_sql, estimate=False)
         app = clean_times(path, app, "NPU_MEM", "ts", what=("timestampNs", None))
         df = pd.concat([app, df], ignore_index=True)
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)
@@ -788,11 +910,13 @@ def communication(run: RunFiles) -> pd.DataFrame | None:
     if path is None or "COMMUNICATION_OP" not in (have := tables(path)):
         return None
     cols = have["COMMUNICATION_OP"]
-    df = query(path, f"""SELECT o.rowid AS rid, {_s('o', 'opName', 'op_name')}, {_s('o', 'groupName', 'grp')},
-                                {_s('o', 'opType', 'op_type') if 'opType' in cols else "'' AS op_type"},
-                                {_t('o.startNs')} AS s, {_t('o.endNs')} AS e,
-                                {'o.waitNs' if 'waitNs' in cols else 'NULL'} AS w
-                         FROM COMMUNICATION_OP o""")
+    sql = f"""SELECT o.rowid AS rid, {_s('o', 'opName', 'op_name')}, {_s('o', 'groupName', 'grp')},
+                     {_s('o', 'opType', 'op_type') if 'opType' in cols else "'' AS op_type"},
+                     {_t('o.startNs')} AS s, {_t('o.endNs')} AS e, {'o.waitNs' if 'waitNs' in cols else 'NULL'} AS w
+              FROM COMMUNICATION_OP o"""
+    weigh(path, [(sql, (), "COMMUNICATION_OP")] + ([(STEP_SQL, (), "STEP_TIME")] if "STEP_TIME" in have else []),
+          "the communication frame")
+    df = query(path, sql, estimate=False)
     df = clean_times(path, df, "COMMUNICATION_OP", "s", "e", what=("startNs", "endNs"))
     df = df.sort_values("s", kind="stable").reset_index(drop=True)
     decode_strings(path, df, ["op_name", "grp"] + (["op_type"] if "opType" in cols else []), "COMMUNICATION_OP")
@@ -975,64 +1099,66 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
     if path is None:
         return None
     have = tables(path)
-    origin = _origin(run, origin_us)
-    parts = []
-    # text columns come out as STRING_IDS ids and are decoded once per distinct id (`decode_strings`)
+    # the queries first, weighed together (`weigh`) before the first is read or the origin computed:
+    # (what, table, sql), text columns as STRING_IDS ids decoded once per distinct id (`decode_strings`)
+    plan = []
     if "TASK" in have:
         comp = "COMPUTE_TASK_INFO" in have
-        task = query(path, f"""
+        plan.append(("task", "TASK", f"""
             SELECT t.rowid AS rid, t.streamId AS thread, {_t('t.startNs')} AS s, {_t('t.endNs')} AS e,
                    {"c.name" if comp else "NULL"} AS name, {"c.opType" if comp else "NULL"} AS op_type,
                    t.taskType AS cat, {"t.connectionId" if "connectionId" in have["TASK"] else "NULL"} AS conn
             FROM TASK t {"LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" if comp else ""}
-            WHERE {_on_device(run, 't')}""")
-        task = clean_times(path, task, "TASK", "s", "e", what=("startNs", "endNs"))
-        task["thread"] = _labels("Stream ", task["thread"])
-        task["process"] = "Ascend Hardware"
-        decode_strings(path, task, ["name", "op_type", "cat"], "COMPUTE_TASK_INFO/TASK")
-        task["name"] = task["name"].where(task["name"].notna(), task["cat"])  # a task without compute info
-        parts.append(task)
+            WHERE {_on_device(run, 't')}"""))
     if "COMMUNICATION_OP" in have:
-        comm = query(path, f"""SELECT o.rowid AS rid, o.groupName AS thread, {_t('o.startNs')} AS s,
-                                      {_t('o.endNs')} AS e, o.opName AS name, NULL AS op_type
-                               FROM COMMUNICATION_OP o""")
-        comm = clean_times(path, comm, "COMMUNICATION_OP", "s", "e", what=("startNs", "endNs"))
-        comm["process"], comm["cat"] = "Communication", "communication"
-        decode_strings(path, comm, ["thread", "name"], "COMMUNICATION_OP")
-        parts.append(comm)
+        plan.append(("comm", "COMMUNICATION_OP", f"""SELECT o.rowid AS rid, o.groupName AS thread,
+                     {_t('o.startNs')} AS s, {_t('o.endNs')} AS e, o.opName AS name, NULL AS op_type
+                     FROM COMMUNICATION_OP o"""))
     if "CANN_API" in have:
-        api_type = "a.type"
-        cann = query(path, f"""
+        plan.append(("cann", "CANN_API", f"""
             SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
-                   {_t('a.endNs')} AS e, a.name AS name, {api_type} AS op_type,
+                   {_t('a.endNs')} AS e, a.name AS name, a.type AS op_type,
                    {"a.connectionId" if "connectionId" in have["CANN_API"] else "NULL"} AS conn
-            FROM CANN_API a""")
-        cann = clean_times(path, cann, "CANN_API", "s", "e", what=("startNs", "endNs"))
-        cann["thread"] = _labels("Thread ", cann["thread"])
-        if "ENUM_API_TYPE" in have:
-            cann["op_type"] = _enum(path, "ENUM_API_TYPE", cann["op_type"])
-        cann["process"], cann["cat"] = "CANN", "cann_api"
-        decode_strings(path, cann, ["name"], "CANN_API")
-        parts.append(cann)
+            FROM CANN_API a"""))
     # framework APIs: PYTORCH_API (torch_npu), the framework's own <NAME>_API table (MindSpore), MSTX marks
     api_tables = [t for t in sorted(have) if t.endswith("_API") and t != "CANN_API"] + ["MSTX_EVENTS"]
     for table in api_tables:
         cols = have.get(table, set())
         if not {"startNs", "endNs", "globalTid"} <= cols or not {"name", "message"} & cols:
             continue
-        proc = "MSTX" if table == "MSTX_EVENTS" else f"{FRAMEWORK_NAMES.get(table[:-4], table[:-4].title())} API"
         name = "name" if "name" in cols else "message"
-        typed = "type" in cols and "ENUM_API_TYPE" in have
-        kind = "a.type" if typed else "NULL"
-        api = query(path, f"""
+        kind = "a.type" if "type" in cols and "ENUM_API_TYPE" in have else "NULL"
+        plan.append((table, table, f"""
             SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
-                   {_t('a.endNs')} AS e, a."{name}" AS name, NULL AS op_type, {kind} AS cat FROM "{table}" a""")
-        api = clean_times(path, api, table, "s", "e", what=("startNs", "endNs"))
-        api["thread"] = _labels("Thread ", api["thread"])
-        api["process"] = proc
-        api["cat"] = _enum(path, "ENUM_API_TYPE", api["cat"]) if typed else table.lower()
-        decode_strings(path, api, ["name"], table)
-        parts.append(api)
+                   {_t('a.endNs')} AS e, a."{name}" AS name, NULL AS op_type, {kind} AS cat FROM "{table}" a"""))
+    weigh(path, [(sql, (), table) for _, table, sql in plan], "the timeline")
+    origin = _origin(run, origin_us)
+    parts = []
+    for what, table, sql in plan:
+        df = query(path, sql, table=table, estimate=False)
+        df = clean_times(path, df, table, "s", "e", what=("startNs", "endNs"))
+        if what == "task":
+            df["thread"] = _labels("Stream ", df["thread"])
+            df["process"] = "Ascend Hardware"
+            decode_strings(path, df, ["name", "op_type", "cat"], "COMPUTE_TASK_INFO/TASK")
+            df["name"] = df["name"].where(df["name"].notna(), df["cat"])  # a task without compute info
+        elif what == "comm":
+            df["process"], df["cat"] = "Communication", "communication"
+            decode_strings(path, df, ["thread", "name"], "COMMUNICATION_OP")
+        elif what == "cann":
+            df["thread"] = _labels("Thread ", df["thread"])
+            if "ENUM_API_TYPE" in have:
+                df["op_type"] = _enum(path, "ENUM_API_TYPE", df["op_type"])
+            df["process"], df["cat"] = "CANN", "cann_api"
+            decode_strings(path, df, ["name"], "CANN_API")
+        else:
+            df["thread"] = _labels("Thread ", df["thread"])
+            df["process"] = ("MSTX" if table == "MSTX_EVENTS"
+                             else f"{FRAMEWORK_NAMES.get(table[:-4], table[:-4].title())} API")
+            typed = "type" in have[table] and "ENUM_API_TYPE" in have
+            df["cat"] = _enum(path, "ENUM_API_TYPE", df["cat"]) if typed else table.lower()
+            decode_strings(path, df, ["name"], table)
+        parts.append(df)
     parts = [p for p in parts if len(p)]
     if not parts:
         return None
@@ -1071,7 +1197,7 @@ def _enum(path: Path, table: str, codes: pd.Series) -> pd.Series:
     ``(SELECT name FROM table WHERE id = code)`` would: a code is compared as a number."""
     names = dict(query(path, f"SELECT id, name FROM {table}", estimate=False).itertuples(index=False))
     num = pd.to_numeric(codes, errors="coerce")
-    return num.map({v: names.get(v) for v in pd.unique(num.dropna())}).astype(object).where(num.notna(), None)
+    return _per_distinct(num, lambda u: u.map({v: names.get(v) for v in u}).astype(object))
 
 
 def _labels(prefix: str, keys: pd.Series) -> pd.Series:
@@ -1083,8 +1209,7 @@ def _labels(prefix: str, keys: pd.Series) -> pd.Series:
         if keys.dtype.kind == "f" and abs(v) < 2 ** 53 and v == int(v):  # integer keys read as floats (NULLs)
             v = int(v)
         return prefix + str(v)
-    uniq = pd.unique(keys.dropna())
-    return keys.map({v: text(v) for v in uniq}).astype(object).where(keys.notna(), None)
+    return _per_distinct(keys, lambda u: u.map({v: text(v) for v in u}).astype(object))
 
 
 def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
