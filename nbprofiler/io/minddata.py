@@ -594,10 +594,6 @@ _PER_OP_TEXTS = ("op_names", "pipeline_ops")
 _ONE_NUMBER = ("per_pipeline_time", "per_push_queue_time", "per_batch_time")
 
 
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def check_summary_shape(obj: dict, path: Path) -> dict:
     """``obj`` when it has the pipeline summary's shape, else `MalformedFileError` naming the first key
     that does not: a summary whose lists disagree on the number of ops would pair one op's numbers
