@@ -232,3 +232,18 @@ def test_the_cluster_page_shows_the_breakdown(loaded):
     heat_src = heat.select_one({"name": "cluster_breakdown_heat_src"})
     assert set(heat_src.data["rank"]) == set(med["rank"])
     assert all(0 <= v <= 1 + 1e-9 for v in heat_src.data["share"])
+
+
+def test_a_large_cluster_does_not_read_every_timeline_for_the_wait_split(monkeypatch):
+    """Above TIMELINE_SPLIT_MAX_RANKS the summary's breakdown does not parse each rank's trace: the exposed
+    communication stays whole, and the source says why; asked for, the split is made as before."""
+    from nbprofiler.analysis import breakdown
+    monkeypatch.setattr(breakdown, "TIMELINE_SPLIT_MAX_RANKS", 1)
+    cluster = load_quietly("npu/ascend_pt_text_2rank")
+    plain = rank_breakdown(cluster)
+    assert plain["wait_ms"].isna().all() and plain["comm_exposed_ms"].notna().all()
+    assert plain["source"].str.contains("not split").all()
+    assert not any("timeline" in p._cache for p in cluster.profiles.values())  # no trace was parsed for it
+    split = rank_breakdown(cluster, timelines=True)
+    assert split["wait_ms"].notna().all()
+    np.testing.assert_allclose(split["wait_ms"] + split["transit_ms"], split["comm_exposed_ms"])

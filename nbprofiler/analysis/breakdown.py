@@ -29,6 +29,7 @@ Reduce Inline/TBE), each as the union of its tasks' intervals (the tasks of seve
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -48,25 +49,34 @@ PART_LABELS = {"computing_ms": "Computing (alone)", "comm_overlapped_ms": "Commu
                "transit_ms": "Exposed: moving data", "free_ms": "Free (device idle)",
                "host_bound_ms": "Host-bound (device waits for dispatch)"}
 
+# Above this many ranks the wait/transit split is not taken from the timelines (it would parse every rank's
+# trace for a summary); `rank_breakdown(cluster, timelines=True)` still does.
+TIMELINE_SPLIT_MAX_RANKS = 16
+
 # HCCL task names on the communication stream: waits for a peer's notify, and the tasks that move data.
 WAIT_TASK = re.compile(r"notify[ _]?wait", re.I)
 TRANSFER_TASK = re.compile(r"^(sdma|rdma\w*|memcpy\w*|reduce[ _]?(inline|tbe)\w*)$", re.I)
 
 
-def rank_breakdown(cluster, engine: str | None = "serial") -> pd.DataFrame:
+def rank_breakdown(cluster, engine: str | None = "serial", timelines: bool | None = None) -> pd.DataFrame:
     """The ``rank_breakdown`` frame of ``cluster`` (see the module docstring): one row per rank and step,
     ranks in the cluster's order. ``engine``: as `Cluster.map` (each rank reduced where it is parsed).
-    Cached on the cluster."""
+    ``timelines``: whether the wait/transit split may come from the ranks' timelines (default: up to
+    `TIMELINE_SPLIT_MAX_RANKS` ranks). Cached on the cluster."""
+    if timelines is None:
+        timelines = len(getattr(cluster, "ranks", cluster.profiles)) <= TIMELINE_SPLIT_MAX_RANKS
+    one = functools.partial(profile_breakdown, timelines=timelines)
+
     def build():
-        parts = cluster.map(profile_breakdown, engine=engine) if hasattr(cluster, "map") else \
-            {k: profile_breakdown(p) for k, p in cluster.profiles.items()}
+        parts = cluster.map(one, engine=engine) if hasattr(cluster, "map") else \
+            {k: one(p) for k, p in cluster.profiles.items()}
         frames = [df.assign(rank=str(key)) for key, df in parts.items() if len(df)]
         if not frames:
             return _empty()
         out = pd.concat(frames, ignore_index=True)[COLUMNS]
         return out.astype({"rank": str, "step": "int64", "source": str})
 
-    return cluster.cached("rank_breakdown", build) if hasattr(cluster, "cached") else build()
+    return cluster.cached(f"rank_breakdown:{timelines}", build) if hasattr(cluster, "cached") else build()
 
 
 def _empty() -> pd.DataFrame:
@@ -74,8 +84,9 @@ def _empty() -> pd.DataFrame:
     return pd.DataFrame({k: pd.Series(dtype=v) for k, v in dtypes.items()})
 
 
-def profile_breakdown(prof) -> pd.DataFrame:
-    """One rank's rows of ``rank_breakdown`` (``rank`` left to the caller): empty without a step trace."""
+def profile_breakdown(prof, timelines: bool = True) -> pd.DataFrame:
+    """One rank's rows of ``rank_breakdown`` (``rank`` left to the caller): empty without a step trace.
+    ``timelines``: whether the wait/transit split may come from the rank's timeline."""
     steps = prof.step_trace
     if steps is None or steps.empty or "total_ms" not in steps or "step" not in steps:
         return _empty()
@@ -103,12 +114,14 @@ def profile_breakdown(prof) -> pd.DataFrame:
         out["computing_ms"] = (out["step_ms"] - np.nan_to_num(alone) - out["host_bound_ms"].fillna(0.0))
         if not np.isnan(alone).all():
             step_file += " + ascend_cluster_analyse (communication_alone_time)"
-    share, share_source = wait_shares(prof, out["step"])
+    share, share_source = wait_shares(prof, out["step"], timelines)
     out["wait_share"] = out["step"].map(share).astype(float)
     out["wait_ms"] = out["comm_exposed_ms"] * out["wait_share"]
     out["transit_ms"] = out["comm_exposed_ms"] - out["wait_ms"]
     out["source"] = step_file + (f"; wait/transit: {share_source}" if share_source else
-                                 "; wait/transit: no file of this rank gives them")
+                                 "; wait/transit: no file of this rank gives them" if timelines else
+                                 f"; wait/transit: not split (over {TIMELINE_SPLIT_MAX_RANKS} ranks the "
+                                 "timelines are not read for it)")
     return out.assign(rank="")[COLUMNS]
 
 
@@ -128,7 +141,7 @@ def _cluster_analyse_column(prof, steps: pd.Series, column: str) -> np.ndarray:
     return steps.map(by_step).astype(float).to_numpy()
 
 
-def wait_shares(prof, steps: pd.Series) -> tuple[dict, str]:
+def wait_shares(prof, steps: pd.Series, timelines: bool = True) -> tuple[dict, str]:
     """step -> wait / (wait + transit) of the rank's communication in that step, and the files it came from
     ("" when none gives it); see the module docstring for the order the sources are tried in."""
     steps = [int(s) for s in steps]
@@ -146,7 +159,7 @@ def wait_shares(prof, steps: pd.Series) -> tuple[dict, str]:
     if hccl is not None and len(hccl):
         g = hccl.groupby("step")[["wait_cost_ms", "communication_cost_ms"]].sum()
         return _ratio(g["wait_cost_ms"], g["communication_cost_ms"]), "hccl_raw (wait_cost, communication_cost)"
-    tasks = task_wait_transit(prof, steps)
+    tasks = task_wait_transit(prof, steps) if timelines else ()
     if len(tasks):
         return _ratio(tasks["wait_us"], tasks["transit_us"]), "timeline communication tasks (Notify Wait vs " \
                                                               "SDMA/RDMA/Memcpy/Reduce)"
