@@ -3,8 +3,9 @@
 `write_html_report(prof, path, title=None, compare_with=None)` writes a single HTML file with BokehJS
 inline (no network needed to open it): a header, the overview numbers of ``prof.summary()``, the
 advisor's suggestions, and one tab per page of `nbprofiler.views.pages.PAGES` that has data (each page's
-report builder draws it with its view module's figure factories; the timeline is reduced by level of
-detail to at most `TIMELINE_BUDGET` bars, with a note saying how many events were merged or left out); the
+report builder draws it with its view module's figure factories; the timeline opens on the whole run
+reduced by level of detail to at most `TIMELINE_BUDGET` bars, with a note saying how many events were
+merged or left out, and zooms into finer levels stored in the file, `nbprofiler.views.timeline_tiles`); the
 overview names the pages left out and why. For a `Cluster` it
 reports the first rank and adds a "Ranks" tab with one row per rank. For a rank with several sessions
 (schedule windows: ``prof.windows``) it reports the one given and adds a "Windows" tab comparing them

@@ -553,16 +553,18 @@ TIMELINE_BUDGET = 8_000  # bars in the report's timeline: ~2-3 MB of HTML, respo
 TIMELINE_WIDTH_PX = 1600
 
 
-def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple[pd.DataFrame, str, Dictionary]:
+def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int, index=None
+                 ) -> tuple[pd.DataFrame, str, Dictionary]:
     """Whole-run level of detail for a static report (no kernel to re-query on zoom):
     `nbprofiler.analysis.timeline.lod_query` over the full time range at ``width_px`` pixels, at most
     about ``budget`` bars (sub-pixel runs merged into aggregate bars whose ``count`` says how many
     events they stand for). Returns the bars with codes (what `timeline_figure` draws), a sentence saying
-    how many events were merged, and the `Dictionary` of the codes."""
+    how many events were merged, and the `Dictionary` of the codes. ``index``: the frame's
+    `TimelineIndex` if already built."""
     from ..analysis import timeline as T
-    index = T.build_index(timeline_df, levels=False)  # one query: merging the events is cheaper
-    t0 = float(timeline_df["start_us"].min())
-    t1 = float((timeline_df["start_us"] + timeline_df["dur_us"].clip(lower=0)).max())
+    if index is None:
+        index = T.build_index(timeline_df, levels=False)  # one query: merging the events is cheaper
+    t0, t1 = index.t_min, index.t_max
     bars = T.lod_query(index, t0, t1, width_px, max_glyphs=budget, codes=True)
     n_events = len(timeline_df)
     drawn = int(bars["count"].sum())
@@ -577,6 +579,28 @@ def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int) -> tuple
     if drawn < n_events:
         note += f"; {n_events - drawn:,} events are left out"
     return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail.", dictionary
+
+
+def report_timeline(timeline_df: pd.DataFrame, tracks_df: pd.DataFrame, counters_df: pd.DataFrame | None = None,
+                    width_px: int = TIMELINE_WIDTH_PX):
+    """The report's timeline: the whole run at `TIMELINE_BUDGET` bars (`timeline_lod`) under its note,
+    with the finer levels of detail stored as tiles (`nbprofiler.views.timeline_tiles`) that the page
+    draws as the view zooms, a ``timeline_level_note`` saying which level is shown, and the counters."""
+    import html
+    from ..analysis import timeline as T
+    from . import timeline_tiles
+    index = T.build_index(timeline_df)   # the coarse levels serve the wide tiles
+    lod, note, dictionary = timeline_lod(timeline_df, TIMELINE_BUDGET, width_px, index=index)
+    tiles, bars = timeline_tiles.lod_tiles(index, index.t_min, index.t_max, width_px,
+                                           timeline_tiles.TILE_BUDGET_BYTES, root=lod)
+    index._release()
+    bars, dictionary = timeline_tiles.names_in_use(bars, dictionary)
+    fig = timeline_figure(bars[0], tracks_df, dictionary, width=width_px)
+    level, _ = timeline_tiles.tiled_timeline(fig, tiles, bars, tracks_df, width_px)
+    counters = counter_figure(prepare_counters(counters_df), fig.select_one({"name": "timeline_fig"}).x_range,
+                              width=width_px)
+    return column(Div(text=f"<p>{html.escape(note)}</p>", name="timeline_lod_note", sizing_mode="stretch_width"),
+                  level, fig, *([counters] if counters is not None else []), sizing_mode="stretch_width")
 
 
 # -- widget -----------------------------------------------------------------------------------------
@@ -618,17 +642,10 @@ class TimelineView(traitlets.HasTraits, View):
 
     @staticmethod
     def report_layout(prof):
-        """The report's section of a `Profile`: the whole run reduced by level of detail to at most
-        `TIMELINE_BUDGET` bars (`timeline_lod`) under a note saying how many events were merged or left
-        out, and the counters below it."""
-        import html
-        lod, note, dictionary = timeline_lod(prof.timeline, TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
-        fig = timeline_figure(lod, prof.timeline_tracks, dictionary, width=TIMELINE_WIDTH_PX)
-        counters = counter_figure(prepare_counters(prof.timeline_counters),
-                                  fig.select_one({"name": "timeline_fig"}).x_range, width=TIMELINE_WIDTH_PX)
-        return column(Div(text=f"<p>{html.escape(note)}</p>", name="timeline_lod_note",
-                          sizing_mode="stretch_width"),
-                      fig, *([counters] if counters is not None else []), sizing_mode="stretch_width")
+        """The report's section of a `Profile` (`report_timeline`): the whole run reduced by level of
+        detail under a note saying how many events were merged or left out, finer levels stored for the
+        page to draw as it zooms, and the counters below it."""
+        return report_timeline(prof.timeline, prof.timeline_tracks, prof.timeline_counters)
 
     def __init__(self, prof_or_frames, width: int = MAX_WIDTH_PX, debounce_s: float = DEBOUNCE_S,
                  ranks=None, align: str = "clock", offsets_us: dict | None = None):
