@@ -113,3 +113,18 @@ def test_a_small_budget_stops_early_and_the_note_says_so():
     assert level_note(tree, shown, a, b, WIDTH, 123) == (
         f"Level {int(leaf['level'])} of {deepest}: 123 bars; finest level stored: zoom further shows the same "
         f"bars ({int(leaf['hidden']):,} events stay merged; open the profile in a notebook for them).")
+
+
+def test_the_page_gets_the_names_its_bars_use_and_they_decode_the_same(tiled):
+    from nbprofiler.views.timeline import dictionary_of
+    from nbprofiler.views.timeline_tiles import names_in_use
+    name, prof, index, tiles, bars = tiled
+    full = dictionary_of(index)
+    kept, small = names_in_use(bars, full)
+    assert len(small.names) <= len(full.names)
+    for before, after in zip(bars, kept):
+        single = (before["count"] == 1).to_numpy()
+        assert ([full.names[c] for c in before["name_code"][single]]
+                == [small.names[c] for c in after["name_code"][single]])
+        assert (before["name_code"][~single] == after["name_code"][~single]).all()
+        assert small.types == full.types and small.colors == full.colors
