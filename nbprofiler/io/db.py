@@ -71,8 +71,9 @@ FRAMEWORK_NAMES = {"PYTORCH": "PyTorch", "MINDSPORE": "MindSpore"}
 # typed columns `read_rows` makes, the frames derived from them and the frame assembled from those (every
 # query of a frame is held until it is assembled). The timeline is the highest: 69 bytes per cell (peak RSS
 # of its build over the process's before it, 504 MB for 7.6M cells) on the 100 MB database of
-# `benchmarks/db_export.py` (kernels 44, memory 45, operator_memory 56), x 1.3; a query is charged for
-# every row of the table it reads.
+# `benchmarks/db_export.py` (kernels 44, memory 45, operator_memory 56), 64 at 1 GB (`bench_db_load.py
+# --sizes 1000`: 4.2 GB over the imports for 68.6M cells), x 1.3; a query is charged for every row of the
+# table it reads.
 CELL_BYTES = 90
 # The longest text a frame takes from STRING_IDS (an op name, a shape list: real ones are < 64 KB). A
 # longer value is not profiler data; it is left empty with a warning, as a bad cell of a CSV is, so one
