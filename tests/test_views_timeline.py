@@ -13,6 +13,7 @@ import pytest
 import nbprofiler
 from nbprofiler.analysis import timeline as engine
 from nbprofiler.views import timeline as T
+from nbprofiler.views import timeline_bars as B
 from nbprofiler.views.theme import op_type_color
 
 from .conftest import DATA
@@ -71,9 +72,9 @@ def test_widedeep_full_window_fits_and_keeps_every_event(widedeep):
     assert all(table["color"][int(j)] == op_type_color(table["op_type"][int(j)]) for j in agg)
     alpha = np.asarray(data["alpha"])[agg]
     busy_share = np.asarray(data["busy_us"])[agg] / np.asarray(data["dur_us"])[agg]
-    assert alpha.min() >= T.AGGREGATE_MIN_ALPHA and alpha.max() <= 1.0
-    assert np.allclose(alpha, np.clip(busy_share, T.AGGREGATE_MIN_ALPHA, 1.0))
-    assert (busy_share < T.AGGREGATE_MIN_ALPHA).any()       # the floor is needed on this trace
+    assert alpha.min() >= B.AGGREGATE_MIN_ALPHA and alpha.max() <= 1.0
+    assert np.allclose(alpha, np.clip(busy_share, B.AGGREGATE_MIN_ALPHA, 1.0))
+    assert (busy_share < B.AGGREGATE_MIN_ALPHA).any()       # the floor is needed on this trace
 
 
 def test_largest_op_types_of_a_view_get_distinct_colours(widedeep, monkeypatch):

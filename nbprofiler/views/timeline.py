@@ -21,7 +21,6 @@ Times are microseconds relative to the profile's origin (the frames' ``start_us`
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import threading
@@ -35,10 +34,10 @@ from bokeh.models import (BoxSelectTool, CDSView, ColumnDataSource, CustomJS, Cu
                           Range1d, RangeTool, Select, TableColumn, TapTool)
 from bokeh.plotting import figure
 
-from ..analysis.timeline import row_passes
 from . import theme
 from .base import View
 from .pages import frames_of
+from .timeline_bars import Dictionary, bar_data, bar_table, dictionary_of, track_table
 
 MAX_GLYPHS = 20_000          # never send more bars than this per window's width to the browser
 # The page holds the window shown and this many of its widths on each side, so a pan inside them needs
@@ -63,119 +62,7 @@ _NO_PIN = -1                 # the pin dropdown's "choose a track" entry (ipywid
 # default layout); the widest plot is also the pixel resolution the level-of-detail query merges at.
 MIN_WIDTH_PX = 480
 MAX_WIDTH_PX = 1600
-AGGREGATE_MIN_ALPHA = 0.6     # merged bars: opaque enough to see at one pixel wide
 
-_SOURCE_COLUMNS = ["y", "left", "right", "dur_us", "busy_us", "count", "name_code", "type_code", "alpha", "row"]
-
-
-# -- tracks -----------------------------------------------------------------------------------------
-def track_table(tracks_df: pd.DataFrame, order: list[int] | None = None) -> pd.DataFrame:
-    """Tracks in display order: ``track`` (int), ``row`` (int, 0 = top), ``label`` (str "process / thread").
-
-    Default order: by ``process_sort``, ``process``, ``thread_sort``, ``thread`` where present (the trace's
-    own sort metadata), else by track id. ``order``: track ids to put first, in that order (pinned
-    tracks); the rest follow in default order.
-    """
-    df = tracks_df.copy()
-    keys = [c for c in ("process_sort", "process", "thread_sort", "thread", "track") if c in df.columns]
-    df = df.sort_values(keys, kind="stable", na_position="last") if keys else df
-    default = [int(t) for t in df["track"]]
-    pinned = [int(t) for t in (order or []) if int(t) in set(default)]
-    pinned = list(dict.fromkeys(pinned))
-    ordered = pinned + [t for t in default if t not in set(pinned)]
-    labels = {int(r.track): _track_label(r) for r in df.itertuples()}
-    return pd.DataFrame({"track": ordered, "row": range(len(ordered)), "label": [labels[t] for t in ordered]})
-
-
-def _track_label(r) -> str:
-    process = str(getattr(r, "process", "") or getattr(r, "pid", ""))
-    thread = str(getattr(r, "thread", "") or getattr(r, "tid", ""))
-    return f"{process} / {thread}" if thread and thread != process else process
-
-
-# -- data for the bars ------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Dictionary:
-    """What the page is sent once and the bars' codes point into: ``names`` and ``types`` (text by
-    `lod_query`'s ``name_code`` / ``type_code``) and ``colors``, the colour of each type code (index 0:
-    no type, code k at k + 1)."""
-    names: list
-    types: list
-    colors: list
-
-    def name(self, code: int, count: int = 1) -> str:
-        return f"{count} events" if count > 1 else self.names[code] if 0 <= code < len(self.names) else ""
-
-    def type(self, code: int) -> str:
-        return self.types[code] if 0 <= code < len(self.types) else ""
-
-
-def dictionary_of(index) -> Dictionary:
-    """The `Dictionary` of a `TimelineIndex`. Colours go to the types with the most busy time first, over
-    the whole timeline, so the types that fill the view are the most distinct and keep their colour
-    through every zoom."""
-    n = len(index.type_values)
-    busy = np.zeros(n + 1)
-    for p in row_passes(index.n):
-        busy += np.bincount(index.type_codes[p].astype(np.int64) + 1, weights=index.dur[p], minlength=n + 1)
-    index._release()
-    types = [str(t) for t in index.type_values]
-    order = np.argsort(-busy[1:], kind="stable")
-    by_busy = theme.op_type_colors([types[k] for k in order])
-    colors = [theme.AXIS] + [""] * n
-    for k, color in zip(order, by_busy):
-        colors[int(k) + 1] = color
-    return Dictionary(names=[str(x) for x in index.name_values], types=types, colors=colors)
-
-
-def bar_data(bars: pd.DataFrame, tracks: pd.DataFrame, min_width_us: float = 0.0) -> dict:
-    """Column data of ``timeline_src`` from `lod_query` bars with codes (``codes=True``): numbers only,
-    sent to the page as binary arrays. ``y`` (the track's row), ``left``, ``right``, ``dur_us``,
-    ``busy_us`` (µs), ``count``, ``name_code`` (the event's name code; for a bar of several merged
-    events, minus their count), ``type_code`` (the event's or the run's dominant op type; -1: none),
-    ``alpha`` and ``row`` (the event's row in the timeline frame, -1 for a merged bar). Bars of tracks not
-    in ``tracks`` are dropped. A merged bar is as opaque as its events keep it busy, never paler than
-    `AGGREGATE_MIN_ALPHA` (a sub-pixel bar at low alpha all but vanishes). Every bar is drawn at least
-    ``min_width_us`` wide (a pixel at the query's detail: the bars have no outline, which cost the page
-    as much as their fill), ``dur_us`` keeping its true length."""
-    if not len(bars) or not len(tracks):
-        return {c: np.zeros(0) for c in _SOURCE_COLUMNS}
-    row_of = np.full(int(tracks["track"].max()) + 2, -1, np.int32)
-    row_of[tracks["track"].to_numpy(dtype=np.int64)] = tracks["row"].to_numpy(dtype=np.int64)
-    track = bars["track"].to_numpy(dtype=np.int64)
-    y = row_of[np.where((track >= 0) & (track < len(row_of) - 1), track, len(row_of) - 1)]
-    keep = y >= 0
-    if not keep.all():
-        bars, y = bars[keep], y[keep]
-    start = bars["start_us"].to_numpy(dtype=np.float64)
-    dur = bars["end_us"].to_numpy(dtype=np.float64) - start
-    count = bars["count"].to_numpy(dtype=np.int64)
-    busy = bars["busy_us"].to_numpy(dtype=np.float64)
-    merged = count > 1
-    alpha = np.where(merged, np.clip(busy / np.maximum(dur, 1e-9), AGGREGATE_MIN_ALPHA, 1.0), 0.9)
-    return {"y": y.astype(np.int32), "left": start, "right": start + np.maximum(dur, min_width_us), "dur_us": dur,
-            "busy_us": busy, "count": count.astype(np.int32),
-            "name_code": np.where(merged, -count, bars["name_code"].to_numpy()).astype(np.int32),
-            "type_code": bars["type_code"].to_numpy(dtype=np.int32), "alpha": alpha.astype(np.float32),
-            "row": bars["row"].to_numpy(dtype=np.int64)}
-
-
-def bar_table(data: dict, dictionary: Dictionary, tracks: pd.DataFrame) -> pd.DataFrame:
-    """`bar_data`'s columns as the page shows them: ``name`` ("<count> events" for merged bars),
-    ``op_type``, ``track_label``, ``color``, ``start_us``, ``dur_us``, ``busy_us``, ``count``, ``row``."""
-    count = np.asarray(data["count"], dtype=np.int64)
-    code = np.asarray(data["name_code"], dtype=np.int64)
-    types = np.asarray(data["type_code"], dtype=np.int64)
-    labels = tracks.set_index("row")["label"]
-    return pd.DataFrame({
-        "name": [dictionary.name(int(c), int(n)) for c, n in zip(code, count)],
-        "op_type": [dictionary.type(int(t)) for t in types],
-        "track_label": labels.reindex(np.asarray(data["y"], dtype=np.int64)).fillna("").astype(str).to_numpy(),
-        "color": [dictionary.colors[int(t) + 1] if -1 <= t < len(dictionary.colors) - 1 else theme.AXIS
-                  for t in types],
-        "start_us": np.asarray(data["left"], dtype=np.float64), "dur_us": np.asarray(data["dur_us"], dtype=np.float64),
-        "busy_us": np.asarray(data["busy_us"], dtype=np.float64), "count": count,
-        "row": np.asarray(data["row"], dtype=np.int64)})
 
 
 def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:

@@ -131,7 +131,7 @@ def tile_store(tiles: pd.DataFrame, bars: list, tracks: pd.DataFrame) -> tuple[d
     the bars as `bar_data` numbers in the store's types (``timeline_tiles_src``), and the tree as lists
     (``level``, ``t0``, ``t1``, ``px``, ``child``, ``offset``, ``length``: each tile's rows in the store;
     the root's offset is -1)."""
-    from .timeline import bar_data
+    from .timeline_bars import bar_data
     cols = {c: [] for c in _STORE}
     offset, length, at = [-1], [len(bars[0])], 0
     for (_, r), b in zip(list(tiles.iterrows())[1:], bars[1:]):
@@ -276,7 +276,7 @@ def tiled_timeline(fig_layout, tiles: pd.DataFrame, bars: list, tracks_df: pd.Da
     bars ``bars[0]``) its finer levels: the tiles (`lod_tiles`) in ``timeline_tiles_src`` and a script on
     the time axis that draws the ones the view needs. Returns the ``timeline_level_note`` Div that says
     which level is shown, and the store."""
-    from .timeline import AGGREGATE_MIN_ALPHA, track_table
+    from .timeline_bars import AGGREGATE_MIN_ALPHA, track_table
     fig = fig_layout.select_one({"name": "timeline_fig"})
     src = fig.select_one({"name": "timeline_src"})
     store_data, tree = tile_store(tiles, bars, track_table(tracks_df))
