@@ -465,7 +465,7 @@ def timeline_lod(timeline_df: pd.DataFrame, budget: int, width_px: int, index=No
             "aggregate bars (each in its main op type's colour, as opaque as it is busy; hover shows how many)")
     if drawn < n_events:
         note += f"; {n_events - drawn:,} events are left out"
-    return bars, note + ". Open the profile in a notebook (prof.show()) to zoom into full detail.", dictionary
+    return bars, note + ". In a notebook (prof.show()) a zoom queries the events themselves.", dictionary
 
 
 def report_timeline(timeline_df: pd.DataFrame, tracks_df: pd.DataFrame, counters_df: pd.DataFrame | None = None,
