@@ -1165,23 +1165,35 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
         return None
     procs = list(dict.fromkeys(p["process"].iloc[0] for p in parts))  # one process per part, in their order
     ev = pd.concat(parts, ignore_index=True)
-    ev["thread"] = ev["thread"].fillna("").astype(str)
-    keys = ev[["process", "thread"]].drop_duplicates().reset_index(drop=True)
+    del parts
+    # tracks: the (process, thread label) pairs in order of appearance, found among the rows that first show
+    # each pair of row values (the labels are shared objects: no string is made per row)
+    pcodes, _ = pd.factorize(ev["process"])
+    tcodes, tuniq = pd.factorize(ev["thread"])
+    pair, _ = pd.factorize(pcodes.astype("int64") * (len(tuniq) + 1) + tcodes + 1)
+    first = ev.iloc[np.unique(pair, return_index=True)[1]][["process", "thread"]].reset_index(drop=True)
+    first["thread"] = first["thread"].fillna("").astype(str)
+    keys = first.drop_duplicates().reset_index(drop=True)
     keys["process_sort"] = keys["process"].map({p: i for i, p in enumerate(procs)}).astype("int64")
     keys = keys.sort_values(["process_sort", "thread"], kind="stable").reset_index(drop=True)
     keys["track"] = np.arange(len(keys), dtype="int32")
-    ev = ev.merge(keys[["process", "thread", "track"]], on=["process", "thread"], how="left")
-    name = ev["name"].fillna("").astype(str)
+    ev["track"] = first.merge(keys[["process", "thread", "track"]], on=["process", "thread"], how="left")[
+        "track"].to_numpy(dtype="int32")[pair]
+    name_codes, names = pd.factorize(ev["name"].fillna(""))
     # the type the database names where it names one, else derived from the name as for trace_view.json
     from .trace import op_type_of
-    derived = name.map({n: op_type_of(n) for n in name.unique()})
-    op_type = ev["op_type"].where(ev["op_type"].notna() & ~ev["op_type"].isin(["N/A", ""]), derived).astype(str)
-    tl = pd.DataFrame({"track": ev["track"].astype("int32"), "name": pd.Categorical(name),
-                       "op_type": pd.Categorical(op_type), "ph": pd.Categorical(["X"] * len(ev)),
-                       "cat": pd.Categorical(ev["cat"].fillna("").astype(str)),
+    derived = np.array([op_type_of(n) for n in pd.Series(names, dtype=object).astype(str)] + [None], dtype=object)
+    op_type = ev["op_type"].to_numpy(dtype=object, copy=True)
+    own = ev["op_type"].notna().to_numpy() & ~ev["op_type"].isin(["N/A", ""]).to_numpy()
+    op_type[~own] = derived[name_codes[~own]]
+    n = len(ev)
+    tl = pd.DataFrame({"track": ev["track"].astype("int32"), "name": _categorical(name_codes, names),
+                       "op_type": _categorical(*pd.factorize(op_type)),
+                       "ph": pd.Categorical.from_codes(np.zeros(n, dtype="int8"), categories=pd.Index(["X"])),
+                       "cat": _categorical(*pd.factorize(ev["cat"].fillna(""))),
                        "start_us": _rel_us(ev["s"], origin),
                        "dur_us": (pd.to_numeric(ev["e"]) - pd.to_numeric(ev["s"])).astype("float64") / NS_PER_US,
-                       "args": pd.Series([None] * len(ev), dtype=object)})
+                       "args": pd.Series(np.full(n, None, dtype=object))})
     flows = _launch_flows(ev, tl["start_us"])
     tl = tl.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
     counts = tl.groupby("track").size()
@@ -1191,6 +1203,13 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
                            "events": keys["track"].map(counts).fillna(0).astype("int64")})
     tl.attrs["path"] = tracks.attrs["path"] = flows.attrs["path"] = str(path)
     return tl, tracks, flows
+
+
+def _categorical(codes: np.ndarray, uniques) -> pd.Categorical:
+    """The categorical ``pd.Categorical(values.astype(str))`` gives, from ``values`` factorized (``codes``,
+    ``uniques``; code -1 is missing): only the distinct values are made texts."""
+    cat = pd.Categorical(pd.Series(uniques, dtype=object).astype(str))
+    return pd.Categorical.from_codes(np.append(cat.codes, -1)[codes], dtype=cat.dtype)
 
 
 def _enum(path: Path, table: str, codes: pd.Series) -> pd.Series:
