@@ -693,7 +693,7 @@ class TimelineView(traitlets.HasTraits, View):
 
     def refresh(self) -> None:
         """After the time axis moved: re-query when the page cannot draw the window from what it holds,
-        else only say what is shown."""
+        else send only the window's flows and say what is shown."""
         self._pending = None
         if self.covers(float(self.x_range.start), float(self.x_range.end)):
             self._send_flows()
@@ -702,7 +702,8 @@ class TimelineView(traitlets.HasTraits, View):
             self.requery()
 
     def _send_flows(self) -> None:
-        """The flows with an end in the window shown (few, each drawn on its own: not held for pans)."""
+        """The flows with an end in the window shown (not held around it: at most `MAX_FLOWS`, so a wide
+        held range would leave the window's own flows out)."""
         self._sources["timeline_flows_src"].data = flows_in_window(
             self._flows_prepared, float(self.x_range.start), float(self.x_range.end), texts=False)
 
