@@ -69,12 +69,12 @@ FRAMEWORK_NAMES = {"PYTORCH": "PyTorch", "MINDSPORE": "MindSpore"}
 # -- reading a database: what a reader sees, typed errors, bounded memory ------------------------------
 # Peak memory of a frame's build per cell (row x column) its queries return, as `weigh` charges it: the
 # typed columns `read_rows` makes, the frames derived from them and the frame assembled from those (every
-# query of a frame is held until it is assembled). The timeline is the highest: 69 bytes per cell (peak RSS
-# of its build over the process's before it, 504 MB for 7.6M cells) on the 100 MB database of
-# `benchmarks/db_export.py` (kernels 44, memory 45, operator_memory 56), 64 at 1 GB (`bench_db_load.py
-# --sizes 1000`: 4.2 GB over the imports for 68.6M cells), x 1.3; a query is charged for every row of the
-# table it reads.
-CELL_BYTES = 90
+# query of a frame is held until it is assembled). Measured as the peak RSS of the build over the process's
+# before it, on the 100 MB database of `benchmarks/db_export.py`: operator_memory 56 bytes per cell, the
+# timeline 50 (367 MB for 7.6M cells), memory 45, kernels 44; the timeline 46 at 1 GB (`bench_db_load.py
+# --sizes 1000 --methods timeline`: 3.0 GB over the imports for 68.6M cells); the highest x 1.3. A query
+# is charged for every row of the table it reads.
+CELL_BYTES = 75
 # The longest text a frame takes from STRING_IDS (an op name, a shape list: real ones are < 64 KB). A
 # longer value is not profiler data; it is left empty with a warning, as a bad cell of a CSV is, so one
 # hostile value never reaches the frames (each row holding it would be a copy of it in SQL, and in Arrow).
