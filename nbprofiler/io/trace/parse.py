@@ -285,7 +285,17 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     batches: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
     done = object()
-    if checked_size is not None and _size_now(path) > checked_size:
+    reading: dict = {}  # the reader's connection, and whether it is to be interrupted
+
+    def grown() -> bool:
+        """Whether the file is now past the size the memory guard checked; then the read is interrupted
+        (duckdb reads a file by path to its end, wherever that is by then)."""
+        if checked_size is None or _size_now(path) <= checked_size:
+            return False
+        reading["interrupt"] = True
+        return True
+
+    if grown():
         raise _grew(path, checked_size)  # already larger: the memory guard checked another file
 
     def hand(item) -> bool:
@@ -298,8 +308,6 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
             except queue.Full:
                 continue
         return False
-
-    reading: dict = {}
 
     def read():
         try:
@@ -326,14 +334,12 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
             try:
                 item = batches.get(timeout=_GROWTH_POLL_S)
             except queue.Empty:
-                # A read by path goes on to the end of the file, wherever that is by then: blank space
-                # appended after the closing bracket makes no batch, so growth is watched between them.
-                if checked_size is not None and _size_now(path) > checked_size:
-                    reading["interrupt"] = True
+                # blank space appended after the closing bracket makes no batch: growth is watched between them
+                if grown():
                     raise _grew(path, checked_size) from None
                 continue
             if item is done:
-                if checked_size is not None and _size_now(path) > checked_size:
+                if grown():
                     raise _grew(path, checked_size)  # read to an end the memory guard did not check
                 break
             if isinstance(item, BaseException):
@@ -347,7 +353,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
                 offset += item.num_rows
                 if on_batch is not None:
                     on_batch(nbytes)
-                if checked_size is not None and path.stat().st_size > checked_size:
+                if grown():
                     # the memory guard checked a smaller file: stop before reading what it did not allow
                     raise _grew(path, checked_size)
     except BaseException:
@@ -451,8 +457,9 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
     An array file that ends with its closing bracket is read by path, as it is: a copy of its checked bytes
     would bound that read too, but costs every load a kernel copy (~50 ms per 100 MB, and a slower Python
     slice past 2 GB); a file that grows while it is read is stopped soon after (`_stream` watches its size
-    between batches and interrupts the read: 18-50 MB read while a 2 MB file grew by 1 GB), and the exact parse reads no further than the checked bytes. An object-form file's event array is read from a
-    copy of its checked bytes."""
+    between batches and interrupts the read: 18-50 MB read while a 2 MB file grew by 1 GB), and the exact
+    parse reads no further than the checked bytes. An object-form file's event array is read from a copy
+    of its checked bytes."""
     span = copy = None
     if end is not None and first == b"[":
         span = (0, end)  # the array, without what follows it
