@@ -119,6 +119,40 @@ def _bytes_read() -> int:
     raise AssertionError("no rchar in /proc/self/io")
 
 
+class _Growth:
+    """Blank space appended to ``path`` 1 MB at a time by a thread, up to ``cap`` bytes, until stopped."""
+
+    def __init__(self, path: Path, cap: int):
+        self.path, self.cap, self.written = path, cap, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._grow)
+
+    def _grow(self):
+        with open(self.path, "ab") as f:
+            while not self.stop.is_set() and self.written < self.cap:
+                f.write(b" " * (1 << 20))
+                f.flush()
+                self.written += 1 << 20
+
+    def start_once(self):
+        if not self.thread.is_alive() and not self.stop.is_set():
+            self.thread.start()
+
+
+def _load_while_growing(path: Path, growth: _Growth) -> tuple[ProfilerDataError, int]:
+    """Load ``path`` while ``growth`` appends to it: the error the load must end in, and the bytes read."""
+    before = _bytes_read()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
+                trace.load_trace(path, progress=False)
+    finally:
+        growth.stop.set()
+        growth.thread.join()
+    return err.value, _bytes_read() - before
+
+
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes read with /proc/self/io")
 @pytest.mark.parametrize("object_form", [False, True])
 def test_a_trace_that_grows_while_it_is_read_is_read_no_further_than_checked(tmp_path, monkeypatch, object_form):
@@ -129,43 +163,25 @@ def test_a_trace_that_grows_while_it_is_read_is_read_no_further_than_checked(tmp
     data = (WIDEDEEP / "timeline_display_1.json").read_bytes()
     path.write_bytes(b'{"traceEvents": ' + data + b"}" if object_form else data)
     size = path.stat().st_size
-    stop, written = threading.Event(), [0]
-    cap = 256 << 20
-
-    def grow():
-        with open(path, "ab") as f:
-            while not stop.is_set() and written[0] < cap:
-                f.write(b" " * (1 << 20))
-                f.flush()
-                written[0] += 1 << 20
-
-    appender = threading.Thread(target=grow)
+    growth = _Growth(path, 256 << 20)
     real = trace_parse.check_size
 
     def check_then_grow(p, family, **kw):
         checked = real(p, family, **kw)
-        if not appender.is_alive() and not stop.is_set():
+        if not growth.thread.is_alive() and not growth.stop.is_set():
             # the file grows from the moment the memory guard has checked it: 64 MB at once, then on
             with open(path, "ab") as f:
                 f.write(b" " * (64 << 20))
-            written[0] += 64 << 20
-            appender.start()
+            growth.written += 64 << 20
+            growth.start_once()
         return checked
 
     monkeypatch.setattr(trace_parse, "check_size", check_then_grow)
-    before, t0 = _bytes_read(), time.monotonic()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
-                trace.load_trace(path, progress=False)
-    finally:
-        stop.set()
-        appender.join()
-    read = _bytes_read() - before
-    assert err.value.path == path and f"from {size:,} bytes" in str(err.value)
-    assert written[0] >= 64 << 20  # it did grow, far past what was read
-    assert read < 4 * size + (16 << 20), (read, written[0])
+    t0 = time.monotonic()
+    err, read = _load_while_growing(path, growth)
+    assert err.path == path and f"from {size:,} bytes" in str(err)
+    assert growth.written >= 64 << 20  # it did grow, far past what was read
+    assert read < 4 * size + (16 << 20), (read, growth.written)
     assert time.monotonic() - t0 < SECONDS
 
 
@@ -177,37 +193,18 @@ def test_a_trace_that_grows_only_once_its_read_has_begun_is_stopped_too(tmp_path
     path = tmp_path / "timeline_display_1.json"
     data = (WIDEDEEP / "timeline_display_1.json").read_bytes()
     path.write_bytes(data)
-    stop, written, cap = threading.Event(), [0], 1 << 30
-
-    def grow():
-        with open(path, "ab") as f:
-            while not stop.is_set() and written[0] < cap:
-                f.write(b" " * (1 << 20))
-                f.flush()
-                written[0] += 1 << 20
-
-    appender = threading.Thread(target=grow)
+    growth = _Growth(path, 1 << 30)
     real = trace_parse._connection
 
     def connect_then_grow():
-        if not appender.is_alive() and not stop.is_set():
-            appender.start()
+        growth.start_once()
         return real()
 
     monkeypatch.setattr(trace_parse, "_connection", connect_then_grow)
-    before = _bytes_read()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with pytest.raises(ProfilerDataError, match="grew while it was read") as err:
-                trace.load_trace(path, progress=False)
-    finally:
-        stop.set()
-        appender.join()
-    read = _bytes_read() - before
-    assert err.value.path == path and f"from {len(data):,} bytes" in str(err.value)
+    err, read = _load_while_growing(path, growth)
+    assert err.path == path and f"from {len(data):,} bytes" in str(err)
     # stopped, not read to the end: 18-50 MB read where it read all 1 GB the file grew by
-    assert read < min(written[0], 256 << 20), (read, written[0])
+    assert read < min(growth.written, 256 << 20), (read, growth.written)
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes read with /proc/self/io")
