@@ -373,13 +373,6 @@ def _type_codes(index: TimelineIndex, pos: np.ndarray) -> np.ndarray:
 def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t1: float = 0.0,
            levels: bool = True) -> pd.DataFrame:
     cols = {c: [] for c in LOD_CODE_COLUMNS}
-
-    def name_of(pos):
-        return _name_codes(index, pos)
-
-    def type_of(pos):
-        return _type_codes(index, pos)
-
     for trk, pos in zip(track_ids, picks):
         lt = _level_for(index, trk, px) if levels else None
         if lt is not None:
@@ -394,9 +387,9 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t
             continue
         small = index.dur[pos] < px
         big, sp = pos[~small], pos[small]
-        starts, ends, counts, names, types, busy, rows = ([index.start[big]], [index.end_of(big)],
-                                                          [np.ones(len(big), np.int64)], [name_of(big)],
-                                                          [type_of(big)], [index.dur[big]], [index.rows(big)])
+        starts, ends, counts = [index.start[big]], [index.end_of(big)], [np.ones(len(big), np.int64)]
+        names, types, busy, rows = ([_name_codes(index, big)], [_type_codes(index, big)], [index.dur[big]],
+                                    [index.rows(big)])
         if len(sp):
             s, e = index.start[sp], index.end_of(sp)
             # a new run starts where an event begins more than a pixel after every earlier one ended
@@ -408,7 +401,7 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t
             starts.append(s[firsts])
             ends.append(np.maximum.reduceat(e, firsts))
             counts.append(count.astype(np.int64))
-            names.append(np.where(single, name_of(sp[firsts]), -1))
+            names.append(np.where(single, _name_codes(index, sp[firsts]), -1))
             types.append(_dominant(np.cumsum(new_run) - 1, index.type_codes[sp], index.dur[sp] + VOTE_EPS,
                                    len(firsts), len(index.type_values)))
             busy.append(np.add.reduceat(index.dur[sp], firsts))
@@ -432,7 +425,7 @@ def _dominant(run: np.ndarray, type_codes: np.ndarray, weight: np.ndarray, n_run
         return np.full(n_runs, -1, dtype=np.int32)
     n_types = n_values + 1  # code -1 (no type) gets column 0
     key = run * n_types + (type_codes + 1)
-    if n_runs * n_types <= 4_000_000:
+    if n_runs * n_types <= _DENSE_VOTES:
         table = np.bincount(key, weights=weight, minlength=n_runs * n_types).reshape(n_runs, n_types)
         codes = table.argmax(axis=1) - 1
     else:  # many runs and many types: sum over the (run, type) pairs that occur
