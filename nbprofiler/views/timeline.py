@@ -37,7 +37,7 @@ from bokeh.plotting import figure
 from . import theme
 from .base import View
 from .pages import frames_of
-from .timeline_bars import Dictionary, bar_data, bar_table, dictionary_of, track_table
+from .timeline_bars import Dictionary, bar_data, bar_table, dictionary_of, track_rows, track_table
 
 MAX_GLYPHS = 20_000          # never send more bars than this per window's width to the browser
 # The page holds the window shown and this many of its widths on each side, so a pan inside them needs
@@ -76,16 +76,10 @@ def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
              "back": 0.0, "ahead": 0.0}
     if flows_df is None or len(flows_df) == 0:
         return empty
-    row_of = np.full(int(tracks["track"].max()) + 2 if len(tracks) else 1, -1, np.int32)
-    row_of[tracks["track"].astype("int64").to_numpy()] = tracks["row"].astype("int64").to_numpy()
-    st, et = flows_df["start_track"].to_numpy(dtype="float64"), flows_df["end_track"].to_numpy(dtype="float64")
     x0, x1 = flows_df["start_us"].to_numpy(dtype="float64"), flows_df["end_us"].to_numpy(dtype="float64")
-    ok = ~(np.isnan(st) | np.isnan(et) | np.isnan(x0) | np.isnan(x1))
-    inside = ok & (st >= 0) & (st < len(row_of) - 1) & (et >= 0) & (et < len(row_of) - 1)
-    y0 = np.where(inside, row_of[np.where(inside, st, len(row_of) - 1).astype(np.int64)], -1).astype(np.int32)
-    y1 = np.where(inside, row_of[np.where(inside, et, len(row_of) - 1).astype(np.int64)], -1).astype(np.int32)
-    del st, et, ok, inside
-    keep = np.flatnonzero((y0 >= 0) & (y1 >= 0))
+    y0 = track_rows(tracks, flows_df["start_track"].to_numpy(dtype="float64"))
+    y1 = track_rows(tracks, flows_df["end_track"].to_numpy(dtype="float64"))
+    keep = np.flatnonzero((y0 >= 0) & (y1 >= 0) & ~np.isnan(x0) & ~np.isnan(x1))
     if len(keep) < len(flows_df):  # else every flow is shown: the frame's own columns, no copies (millions)
         x0, y0, x1, y1 = x0[keep], y0[keep], x1[keep], y1[keep]
     if np.any(x0[1:] < x0[:-1]):  # loaders write flows in start order; other frames are sorted here once

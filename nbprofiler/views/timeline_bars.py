@@ -34,6 +34,16 @@ def track_table(tracks_df: pd.DataFrame, order: list[int] | None = None) -> pd.D
     return pd.DataFrame({"track": ordered, "row": range(len(ordered)), "label": [labels[t] for t in ordered]})
 
 
+def track_rows(tracks: pd.DataFrame, track_ids) -> np.ndarray:
+    """The display row (`track_table`'s ``row``) of each id in ``track_ids`` (int32; -1 for an id that is
+    not a shown track, or NaN)."""
+    row_of = np.full(int(tracks["track"].max()) + 2 if len(tracks) else 1, -1, np.int32)
+    row_of[tracks["track"].to_numpy(dtype=np.int64)] = tracks["row"].to_numpy(dtype=np.int64)
+    ids = np.asarray(track_ids)
+    inside = (ids >= 0) & (ids < len(row_of) - 1)  # NaN is neither
+    return row_of[np.where(inside, ids, len(row_of) - 1).astype(np.int64)]
+
+
 def _track_label(r) -> str:
     process = str(getattr(r, "process", "") or getattr(r, "pid", ""))
     thread = str(getattr(r, "thread", "") or getattr(r, "tid", ""))
@@ -87,10 +97,7 @@ def bar_data(bars: pd.DataFrame, tracks: pd.DataFrame, min_width_us: float = 0.0
     as much as their fill), ``dur_us`` keeping its true length."""
     if not len(bars) or not len(tracks):
         return {c: np.zeros(0) for c in _SOURCE_COLUMNS}
-    row_of = np.full(int(tracks["track"].max()) + 2, -1, np.int32)
-    row_of[tracks["track"].to_numpy(dtype=np.int64)] = tracks["row"].to_numpy(dtype=np.int64)
-    track = bars["track"].to_numpy(dtype=np.int64)
-    y = row_of[np.where((track >= 0) & (track < len(row_of) - 1), track, len(row_of) - 1)]
+    y = track_rows(tracks, bars["track"].to_numpy(dtype=np.int64))
     keep = y >= 0
     if not keep.all():
         bars, y = bars[keep], y[keep]
