@@ -15,12 +15,18 @@ run to single ops where the budget reached them.
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import html
+import zlib
 
 import numpy as np
 import pandas as pd
 from bokeh.models import ColumnDataSource, CustomJS, Div
+from bokeh.settings import settings
+
+from ..analysis.timeline import lod_query
+from .timeline_bars import AGGREGATE_MIN_ALPHA, bar_data, track_table
 
 TILE_BUDGET_BYTES = 6_000_000   # bar data and names of all the tiles in the file, as Bokeh embeds them
 TILE_GLYPHS = 4_000             # bars per tile: a view spans at most ~5 tiles (with its neighbours)
@@ -36,9 +42,6 @@ _STORE = {"y": np.int16, "left": np.float64, "dur_us": np.float32, "busy_us": np
 def stored_bytes(bars: pd.DataFrame) -> float:
     """What `lod_query` bars cost in the HTML: their columns in the store's types, compressed and
     base64-encoded as Bokeh embeds arrays (each tile compressed alone: a little more than in one store)."""
-    import zlib
-
-    from bokeh.settings import settings
     if not len(bars):
         return 0.0
     start = bars["start_us"].to_numpy(np.float64)
@@ -66,7 +69,6 @@ def lod_tiles(index, t0: float, t1: float, width_px: int, budget_bytes: float = 
     its merged bars), with ``attrs["bytes"]``, what they cost in the HTML (`stored_bytes` and their
     names); and ``bars``, the `lod_query` bars (``codes=True``) of each tile, in the tiles' order.
     """
-    from ..analysis.timeline import lod_query
     span = max(t1 - t0, 1e-9)
     if root is None:
         root = lod_query(index, t0, t1, width_px, max_glyphs=max_glyphs, codes=True)
@@ -112,7 +114,6 @@ def lod_tiles(index, t0: float, t1: float, width_px: int, budget_bytes: float = 
 def names_in_use(bars: list, dictionary) -> tuple[list, object]:
     """The bars with their name codes pointing into a `Dictionary` of the names they use alone (a run
     of millions of events may have as many names; the page needs those of the single bars it holds)."""
-    import dataclasses
     codes = [b.loc[b["count"] == 1, "name_code"].to_numpy() for b in bars]
     used = np.unique(np.concatenate(codes)) if codes else np.zeros(0, np.int64)
     used = used[(used >= 0) & (used < len(dictionary.names))]
@@ -131,7 +132,6 @@ def tile_store(tiles: pd.DataFrame, bars: list, tracks: pd.DataFrame) -> tuple[d
     the bars as `bar_data` numbers in the store's types (``timeline_tiles_src``), and the tree as lists
     (``level``, ``t0``, ``t1``, ``px``, ``child``, ``offset``, ``length``: each tile's rows in the store;
     the root's offset is -1)."""
-    from .timeline_bars import bar_data
     cols = {c: [] for c in _STORE}
     offset, length, at = [-1], [len(bars[0])], 0
     for (_, r), b in zip(list(tiles.iterrows())[1:], bars[1:]):
@@ -276,7 +276,6 @@ def tiled_timeline(fig_layout, tiles: pd.DataFrame, bars: list, tracks_df: pd.Da
     bars ``bars[0]``) its finer levels: the tiles (`lod_tiles`) in ``timeline_tiles_src`` and a script on
     the time axis that draws the ones the view needs. Returns the ``timeline_level_note`` Div that says
     which level is shown, and the store."""
-    from .timeline_bars import AGGREGATE_MIN_ALPHA, track_table
     fig = fig_layout.select_one({"name": "timeline_fig"})
     src = fig.select_one({"name": "timeline_src"})
     store_data, tree = tile_store(tiles, bars, track_table(tracks_df))
