@@ -78,3 +78,34 @@ def test_cluster_communication_matrix_measure_toggle(lab, page):
     wait_painted(page)
     save_screenshot(page, "cluster_communication_time")
     assert not page.page_errors, page.page_errors
+
+
+def test_cluster_page_breakdown_of_each_ranks_step(lab, page):
+    """The per-rank breakdown draws in JupyterLab: one stacked bar per rank, slowest first, with the
+    parts the files give (checked against step_trace_time.csv, read here), under its finding."""
+    import pandas as pd
+    path = DATA / "npu" / "ascend_pt_text_2rank"
+    want = {}
+    for rank in ("0", "1"):
+        csv = next(path.glob(f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"))
+        t = pd.read_csv(csv)
+        want[rank] = float(t["Communication(Not Overlapped)"].median()) / 1000.0  # the file's us -> ms
+    cells = ["import warnings; warnings.simplefilter('ignore')\nimport nbprofiler",
+             f"cluster = nbprofiler.load({str(path)!r})\ncluster.show()"]
+    write_notebook(lab.root / "cluster_breakdown.ipynb", cells)
+    out = open_and_run_all(page, lab, "cluster_breakdown.ipynb", 2).nth(1)
+    page.wait_for_function(_SOURCE_LEN_JS, arg=["cluster_breakdown_src", "rank"])
+    ranks = bokeh_data(page, "cluster_breakdown_src", "rank")[0]
+    steps = bokeh_data(page, "cluster_breakdown_src", "step_ms")[0]
+    exposed = [a + b + c for a, b, c in zip(*(bokeh_data(page, "cluster_breakdown_src", k)[0]
+                                                for k in ("wait_ms", "transit_ms", "exposed_unsplit_ms")))]
+    assert sorted(ranks) == ["0", "1"] and steps == sorted(steps, reverse=True)  # slowest first
+    for r, e in zip(ranks, exposed):
+        assert abs(e - want[r]) < 1e-6, (r, e, want[r])
+    finding = out.get_by_text("On the slowest rank").first
+    finding.wait_for()
+    assert "communication exposed" in finding.inner_text()
+    finding.scroll_into_view_if_needed()
+    wait_painted(page)
+    save_screenshot(page, "cluster_breakdown")
+    assert not page.page_errors, page.page_errors
