@@ -73,6 +73,17 @@ def data_dir() -> Path:
 DAMAGE_STATS: collections.Counter = collections.Counter()
 
 
+def pytest_sessionfinish(session):
+    """An xdist worker hands its damaged-input outcomes to the controller, which prints them."""
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["damage_stats"] = dict(DAMAGE_STATS)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook
+def pytest_testnodedown(node, error):
+    DAMAGE_STATS.update(getattr(node, "workeroutput", {}).get("damage_stats", {}))
+
+
 def pytest_terminal_summary(terminalreporter):
     if DAMAGE_STATS:
         parts = ", ".join(f"{k} {v}" for k, v in sorted(DAMAGE_STATS.items()) if k != "cases")

@@ -45,6 +45,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if Path(str(item.fspath)).is_relative_to(here):
             item.add_marker(pytest.mark.browser)
+            # under pytest-xdist (`--dist loadgroup`) one worker runs them all: one JupyterLab and one
+            # Chromium per run, while the other workers take the rest of the suite
+            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 def free_port() -> int:
