@@ -202,7 +202,7 @@ def rank_communication_figure(by_rank: pd.DataFrame):
     ranks = sorted(df["rank"], key=_rank_order)
     src = ColumnDataSource(df, name="cluster_rank_comm_src")
     labels = {"transit_ms": "Transit", "wait_ms": "Wait", "idle_ms": "Idle"}
-    colors = {"transit_ms": "#0072B2", "wait_ms": "#D55E00", "idle_ms": "#999999"}
+    colors = {"transit_ms": theme.COMM_TRANSIT, "wait_ms": theme.COMM_WAIT, "idle_ms": theme.COMM_IDLE}
     fig = figure(x_range=FactorRange(*ranks), height=280, sizing_mode="stretch_width", tools="save",
                  title="Communication per rank: " + " + ".join(labels[p].lower() for p in parts),
                  x_axis_label="Rank", y_axis_label=theme.axis_label("Time", "ms"), name="cluster_rank_comm")
@@ -280,13 +280,13 @@ def communication_layout(cluster):
 
 # The breakdown's stacked segments: the disjoint parts of a step, the exposed communication split where the
 # files give the split ("exposed_unsplit_ms" where they do not).
-BREAKDOWN_SEGMENTS = {"computing_ms": ("Computing (alone)", "#0072B2"),
-                      "comm_overlapped_ms": ("Communication overlapped", "#56B4E9"),
-                      "wait_ms": ("Exposed: waiting for other ranks", "#D55E00"),
-                      "transit_ms": ("Exposed: moving data", "#CC79A7"),
-                      "exposed_unsplit_ms": ("Exposed communication (no wait/transit split)", "#E7A3C9"),
-                      "free_ms": ("Free (device idle)", "#999999"),
-                      "host_bound_ms": ("Host-bound (device waits for dispatch)", "#E69F00")}
+BREAKDOWN_SEGMENTS = {"computing_ms": ("Computing (alone)", theme.COMPUTING),
+                      "comm_overlapped_ms": ("Communication overlapped", theme.COMM_OVERLAPPED),
+                      "wait_ms": ("Exposed: waiting for other ranks", theme.COMM_WAIT),
+                      "transit_ms": ("Exposed: moving data", theme.COMM_TRANSIT),
+                      "exposed_unsplit_ms": ("Exposed communication (no wait/transit split)", theme.COMM_EXPOSED),
+                      "free_ms": ("Free (device idle)", theme.FREE),
+                      "host_bound_ms": ("Host-bound (device waits for dispatch)", theme.HOST_BOUND)}
 # Above this many ranks the bars show the slowest ones only, and a rank x part heatmap shows them all.
 BREAKDOWN_TOP_RANKS = 32
 
