@@ -70,7 +70,9 @@ class Alignment:
     ``residual_us``: rank -> {"median", "max"}: the absolute end differences left after the offset (µs;
     NaN when no collective is left to measure them on: one shared collective, or only the anchor).
     ``unaligned``: rank -> why it kept its own clock. ``median_us``/``max_us``/``max_rank``: the residual
-    over every rank's left-over differences together, and the rank with the largest."""
+    over every rank's left-over differences together, and the rank with the largest. The residuals come
+    from times relative to each rank's origin (exact to the files' digits); an offset also carries the
+    origins' own grain (absolute epoch µs in float64: a quarter of a µs)."""
     method: str
     reference: str
     offsets_us: dict[str, float]
@@ -82,12 +84,6 @@ class Alignment:
     max_us: float = math.nan
     max_rank: str | None = None
 
-    @property
-    def shared(self) -> int:
-        """The fewest collectives any aligned rank shares with the reference (0: none aligned)."""
-        counts = [n for r, n in self.collectives.items() if r != self.reference and r not in self.unaligned]
-        return min(counts) if counts else 0
-
     def as_dict(self) -> dict:
         return {"method": self.method, "reference": self.reference, "anchor": self.anchor,
                 "offsets_us": dict(self.offsets_us), "collectives": dict(self.collectives),
@@ -98,7 +94,7 @@ class Alignment:
 
 def _anchor_key(anchor, shared: pd.Index):
     """The (name, run) ``anchor`` names among ``shared``: a name alone is its first shared run."""
-    if isinstance(anchor, tuple):
+    if isinstance(anchor, (tuple, list)):
         key = (str(anchor[0]), int(anchor[1]))
         return key if key in shared else None
     runs = sorted(run for name, run in shared if name == str(anchor))
@@ -167,7 +163,7 @@ def shared_collectives(profiles: dict) -> list[tuple[str, int]]:
     keys = ends[ref].index
     for own in ends.values():
         keys = keys.intersection(own.index)
-    return [tuple(k) for k in ends[ref][keys].sort_values(kind="stable").index]
+    return [(str(name), int(run)) for name, run in ends[ref][keys].sort_values(kind="stable").index]
 
 
 def stacked_timeline(cluster, ranks=None, align: str = "clock", offsets_us: dict | None = None,

@@ -420,7 +420,8 @@ def alignment_note(alignment: dict) -> str:
     counts = sorted({n for r, n in alignment["collectives"].items()
                      if r != alignment["reference"] and r not in unaligned})
     if not counts:
-        return f"Ranks not aligned: {why}; they stay on the hosts' clocks."
+        return (f"Ranks not aligned: {why}; they stay on the hosts' clocks." if unaligned
+                else "One rank: nothing to align.")
     n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
     plural = "" if counts[-1] == 1 else "s"
     anchor = alignment["anchor"]
