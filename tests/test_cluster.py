@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from bokeh.embed import file_html
+from bokeh.layouts import column
 from bokeh.resources import INLINE
 
 import nbprofiler
@@ -471,3 +472,28 @@ def test_a_rank_that_raises_is_left_out_and_reported_or_raised(monkeypatch):
     assert any("rank 2 left out of the cluster: OSError: disk went away" in p["error"] for p in out["problems"])
     with pytest.raises(OSError, match="disk went away"):
         R.gather_rank_summaries(runs, engine="serial", failure=R.FailureHandling.RAISE)
+
+
+def test_one_quantity_has_one_colour_across_the_cluster_pages_figures(npu8):
+    """The stage bars, the per-rank breakdown and the communication per rank name the same quantities in
+    their own words: each quantity is drawn in one colour on all three, and no colour means two things
+    (the stage bars' exposed communication is not the colour of one of its parts, wait or transit)."""
+    from nbprofiler.analysis.diagnosis import diagnose_cluster
+    from nbprofiler.views.cluster import breakdown_layout, communication_layout
+    cl, summary = npu8
+    diagnosis = diagnose_cluster(cl)
+    page = column(cluster_layout(summary, diagnosis), breakdown_layout(cl, diagnosis), communication_layout(cl))
+    same = {"Communication (not overlapped)": "exposed", "Exposed communication (no wait/transit split)": "exposed",
+            "Wait": "wait", "Exposed: waiting for other ranks": "wait",
+            "Transit": "transit", "Exposed: moving data": "transit",
+            "Computing": "computing", "Computing (alone)": "computing",
+            "Free": "free", "Free (device idle)": "free", "Preparing": "host", "Host-bound (device waits for dispatch)": "host",
+            "Communication overlapped": "overlapped", "Idle": "communication idle"}
+    colours: dict[str, set] = {}
+    for name in ("cluster_ranks", "cluster_rank_comm", "cluster_breakdown"):
+        for item in page.select_one({"name": name}).legend[0].items:
+            label = item.label.value if hasattr(item.label, "value") else item.label["value"]
+            colours.setdefault(item.renderers[0].glyph.fill_color, set()).add(same[label])
+    assert all(len(q) == 1 for q in colours.values()), colours
+    quantities = [q for qs in colours.values() for q in qs]
+    assert len(quantities) == len(set(quantities)) and {"exposed", "wait", "transit"} <= set(quantities)

@@ -266,7 +266,7 @@ def _ranks_timeline(cluster):
     clocks (`analysis.cluster_timeline`), the whole run at `TIMELINE_BUDGET` bars; None with fewer than
     two such ranks."""
     from ..analysis.cluster_timeline import stacked_timeline
-    from ..views.cluster import TIMELINE_RANKS
+    from ..views.cluster import TIMELINE_RANKS, alignment_note
     from ..views.timeline import timeline_figure
     roles = schema.FRAMES["timeline"].roles
     ranks = [r for r in cluster.ranks if cluster[r].has(*roles)][:TIMELINE_RANKS]
@@ -277,7 +277,8 @@ def _ranks_timeline(cluster):
         return None
     lod, note, dictionary = timeline_lod(frames["timeline"], TIMELINE_BUDGET, TIMELINE_WIDTH_PX)
     fig = timeline_figure(lod, frames["timeline_tracks"], dictionary, width=TIMELINE_WIDTH_PX)
-    head = Div(text=f"<h3>Timeline of ranks {_e(', '.join(ranks))} on one clock</h3><p>{_e(note)}</p>",
+    said = alignment_note(frames["timeline"].attrs["alignment"])
+    head = Div(text=f"<h3>Timeline of ranks {_e(', '.join(ranks))} on one clock</h3><p>{_e(said)} {_e(note)}</p>",
                sizing_mode="stretch_width", name="report_ranks_timeline_note")
     return column(head, fig, sizing_mode="stretch_width", name="report_ranks_timeline")
 

@@ -355,6 +355,8 @@ class Cluster:
         return run_sql(query, frames, tables)
 
     def show(self, **kwargs):
+        """Display the cluster page (`views.cluster.ClusterView`; e.g. ``align="communication"``,
+        ``anchor="<collective op>"`` for its timeline of ranks)."""
         from ..views.cluster import ClusterView
         return ClusterView(self, **kwargs).display()
 

@@ -202,7 +202,7 @@ def rank_communication_figure(by_rank: pd.DataFrame):
     ranks = sorted(df["rank"], key=_rank_order)
     src = ColumnDataSource(df, name="cluster_rank_comm_src")
     labels = {"transit_ms": "Transit", "wait_ms": "Wait", "idle_ms": "Idle"}
-    colors = {"transit_ms": "#0072B2", "wait_ms": "#D55E00", "idle_ms": "#999999"}
+    colors = {"transit_ms": theme.COMM_TRANSIT, "wait_ms": theme.COMM_WAIT, "idle_ms": theme.COMM_IDLE}
     fig = figure(x_range=FactorRange(*ranks), height=280, sizing_mode="stretch_width", tools="save",
                  title="Communication per rank: " + " + ".join(labels[p].lower() for p in parts),
                  x_axis_label="Rank", y_axis_label=theme.axis_label("Time", "ms"), name="cluster_rank_comm")
@@ -280,13 +280,13 @@ def communication_layout(cluster):
 
 # The breakdown's stacked segments: the disjoint parts of a step, the exposed communication split where the
 # files give the split ("exposed_unsplit_ms" where they do not).
-BREAKDOWN_SEGMENTS = {"computing_ms": ("Computing (alone)", "#0072B2"),
-                      "comm_overlapped_ms": ("Communication overlapped", "#56B4E9"),
-                      "wait_ms": ("Exposed: waiting for other ranks", "#D55E00"),
-                      "transit_ms": ("Exposed: moving data", "#CC79A7"),
-                      "exposed_unsplit_ms": ("Exposed communication (no wait/transit split)", "#E7A3C9"),
-                      "free_ms": ("Free (device idle)", "#999999"),
-                      "host_bound_ms": ("Host-bound (device waits for dispatch)", "#E69F00")}
+BREAKDOWN_SEGMENTS = {"computing_ms": ("Computing (alone)", theme.COMPUTING),
+                      "comm_overlapped_ms": ("Communication overlapped", theme.COMM_OVERLAPPED),
+                      "wait_ms": ("Exposed: waiting for other ranks", theme.COMM_WAIT),
+                      "transit_ms": ("Exposed: moving data", theme.COMM_TRANSIT),
+                      "exposed_unsplit_ms": ("Exposed communication (no wait/transit split)", theme.COMM_EXPOSED),
+                      "free_ms": ("Free (device idle)", theme.FREE),
+                      "host_bound_ms": ("Host-bound (device waits for dispatch)", theme.HOST_BOUND)}
 # Above this many ranks the bars show the slowest ones only, and a rank x part heatmap shows them all.
 BREAKDOWN_TOP_RANKS = 32
 
@@ -409,6 +409,38 @@ def breakdown_layout(cluster, diagnosis=None):
     return column(*parts, sizing_mode="stretch_width", name="cluster_breakdown_layout")
 
 
+def alignment_note(alignment: dict) -> str:
+    """The words under a cluster timeline saying how its ranks were put on one clock and how well
+    (``alignment``: `analysis.cluster_timeline.Alignment.as_dict`, the timeline's ``attrs["alignment"]``):
+    the collectives matched and the residual misalignment that analysis measured, or why not aligned."""
+    if alignment["method"] == "clock":
+        return "Ranks on the hosts' clocks; not checked."
+    unaligned = alignment["unaligned"]
+    why = "; ".join(unaligned.values())
+    counts = sorted({n for r, n in alignment["collectives"].items()
+                     if r != alignment["reference"] and r not in unaligned})
+    if not counts:
+        return (f"Ranks not aligned: {why}; they stay on the hosts' clocks." if unaligned
+                else "One rank: nothing to align.")
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    plural = "" if counts[-1] == 1 else "s"
+    anchor = alignment["anchor"]
+    if anchor is not None:
+        pinned = anchor[0] if isinstance(anchor, (tuple, list)) else anchor
+        run = f" (run {int(anchor[1]) + 1})" if isinstance(anchor, (tuple, list)) else ""
+        head = f"Ranks aligned on {pinned}{run}, pinned, among {n} shared collective{plural}"
+        over = "over the other collectives "
+    else:
+        head, over = f"Ranks aligned on {n} shared collective{plural}", ""
+    if np.isnan(alignment["max_us"]):
+        tail = "residual misalignment not measured (no other shared collective to measure it on)"
+    else:
+        tail = (f"residual misalignment {over}median {alignment['median_us']:,.2f} µs, "
+                f"max {alignment['max_us']:,.2f} µs (rank {alignment['max_rank']})")
+    rest = f"; not aligned: {why}" if unaligned else ""
+    return f"{head}; {tail}{rest}."
+
+
 # The ranks a cluster page's timeline stacks at first (their tracks fit a screen); any others with
 # TimelineView(cluster, ranks=[...]).
 TIMELINE_RANKS = 8
@@ -417,14 +449,22 @@ TIMELINE_RANKS = 8
 class ClusterView(LayoutView):
     """``ClusterView(cluster, engine=None).display()``: per-rank bars, heatmap and slow-rank table, the
     communication matrix and links, and (where the ranks have timelines) a folded timeline of the first
-    `TIMELINE_RANKS` ranks stacked on one clock, built when unfolded (``.timeline``, a `TimelineView`),
-    with a choice of alignment (their own clocks, or the first collective they all ran) and the offsets
+    `TIMELINE_RANKS` ranks stacked on one clock, built when unfolded (``.timeline``, a `TimelineView`;
+    ``align`` and ``anchor`` its alignment when it opens, as `TimelineView` takes them),
+    with a choice of alignment (their own clocks, or the collectives they share, optionally pinned on one)
+    and, above it, how they were aligned and the residual misalignment (`alignment_note`) and the offsets
     used."""
 
-    def __init__(self, cluster, engine: str | None = None):
+    def __init__(self, cluster, engine: str | None = None, align: str = "clock", anchor=None):
         from ..analysis.cluster import rank_summary
+        from ..analysis.cluster_timeline import ALIGNMENTS
         from ..analysis.diagnosis import diagnose_cluster
+        if align not in ALIGNMENTS:
+            raise ValueError(f"align must be one of {ALIGNMENTS}, not {align!r}")
+        if anchor is not None and align != "communication":
+            raise ValueError(f"anchor={anchor!r} pins a collective to align on: use align='communication'")
         self.cluster = cluster
+        self._align, self._anchor = align, anchor
         self.summary = rank_summary(cluster, engine=engine)
         self.diagnosis = diagnose_cluster(cluster)
         self.layout = cluster_layout(self.summary, self.diagnosis)
@@ -446,20 +486,48 @@ class ClusterView(LayoutView):
                 fold = W.Accordion(children=[holder], selected_index=None, layout=W.Layout(width="100%"),
                                    titles=(f"Timeline of ranks {', '.join(ranks)} on one clock",))
                 align = W.Dropdown(options=[("on the ranks' own clocks", "clock"),
-                                            ("aligned on the first collective they all ran", "communication")],
-                                   value="clock", description="Ranks", layout=W.Layout(width="420px"))
+                                            ("aligned on the collectives they share", "communication")],
+                                   value=self._align, description="Ranks", layout=W.Layout(width="420px"))
+                anchor = W.Dropdown(options=[("every shared collective (median)", None)], value=None,
+                                    description="Pin", layout=W.Layout(width="420px"))
                 offsets = W.HTML()
+                listing = {"done": False, "missed": ""}
+
+                def list_anchors():
+                    """The collectives to pin on, listed once (it reads every rank's timeline); the anchor
+                    the page was opened with chosen among them."""
+                    from ..analysis.cluster_timeline import shared_collectives
+                    shared = shared_collectives({r: self.cluster[r] for r in ranks})
+                    wanted = self._anchor
+                    match = next((k for k in shared if k == wanted or (not isinstance(wanted, tuple)
+                                                                        and k[0] == str(wanted))), None)
+                    listing.update(done=True, missed="" if wanted is None or match else
+                                   f"{wanted!r} is not a collective ranks {', '.join(ranks)} all ran; not pinned. ")
+                    anchor.options = [*anchor.options, *((f"{name} (run {run + 1})", (name, run))
+                                                         for name, run in shared)]
+                    anchor.value = match
 
                 def build(_=None):
                     from .timeline import TimelineView
-                    self.timeline = TimelineView(self.cluster, ranks=ranks, align=align.value)
-                    used = self.timeline.events.attrs.get("offsets_us", {})
-                    offsets.value = (f"<span style='{theme.MUTED_CSS}'>offsets: " + ", ".join(
-                        f"rank {html.escape(str(r))} {v:+,.2f} µs" for r, v in used.items()) + "</span>")
-                    holder.children = [W.HBox([align, offsets]), self.timeline.widget]
+                    if not listing["done"]:
+                        list_anchors()  # its value change calls build again, which draws
+                        if anchor.value is not None:
+                            return
+                    anchor.disabled = align.value == "clock"
+                    pin = anchor.value if align.value == "communication" else None
+                    self.timeline = TimelineView(self.cluster, ranks=ranks, align=align.value, anchor=pin)
+                    attrs = self.timeline.events.attrs
+                    used = attrs.get("offsets_us", {})
+                    offsets.value = (f"<div>{html.escape(listing['missed'])}"
+                                     f"{html.escape(alignment_note(attrs['alignment']))}</div>"
+                                     f"<span style='{theme.MUTED_CSS}'>offsets: " + ", ".join(
+                                         f"rank {html.escape(str(r))} {v:+,.2f} µs" for r, v in used.items())
+                                     + "</span>")
+                    holder.children = [W.HBox([align, anchor]), offsets, self.timeline.widget]
                 fold.observe(lambda ch: build() if ch["new"] == 0 and not holder.children else None,
                              names="selected_index")
                 align.observe(build, names="value")
+                anchor.observe(build, names="value")
                 parts.append(fold)
             parts.append(self._rank_fold(W))
             self._widget = W.VBox(parts, layout=W.Layout(width="100%"))

@@ -36,19 +36,31 @@ HIGHLIGHT = "#d62728"     # the slowest rank, a selected bar's outline
 OTHER = "#a0a0a0"         # the folded "other" slice/bar
 MUTED_ALPHA = 0.35
 
-# Okabe-Ito, a colour-blind-safe palette; each stage keeps its colour in every view and run format.
+# The parts of a step, one quantity one colour on every figure (the step-trace stages, the cluster page's
+# per-rank breakdown and its communication per rank): Okabe-Ito hues, colour-blind-safe. Communication not
+# overlapped by computing is one pink; its two parts, waiting for the other ranks and moving data, are its
+# dark and light shades, so a stage bar's pink reads as their sum and neither part is mistaken for it.
+COMPUTING = "#0072B2"          # device computing: blue
+COMM_OVERLAPPED = "#56B4E9"    # communication hidden under computing: sky blue
+COMM_EXPOSED = "#CC79A7"       # communication not overlapped: pink
+COMM_WAIT = "#8E3B73"          # ... of which waiting for the other ranks: dark pink
+COMM_TRANSIT = "#E7A3C9"       # ... of which moving data: light pink
+COMM_IDLE = "#D8CCD3"          # inside a communication op, neither waiting nor moving data: pale mauve
+FREE = "#999999"               # device idle: grey
+HOST_BOUND = "#E69F00"         # device waiting for the host (data, dispatch): orange
+
 STAGE_COLORS: dict[str, str] = {
     # legacy / CANN step trace
-    "iteration_interval_ms": "#E69F00",   # step interval (waiting for data): orange
-    "fp_and_bp_ms": "#0072B2",            # forward + backward: blue
-    "fp_ms": "#0072B2",                   # inference forward
+    "iteration_interval_ms": HOST_BOUND,  # step interval (waiting for data)
+    "fp_and_bp_ms": COMPUTING,            # forward + backward
+    "fp_ms": COMPUTING,                   # inference forward
     "tail_ms": "#009E73",                 # step tail: green
     # MindSpore 2.3+ / msprof-analyze step_trace_time.csv
-    "preparing_ms": "#E69F00",
-    "computing_ms": "#0072B2",
-    "communication_not_overlapped_ms": "#CC79A7",
-    "free_ms": "#999999",
-    "overlapped_ms": "#56B4E9",
+    "preparing_ms": HOST_BOUND,
+    "computing_ms": COMPUTING,
+    "communication_not_overlapped_ms": COMM_EXPOSED,
+    "free_ms": FREE,
+    "overlapped_ms": COMM_OVERLAPPED,
     "communication_ms": "#CC79A7",
     "bubble_ms": "#F0E442",
     "stage_ms": "#56B4E9",

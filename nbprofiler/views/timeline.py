@@ -493,10 +493,11 @@ busy.text = covered ? '' : 'loading detail…';
 """
 
 
-def _frames_of(prof_or_frames, ranks=None, align: str = "clock", offsets_us: dict | None = None) -> dict:
+def _frames_of(prof_or_frames, ranks=None, align: str = "clock", offsets_us: dict | None = None,
+               anchor=None) -> dict:
     if hasattr(prof_or_frames, "ranks"):  # a Cluster: the chosen ranks stacked on one clock
         from ..analysis.cluster_timeline import stacked_timeline
-        return stacked_timeline(prof_or_frames, ranks, align, offsets_us)
+        return stacked_timeline(prof_or_frames, ranks, align, offsets_us, anchor)
     return frames_of(prof_or_frames, TimelineView.FRAMES)
 
 
@@ -505,8 +506,9 @@ class TimelineView(traitlets.HasTraits, View):
 
     ``prof_or_frames``: a `Profile`, a dict with ``timeline``, ``timeline_tracks`` and optionally
     ``timeline_flows``, or a `Cluster`: its ``ranks`` (default all) stacked, each rank's tracks together,
-    on one clock (``align`` "clock" or "communication", plus ``offsets_us`` per rank: see
-    `nbprofiler.analysis.cluster_timeline`). The level-of-detail index is built once. The page holds
+    on one clock (``align`` "clock" or "communication", ``anchor`` a collective to pin the alignment on,
+    plus ``offsets_us`` per rank: see `nbprofiler.analysis.cluster_timeline`; how well they met is in
+    ``events.attrs["alignment"]``). The level-of-detail index is built once. The page holds
     the bars of the window shown and of `NEIGHBOURS` widths on each side (``held``: start, end and µs per
     pixel); a change of the time axis (wheel zoom, pan, minimap) that stays inside them, at no more than
     `HELD_ZOOM` times their detail, is drawn by the page alone, and any other re-queries the index after
@@ -529,12 +531,12 @@ class TimelineView(traitlets.HasTraits, View):
         return report_timeline(prof.timeline, prof.timeline_tracks, prof.timeline_counters)
 
     def __init__(self, prof_or_frames, width: int = MAX_WIDTH_PX, debounce_s: float = DEBOUNCE_S,
-                 ranks=None, align: str = "clock", offsets_us: dict | None = None):
+                 ranks=None, align: str = "clock", offsets_us: dict | None = None, anchor=None):
         super().__init__()
         import ipywidgets as W
         from bokeh.events import SelectionGeometry
         from jupyter_bokeh import BokehModel
-        frames = _frames_of(prof_or_frames, ranks, align, offsets_us)
+        frames = _frames_of(prof_or_frames, ranks, align, offsets_us, anchor)
         self.events = frames["timeline"]
         self.tracks_df = frames["timeline_tracks"]
         self.flows = frames["timeline_flows"]
