@@ -234,7 +234,7 @@ def _ranked(out: pd.DataFrame) -> pd.DataFrame:
 
 def _op_types(ra: pd.DataFrame, rb: pd.DataFrame) -> pd.DataFrame:
     agg = lambda r: r.groupby("op_type", sort=False).agg(time_us=("dur_us", "sum"), count=("dur_us", "size"))  # noqa: E731
-    m = agg(ra).join(agg(rb), how="outer", lsuffix="_a", rsuffix="_b").reset_index()
+    m = agg(ra).add_suffix("_a").join(agg(rb).add_suffix("_b"), how="outer").reset_index()
     out = pd.DataFrame({"op_type": m["op_type"].astype(str), "a_time_us": m["time_us_a"].astype(float),
                         "b_time_us": m["time_us_b"].astype(float)})
     out["a_count"] = m["count_a"].fillna(0).astype("int64")
