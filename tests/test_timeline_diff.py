@@ -4,6 +4,7 @@ the ten steps of two CANN devices, and two steps of one run."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import csv
 from decimal import Decimal
 
@@ -13,7 +14,7 @@ import pytest
 import nbprofiler
 from nbprofiler import schema
 from nbprofiler.analysis.timeline_diff import TOP_CHANGED, timeline_diff
-from nbprofiler.views.compare import GAIN, LOSS
+from nbprofiler.views.compare import GAIN, LOSS, CompareView
 from nbprofiler.views.timeline_diff import TimelineDiffView
 
 from .conftest import DATA, load_quietly
@@ -188,3 +189,13 @@ def test_compare_offers_the_timeline_diff(pt2):
     cmp = nbprofiler.compare(pt2["0"], pt2["1"])
     d = cmp.timeline_diff()
     assert d.a_label == cmp.a_label and d.ops["op_name"].iloc[0] == "hcom_allReduce__868_0_1"
+    # the comparison's view opens it under the comparison, on a click
+    view = CompareView(cmp)
+    assert view.widget.children[1].children[0].children[0].description.startswith("Compare the timelines")
+    opened = view.open_timeline_diff()
+    assert opened.diff.headline == d.headline and view.widget.children[1].children[-1] is opened.widget
+    # a run whose steps are not on its timeline: the view says why, escaped
+    lenet = load_quietly("mindspore2/lenet_pynative")
+    view = CompareView(dataclasses.replace(cmp, b=lenet))
+    assert view.open_timeline_diff() is None
+    assert "timeline diff not available" in view._diff_note.value and "no steps placed" in view._diff_note.value

@@ -16,7 +16,7 @@ from bokeh.models import ColumnDataSource, DataTable, HTMLTemplateFormatter, Num
 
 from . import theme
 from .base import View
-from .compare import GAIN, LOSS
+from .theme import GAIN, LOSS
 from .timeline import MAX_WIDTH_PX, DEBOUNCE_S, TimelineView
 
 TABLE_ROWS = 50          # operators listed (ranked by |change|; the flagged ones first)
