@@ -54,6 +54,39 @@ def kernels_of_step(rank: str, step: int = 50) -> list[dict]:
     return rows
 
 
+def test_two_recordings_of_one_job_match_their_collectives_across_group_hashes(pt2, tmp_path):
+    """The text export against the database export of the same job: each recording names its allreduces with
+    its own group hash (hcom_allReduce__868_k_1 / __576_k_1); they are matched all the same, their times those
+    of kernel_details.csv and of the database's COMMUNICATION_OP table (read with sqlite3 from a copy)."""
+    import shutil
+    import sqlite3
+    db = load_quietly("npu/ascend_pt_db_2rank", device="0")
+    d = timeline_diff(pt2["0"], db)
+    copy = tmp_path / "rank0.db"
+    shutil.copyfile(DATA / "npu/ascend_pt_db_2rank/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db",
+                    copy)
+    with sqlite3.connect(copy) as con:
+        b_us = {name: (end - start) / 1000 for name, start, end in con.execute(
+            "SELECT s.value, o.startNs, o.endNs FROM COMMUNICATION_OP o JOIN STRING_IDS s ON s.id = o.opName")}
+    a_us = {r["name"]: r["dur"] for r in kernels_of_step("0") if r["name"].startswith("hcom_allReduce_")}
+    assert sorted(a_us) == [f"hcom_allReduce__868_{k}_1" for k in range(4)]
+    assert sorted(b_us) == [f"hcom_allReduce__576_{k}_1" for k in range(4)]
+    rows = d.ops[d.ops["op_type"] == "hcom_allReduce"].set_index("op_name")
+    assert sorted(rows.index) == sorted(a_us) and (rows["status"] == "both").all()
+    for k in range(4):
+        r = rows.loc[f"hcom_allReduce__868_{k}_1"]
+        assert r["b_name"] == f"hcom_allReduce__576_{k}_1"
+        assert r["a_time_us"] == pytest.approx(a_us[r.name], abs=1e-3)
+        assert r["b_time_us"] == pytest.approx(b_us[r["b_name"]], abs=1e-3)
+    # the database recording's step 50 is 4.37 ms slower, nearly all of it in the allreduces (+4.36 ms)
+    change = sum(b_us.values()) - sum(a_us.values())
+    head = d.op_types.iloc[0]
+    assert head["op_type"] == "hcom_allReduce" and head["delta_us"] == pytest.approx(change, abs=1e-3)
+    assert (d.ops["status"] == "both").all() and len(d.ops) == 191
+    assert d.headline.endswith(f"; most of it in hcom_allReduce (+{change / 1000:.3g} ms)")
+    assert " step 50 is 4.37 ms slower than " in d.headline
+
+
 def test_the_frames_are_as_declared(ranks):
     for name, df in (("timeline_diff_steps", ranks.steps), ("timeline_diff_op_types", ranks.op_types),
                      ("timeline_diff_ops", ranks.ops), ("timeline_diff_highlights", ranks.highlights)):
