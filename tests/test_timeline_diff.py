@@ -174,6 +174,15 @@ def test_every_cann_step_of_b_starts_where_the_same_step_of_a_starts(cann):
         assert (np.abs(stacked["start_us"].to_numpy() - (s.start_us + offset)) < 1e-6).any(), s.b_step
 
 
+def test_the_median_step_pair(cann):
+    a, b = cann
+    d = timeline_diff(a, b, step="median")
+    ms = (a.step_windows["end_us"] - a.step_windows["start_us"]).to_numpy()
+    lower_median = np.sort(ms)[(len(ms) - 1) // 2]
+    assert d.a_step == d.b_step == int(a.step_windows["step"].to_numpy()[np.flatnonzero(ms == lower_median)[0]])
+    assert d.step_pair["chosen"] and d.steps["chosen"].sum() == 1 and len(d.steps) == 10
+
+
 def test_two_steps_of_one_run(cann):
     a, _ = cann
     d = timeline_diff(a, a, step=2, b_step=7)
@@ -216,6 +225,12 @@ def test_the_view_outlines_the_flagged_operators_and_zooms_to_a_clicked_one(pt2,
                                                                    r["b_start_us"] + r["b_time_us"])
     shown = v.timeline.bars()
     assert (shown["name"] == r["op_name"]).sum() >= 2
+    # a pinned track moves its outlines with it
+    hccl_b = int(h.loc[(h["run"] == "b") & (h["op_name"] == "hcom_allReduce__868_0_1"), "track"].iloc[0])
+    v.timeline.pin_tracks([hccl_b])
+    at = v.timeline._marks_src.data["left"].tolist().index(
+        float(h.loc[(h["run"] == "b") & (h["track"] == hccl_b), "start_us"].iloc[0]))
+    assert v.timeline._marks_src.data["y"][at] == 0
 
 
 def test_compare_offers_the_timeline_diff(pt2):

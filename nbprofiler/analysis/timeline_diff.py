@@ -133,6 +133,8 @@ def timeline_diff(a, b, step="first", b_step: int | None = None, top_n: int = TO
 
 # -- steps ------------------------------------------------------------------------------------------
 def _windows(prof, key: str) -> pd.DataFrame:
+    if prof.timeline.empty:
+        raise ValueError(f"run {key} ({prof.source}) has no timeline: nothing to align")
     w = prof.step_windows
     if w is None or w.empty:
         raise ValueError(f"run {key} ({prof.source}) has no steps placed on its timeline (no step ids on "
@@ -274,8 +276,8 @@ def _highlights(ops: pd.DataFrame, ra: pd.DataFrame, rb: pd.DataFrame, frames: d
     flagged = ops[ops["flagged"]]
     tl = frames["timeline"]
     run_of = dict(zip(frames["timeline_tracks"]["track"].astype(int), frames["timeline_tracks"]["run"]))
-    names = set(flagged["op_name"]) | set(flagged["b_name"])
-    cand = tl[tl["name"].astype(str).isin(names)]
+    names = sorted(set(flagged["op_name"]) | set(flagged["b_name"]))
+    cand = tl[tl["name"].isin(names)]   # on the categories: no text made of every event
     cand = pd.DataFrame({"name": cand["name"].astype(str), "start_us": cand["start_us"].astype(float),
                          "track": cand["track"].astype("int64"),
                          "run": cand["track"].astype(int).map(run_of).astype(str)})
