@@ -126,7 +126,7 @@ def timeline_diff(a, b, step="first", b_step: int | None = None, top_n: int = TO
     ops = _ops(ra, rb, top_n)
     frames = stack_timelines([("a", "A", a, 0.0), ("b", "B", b, _shift_of(steps))])
     frames["timeline_tracks"] = _with_run(frames["timeline_tracks"], a)
-    highlights = _highlights(ops, ra, rb, frames, a)
+    highlights = _highlights(ops, ra, rb, frames)
     head = headline(steps[steps["chosen"]].iloc[0], op_types, la, lb)
     return TimelineDiff(la, lb, sa, sb, frames, steps, op_types, ops, highlights, head, source)
 
@@ -270,7 +270,7 @@ def _with_run(tracks: pd.DataFrame, a) -> pd.DataFrame:
     return tracks.assign(run=np.where(tracks["track"].to_numpy(np.int64) < n_a, "a", "b"))
 
 
-def _highlights(ops: pd.DataFrame, ra: pd.DataFrame, rb: pd.DataFrame, frames: dict, a) -> pd.DataFrame:
+def _highlights(ops: pd.DataFrame, ra: pd.DataFrame, rb: pd.DataFrame, frames: dict) -> pd.DataFrame:
     """The flagged operators' executions in both runs (shared clock), each with the stacked timeline's
     event of its name that starts nearest to it (within `MATCH_TOLERANCE_US`) for its track."""
     flagged = ops[ops["flagged"]]
