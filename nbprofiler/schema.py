@@ -528,6 +528,11 @@ RECORDS: dict[str, RecordSpec] = {r.name: r for r in (
 # Frames an analysis derives across a cluster's ranks (not `Profile` properties): declared here like the
 # others (``builder`` "analysis": the function their note names builds them), and tables of ``cluster.sql``
 # under their name.
+# What a timeline diff reads: each run's step windows, its operators in the step and its timeline.
+_DIFF_FILES = ("ASCEND_PROFILER_OUTPUT/kernel_details.csv (step ids)", "trace_view.json / msprof_*.json",
+               "a step trace sharing the timeline's clock")
+_DIFF_ROLES = _TIMELINE_ROLES | frozenset({"kernel_details", "step_trace", "cann_step_trace"}) | _DB
+
 ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
     FrameSpec("rank_breakdown", "rank and step", (
         col("rank", "str", "", "the rank's key in the cluster"), col("step", "int64", "", "step number"),
@@ -551,6 +556,52 @@ ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
                    "trace_view", "cluster_communication", "communication", "cluster_analyse", "hccl_raw"}) | _DB,
         note="`nbprofiler.analysis.breakdown.rank_breakdown(cluster)`; a NaN part is one the files do not give.",
         builder="analysis"),
+    FrameSpec("timeline_diff_steps", "step of run b aligned on the same (or the chosen) step of run a", (
+        col("a_step", "int64", "", "run a's step number"), col("b_step", "int64", "", "run b's step number"),
+        col("a_start_us", "float64", "us", "the step's start on run a's timeline (`step_windows`)"),
+        col("b_start_us", "float64", "us", "the step's start on run b's own timeline"),
+        col("a_ms", "float64", "ms", "run a's step duration (its `step_windows` span)"),
+        col("b_ms", "float64", "ms", "run b's step duration"),
+        col("delta_ms", "float64", "ms", "b_ms - a_ms"),
+        col("shift_us", "float64", "us", "added to run b's times in this step to put it on run a's clock"),
+        col("start_us", "float64", "us", "the aligned start of both steps on the shared clock (run a's)"),
+        col("chosen", "bool", "", "the compared step pair (the operator tables are of this step)"),
+    ), "timeline", _DIFF_FILES, _DIFF_ROLES,
+        note="`nbprofiler.analysis.timeline_diff.timeline_diff(a, b).steps`.", builder="analysis"),
+    FrameSpec("timeline_diff_op_types", "operator type in the compared step pair", (
+        col("op_type", "str", "", "operator type"),
+        col("a_time_us", "float64", "us", "its executions' summed duration in run a's step (NaN: none)"),
+        col("b_time_us", "float64", "us", "the same in run b's step"),
+        col("delta_us", "float64", "us", "b - a (a missing side counted as 0)"),
+        col("delta_pct", "float64", "%", "delta_us relative to a_time_us (NaN where a has no time)"),
+        col("a_count", "int64", "", "executions in run a's step"), col("b_count", "int64", "", "in run b's step"),
+        col("status", "str", "", "\"both\", \"new\" (only in b) or \"vanished\" (only in a)"),
+    ), "none", _DIFF_FILES, _DIFF_ROLES,
+        note="`timeline_diff(a, b).op_types`, ranked by |delta_us|.", builder="analysis"),
+    FrameSpec("timeline_diff_ops", "operator (name and occurrence) in the compared step pair", (
+        col("op_name", "str", "", "the operator's name in run a (run b's where a lacks it)"),
+        col("b_name", "str", "", "its name in run b (a collective's group hash may differ between runs)"),
+        col("occurrence", "int64", "", "k: the k-th execution (from 0) of the name in the step, by start"),
+        col("op_type", "str", "", "operator type"),
+        col("a_time_us", "float64", "us", "its duration in run a's step (NaN: not run)"),
+        col("b_time_us", "float64", "us", "its duration in run b's step"),
+        col("delta_us", "float64", "us", "b - a (a missing side counted as 0)"),
+        col("delta_pct", "float64", "%", "delta_us relative to a_time_us (NaN where a has no time)"),
+        col("a_count", "int64", "", "1 where run a's step ran it, else 0"), col("b_count", "int64", "", "the same for b"),
+        col("a_start_us", "float64", "us", "its start on the shared clock (run a's timeline), run a"),
+        col("b_start_us", "float64", "us", "its start on the shared clock, run b (shifted by the step's shift_us)"),
+        col("status", "str", "", "\"both\", \"new\" or \"vanished\""),
+        col("flagged", "bool", "", "among the top_n |delta_us|: highlighted on the timeline"),
+    ), "timeline", _DIFF_FILES, _DIFF_ROLES,
+        note="`timeline_diff(a, b).ops`, ranked by |delta_us|.", builder="analysis"),
+    FrameSpec("timeline_diff_highlights", "execution of a flagged operator in either run's compared step", (
+        col("run", "str", "", "\"a\" or \"b\""), col("op_name", "str", "", "the operator (`timeline_diff_ops.op_name`)"),
+        col("occurrence", "int64", "", "its occurrence in the step"),
+        col("track", "int64", "", "its event's track in the stacked timeline (-1: no event of it on the timeline)"),
+        col("start_us", "float64", "us", "start on the shared clock"), col("dur_us", "float64", "us", "duration"),
+        col("delta_us", "float64", "us", "the operator's change, b - a"),
+    ), "timeline", _DIFF_FILES, _DIFF_ROLES,
+        note="`timeline_diff(a, b).highlights`: what the timeline diff view outlines.", builder="analysis"),
 )}
 
 # Roles read only for the frames no text file of the run gives (the text export wins when both exist).

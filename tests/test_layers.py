@@ -47,6 +47,8 @@ LAZY_HOOKS = {
     ("nbprofiler.model.profile", "nbprofiler.views.repr"),         # Profile/Cluster._repr_html_
     ("nbprofiler.model.profile", "nbprofiler.views.cluster"),      # Cluster.show
     ("nbprofiler.analysis.compare", "nbprofiler.views.compare"),  # Comparison.show
+    ("nbprofiler.analysis.compare", "nbprofiler.views.timeline_diff"),  # Comparison.timeline
+    ("nbprofiler.analysis.timeline_diff", "nbprofiler.views.timeline_diff"),  # TimelineDiff.show
     ("nbprofiler.analysis.runs", "nbprofiler.views.runs"),        # RunSet.show
 }
 

@@ -181,36 +181,53 @@ def stacked_timeline(cluster, ranks=None, align: str = "clock", offsets_us: dict
     for rank, extra in (offsets_us or {}).items():
         offsets[str(rank)] = offsets.get(str(rank), 0.0) + float(extra)
     origin = min(float(p.origin_us) for p in profiles.values())
+    parts = [(rank, f"rank {rank}", prof, float(prof.origin_us) - origin + offsets[rank])
+             for rank, prof in profiles.items()]
+    out = stack_timelines(parts)
+    out["timeline"].attrs.update(offsets_us=offsets, align=align, anchor=anchor, origin_us=origin, ranks=keys,
+                                 residual_us=alignment.as_dict()["residual_us"], alignment=alignment.as_dict())
+    return out
+
+
+def stack_timelines(parts) -> dict:
+    """Several Profiles' timelines as one set of timeline frames (``timeline``, ``timeline_tracks``,
+    ``timeline_flows``, ``timeline_counters``): ``parts`` is a list of (key, label, profile, shift), each
+    profile's tracks renamed "<label> · process" (counters too) and kept together in the parts' order,
+    track ids renumbered, flow ids prefixed "<key>:", and every time moved by ``shift``: µs added to the profile's own relative times, a number,
+    or a function of an array of its times returning the µs to add to each (a shift that varies along the
+    run, e.g. one per step)."""
     events, tracks, flows, counters = [], [], [], []
     base = 0
-    for order, (rank, prof) in enumerate(profiles.items()):
-        shift = float(prof.origin_us) - origin + offsets[rank]
+    prof = None
+    for order, (key, prefix, prof, shift) in enumerate(parts):
+        move = (lambda t, f=shift: t + f(t)) if callable(shift) else (lambda t, s=float(shift): t + s)
         tr = prof.timeline_tracks
         if tr.empty:
             continue
         tl = prof.timeline
         events.append(tl.assign(track=(tl["track"].astype("int64") + base).astype("int32"),
-                                start_us=tl["start_us"] + shift))
+                                start_us=move(tl["start_us"].to_numpy(dtype="float64"))))
         sort = tr["process_sort"] if "process_sort" in tr else pd.Series(0, index=tr.index)
         tracks.append(tr.assign(track=(tr["track"].astype("int64") + base).astype("int32"),
-                                process=f"rank {rank} · " + tr["process"].astype(str),
+                                process=f"{prefix} · " + tr["process"].astype(str),
                                 process_sort=order * 1_000_000 + sort.astype("int64")))
         fl = prof.timeline_flows
         if len(fl):
             flows.append(fl.assign(start_track=(fl["start_track"].astype("int64") + base).astype("int32"),
                                    end_track=(fl["end_track"].astype("int64") + base).astype("int32"),
-                                   start_us=fl["start_us"] + shift, end_us=fl["end_us"] + shift,
-                                   id=f"{rank}:" + fl["id"].astype(str)))
+                                   start_us=move(fl["start_us"].to_numpy(dtype="float64")),
+                                   end_us=move(fl["end_us"].to_numpy(dtype="float64")),
+                                   id=f"{key}:" + fl["id"].astype(str)))
         co = prof.timeline_counters
         if len(co):
-            counters.append(co.assign(pid=f"rank {rank} · " + co["pid"].astype(str), start_us=co["start_us"] + shift))
+            counters.append(co.assign(pid=f"{prefix} · " + co["pid"].astype(str),
+                                      start_us=move(co["start_us"].to_numpy(dtype="float64"))))
         base += int(tr["track"].max()) + 1
-    out = {"timeline": _concat(events, prof.timeline), "timeline_tracks": _concat(tracks, prof.timeline_tracks),
-           "timeline_flows": _concat(flows, prof.timeline_flows),
-           "timeline_counters": _concat(counters, prof.timeline_counters)}
-    out["timeline"].attrs.update(offsets_us=offsets, align=align, anchor=anchor, origin_us=origin, ranks=keys,
-                                 residual_us=alignment.as_dict()["residual_us"], alignment=alignment.as_dict())
-    return out
+    if prof is None:
+        raise ValueError("stack_timelines needs at least one profile")
+    return {"timeline": _concat(events, prof.timeline), "timeline_tracks": _concat(tracks, prof.timeline_tracks),
+            "timeline_flows": _concat(flows, prof.timeline_flows),
+            "timeline_counters": _concat(counters, prof.timeline_counters)}
 
 
 def _concat(parts: list[pd.DataFrame], like: pd.DataFrame) -> pd.DataFrame:

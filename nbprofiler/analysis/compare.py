@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from .labels import run_label as _label
 from .steps import HOST_QUEUE_SOURCE, step_average, step_times
 
 TOP_OPS = 10
@@ -59,6 +60,9 @@ class Comparison:
     step_sources: dict = dataclasses.field(default_factory=dict)
     # each run's first sentence ("a", "b"): what sets its step time (`analysis.diagnosis`)
     headlines: dict = dataclasses.field(default_factory=dict)
+    # the two Profiles compared, for the event-level diff (`timeline_diff`)
+    a: object = dataclasses.field(default=None, repr=False, compare=False)
+    b: object = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -67,6 +71,22 @@ class Comparison:
     def show(self, **kwargs):
         from ..views.compare import CompareView
         return CompareView(self, **kwargs).display()
+
+    def timeline_diff(self, step="first", b_step: int | None = None, top_n: int | None = None):
+        """The event-level diff of the two runs (`nbprofiler.analysis.timeline_diff`): b's timeline on
+        a's clock, step-aligned, and the op types and operators whose time in the step changed most."""
+        from .timeline_diff import TOP_CHANGED, timeline_diff
+        if self.a is None or self.b is None:
+            raise ValueError("this Comparison does not hold its two runs (made from frames): call "
+                             "nbprofiler.analysis.timeline_diff.timeline_diff(a, b) with the Profiles")
+        return timeline_diff(self.a, self.b, step=step, b_step=b_step, top_n=top_n or TOP_CHANGED,
+                             labels=(self.a_label, self.b_label))
+
+    def timeline(self, step="first", b_step: int | None = None, top_n: int | None = None, **kwargs):
+        """The two timelines stacked on one step-aligned clock with the operators that changed most
+        outlined and listed: a `TimelineDiffView` of `timeline_diff` (``kwargs`` go to the view)."""
+        from ..views.timeline_diff import TimelineDiffView
+        return TimelineDiffView(self.timeline_diff(step, b_step, top_n), **kwargs)
 
     def _repr_html_(self) -> str:
         items = "".join(f"<li>{html.escape(s)}</li>" for s in self.verdict)
@@ -90,7 +110,8 @@ def compare(a, b, top_n: int = TOP_OPS, labels: tuple[str, str] | None = None) -
     verdict = _verdict(steps, op_types, md, queues, sources)
     from .diagnosis import diagnose
     headlines = {"a": diagnose(a).headline, "b": diagnose(b).headline}
-    return Comparison(la, lb, steps, step_values, op_types, top, md, queues, stage_set, verdict, sources, headlines)
+    return Comparison(la, lb, steps, step_values, op_types, top, md, queues, stage_set, verdict, sources, headlines,
+                      a, b)
 
 
 def _profile(x):
@@ -104,11 +125,6 @@ def _profile(x):
     if isinstance(p, Cluster):
         raise TypeError(f"{x!s} holds several devices/ranks {p.ranks}; pass nbprofiler.load(path, device=...)")
     return p
-
-
-def _label(p) -> str:
-    from pathlib import Path
-    return f"{Path(p.source).name or p.source} (device {p.device})"
 
 
 # -- step trace -----------------------------------------------------------------------------------

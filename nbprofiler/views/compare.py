@@ -15,8 +15,7 @@ from bokeh.plotting import figure
 from . import theme
 from .base import LayoutView
 
-GAIN = "#009E73"   # time saved in the new run (b)
-LOSS = "#D55E00"   # time added in the new run (b)
+GAIN, LOSS = theme.GAIN, theme.LOSS   # time saved / added in the new run (b)
 # Axis labels longer than this are drawn at an angle (two bars share a 360 px wide plot).
 LONG_LABEL = 20
 
@@ -111,7 +110,9 @@ def compare_layout(cmp):
 
 
 class CompareView(LayoutView):
-    """Widget for a `Comparison` (or two runs: ``CompareView(a, b)``): ``.widget``, ``.display()``."""
+    """Widget for a `Comparison` (or two runs: ``CompareView(a, b)``): ``.widget``, ``.display()``. Where
+    the comparison holds its two runs, a button under it opens their timeline diff (`TimelineDiffView`:
+    the two timelines on one step-aligned clock), built on the click (``open_timeline_diff``)."""
 
     def __init__(self, cmp_or_a, b=None, **kwargs):
         if b is not None:
@@ -119,6 +120,38 @@ class CompareView(LayoutView):
             cmp_or_a = compare(cmp_or_a, b, **kwargs)
         self.comparison = cmp_or_a
         self.layout = compare_layout(cmp_or_a)
+        self.timeline_diff = None   # the TimelineDiffView, once opened
+
+    @property
+    def widget(self):
+        if self._widget is None:
+            import ipywidgets as W
+            from jupyter_bokeh import BokehModel
+            parts = [BokehModel(self.layout)]
+            if getattr(self.comparison, "a", None) is not None and getattr(self.comparison, "b", None) is not None:
+                self._diff_button = W.Button(description="Compare the timelines step by step",
+                                             layout=W.Layout(width="280px"))
+                self._diff_button.on_click(lambda _: self.open_timeline_diff())
+                self._diff_note = W.HTML()
+                self._diff_box = W.VBox([W.HBox([self._diff_button, self._diff_note])])
+                parts.append(self._diff_box)
+            self._widget = W.VBox(parts, layout=W.Layout(width="100%"))
+        return self._widget
+
+    def open_timeline_diff(self):
+        """Build the two runs' `TimelineDiffView` under the comparison; where their steps cannot be placed
+        on their timelines, say why instead. Returns the view, or None."""
+        from .timeline_diff import TimelineDiffView
+        self.widget  # noqa: B018 - the box the diff goes into
+        try:
+            self.timeline_diff = TimelineDiffView(self.comparison.timeline_diff())
+        except ValueError as err:
+            self._diff_note.value = (f"<span style='{theme.MUTED_CSS}'>timeline diff not available: "
+                                     f"{html.escape(str(err))}</span>")
+            return None
+        self._diff_button.disabled = True
+        self._diff_box.children = [*self._diff_box.children, self.timeline_diff.widget]
+        return self.timeline_diff
 
 
 __all__ = ["run_labels", "step_compare_figure", "op_type_delta_figure", "verdict_div", "compare_layout", "CompareView"]

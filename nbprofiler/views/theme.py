@@ -34,6 +34,8 @@ GRID = "#8c8c8c"
 GRID_ALPHA = 0.25
 HIGHLIGHT = "#d62728"     # the slowest rank, a selected bar's outline
 OTHER = "#a0a0a0"         # the folded "other" slice/bar
+GAIN = "#009E73"          # time saved in the new run of a comparison
+LOSS = "#D55E00"          # time added in the new run of a comparison
 MUTED_ALPHA = 0.35
 
 # The parts of a step, one quantity one colour on every figure (the step-trace stages, the cluster page's

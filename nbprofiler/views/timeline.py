@@ -516,7 +516,8 @@ class TimelineView(traitlets.HasTraits, View):
     with at most `MAX_GLYPHS` bars per window's width. Also: regex search
     (`search`) highlighting matches and listing them with jump-to, pinned tracks (`pin_tracks`), flows,
     per-op-type statistics of a box-selected time range (`select_range`) and a minimap. ``queries`` counts
-    the re-queries.
+    the re-queries. ``marks``: events to outline, a frame with ``track``, ``start_us``, ``dur_us`` and
+    ``color`` (``timeline_marks_src``; the timeline diff's changed operators).
     """
 
     # the single event last clicked (name, op_type, track, start_us, dur_us; empty: none): linkable state
@@ -531,7 +532,8 @@ class TimelineView(traitlets.HasTraits, View):
         return report_timeline(prof.timeline, prof.timeline_tracks, prof.timeline_counters)
 
     def __init__(self, prof_or_frames, width: int = MAX_WIDTH_PX, debounce_s: float = DEBOUNCE_S,
-                 ranks=None, align: str = "clock", offsets_us: dict | None = None, anchor=None):
+                 ranks=None, align: str = "clock", offsets_us: dict | None = None, anchor=None,
+                 marks: pd.DataFrame | None = None):
         super().__init__()
         import ipywidgets as W
         from bokeh.events import SelectionGeometry
@@ -576,6 +578,13 @@ class TimelineView(traitlets.HasTraits, View):
         named["timeline_labels_src"] = hover.formatters["@y"].args["labels"]
         self.source = named["timeline_src"]
         self.source.tags = [*self.held, self.width]
+        self.marks = marks
+        self._marks_src = None
+        if marks is not None:   # drawn once, outlined over the bars (a few hundred at most: never re-queried)
+            self._marks_src = ColumnDataSource(self._marks_data(), name="timeline_marks_src")
+            self.fig.add_glyph(self._marks_src, HBar(y="y", left="left", right="right", height=0.95,
+                                                     fill_color="color", fill_alpha=0.12, line_color="color",
+                                                     line_width=2), name="timeline_marks")
         self.minimap = minimap_figure(dens, self.x_range, width=width)
         # The search results and the range statistics are hidden until they have rows: each table is built
         # when first filled (`matches_table`, `stats`), into this row.
@@ -743,6 +752,16 @@ class TimelineView(traitlets.HasTraits, View):
         """The bars the page holds, with their names, op types, track labels and colours (`bar_table`)."""
         return bar_table(self.source.data, self.dictionary, self.tracks)
 
+    def _marks_data(self) -> dict:
+        """Column data of ``timeline_marks_src``: the ``marks`` on shown tracks (``y`` their rows)."""
+        m = self.marks
+        y = track_rows(self.tracks, m["track"].to_numpy(dtype=np.int64)) if len(m) else np.zeros(0, np.int32)
+        keep = y >= 0
+        start = m["start_us"].to_numpy(dtype=np.float64)[keep]
+        # true lengths (the outline's 2 px line keeps a zero-length event visible at any zoom)
+        return {"y": y[keep], "left": start, "right": start + m["dur_us"].to_numpy(np.float64)[keep],
+                "color": m["color"].astype(str).to_numpy()[keep].tolist()}
+
     # -- tracks -------------------------------------------------------------------------------------
     def pin_tracks(self, track_ids: list[int]) -> None:
         """Put these tracks first, in this order; the others keep the trace's own order below them."""
@@ -752,6 +771,8 @@ class TimelineView(traitlets.HasTraits, View):
         self.fig.yaxis.major_label_overrides = {int(r): str(lbl) for r, lbl in
                                                 zip(self.tracks["row"], self.tracks["label"])}
         self._sources["timeline_labels_src"].data = {"label": [str(x) for x in self.tracks["label"]]}
+        if self._marks_src is not None:
+            self._marks_src.data = self._marks_data()
         self.requery()
 
     def _on_pin(self, change) -> None:
