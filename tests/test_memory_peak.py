@@ -5,6 +5,7 @@ the csv module, the database with sqlite3 on a copy in tmp_path."""
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import sqlite3
 from decimal import Decimal
@@ -14,7 +15,7 @@ import pytest
 
 from nbprofiler.analysis.compare import compare
 from nbprofiler.analysis.memory_peak import UNCATEGORISED, alive_at_peak, category_curves, memory_diff
-from nbprofiler.views.compare import memory_delta_figure
+from nbprofiler.views.compare import compare_layout, memory_delta_figure
 from nbprofiler.views.memory import memory_layout, peak_div
 
 from .conftest import DATA, load_quietly
@@ -196,6 +197,9 @@ def test_compare_of_two_recordings_of_one_job_finds_the_same_peak(text0, db0, db
     assert mem.sentence == "memory peak unchanged at 1,188.11 MB (PTA+GE allocated); 0 KB not explained by operator " \
                            "allocations"
     assert mem.sentence in cmp.verdict
+    layout = compare_layout(cmp)
+    assert layout.select_one({"name": "compare_memory"}) is not None
+    assert layout.select_one({"name": "compare_memory_src"}).data["label"] == ["not explained by operator allocations"]
 
 
 def _check_diff(mem, a, b):
@@ -270,8 +274,11 @@ def test_without_memory_files_the_peak_is_not_available_and_says_why(text0):
 
 
 def test_the_summary_holds_the_peak(text0):
-    out = alive_at_peak(text0).to_dict()
-    assert out["available"] and out["peak_mb"] == pytest.approx(_text_expected()[0])
+    out = text0.summary()["memory"]["peak"]
+    peak_mb, _, alive = _text_expected()
+    assert out["available"] and out["peak_mb"] == pytest.approx(peak_mb)
+    assert (out["alive_count"], out["alive_mb"]) == (41, pytest.approx(sum(v[0] for v in alive.values())))
     assert out["headline"] == alive_at_peak(text0).headline
+    json.dumps(out, allow_nan=False)   # JSON as written: no NaN
     assert [c["category"] for c in out["categories"]] == ["PTA", "GE"]
     assert pd.Series([o["size_mb"] for o in out["operators"]]).is_monotonic_decreasing
