@@ -16,6 +16,7 @@ import pytest
 from nbprofiler.analysis.compare import compare
 from nbprofiler.analysis.memory_peak import UNCATEGORISED, alive_at_peak, category_curves, memory_diff
 from nbprofiler.views.compare import compare_layout, memory_delta_figure
+from nbprofiler.schema import ANALYSIS_FRAMES
 from nbprofiler.views.memory import memory_layout, peak_div
 
 from .conftest import DATA, load_quietly
@@ -171,7 +172,13 @@ def test_each_alive_allocation_belongs_to_the_component_whose_total_it_records(t
 
 
 def test_the_database_exports_peak_and_what_is_alive_at_it(db0, db_expected):
-    _check(alive_at_peak(db0), db0, db_expected, ns=True)
+    peak = alive_at_peak(db0)
+    _check(peak, db0, db_expected, ns=True)
+    frames = {"memory_peak_allocations": peak.allocations, "memory_peak_operators": peak.operators,
+              "memory_peak_categories": peak.categories, "memory_peak_modules": peak.modules,
+              "memory_category_curves": category_curves(db0.memory)}
+    assert {k: ANALYSIS_FRAMES[k].mismatches(df) for k, df in frames.items()} == {k: [] for k in frames}
+    assert all(len(df) for df in frames.values())
 
 
 def test_the_category_curves_add_up_to_the_total_curve(text0):
@@ -223,6 +230,7 @@ def test_the_memory_difference_is_explained_by_the_operators_alive(text0):
     b = {"memory": text0.memory, "operator_memory": om[om["name"] != "aten::mm"], "npu_module_mem": None}
     mem = memory_diff(text0, b)
     _check_diff(mem, (a_mb, a_alive), (a_mb, b_alive))
+    assert ANALYSIS_FRAMES["memory_peak_diff"].mismatches(mem.operators) == []
     top = mem.operators.iloc[0]
     assert (top["name"], top["a_allocations"], top["b_allocations"]) == ("aten::mm", a_alive["aten::mm"][1], 0)
     assert mem.unexplained_delta_mb == pytest.approx(a_alive["aten::mm"][0])

@@ -208,9 +208,9 @@ def alive_at_peak(prof, top: int | None = None) -> MemoryPeak:
         return MemoryPeak(False, why="the memory record has no allocated-memory curve (only reserved memory)")
     comp, device, parts = chosen
     curve = _curve(memory, device, comp).dropna(subset=["allocated_mb"])
-    at = curve["allocated_mb"].idxmax()
-    peak_mb, t = float(curve.at[at, "allocated_mb"]), float(curve.at[at, "time_us"])
-    reserved = float(curve.at[at, "reserved_mb"]) if pd.notna(curve.at[at, "reserved_mb"]) else math.nan
+    at = int(np.argmax(curve["allocated_mb"].to_numpy(float)))   # the first sample of the maximum
+    peak_mb, t = float(curve["allocated_mb"].iloc[at]), float(curve["time_us"].iloc[at])
+    reserved = float(curve["reserved_mb"].iloc[at]) if pd.notna(curve["reserved_mb"].iloc[at]) else math.nan
     res = MemoryPeak(True, curve=comp, device=device, parts=list(parts), peak_mb=peak_mb, peak_at_us=t,
                      reserved_mb=reserved, cached_mb=reserved - peak_mb)
     app = memory[(memory["device"] == device) & (memory["component"] == "APP")].sort_values("time_us", kind="stable")
