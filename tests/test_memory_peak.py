@@ -15,8 +15,9 @@ import pytest
 
 from nbprofiler.analysis.compare import compare
 from nbprofiler.analysis.memory_peak import UNCATEGORISED, alive_at_peak, category_curves, memory_diff
-from nbprofiler.views.compare import compare_layout, memory_delta_figure
+from nbprofiler.faces.cli import _print_summary
 from nbprofiler.schema import ANALYSIS_FRAMES
+from nbprofiler.views.compare import compare_layout, memory_delta_figure
 from nbprofiler.views.memory import memory_layout, peak_div
 
 from .conftest import DATA, load_quietly
@@ -281,12 +282,15 @@ def test_without_memory_files_the_peak_is_not_available_and_says_why(text0):
     assert "not available (no memory record" in peak_div(peak).text
 
 
-def test_the_summary_holds_the_peak(text0):
-    out = text0.summary()["memory"]["peak"]
+def test_the_summary_holds_the_peak(text0, capsys):
+    summary = text0.summary()
+    out = summary["memory"]["peak"]
     peak_mb, _, alive = _text_expected()
     assert out["available"] and out["peak_mb"] == pytest.approx(peak_mb)
     assert (out["alive_count"], out["alive_mb"]) == (41, pytest.approx(sum(v[0] for v in alive.values())))
     assert out["headline"] == alive_at_peak(text0).headline
     json.dumps(out, allow_nan=False)   # JSON as written: no NaN
+    _print_summary({**summary, "source": "rank0"})   # `nbprofiler summary` without --json
+    assert f"memory: {out['headline']}\n" in capsys.readouterr().out
     assert [c["category"] for c in out["categories"]] == ["PTA", "GE"]
     assert pd.Series([o["size_mb"] for o in out["operators"]]).is_monotonic_decreasing
