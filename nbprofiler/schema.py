@@ -525,14 +525,17 @@ RECORDS: dict[str, RecordSpec] = {r.name: r for r in (
         frozenset({"profiler_info", "profiler_metadata", "cann_info", "cann_start_info", "cann_end_info"}) | _DB),
 )}
 
-# Frames an analysis derives across a cluster's ranks (not `Profile` properties): declared here like the
-# others (``builder`` "analysis": the function their note names builds them), and tables of ``cluster.sql``
-# under their name.
 # What a timeline diff reads: each run's step windows, its operators in the step and its timeline.
 _DIFF_FILES = ("ASCEND_PROFILER_OUTPUT/kernel_details.csv (step ids)", "trace_view.json / msprof_*.json",
                "a step trace sharing the timeline's clock")
 _DIFF_ROLES = _TIMELINE_ROLES | frozenset({"kernel_details", "step_trace", "cann_step_trace"}) | _DB
+_MEMORY_PEAK_FILES = ("ASCEND_PROFILER_OUTPUT/memory_record.csv", "FRAMEWORK/cpu_ms_memory_record_*.txt",
+                      "ASCEND_PROFILER_OUTPUT/operator_memory.csv", "*.db (MEMORY_RECORD, OP_MEMORY)")
+_MEMORY_PEAK_ROLES = frozenset({"memory_record", "cpu_memory_record", "operator_memory"}) | _DB
 
+# Frames an analysis derives (not `Profile` properties): declared here like the others (``builder``
+# "analysis": the function their note names builds them). The cluster ones are also tables of
+# ``cluster.sql`` under their name.
 ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
     FrameSpec("rank_breakdown", "rank and step", (
         col("rank", "str", "", "the rank's key in the cluster"), col("step", "int64", "", "step number"),
@@ -602,6 +605,49 @@ ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
         col("delta_us", "float64", "us", "the operator's change, b - a"),
     ), "timeline", _DIFF_FILES, _DIFF_ROLES,
         note="`timeline_diff(a, b).highlights`: what the timeline diff view outlines.", builder="analysis"),
+    FrameSpec("memory_peak_allocations", "operator allocation alive at the memory peak", (
+        col("name", "str", "", "operator"), col("size_mb", "float64", "MB", "size"),
+        col("alloc_us", "float64", "us", "allocated at (at or before the peak)"),
+        col("release_us", "float64", "us", "released at (after the peak; NaN: never while recording)"),
+        col("category", "str", "", "the allocator component that served it (PTA, GE, ...) or uncategorised"),
+        col("category_source", "str", "", "what in the files says so"),
+    ), "timeline", _MEMORY_PEAK_FILES, _MEMORY_PEAK_ROLES,
+        note="`nbprofiler.analysis.memory_peak.alive_at_peak(prof).allocations`; largest first.",
+        builder="analysis"),
+    FrameSpec("memory_peak_operators", "operator with allocations alive at the memory peak", (
+        col("name", "str", "", "operator"), col("allocations", "int64", "", "its allocations alive"),
+        col("size_mb", "float64", "MB", "their size"), col("share", "float64", "0-1", "of the peak"),
+        col("category", "str", "", "component of its allocations (mixed: several)"),
+    ), "none", _MEMORY_PEAK_FILES, _MEMORY_PEAK_ROLES,
+        note="`alive_at_peak(prof).operators`; largest first.", builder="analysis"),
+    FrameSpec("memory_peak_categories", "allocator component at the memory peak", (
+        col("category", "str", "", "component (a part of the peak curve) or uncategorised"),
+        col("allocated_mb", "float64", "MB", "its allocated curve at the peak"),
+        col("reserved_mb", "float64", "MB", "its reserved curve at the peak"),
+        col("alive_mb", "float64", "MB", "its operator allocations alive"),
+        col("allocations", "int64", "", "how many"),
+        col("unexplained_mb", "float64", "MB", "allocated - alive: not explained by operator allocations"),
+        col("source", "str", "", "the file and columns the row comes from"),
+    ), "none", _MEMORY_PEAK_FILES, _MEMORY_PEAK_ROLES,
+        note="`alive_at_peak(prof).categories`.", builder="analysis"),
+    FrameSpec("memory_peak_modules", "CANN module reserving memory at the memory peak", (
+        col("module", "str", "", "CANN module"), col("reserved_mb", "float64", "MB", "reserved then"),
+    ), "none", ("ASCEND_PROFILER_OUTPUT/npu_module_mem.csv", "*.db (NPU_MODULE_MEM)"),
+        frozenset({"npu_module_mem"}) | _DB, note="`alive_at_peak(prof).modules`.", builder="analysis"),
+    FrameSpec("memory_category_curves", "sample time and part of the peak curve", (
+        col("time_us", "float64", "us", "sample time"), col("category", "str", "", "component"),
+        col("allocated_mb", "float64", "MB", "its allocated memory then (0 before its first sample)"),
+        col("curve", "str", "", "the sum curve the parts add up to"),
+    ), "timeline", (*_MEMORY_PEAK_FILES[:2], "*.db (MEMORY_RECORD)"),
+        frozenset({"memory_record", "cpu_memory_record"}) | _DB,
+        note="`nbprofiler.analysis.memory_peak.category_curves(prof.memory)`.", builder="analysis"),
+    FrameSpec("memory_peak_diff", "operator alive at either run's memory peak", (
+        col("name", "str", "", "operator"), col("a_alive_mb", "float64", "MB", "alive at a's peak"),
+        col("b_alive_mb", "float64", "MB", "alive at b's peak"), col("delta_mb", "float64", "MB", "b - a"),
+        col("a_allocations", "int64", "", "allocations alive at a's peak"),
+        col("b_allocations", "int64", "", "allocations alive at b's peak"),
+    ), "none", _MEMORY_PEAK_FILES, _MEMORY_PEAK_ROLES,
+        note="`nbprofiler.compare(a, b).memory.operators`; largest |delta| first.", builder="analysis"),
 )}
 
 # Roles read only for the frames no text file of the run gives (the text export wins when both exist).
@@ -617,6 +663,7 @@ SUMMARY_SECTIONS: dict[str, tuple[type, ...]] = {
     "step_time": (dict, type(None)), "step_trace": (dict, type(None)), "op_types": (dict,), "ops": (dict,),
     "minddata": (dict, type(None)), "timeline": (dict, type(None)), "flops": (dict, type(None)),
     "diagnosis": (dict, type(None)), "suggestions": (list,), "cluster": (dict, type(None)),
+    "memory": (dict, type(None)),
 }
 
 

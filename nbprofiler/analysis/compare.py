@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .labels import run_label as _label
+from .memory_peak import MemoryDiff, memory_diff
 from .steps import HOST_QUEUE_SOURCE, step_average, step_times
 
 TOP_OPS = 10
@@ -38,6 +39,10 @@ class Comparison:
       pipeline does not have, so nothing can be said about it).
     - ``queues``: ``queue`` ("host", "device"), ``a_steps``, ``a_empty``, ``a_empty_rate``, ``b_steps``,
       ``b_empty``, ``b_empty_rate``.
+    - ``memory``: a `nbprofiler.analysis.memory_peak.MemoryDiff`: each run's memory peak and what is alive
+      at it, the peak's change, and its ``operators`` frame (``memory_peak_diff``: per operator the size
+      alive at each peak and the change, largest first); ``memory.available`` False with ``why`` when a
+      run has no memory record.
     ``headlines`` holds each run's diagnosis sentence (``"a"``, ``"b"``). ``stage_set`` says which stages
     were compared: the runs' own when they match, else none (runs of two
     stage vocabularies compare their step totals only); a run without a step trace contributes its
@@ -63,6 +68,7 @@ class Comparison:
     # the two Profiles compared, for the event-level diff (`timeline_diff`)
     a: object = dataclasses.field(default=None, repr=False, compare=False)
     b: object = dataclasses.field(default=None, repr=False, compare=False)
+    memory: MemoryDiff | None = None
 
     @property
     def text(self) -> str:
@@ -107,11 +113,12 @@ def compare(a, b, top_n: int = TOP_OPS, labels: tuple[str, str] | None = None) -
     op_types = _op_types(a.op_types, b.op_types)
     top = _top_ops(a.ops, b.ops, top_n)
     md, queues = _minddata(a, b)
-    verdict = _verdict(steps, op_types, md, queues, sources)
+    mem = memory_diff(a, b)
+    verdict = _verdict(steps, op_types, md, queues, sources, mem)
     from .diagnosis import diagnose
     headlines = {"a": diagnose(a).headline, "b": diagnose(b).headline}
     return Comparison(la, lb, steps, step_values, op_types, top, md, queues, stage_set, verdict, sources, headlines,
-                      a, b)
+                      a, b, mem)
 
 
 def _profile(x):
@@ -305,7 +312,7 @@ def _fmt(ms: float) -> str:
 
 
 def _verdict(steps: pd.DataFrame, op_types: pd.DataFrame, md: pd.DataFrame, queues: pd.DataFrame,
-             sources: dict | None = None) -> list[str]:
+             sources: dict | None = None, memory: MemoryDiff | None = None) -> list[str]:
     out = []
     tot = steps.set_index("stage").loc["total_ms"] if "total_ms" in set(steps["stage"]) else None
     if tot is not None and not (math.isnan(tot["a_ms"]) or math.isnan(tot["b_ms"])):
@@ -349,6 +356,9 @@ def _verdict(steps: pd.DataFrame, op_types: pd.DataFrame, md: pd.DataFrame, queu
     for _, q in queues.iterrows():
         if not (pd.isna(q["a_empty_rate"]) or pd.isna(q["b_empty_rate"])) and q["a_empty_rate"] != q["b_empty_rate"]:
             out.append(f"{q['queue']} queue empty at {q['a_empty_rate']:.0%} -> {q['b_empty_rate']:.0%} of steps")
+    # a memory line when the runs can be compared, or when one has a memory record the other lacks
+    if memory is not None and (memory.available or memory.a.available or memory.b.available):
+        out.append(memory.sentence)
     return out or ["no differences found in the frames both runs have"]
 
 

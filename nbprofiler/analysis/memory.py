@@ -86,15 +86,22 @@ def downsample(t: np.ndarray, y: np.ndarray, max_points: int = CURVE_POINTS) -> 
     maximum samples in time order, so no peak or trough is lost; NaN samples are dropped."""
     keep = ~np.isnan(y)
     t, y = t[keep], y[keep]
-    if len(t) <= max_points:
-        return t, y
+    idx = downsample_index(y, max_points)
+    return t[idx], y[idx]
+
+
+def downsample_index(y: np.ndarray, max_points: int = CURVE_POINTS) -> np.ndarray:
+    """The sample indices `downsample` keeps of ``y`` (no NaN): all of them up to ``max_points``, else
+    each bucket's first, minimum and maximum in order. Several curves sampled at the same times (the parts
+    of a stacked curve) are cut alike by taking these indices of their sum."""
+    if len(y) <= max_points:
+        return np.arange(len(y))
     buckets = max(1, max_points // 3)
-    edges = np.linspace(0, len(t), buckets + 1).astype(int)
+    edges = np.linspace(0, len(y), buckets + 1).astype(int)
     idx = []
     for lo, hi in zip(edges[:-1], edges[1:]):
         if hi <= lo:
             continue
         seg = y[lo:hi]
         idx.extend(sorted({lo, lo + int(np.argmin(seg)), lo + int(np.argmax(seg))}))
-    idx = np.asarray(idx)
-    return t[idx], y[idx]
+    return np.asarray(idx, dtype=int)

@@ -31,6 +31,7 @@ def summarize(prof) -> dict:
         "minddata": _minddata(prof),
         "timeline": _timeline(prof),
         "flops": _flops(prof),
+        "memory": _memory(prof),
     }
     diagnosis = diagnose(prof)
     out["diagnosis"] = {**diagnosis.to_dict(),
@@ -169,6 +170,15 @@ def _flops(prof) -> dict | None:
     if prof.flops.empty and not prof.flops_summary:
         return None
     return summary_figures(prof.flops_summary, prof.flops) or None
+
+
+def _memory(prof) -> dict | None:
+    """The memory peak and what is alive at it (`analysis.memory_peak.MemoryPeak.to_dict`) under ``peak``;
+    None without a memory record."""
+    from .memory_peak import alive_at_peak
+    if prof.memory is None or not len(prof.memory):
+        return None
+    return {"peak": alive_at_peak(prof).to_dict()}
 
 
 def _timeline(prof) -> dict | None:

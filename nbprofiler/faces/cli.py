@@ -61,6 +61,9 @@ def _print_summary(s: dict) -> None:
     if tl:
         print(f"timeline: {tl['events']} events on {tl['tracks']} tracks, "
               f"{(tl['end_us'] - tl['start_us']) / 1000:.3f} ms")
+    peak = (s.get("memory") or {}).get("peak")
+    if peak:
+        print(f"memory: {peak['headline'] if peak['available'] else 'peak not available (' + peak['why'] + ')'}")
     from ..views.suggestions import evidence_text, unique
     for sug in unique(s.get("suggestions") or []):
         print(f"- [{sug.severity}] {sug.text}")

@@ -202,20 +202,25 @@ def missing_reason(prof, page: Page) -> str:
 
 def _compare(cmp):
     """The comparison's verdict and the charts that have data (step bars when either run has steps,
-    op-type deltas when either has operators), then its MindData and queue frames as tables. Runs with
-    only dataset-pipeline data get no empty chart frames."""
-    from ..views.compare import compare_layout, op_type_delta_figure, run_labels, step_compare_figure, verdict_div
+    op-type deltas when either has operators, the memory peak's change when both runs have one), then its
+    MindData, queue and memory-by-operator frames as tables. Runs with only dataset-pipeline data get no
+    empty chart frames."""
+    from ..views.compare import (compare_layout, memory_delta_figure, op_type_delta_figure, run_labels,
+                                 step_compare_figure, verdict_div)
     has_steps = bool(cmp.steps[["a_ms", "b_ms"]].notna().to_numpy().any())
     has_ops = len(cmp.op_types) > 0
     labels = run_labels(cmp)   # the runs by their names, as the notebook's comparison names them
     if has_steps and has_ops:
         parts = [compare_layout(cmp)]
     else:
+        memory = memory_delta_figure(cmp.memory, runs=labels)
         charts = ([step_compare_figure(cmp.steps, labels)] if has_steps else []) + (
-            [op_type_delta_figure(cmp.op_types, runs=labels)] if has_ops else [])
+            [op_type_delta_figure(cmp.op_types, runs=labels)] if has_ops else []) + (
+            [memory] if memory is not None else [])
         parts = [verdict_div(cmp.verdict, labels), *charts]
-    for name, df in (("minddata", cmp.minddata), ("queues", cmp.queues)):
-        if len(df):
+    memory_ops = cmp.memory.operators if cmp.memory is not None and cmp.memory.available else None
+    for name, df in (("minddata", cmp.minddata), ("queues", cmp.queues), ("memory", memory_ops)):
+        if df is not None and len(df):
             # each run's columns (a_*, b_*) headed by the run's name, wide enough to read whole
             titles = {c: f"{labels[c[0] == 'b']}: {column_title(c[2:]).lower()}" for c in df.columns
                       if c[:2] in ("a_", "b_")}

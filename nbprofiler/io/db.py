@@ -861,14 +861,24 @@ def operator_memory(run: RunFiles, origin_us: float | None = None) -> pd.DataFra
     path = main_db(run)
     if path is None or "OP_MEMORY" not in tables(path):
         return None
-    df = query(path, f"SELECT *, {_s('m', 'name', 'op_name')} FROM OP_MEMORY m")
+    times = (("allocationTime", "alloc_us"), ("releaseTime", "release_us"), ("activeReleaseTime", "active_release_us"))
+    # the times also as integers (NULL as NULL_NS): ns since the epoch need all 64 bits, and a float loses up
+    # to 128 ns of them, enough to put an allocation after the memory sample it was recorded at
+    exact = ", ".join(f"{_t('m.' + raw)} AS {col}_ns" for raw, col in times)
+    df = query(path, f"SELECT *, {_s('m', 'name', 'op_name')}, {exact} FROM OP_MEMORY m")
     decode_strings(path, df, ["op_name"], "OP_MEMORY")
     origin = _origin(run, origin_us)
     num = lambda c: pd.to_numeric(df[c], errors="coerce").astype("float64")  # noqa: E731
     out = pd.DataFrame({"name": df["op_name"].fillna("").astype(str), "size_kb": num("size") / 1024.0})
-    for raw, col in (("allocationTime", "alloc_us"), ("releaseTime", "release_us"),
-                     ("activeReleaseTime", "active_release_us")):
-        out[col] = (num(raw) - origin * NS_PER_US) / NS_PER_US
+    for raw, col in times:
+        ns = df[f"{col}_ns"]
+        if ns.dtype == "int64":
+            rel = pd.Series(np.nan, index=df.index)
+            known = (ns != NULL_NS).to_numpy()
+            rel[known] = _rel_us(ns[known], origin)
+            out[col] = rel
+        else:  # a time column holding other values than integers: read as numbers where they are
+            out[col] = (num(raw) - origin * NS_PER_US) / NS_PER_US
     out["dur_us"] = num("duration") / NS_PER_US
     out["active_dur_us"] = num("activeDuration") / NS_PER_US
     for raw in ("allocationTotalAllocated", "allocationTotalReserved", "allocationTotalActive",

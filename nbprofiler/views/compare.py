@@ -1,5 +1,5 @@
-"""The comparison of two runs: side-by-side stacked step bars, a diverging chart of op-type deltas and
-the verdict. Figure factories take the `Comparison`'s DataFrames; `CompareView` wraps them in a widget.
+"""The comparison of two runs: side-by-side stacked step bars, a diverging chart of op-type deltas, the
+memory peak's change by operator alive at it, and the verdict. Figure factories take the `Comparison`'s DataFrames; `CompareView` wraps them in a widget.
 
 Runs are named by their labels everywhere on screen (`run_labels`: the folder name and device, or the
 ``labels=`` given to `compare`), never by the frames' ``a``/``b`` column prefixes."""
@@ -87,6 +87,34 @@ def op_type_delta_figure(op_types_df: pd.DataFrame, top_n: int = 15,
     return theme.style(fig)
 
 
+def memory_delta_figure(memory, top_n: int = 15, runs: tuple[str, str] = ("baseline", "new run")):
+    """What explains the memory peak's change (``memory``: `Comparison.memory`, a `MemoryDiff`): one
+    horizontal bar per operator whose size alive at the peak changed most (the ``top_n`` largest |b - a|,
+    MB), then one bar for the part no operator allocation explains; the title gives both peaks. Freed
+    memory in green left of zero, added in orange right of it. Named ``compare_memory``; None when the runs'
+    peaks cannot be compared."""
+    if memory is None or not memory.available:
+        return None
+    from ..analysis.memory_peak import ONE_BYTE_MB, mb_text
+    ops = memory.operators
+    ops = ops[ops["delta_mb"].abs() >= ONE_BYTE_MB].head(top_n)
+    labels = [str(n) for n in ops["name"]] + ["not explained by operator allocations"]
+    deltas = [float(d) for d in ops["delta_mb"]] + [float(memory.unexplained_delta_mb)]
+    a_mb = [float(x) for x in ops["a_alive_mb"]] + [float(memory.a.unexplained_mb)]
+    b_mb = [float(x) for x in ops["b_alive_mb"]] + [float(memory.b.unexplained_mb)]
+    src = ColumnDataSource({"label": labels, "delta_mb": deltas, "a_mb": a_mb, "b_mb": b_mb,
+                            "color": [LOSS if d > 0 else GAIN for d in deltas]}, name="compare_memory_src")
+    fig = figure(y_range=FactorRange(*reversed(labels)), height=max(180, 24 * len(labels) + 90),
+                 sizing_mode="stretch_width", name="compare_memory", tools="save",
+                 title=(f"Memory peak ({memory.a.curve} allocated): {runs[0]} {mb_text(memory.a.peak_mb)}, "
+                        f"{runs[1]} {mb_text(memory.b.peak_mb)}; change alive at the peak"),
+                 x_axis_label=theme.axis_label("Change", "MB"))
+    fig.hbar(y="label", left=0, right="delta_mb", height=0.7, color="color", source=src)
+    fig.add_tools(HoverTool(tooltips=[("operator", "@label"), (runs[0], "@a_mb{0,0.000} MB"),
+                                      (runs[1], "@b_mb{0,0.000} MB"), ("change", "@delta_mb{+0,0.000} MB")]))
+    return theme.style(fig)
+
+
 def verdict_div(verdict: list[str], labels: tuple[str, str] = ("baseline", "new run"),
                 headlines: dict | None = None) -> Div:
     """The verdict as an escaped HTML list under "<baseline> → <new run>" (``labels``, see `run_labels`),
@@ -103,10 +131,13 @@ def verdict_div(verdict: list[str], labels: tuple[str, str] = ("baseline", "new 
 def compare_layout(cmp):
     """The whole comparison as one Bokeh layout (notebook or `file_html`)."""
     labels = run_labels(cmp)
-    return column(verdict_div(cmp.verdict, labels, getattr(cmp, "headlines", None)),
-                  row(step_compare_figure(cmp.steps, labels), op_type_delta_figure(cmp.op_types, runs=labels),
-                      sizing_mode="stretch_width"),
-                  sizing_mode="stretch_width", name="compare_layout")
+    parts = [verdict_div(cmp.verdict, labels, getattr(cmp, "headlines", None)),
+             row(step_compare_figure(cmp.steps, labels), op_type_delta_figure(cmp.op_types, runs=labels),
+                 sizing_mode="stretch_width")]
+    memory = memory_delta_figure(getattr(cmp, "memory", None), runs=labels)
+    if memory is not None:
+        parts.append(memory)
+    return column(*parts, sizing_mode="stretch_width", name="compare_layout")
 
 
 class CompareView(LayoutView):
@@ -154,4 +185,5 @@ class CompareView(LayoutView):
         return self.timeline_diff
 
 
-__all__ = ["run_labels", "step_compare_figure", "op_type_delta_figure", "verdict_div", "compare_layout", "CompareView"]
+__all__ = ["run_labels", "step_compare_figure", "op_type_delta_figure", "memory_delta_figure", "verdict_div",
+           "compare_layout", "CompareView"]

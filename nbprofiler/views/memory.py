@@ -1,8 +1,9 @@
 """Memory view: the headline figures (peak allocated and reserved memory, what stayed allocated, the
-allocations never released), the allocator's usage curves on the timeline's clock with each curve's peak
-marked, the CANN modules' reserved memory (``npu_module_mem``) on the same axis, and the operator
-allocation table (size, allocated at, released at, lifetime; sortable,
-searchable). Selecting a time range on the curve (box select) narrows the table to the allocations alive
+allocations never released), what is alive at the peak (`analysis.memory_peak`: the sentence, the split by
+allocator component, the operators alive), the allocator's usage curves on the timeline's clock with each
+curve's peak marked, the peak curve stacked by component, the CANN modules' reserved memory
+(``npu_module_mem``) on the same axis, and the operator allocation table (size, allocated at, released at,
+lifetime; sortable, searchable). Selecting a time range on the curve (box select) narrows the table to the allocations alive
 in it and sets ``MemoryView.window``, which the dashboard uses to move the timeline there.
 
 Figure factories take the ``memory`` and ``operator_memory`` frames (or a user's filtered copies) and
@@ -13,15 +14,17 @@ from __future__ import annotations
 import html
 import math
 
+import numpy as np
 import pandas as pd
 import traitlets
 from bokeh.events import SelectionGeometry
 from bokeh.layouts import column, row
 from bokeh.models import (BoxSelectTool, ColumnDataSource, CustomJS, DataTable, Div, HoverTool, LabelSet,
-                          LinearAxis, NumberFormatter, Range1d, TableColumn, TextInput)
+                          LinearAxis, NumberFormatter, Range1d, Span, TableColumn, TextInput)
 from bokeh.plotting import figure
 
 from ..analysis import memory as M
+from ..analysis import memory_peak as MP
 from . import theme
 from .base import LayoutView
 from .pages import frames_of
@@ -193,6 +196,106 @@ def module_figure(module_mem: pd.DataFrame, x_range=None, top: int = 8):
     return fig
 
 
+def peak_div(peak: MP.MemoryPeak) -> Div:
+    """What is alive at the memory peak: `MemoryPeak.headline` first, then the peak split by allocator
+    component (operator allocations alive and the rest), the reserved memory above it and the CANN modules'
+    reservations then, each line naming its file. Named ``memory_peak``; every value escaped."""
+    esc = html.escape
+    if not peak.available:
+        body = f"<b>Memory peak</b>: not available ({esc(peak.why)})"
+        return Div(text=f'<div style="{theme.PANEL_CSS}">{body}</div>', name="memory_peak",
+                   sizing_mode="stretch_width")
+    lines = []
+    for r in peak.categories.itertuples():
+        if r.category == MP.UNCATEGORISED:
+            lines.append((f"{MP.mb_text(r.alive_mb)} in {r.allocations:,} operator allocations of no single component",
+                          r.source))
+            continue
+        alive = (f"{MP.mb_text(r.alive_mb)} in {r.allocations:,} operator allocation{'s' if r.allocations != 1 else ''} "
+                 f"alive" if r.allocations else "no operator allocation alive")
+        lines.append((f"{r.category}: {MP.mb_text(r.allocated_mb)} allocated; {alive}; {MP.mb_text(r.unexplained_mb)} not "
+                      f"explained by operator allocations (allocated before the recording, or not recorded per "
+                      f"operator)", r.source))
+    if not math.isnan(peak.cached_mb):
+        lines.append((f"{MP.mb_text(peak.cached_mb)} reserved by the allocators but not allocated (their cache and "
+                      f"fragmentation): {peak.curve} reserved {MP.mb_text(peak.reserved_mb)}",
+                      "memory record: Total Reserved"))
+    if not math.isnan(peak.outside_mb):
+        lines.append((f"{MP.mb_text(peak.outside_mb)} reserved by the process beyond these allocators: APP reserved "
+                      f"{MP.mb_text(peak.process_reserved_mb)}", "memory record: component APP"))
+    if len(peak.modules):
+        mods = ", ".join(f"{m.module} {MP.mb_text(m.reserved_mb)}" for m in peak.modules.itertuples())
+        lines.append((f"CANN modules reserving memory then: {mods}", "npu_module_mem"))
+    items = "".join(f'<li>{esc(text)} <span style="{theme.MUTED_CSS}font-size:11px">({esc(src)})</span></li>'
+                    for text, src in lines)
+    body = f"<b>{esc(peak.headline[0].upper() + peak.headline[1:])}.</b><ul style=\"margin:4px 0\">{items}</ul>"
+    return Div(text=f'<div style="{theme.PANEL_CSS}">{body}</div>', name="memory_peak", sizing_mode="stretch_width")
+
+
+def category_figure(curves: pd.DataFrame, peak: MP.MemoryPeak | None = None, x_range=None):
+    """The peak curve split by allocator component over time (``memory_category_curves``): one stacked
+    step area per component, their top the sum curve; the peak's moment marked. Named
+    ``memory_categories``; shares ``x_range`` with the allocator curve when given. None unless the curve
+    has several parts (one part is the curve itself)."""
+    if curves is None or not len(curves) or curves["category"].nunique() < 2:
+        return None
+    wide = curves.pivot_table(index="time_us", columns="category", values="allocated_mb", sort=True)
+    cats = [c for c in dict.fromkeys(curves["category"]) if c in wide.columns]
+    wide = wide[cats].fillna(0.0)
+    idx = M.downsample_index(wide.sum(axis=1).to_numpy(float))
+    wide = wide.iloc[idx]
+    # a step drawn as areas: each value held until the next sample (x repeated, y shifted by one)
+    t = wide.index.to_numpy(float)
+    xs = np.repeat(t, 2)[1:]
+    data = {"t": xs}
+    names = {}
+    for i, c in enumerate(cats):
+        names[c] = f"part_{i}"
+        data[names[c]] = np.repeat(wide[c].to_numpy(float), 2)[:-1]
+    src = ColumnDataSource(data, name="memory_categories_src")
+    curve = str(curves["curve"].iloc[0])
+    fig = figure(height=240, sizing_mode="stretch_width", name="memory_categories",
+                 title=f"Allocated memory by component ({curve} = {' + '.join(cats)})",
+                 tools="xpan,xwheel_zoom,reset,save", active_scroll="xwheel_zoom",
+                 y_axis_label=theme.axis_label("Allocated", "MB"), x_axis_label="time from the start of the run",
+                 **({"x_range": x_range} if x_range is not None else {}))
+    theme.time_us_axis(fig.xaxis[0])
+    fig.varea_stack([names[c] for c in cats], x="t", source=src,
+                    color=[CURVE_COLORS[i % len(CURVE_COLORS)] for i in range(len(cats))], fill_alpha=0.75,
+                    legend_label=[str(c) for c in cats])
+    if peak is not None and peak.available:
+        fig.add_layout(Span(location=peak.peak_at_us, dimension="height", line_color=theme.HIGHLIGHT,
+                            line_dash="dashed", line_width=1.5, name="memory_categories_peak"))
+    fig.add_tools(HoverTool(tooltips=[("time", "@t{0,0.0} us")] + [(str(c), f"@{names[c]}{{0,0.000}} MB")
+                                                                   for c in cats]))
+    fig.y_range.start = 0
+    theme.style(fig)
+    fig.legend[0].click_policy = "hide"
+    fig.add_layout(fig.legend[0], "right")
+    return fig
+
+
+def peak_table(peak: MP.MemoryPeak, height: int = 240) -> DataTable | None:
+    """The operators whose allocations are alive at the peak (``memory_peak_operators``), largest first:
+    operator, allocations, size (MB), share of the peak (%), component. Named ``memory_peak_table`` on
+    ``memory_peak_src``; None when nothing is alive."""
+    ops = peak.operators
+    if not peak.available or not len(ops):
+        return None
+    src = ColumnDataSource({"name": ops["name"].astype(str).tolist(), "allocations": ops["allocations"].tolist(),
+                            "size_mb": ops["size_mb"].astype(float).tolist(),
+                            "share_pct": (ops["share"].astype(float) * 100).tolist(),
+                            "category": ops["category"].astype(str).tolist()}, name="memory_peak_src")
+    cols = [TableColumn(field="name", title="Operator alive at the peak", width=360),
+            TableColumn(field="allocations", title="Allocations", width=90),
+            TableColumn(field="size_mb", title="Size (MB)", formatter=NumberFormatter(format="0,0.000"), width=90),
+            TableColumn(field="share_pct", title="Of the peak (%)", formatter=NumberFormatter(format="0,0.0"),
+                        width=100),
+            TableColumn(field="category", title="Component", width=100)]
+    return DataTable(source=src, columns=cols, sortable=True, index_position=None, height=height,
+                     sizing_mode="stretch_width", name="memory_peak_table")
+
+
 def _table_data(allocs: pd.DataFrame) -> dict:
     return {"name": allocs["name"].astype(str).tolist(),
             "size_mb": allocs["size_mb"].astype(float).tolist(),
@@ -249,10 +352,17 @@ def memory_layout(memory: pd.DataFrame, operator_memory: pd.DataFrame, module_me
     """Figures, curve, the CANN modules' curve (``module_mem``, where the files have it) and the allocation
     table as one Bokeh layout, linked by CustomJS."""
     peaks, allocs = M.memory_peaks(memory), M.allocations(operator_memory)
-    parts = [figures_div(peaks, M.allocation_stats(operator_memory))]
+    peak = MP.alive_at_peak({"memory": memory, "operator_memory": operator_memory, "npu_module_mem": module_mem})
+    parts = [figures_div(peaks, M.allocation_stats(operator_memory)), peak_div(peak)]
     fig = curve_figure(memory, peaks) if len(memory) else None
     if fig is not None:
         parts.append(fig)
+    split = category_figure(MP.category_curves(memory), peak, fig.x_range if fig is not None else None)
+    if split is not None:
+        parts.append(split)
+    alive = peak_table(peak)
+    if alive is not None:
+        parts.append(alive)
     modules = module_figure(module_mem, fig.x_range if fig is not None else None)
     if modules is not None:
         parts.append(modules)
@@ -307,4 +417,5 @@ class MemoryView(traitlets.HasTraits, LayoutView):
             self.window = (float(min(g["x0"], g["x1"])), float(max(g["x0"], g["x1"])))
 
 
-__all__ = ["figures_div", "curve_figure", "module_figure", "allocation_table", "memory_layout", "MemoryView"]
+__all__ = ["figures_div", "peak_div", "curve_figure", "category_figure", "peak_table", "module_figure",
+           "allocation_table", "memory_layout", "MemoryView"]
