@@ -419,17 +419,21 @@ class ClusterView(LayoutView):
     communication matrix and links, and (where the ranks have timelines) a folded timeline of the first
     `TIMELINE_RANKS` ranks stacked on one clock, built when unfolded (``.timeline``, a `TimelineView`),
     with a choice of alignment (their own clocks, or the first collective they all ran) and the offsets
-    used."""
+    used. For a pipeline-parallel job, the pipeline bubbles (`views.pipeline.pipeline_layout`); ``pipeline``:
+    its keyword arguments (``stages``, ``micro_batches``, ``schedule``, ``chunks``) where the files do not
+    give the stages or the schedule."""
 
-    def __init__(self, cluster, engine: str | None = None):
+    def __init__(self, cluster, engine: str | None = None, pipeline: dict | None = None):
         from ..analysis.cluster import rank_summary
         from ..analysis.diagnosis import diagnose_cluster
+        from .pipeline import pipeline_layout
         self.cluster = cluster
         self.summary = rank_summary(cluster, engine=engine)
         self.diagnosis = diagnose_cluster(cluster)
         self.layout = cluster_layout(self.summary, self.diagnosis)
         self.timeline = None
-        more = [p for p in (breakdown_layout(cluster, self.diagnosis), communication_layout(cluster)) if p is not None]
+        more = [p for p in (breakdown_layout(cluster, self.diagnosis), pipeline_layout(cluster, **(pipeline or {})),
+                            communication_layout(cluster)) if p is not None]
         if more:
             self.layout = column(self.layout, *more, sizing_mode="stretch_width", name="cluster_page")
 
