@@ -345,6 +345,10 @@ def test_cluster_view_html(pipeline4, npu8):
     assert view.layout.name == "cluster_page" and C.slowest_rank(view.summary) == "1"
     assert view.layout.select_one({"name": "cluster_layout"}) is not None
     assert view.layout.select_one({"name": "cluster_communication"}) is not None
+    # a pipeline-parallel job: the pipeline bubbles' section, its finding the analysis's own sentence
+    from nbprofiler.analysis.pipeline import pipeline_bubbles, pipeline_summary
+    finding = view.layout.select_one({"name": "cluster_pipeline_finding"})
+    assert finding is not None and pipeline_summary(pipeline_bubbles(pipeline4[0]))["finding"] in finding.text
 
 
 @pytest.mark.slow
