@@ -403,7 +403,7 @@ def pipeline_summary(frame: pd.DataFrame) -> dict | None:
            "bubble_ratio": ratio, "theoretical": theory, "gap_ms": gap,
            "worst": {"stage": int(worst["stage"]), "ranks": [str(x) for x in worst["ranks"]],
                      "idle_ms": float(worst["idle_ms"]), "step_ms": float(worst["step_ms"]),
-                     "bubble_ratio": float(worst["bubble_ratio"])}}
+                     "bubble_ratio": float(worst["bubble_ratio"]), "gap_ms": _f(worst["gap_ms"])}}
     out["finding"] = _finding(out, med)
     return out
 
@@ -412,7 +412,8 @@ def _finding(d: dict, med: pd.DataFrame) -> str:
     w = d["worst"]
     ranks = ", ".join(w["ranks"])
     text = (f"Stage {w['stage']} (rank{'s' if len(w['ranks']) > 1 else ''} {ranks}) idles most: "
-            f"{w['idle_ms']:,.3f} ms of its {w['step_ms']:,.3f} ms step (bubble ratio {w['bubble_ratio'] * 100:.1f} %)")
+            f"{w['idle_ms']:,.3f} ms a step (median; bubble ratio {w['bubble_ratio'] * 100:.1f} % of its median "
+            f"{w['step_ms']:,.3f} ms step)")
     if len(med) > 1:
         text += f"; over its {len(med)} stages the pipeline idles {d['bubble_ratio'] * 100:.1f} % of the step"
     t = d["theoretical"]
@@ -420,7 +421,8 @@ def _finding(d: dict, med: pd.DataFrame) -> str:
         name = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": f"interleaved 1F1B, {t['chunks']} chunks"}
         text += (f". The schedule's own bubble ({name[t['schedule']]}, {t['stages']} stages, "
                  f"{t['micro_batches']} micro-batches) is {t['ratio'] * 100:.1f} %: measured − theoretical = "
-                 f"{(d['bubble_ratio'] - t['ratio']) * 100:+.1f} points, {d['gap_ms']:+,.3f} ms per step")
+                 f"{(d['bubble_ratio'] - t['ratio']) * 100:+.1f} points, {d['gap_ms']:+,.3f} ms per step "
+                 f"(stage {w['stage']}: {w['gap_ms']:+,.3f} ms)")
     else:
         text += (". The schedule's theoretical bubble needs the micro-batch count "
                  "(pipeline_bubbles(cluster, micro_batches=...))")
