@@ -100,6 +100,17 @@ def test_one_f_one_b_without_transfer_cost_has_the_theoretical_bubble(tmp_path):
     assert "measured − theoretical = +0.0 points" in digest["finding"]
 
 
+def test_without_step_ids_the_whole_timeline_is_one_step(tmp_path):
+    p, m = 2, 3
+    root = write_pipeline_cluster(tmp_path, stages=p, micro_batches=m, steps=1, p2p_us=0.0, schedule="gpipe")
+    for kernels in root.glob("*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"):
+        kernels.unlink()  # no step ids: the trace's device ops alone
+    frame = pipeline_bubbles(load_quietly(root), stages=_stages(p), micro_batches=m, schedule="gpipe")
+    assert frame["step"].tolist() == [0, 0]
+    np.testing.assert_allclose(frame["step_ms"], (m + p - 1) * (F_US + B_US) / 1000.0, atol=1e-6)
+    np.testing.assert_allclose(frame["bubble_ratio"], (p - 1) / (m + p - 1), atol=1e-9)
+
+
 def test_theoretical_bubble_and_bad_arguments(gpipe):
     assert theoretical_bubble(4, 8, "gpipe") == theoretical_bubble(4, 8, "1f1b") == pytest.approx(3 / 11)
     assert theoretical_bubble(4, 8, "interleaved", chunks=2) == pytest.approx(3 / 19)

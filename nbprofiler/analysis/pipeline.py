@@ -13,10 +13,11 @@ nothing runs. The stage idles for ``idle_ms``. Sources, per rank, first found (`
 
 - the device timeline, where it holds send/receive ops (``hcom_send__``, ``hcom_receive__``, ``Send-op``,
   ``Receive-op``, ...): compute = the kernels of the device's streams (``Ascend Hardware``) other than the
-  communication streams and the ``hcom_*`` ops; send/receive and collectives = the ``hcom_*`` ops. The step
-  is the pipeline's: from the earliest start to the latest end of that step (`step_windows`) over every
-  rank of the pipeline on one clock, so a stage that starts late or ends early idles for it, as in the
-  stage x time chart;
+  communication streams and the ``hcom_*`` ops; send/receive and collectives = the ``hcom_*`` ops (the
+  ``HCCL`` / ``Communication`` process's op tracks, not its planes' tasks). The step is the pipeline's: from
+  the earliest start to the latest end of that step (`step_windows`) over every rank of the pipeline, on the
+  ranks' own absolute clocks (one host, or hosts kept in sync), so a stage that starts late or ends early
+  idles for it, as in the stage x time chart;
 - a step trace with a ``Bubble`` column (step_trace_time.csv, cluster_step_trace_time.csv: the summed
   send/receive ops): ``busy_ms`` = Computing, ``p2p_ms`` = Bubble (at most the Communication(Not
   Overlapped) it lies in), ``collective_ms`` = the rest of Communication(Not Overlapped), ``free_ms`` =
@@ -58,7 +59,8 @@ P2P_OP = re.compile(r"(^hcom_(send|receive|recv|sendrecv|batchsendrecv|batch_sen
                     r"^(send|receive)-op|batchsendrecv)", re.I)
 COMM_OP = re.compile(r"^(hcom_|hccl)", re.I)
 DEVICE_PROCESS = "Ascend Hardware"
-COMM_PROCESS = "HCCL"
+# The processes of the communication ops: "HCCL" in trace_view.json, "Communication" in the databases' timeline.
+COMM_PROCESSES = ("HCCL", "Communication")
 # Above this many ranks the timelines are not read for the summary; `pipeline_bubbles(..., timelines=True)`
 # still reads them.
 TIMELINE_MAX_RANKS = 16
@@ -247,7 +249,7 @@ def _classified(prof) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     is_comm = of(lambda c: bool(COMM_OP.match(c)))
     is_p2p = of(lambda c: bool(P2P_OP.search(c)))
     device = process == DEVICE_PROCESS
-    ops = ((process == COMM_PROCESS) & ~np.char.startswith(thread.astype(str), "Plane")) | (device & is_comm)
+    ops = (np.isin(process, COMM_PROCESSES) & ~np.char.startswith(thread.astype(str), "Plane")) | (device & is_comm)
     start = tl["start_us"].to_numpy(dtype=float) + float(prof.origin_us)
     end = start + np.nan_to_num(tl["dur_us"].to_numpy(dtype=float))
     pick = lambda m: (start[m], end[m])  # noqa: E731
@@ -255,8 +257,10 @@ def _classified(prof) -> dict[str, tuple[np.ndarray, np.ndarray]]:
             "collective": pick(ops & is_comm & ~is_p2p)}
 
 
-def _pipeline_windows(profiles: dict) -> dict[int, tuple[float, float]]:
-    """step -> (start, end) absolute µs: the earliest start and latest end of the step over the ranks."""
+def _pipeline_windows(profiles: dict, intervals: dict) -> dict[int, tuple[float, float]]:
+    """step -> (start, end) absolute µs: the earliest start and latest end of the step over the ranks
+    (`step_windows`); without steps, one step 0 from the first to the last device op of any rank
+    (``intervals``: rank -> `_classified`)."""
     out: dict[int, tuple[float, float]] = {}
     for prof in profiles.values():
         w = prof.step_windows
@@ -267,6 +271,11 @@ def _pipeline_windows(profiles: dict) -> dict[int, tuple[float, float]]:
             lo, hi = origin + float(row.start_us), origin + float(row.end_us)
             old = out.get(int(row.step))
             out[int(row.step)] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
+    if not out:
+        starts = [s for iv in intervals.values() for s, _ in iv.values() if len(s)]
+        ends = [e for iv in intervals.values() for _, e in iv.values() if len(e)]
+        if starts:
+            out[0] = (float(min(x.min() for x in starts)), float(max(x.max() for x in ends)))
     return dict(sorted(out.items()))
 
 
@@ -325,10 +334,10 @@ def step_segments(intervals: dict, lo: float, hi: float) -> dict[str, np.ndarray
 
 
 def _timeline_rows(profiles: dict) -> pd.DataFrame:
-    windows = _pipeline_windows(profiles)
+    intervals = {rank: _classified(prof) for rank, prof in profiles.items()}
+    windows = _pipeline_windows(profiles, intervals)
     rows = []
-    for rank, prof in profiles.items():
-        iv = _classified(prof)
+    for rank, iv in intervals.items():
         for step, (lo, hi) in windows.items():
             seg = step_segments(iv, lo, hi)
             rows.append({"rank": str(rank), "step": step, "step_ms": (hi - lo) / 1000.0,
@@ -352,10 +361,11 @@ def stage_timeline(cluster, frame: pd.DataFrame, step: int | None = None) -> pd.
     step = representative_step(timed) if step is None else int(step)
     firsts = timed.drop_duplicates("stage")[["stage", "rank"]]
     profiles = {str(r): cluster[str(r)] for r in timed["rank"].unique()}
-    lo, hi = _pipeline_windows(profiles)[step]
+    intervals = {rank: _classified(prof) for rank, prof in profiles.items()}
+    lo, hi = _pipeline_windows(profiles, intervals)[step]
     rows = []
     for stage, rank in firsts.itertuples(index=False):
-        seg = step_segments(_classified(profiles[str(rank)]), lo, hi)
+        seg = step_segments(intervals[str(rank)], lo, hi)
         for kind, iv in seg.items():
             rows += [(int(stage), str(rank), kind, (a - lo) / 1000.0, (b - lo) / 1000.0) for a, b in iv]
     out = pd.DataFrame(rows, columns=cols)
