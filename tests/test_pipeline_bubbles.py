@@ -120,6 +120,8 @@ def test_theoretical_bubble_and_bad_arguments(gpipe):
         theoretical_bubble(4, 0)
     with pytest.raises(ValueError, match=r"ranks the cluster does not have: \['9'\]"):
         pipeline_bubbles(gpipe, stages={0: ["0", "1"], 1: ["9"]})
+    with pytest.raises(ValueError, match=r"ranks \['1'\] in more than one stage"):
+        pipeline_bubbles(gpipe, stages={0: ["0", "1"], 1: ["1", "2"]})
 
 
 # -- real legacy 4-rank pipeline ---------------------------------------------------------------------------

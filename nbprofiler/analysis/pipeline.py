@@ -89,6 +89,10 @@ def pipeline_stages(cluster, stages: dict | None = None) -> tuple[dict[int, list
         unknown = sorted({r for rs in out.values() for r in rs} - set(known))
         if unknown:
             raise ValueError(f"stages= names ranks the cluster does not have: {unknown}; its ranks are {known}")
+        listed = [r for rs in out.values() for r in rs]
+        twice = sorted({r for r in listed if listed.count(r) > 1})
+        if twice:
+            raise ValueError(f"stages= puts ranks {twice} in more than one stage")
         return dict(sorted(out.items())), "stages= given"
     groups = cluster.concat("communication_groups")
     if len(groups) and "kind" in groups:
