@@ -8,6 +8,9 @@
   real 591 rows of ``npu/kernel_details_591`` repeated ``kernel_repeat`` times, starts shifted) and
   ``step_trace_time.csv`` (the rank rows of ``npu/cluster_8rank`` cycled over ranks).
 One rank is made a straggler (its step interval / free time x3) so the analyses have something to find.
+- ``pipeline``: a pipeline-parallel torch_npu cluster with device timelines (`write_pipeline_cluster`),
+  shaped like ``npu/ascend_pt_text_2rank`` (trace_view.json, kernel_details.csv), running an exact GPipe or
+  1F1B schedule (`pipeline_timings`) so the measured bubble can be checked against the schedule's.
 Written only under the ``root`` you give (a temporary folder), never into the shared data.
 """
 from __future__ import annotations
