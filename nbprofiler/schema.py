@@ -648,6 +648,29 @@ ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
         col("b_allocations", "int64", "", "allocations alive at b's peak"),
     ), "none", _MEMORY_PEAK_FILES, _MEMORY_PEAK_ROLES,
         note="`nbprofiler.compare(a, b).memory.operators`; largest |delta| first.", builder="analysis"),
+    FrameSpec("pipeline_bubbles", "pipeline stage, rank and step", (
+        col("stage", "int64", "", "pipeline stage (from 0)"), col("rank", "str", "", "the rank's key in the cluster"),
+        col("step", "int64", "", "step number"),
+        col("step_ms", "float64", "ms", "the step (= busy + p2p + collective + free, NaN parts counted as 0); "
+            "from a timeline the pipeline's step: earliest start to latest end over the stages"),
+        col("busy_ms", "float64", "ms", "computing (the union of the compute kernels)"),
+        col("p2p_ms", "float64", "ms", "in send/receive ops with nothing computing: waiting for a neighbour stage"),
+        col("collective_ms", "float64", "ms", "in collectives with nothing computing (not a bubble)"),
+        col("free_ms", "float64", "ms", "nothing running on the device (legacy files: not given)"),
+        col("idle_ms", "float64", "ms", "the stage's bubble: p2p_ms + free_ms"),
+        col("bubble_ratio", "float64", "0-1", "idle_ms / step_ms"),
+        col("theoretical_ratio", "float64", "0-1", "the schedule's bubble (p-1)/(m+p-1), interleaved "
+            "(p-1)/(v*m+p-1); NaN without micro_batches"),
+        col("gap_ms", "float64", "ms", "idle_ms - theoretical_ratio x step_ms: bubble beyond the schedule's"),
+        col("source", "str", "", "the files the row's numbers and the stages come from"),
+    ), "none", ("trace_view.json (hcom_send/hcom_receive, compute kernels)", "kernel_details.csv (step ids)",
+                "ASCEND_PROFILER_OUTPUT/step_trace_time.csv (Bubble)", "cluster_step_trace_time.csv (Bubble)",
+                "communication_group.json (p2p groups)", "ascend_cluster_analyse_pipeline-parallel_*.csv"),
+        frozenset({"trace_view", "kernel_details", "step_trace_time", "cluster_step_trace_time",
+                   "communication_group", "cluster_analyse"}),
+        note="`nbprofiler.analysis.pipeline.pipeline_bubbles(cluster, stages=None, micro_batches=None, "
+             "schedule='1f1b')`; empty when the job is not pipeline-parallel.",
+        builder="analysis"),
 )}
 
 # Roles read only for the frames no text file of the run gives (the text export wins when both exist).

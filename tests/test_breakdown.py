@@ -183,8 +183,16 @@ def test_legacy_pipeline_equals_the_step_trace_cluster_analyse_and_hccl_files(da
 
 def test_summary_and_sql_agree_with_the_frame(loaded):
     name, cluster, bd = loaded
-    summary = cluster.summary()["cluster"]["breakdown"]
-    json.dumps(summary)
+    whole = cluster.summary()["cluster"]
+    summary = whole["breakdown"]
+    json.dumps(whole)
+    # the same summary's pipeline bubbles: the analysis's digest, or None and why (not pipeline-parallel)
+    from nbprofiler.analysis.pipeline import pipeline_bubbles, pipeline_summary
+    bubbles = pipeline_bubbles(cluster)
+    assert whole["pipeline_bubbles"] == pipeline_summary(bubbles)
+    assert whole["pipeline_bubbles_unavailable"] == (bubbles.attrs["reason"] or None)
+    assert (whole["pipeline_bubbles"] is None) == (name not in ("legacy/cluster_4rank_pipeline",
+                                                                "npu/cluster_analysis_16rank"))
     med = rank_medians(bd).set_index("rank")
     assert [r["rank"] for r in summary["ranks"]] == med.index.tolist()
     for r in summary["ranks"]:

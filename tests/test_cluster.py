@@ -5,6 +5,7 @@ import dataclasses
 import multiprocessing
 import threading
 import warnings
+from html import escape
 from pathlib import Path
 
 import pandas as pd
@@ -346,6 +347,11 @@ def test_cluster_view_html(pipeline4, npu8):
     assert view.layout.name == "cluster_page" and C.slowest_rank(view.summary) == "1"
     assert view.layout.select_one({"name": "cluster_layout"}) is not None
     assert view.layout.select_one({"name": "cluster_communication"}) is not None
+    # a pipeline-parallel job: the pipeline bubbles' section, its finding the analysis's own sentence
+    from nbprofiler.analysis.pipeline import pipeline_bubbles, pipeline_summary
+    finding = view.layout.select_one({"name": "cluster_pipeline_finding"})
+    sentence = pipeline_summary(pipeline_bubbles(pipeline4[0]))["finding"]
+    assert finding is not None and escape(sentence) in finding.text
 
 
 @pytest.mark.slow

@@ -76,6 +76,7 @@ def test_cluster_report_has_rank_table(tmp_path):
     text = write_html_report(cluster, tmp_path / "cluster.html").read_text()
     assert "4 ranks; this report details rank 0" in text
     assert "report_ranks_table" in text and '"title":"Ranks"' in text.replace(": ", ":")
+    assert "cluster_pipeline_ratio" in text and "Stage 0 (ranks 0, 1) idles most" in text  # a pipeline job
 
 
 def test_report_page_is_styled_and_tables_have_human_headers(tmp_path):

@@ -7,7 +7,8 @@ report builder draws it with its view module's figure factories; the timeline op
 reduced by level of detail to at most `TIMELINE_BUDGET` bars, with a note saying how many events were
 merged or left out, and zooms into finer levels stored in the file, `nbprofiler.views.timeline_tiles`); the
 overview names the pages left out and why. For a `Cluster` it
-reports the first rank and adds a "Ranks" tab with one row per rank. For a rank with several sessions
+reports the first rank and adds a "Ranks" tab with one row per rank (and a pipeline-parallel job's pipeline
+bubbles, `nbprofiler.views.pipeline`). For a rank with several sessions
 (schedule windows: ``prof.windows``) it reports the one given and adds a "Windows" tab comparing them
 all. With ``compare_with`` (a second run) it adds a "Compare" tab (`nbprofiler.analysis.compare.compare` drawn by
 `nbprofiler.views.compare.compare_layout`) and the overview shows the comparison's verdict.
@@ -259,8 +260,9 @@ def _ranks(cluster):
     from ..views.step_trace import rank_frame
     from ..analysis.diagnosis import diagnose_cluster
     from ..views.cluster import findings_div
+    from ..views.pipeline import pipeline_layout
     parts = [findings_div(diagnose_cluster(cluster)), _table(rank_frame(cluster), "report_ranks_table"),
-             communication_layout(cluster),
+             pipeline_layout(cluster), communication_layout(cluster),
              _ranks_timeline(cluster)]
     parts = [p for p in parts if p is not None]
     return parts[0] if len(parts) == 1 else column(*parts, sizing_mode="stretch_width")

@@ -8,11 +8,15 @@
   real 591 rows of ``npu/kernel_details_591`` repeated ``kernel_repeat`` times, starts shifted) and
   ``step_trace_time.csv`` (the rank rows of ``npu/cluster_8rank`` cycled over ranks).
 One rank is made a straggler (its step interval / free time x3) so the analyses have something to find.
+- ``pipeline``: a pipeline-parallel torch_npu cluster with device timelines (`write_pipeline_cluster`),
+  shaped like ``npu/ascend_pt_text_2rank`` (trace_view.json, kernel_details.csv), running an exact GPipe or
+  1F1B schedule (`pipeline_timings`) so the measured bubble can be checked against the schedule's.
 Written only under the ``root`` you give (a temporary folder), never into the shared data.
 """
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -100,4 +104,138 @@ def write_npu_cluster(root: Path, data: Path, ranks: int, kernel_repeat: int = 4
     return out
 
 
-__all__ = ["write_legacy_cluster", "write_npu_cluster"]
+
+
+# -- a pipeline-parallel job with device timelines ---------------------------------------------------------
+# The torch_npu layout of npu/ascend_pt_text_2rank: per rank rank{r}_ascend_pt/ with profiler_info_{r}.json
+# and ASCEND_PROFILER_OUTPUT/{trace_view.json, kernel_details.csv}. No communication_group.json: beside rank
+# folders, nbprofiler loads a cluster_analysis_output/ folder as the ranks (its files' ranks), so the stages
+# are given to the analysis (``stages=``) as a user who knows the job does.
+PIPELINE_SCHEDULES = ("gpipe", "1f1b")
+_HW_PID, _HCCL_PID, _PY_PID = 3089232288, 3089232352, 3016828
+_T0_US = 1736405443000000.0  # the epoch µs the synthetic run starts at
+
+
+def pipeline_timings(stages: int, micro_batches: int, forward_us: float, backward_us: float,
+                     p2p_us: float = 0.0, schedule: str = "1f1b") -> dict:
+    """The exact event-driven schedule of one pipeline step: stage -> ordered list of (kind "F"/"B",
+    micro-batch, start_us, end_us) from the step's start. A forward of micro-batch j on stage s needs that
+    micro-batch's forward on stage s-1 plus ``p2p_us`` (the activation's transfer); a backward needs the
+    backward on stage s+1 plus ``p2p_us`` (the last stage's needs its own forward). ``schedule``: ``gpipe``
+    (every forward, then every backward) or ``1f1b`` (stage s runs stages-s-1 forwards, then alternates one
+    forward and one backward, then drains its backwards)."""
+    if schedule not in PIPELINE_SCHEDULES:
+        raise ValueError(f"schedule must be one of {PIPELINE_SCHEDULES}, not {schedule!r}")
+    p, m = stages, micro_batches
+    order = {}
+    for s in range(p):
+        if schedule == "gpipe":
+            order[s] = [("F", j) for j in range(m)] + [("B", j) for j in range(m)]
+        else:
+            warm = min(p - s - 1, m)
+            ops = [("F", j) for j in range(warm)]
+            f, b = warm, 0
+            while b < m:
+                if f < m:
+                    ops.append(("F", f))
+                    f += 1
+                ops.append(("B", b))
+                b += 1
+            order[s] = ops
+    done: dict = {}
+    out = {s: [] for s in range(p)}
+    nxt = {s: 0 for s in range(p)}
+    free = {s: 0.0 for s in range(p)}
+    while any(nxt[s] < len(order[s]) for s in range(p)):
+        progressed = False
+        for s in range(p):
+            if nxt[s] >= len(order[s]):
+                continue
+            kind, j = order[s][nxt[s]]
+            if kind == "F":
+                dep = 0.0 if s == 0 else (done.get(("F", s - 1, j), None))
+                dep = dep if s == 0 or dep is None else dep + p2p_us
+            else:
+                dep = done.get(("F", s, j)) if s == p - 1 else done.get(("B", s + 1, j))
+                dep = dep if s == p - 1 or dep is None else dep + p2p_us
+            if dep is None:
+                continue
+            start = max(free[s], dep)
+            end = start + (forward_us if kind == "F" else backward_us)
+            done[(kind, s, j)] = end
+            out[s].append((kind, j, start, end))
+            free[s] = end
+            nxt[s] += 1
+            progressed = True
+        if not progressed:
+            raise RuntimeError("the pipeline schedule deadlocks")
+    return out
+
+
+def write_pipeline_cluster(root: Path, stages: int = 4, micro_batches: int = 8, ranks_per_stage: int = 1,
+                           steps: int = 3, forward_us: float = 1000.0, backward_us: float = 2000.0,
+                           p2p_us: float = 50.0, schedule: str = "1f1b", step_gap_us: float = 3000.0) -> Path:
+    """A pipeline-parallel torch_npu cluster of ``stages`` x ``ranks_per_stage`` ranks under ``root``;
+    returns ``root``. Rank r is stage r // ranks_per_stage. Every step runs `pipeline_timings` (each forward
+    two kernels, MatMul 70 % then Add 30 %; each backward likewise), steps ``step_gap_us`` apart. Each
+    transfer is a ``hcom_send__`` on the sender from its forward's (backward's) end for ``p2p_us`` and a
+    ``hcom_receive__`` on the receiver from when it is ready for that op (its previous op's end, or the
+    step's start) until the data has arrived; both on the HCCL process's p2p group track and in
+    kernel_details.csv (Accelerator Core HCCL) with the step id, as torch_npu writes them."""
+    out = Path(root)
+    plan = pipeline_timings(stages, micro_batches, forward_us, backward_us, p2p_us, schedule)
+    ends = {(k, s, j): e for s, ops in plan.items() for k, j, _, e in ops}
+    step_len = max(e for ops in plan.values() for *_, e in ops)
+    groups = [[s * ranks_per_stage + i for i in range(ranks_per_stage)] for s in range(stages)]
+    for stage in range(stages):
+        for rank in groups[stage]:
+            events = [{"ph": "M", "name": "process_name", "pid": _PY_PID, "tid": 0, "args": {"name": "Python"}},
+                      {"ph": "M", "name": "process_name", "pid": _HW_PID, "tid": 0, "args": {"name": "Ascend Hardware"}},
+                      {"ph": "M", "name": "thread_name", "pid": _HW_PID, "tid": 2, "args": {"name": "Stream 2"}},
+                      {"ph": "M", "name": "process_name", "pid": _HCCL_PID, "tid": 0, "args": {"name": "HCCL"}},
+                      {"ph": "M", "name": "thread_name", "pid": _HCCL_PID, "tid": 1,
+                       "args": {"name": "Group 1 Communication"}}]
+            kernels = []
+
+            def put(name, pid, tid, core, start, dur, step):
+                ts = _T0_US + start
+                events.append({"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": f"{ts:.3f}", "dur": dur,
+                               "args": {}})
+                kernels.append(f"{step},{name},{name.split('__')[0] if core == 'HCCL' else name.split('_')[1]},{core},"
+                               f"{ts:.3f}\t,{dur:.3f},0,0")
+
+            for k in range(steps):
+                base = k * (step_len + step_gap_us)
+                step = k + 1
+                events.append({"ph": "X", "name": f"ProfilerStep#{step}", "pid": _PY_PID, "tid": _PY_PID,
+                               "ts": f"{_T0_US + base - 100.0:.3f}", "dur": step_len + 200.0, "args": {}})
+                ready = 0.0
+                for kind, j, start, end in plan[stage]:
+                    src = (("F", stage - 1, j) if stage > 0 else None) if kind == "F" else \
+                        (("B", stage + 1, j) if stage < stages - 1 else None)
+                    if src is not None and ends[src] + p2p_us > ready:  # waits from ready until the data is in
+                        put(f"hcom_receive__{kind}{j}_{stage}_1", _HCCL_PID, 1, "HCCL", base + ready,
+                            ends[src] + p2p_us - ready, step)
+                    cut = 0.7 * (end - start)
+                    verb = "Forward" if kind == "F" else "Backward"
+                    put(f"{verb}_MatMulV2", _HW_PID, 2, "AI_CORE", base + start, cut, step)
+                    put(f"{verb}_Add", _HW_PID, 2, "AI_VECTOR_CORE", base + start + cut, end - start - cut, step)
+                    sends = (kind == "F" and stage < stages - 1) or (kind == "B" and stage > 0)
+                    if sends:
+                        put(f"hcom_send__{kind}{j}_{stage}_1", _HCCL_PID, 1, "HCCL", base + end, p2p_us, step)
+                    ready = end
+            d = out / f"rank{rank}_ascend_pt"
+            o = d / "ASCEND_PROFILER_OUTPUT"
+            o.mkdir(parents=True, exist_ok=True)
+            (d / f"profiler_info_{rank}.json").write_text(json.dumps({"config": {}, "rank_id": rank}))
+            (d / "profiler_metadata.json").write_text("{}")
+            (o / "trace_view.json").write_text(json.dumps(events))
+            kernels.sort(key=lambda line: float(line.split(",")[4]))
+            (o / "kernel_details.csv").write_text(
+                "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),Block Dim\n" +
+                "\n".join(kernels) + "\n")
+    return out
+
+
+__all__ = ["write_legacy_cluster", "write_npu_cluster", "write_pipeline_cluster", "pipeline_timings",
+           "PIPELINE_SCHEDULES"]

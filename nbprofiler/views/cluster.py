@@ -453,12 +453,16 @@ class ClusterView(LayoutView):
     ``align`` and ``anchor`` its alignment when it opens, as `TimelineView` takes them),
     with a choice of alignment (their own clocks, or the collectives they share, optionally pinned on one)
     and, above it, how they were aligned and the residual misalignment (`alignment_note`) and the offsets
-    used."""
+    used. For a pipeline-parallel job, the pipeline bubbles (`views.pipeline.pipeline_layout`); ``pipeline``:
+    its keyword arguments (``stages``, ``micro_batches``, ``schedule``, ``chunks``) where the files do not
+    give the stages or the schedule."""
 
-    def __init__(self, cluster, engine: str | None = None, align: str = "clock", anchor=None):
+    def __init__(self, cluster, engine: str | None = None, align: str = "clock", anchor=None,
+                 pipeline: dict | None = None):
         from ..analysis.cluster import rank_summary
         from ..analysis.cluster_timeline import ALIGNMENTS
         from ..analysis.diagnosis import diagnose_cluster
+        from .pipeline import pipeline_layout
         if align not in ALIGNMENTS:
             raise ValueError(f"align must be one of {ALIGNMENTS}, not {align!r}")
         if anchor is not None and align != "communication":
@@ -469,7 +473,8 @@ class ClusterView(LayoutView):
         self.diagnosis = diagnose_cluster(cluster)
         self.layout = cluster_layout(self.summary, self.diagnosis)
         self.timeline = None
-        more = [p for p in (breakdown_layout(cluster, self.diagnosis), communication_layout(cluster)) if p is not None]
+        more = [p for p in (breakdown_layout(cluster, self.diagnosis), pipeline_layout(cluster, **(pipeline or {})),
+                            communication_layout(cluster)) if p is not None]
         if more:
             self.layout = column(self.layout, *more, sizing_mode="stretch_width", name="cluster_page")
 
