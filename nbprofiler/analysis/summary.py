@@ -41,13 +41,16 @@ def summarize(prof) -> dict:
 
 
 def summarize_cluster(cluster, device: str | None = None) -> dict:
-    """One rank's summary (default: the smallest id) with ``cluster``: the diagnosis across the ranks, and
-    its ``breakdown``: each rank's median step split into its parts (`analysis.breakdown.breakdown_summary`)."""
+    """One rank's summary (default: the smallest id) with ``cluster``: the diagnosis across the ranks, its
+    ``breakdown``: each rank's median step split into its parts (`analysis.breakdown.breakdown_summary`),
+    and ``parallel``: the communication per parallel dimension (`analysis.parallel_groups.dimension_summary`)."""
     from .breakdown import breakdown_summary, rank_breakdown
     from .diagnosis import diagnose_cluster
+    from .parallel_groups import dimension_summary
     out = dict(cluster[device if device is not None else cluster.ranks[0]].summary())
     out["cluster"] = diagnose_cluster(cluster).to_dict()
     out["cluster"]["breakdown"] = breakdown_summary(rank_breakdown(cluster))
+    out["cluster"]["parallel"] = _plain(dimension_summary(cluster))
     return out
 
 
