@@ -495,7 +495,8 @@ def parallel_layout(cluster):
                          dimension_bars_figure(digest, "size_mb", "Data moved per step and rank", "MB",
                                                "cluster_parallel_bytes"), sizing_mode="stretch_width"))
         parts.append(rank_dimension_figure(comm))
-    table = DataTable(source=ColumnDataSource(groups, name="cluster_parallel_groups_src"),
+    table = DataTable(source=ColumnDataSource({c: groups[c].tolist() for c in groups.columns},
+                                              name="cluster_parallel_groups_src"),
                       columns=[TableColumn(field="group", title="Group", width=170),
                                TableColumn(field="kind", title="Kind", width=80),
                                TableColumn(field="ranks", title="Ranks", width=160),
