@@ -187,15 +187,43 @@ def test_8rank_a_group_seen_alone_is_unknown_with_why():
     assert "without communication_group.json" in groups["inferred_from"].iloc[0]
 
 
-@pytest.mark.parametrize("name, why", [("npu/ascend_pt_text_2rank", "no communication groups"),
-                                       ("legacy/cluster_4rank_pipeline", "hccl_raw")])
-def test_without_group_data_the_view_is_not_available(name, why):
+def test_without_group_data_the_view_is_not_available():
     from nbprofiler.views.cluster import parallel_layout
-    cluster = _cluster(name)
+    cluster = _cluster("npu/ascend_pt_text_2rank")
     assert parallel_groups(cluster).empty and parallel_communication(cluster).empty
     digest = dimension_summary(cluster)
-    assert digest["available"] is False and why in digest["why"]
+    assert digest["available"] is False and "no communication groups" in digest["why"]
     assert "not available" in parallel_layout(cluster).text
+
+
+def test_legacy_pipeline_receives_are_pp_and_cost_most():
+    """legacy/cluster_4rank_pipeline: 2 stages of the 4 ranks (the file name), receives between stages (PP)
+    and collectives inside a stage (unknown) per rank and step as the ascend_cluster_analyse files write
+    them (csv module; their last row is the average, not a step)."""
+    name = "legacy/cluster_4rank_pipeline"
+    cluster = _cluster(name)
+    groups = parallel_groups(cluster)
+    stages = groups[groups["dimension"] == "stage"]
+    assert stages["ranks"].tolist() == ["0,1", "2,3"]
+    rows = []
+    for path in sorted((DATA / name).glob("ascend_cluster_analyse_pipeline-parallel_2_4_*.csv")):
+        with open(path, newline="") as f:
+            table = list(csv.DictReader(f, skipinitialspace=True))[:-1]
+        rank = path.stem.rsplit("_", 1)[1]
+        for step, r in enumerate(table, start=1):
+            rows.append({"rank": rank, "step": step, "PP": float(r["receive_alone_time"]),
+                         "unknown": float(r["collective_communication_alone_time"])})
+    want = pd.DataFrame(rows).melt(id_vars=["rank", "step"], var_name="dimension", value_name="ms")
+    got = parallel_communication(cluster).merge(want, on=["rank", "step", "dimension"], how="outer")
+    assert len(got) == len(want) == 40
+    assert got["exposed_ms"].tolist() == pytest.approx(got["ms"].tolist())
+    per_step = want.groupby("dimension")["ms"].sum() / len(rows)
+    digest = dimension_summary(cluster)
+    assert digest["costliest"]["dimension"] == per_step.idxmax() == "PP"
+    assert digest["costliest"]["exposed_ms_per_step"] == pytest.approx(per_step["PP"])
+    assert digest["costliest"]["ms_per_step"] is None  # the files give no elapsed time for them
+    assert digest["finding"].startswith(f"Pipeline parallel (PP) communication costs most: {per_step['PP']:,.3f} ms "
+                                        "exposed per step per rank")
 
 
 @pytest.mark.filterwarnings("ignore::nbprofiler.errors.ProfilerDataWarning")

@@ -23,6 +23,12 @@ Each group's ``dimension`` and the reason (``inferred_from``), first rule that a
   the same shape; a block seen alone, without the rest of the partition). ``CP`` is never inferred: no op
   name or layout sets it apart from data parallelism.
 
+A legacy pipeline-parallel run (``ascend_cluster_analyse_pipeline-parallel_<stages>_<ranks>_<rank>.csv``)
+names no group: its stages are its ranks split evenly in rank order (as MindInsight splits them), its
+receives between stages (``receive_alone_time``) are ``PP`` and its collectives inside a stage
+(``collective_communication_alone_time``) ``unknown``; both are exposed times, and the files give no
+elapsed time or bytes for them.
+
 Communication per dimension: each op record of the `communication` frame (communication.json,
 cluster_communication.json, the databases' communication tables) is matched to its group, and summed per
 rank, step and dimension: ``elapse_ms`` (the op's Elapse Time: transit + wait + idle), ``transit_ms``,
@@ -113,6 +119,10 @@ def _build(cluster) -> tuple[pd.DataFrame, pd.DataFrame]:
             target = _match(groups, g, gid, rec)
             target.ops.update(rec["op_type"])
             key_of[(g, gid)] = target.name
+    if not groups and records.empty:
+        legacy = _legacy_pipeline(cluster, world)
+        if legacy is not None:
+            return legacy
     world = sorted(set(world).union(*(set(g.ranks) for g in groups))) if groups else world
     _classify(groups, world)
     frame = _groups_frame(groups, records, key_of)
@@ -123,6 +133,62 @@ def _frame(cluster, name: str) -> pd.DataFrame:
     parts = [(key, getattr(p, name)) for key, p in cluster.profiles.items()]
     parts = [df.assign(rank=str(key)) for key, df in parts if df is not None and len(df)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _legacy_pipeline(cluster, world: list[int]):
+    """A legacy pipeline-parallel run: its stages (``ascend_cluster_analyse_pipeline-parallel_<stages>_<ranks>``,
+    ranks split evenly in rank order, as MindInsight splits them) and, per rank and step, the exposed
+    communication the files split: receives between stages (``receive_alone_time``: PP) and collectives
+    inside the stage (``collective_communication_alone_time``: no file names their group, so their
+    dimension is unknown). (groups, communication) frames, or None when the run is not such a run."""
+    frames = {k: p.cluster_analyse for k, p in cluster.profiles.items()}
+    frames = {k: f for k, f in frames.items() if f is not None and len(f) and
+              {"receive_alone_time_ms", "collective_communication_alone_time_ms"} <= set(f.columns)
+              and f.attrs.get("stage_num")}
+    if not frames or not world:
+        return None
+    attrs = next(iter(frames.values())).attrs
+    n_stages, size = int(attrs["stage_num"]), int(attrs.get("rank_size") or len(world))
+    if n_stages < 2 or size % n_stages:
+        return None
+    per = size // n_stages
+    shape = f"pipeline-parallel_{n_stages}_{size}"
+    stage_rows, stage_of = [], {}
+    for i in range(n_stages):
+        ranks = list(range(i * per, (i + 1) * per))
+        stage_of.update({r: i for r in ranks})
+        stage_rows.append({"group": f"stage[{i}]", "kind": "stage", "ranks": ",".join(map(str, ranks)),
+                           "size": per, "dimension": "stage", "inferred_from": (
+                               f"pipeline stage {i + 1} of {n_stages}: ascend_cluster_analyse_{shape} names "
+                               f"{n_stages} stages of {size} ranks, split in rank order as MindInsight splits them"),
+                           "members_from": "ascend_cluster_analyse file name", "ops": 0, "time_ms": np.nan})
+    rows = [*stage_rows,
+            {"group": "receive", "kind": "p2p", "ranks": ",".join(map(str, world)), "size": len(world),
+             "dimension": "PP", "inferred_from": "receives between pipeline stages (ascend_cluster_analyse's "
+                                                 "receive_alone_time)",
+             "members_from": "ascend_cluster_analyse", "ops": 0, "time_ms": np.nan}]
+    for i, st in enumerate(stage_rows):
+        rows.append({"group": f"collectives of stage[{i}]", "kind": "collective", "ranks": st["ranks"],
+                     "size": per, "dimension": "unknown", "inferred_from": (
+                         "collectives inside a pipeline stage (ascend_cluster_analyse's "
+                         "collective_communication_alone_time): no file names their group, so TP and DP cannot "
+                         "be told apart"),
+                     "members_from": "ascend_cluster_analyse", "ops": 0, "time_ms": np.nan})
+    groups = pd.DataFrame(rows)[GROUPS_SPEC.column_names].astype({"size": "int64", "ops": "int64",
+                                                                  "time_ms": "float64"})
+    comm_rows = []
+    for key, f in frames.items():
+        stage = stage_of.get(int(key)) if str(key).isdigit() else None
+        for r in f.itertuples(index=False):
+            for dim, col, name in (("PP", "receive_alone_time_ms", "receive"),
+                                   ("unknown", "collective_communication_alone_time_ms",
+                                    f"collectives of stage[{stage}]")):
+                comm_rows.append({"rank": str(key), "step": int(r.step), "dimension": dim, "groups": name,
+                                  "ops": 0, "elapse_ms": np.nan, "transit_ms": np.nan, "wait_ms": np.nan,
+                                  "size_mb": np.nan, "exposed_ms": float(getattr(r, col))})
+    comm = pd.DataFrame(comm_rows)[COMM_SPEC.column_names]
+    comm = comm.astype({"step": "Int64", "ops": "int64"})
+    return groups, comm
 
 
 def _file_groups(cluster) -> list[_Group]:
@@ -400,7 +466,8 @@ def dimension_summary(cluster) -> dict:
     comm = parallel_communication(cluster)
     if groups.empty and comm.empty:
         why = ("no communication groups or communication ops: the run has no communication_group.json, "
-               "cluster_communication.json, communication.json or database communication tables")
+               "cluster_communication.json, communication.json, database communication tables or "
+               "pipeline-parallel ascend_cluster_analyse files")
         if len(_frame(cluster, "hccl")):
             why += "; its hccl_raw_*.csv give each step's communication cost but name no group"
         return {"available": False, "why": why}
@@ -411,6 +478,7 @@ def dimension_summary(cluster) -> dict:
     step_ms = float(steps["step_ms"].mean()) if n and steps["step_ms"].notna().any() else None
     step_comm = float(steps["step_comm_ms"].mean()) if n and steps["step_comm_ms"].notna().any() else None
     has_exposed = bool(len(comm)) and comm["exposed_ms"].notna().all()
+    has_elapse = bool(len(comm)) and comm["elapse_ms"].notna().any()
     dims = []
     for d in DIMENSIONS:
         gs = groups[groups["dimension"] == d]
@@ -418,26 +486,29 @@ def dimension_summary(cluster) -> dict:
         if gs.empty and c.empty:
             continue
         ranks = sorted({int(x) for rs in gs["ranks"] for x in rs.split(",") if x}, key=int)
-        t = float(c["elapse_ms"].sum())
+        t = float(c["elapse_ms"].sum()) if c["elapse_ms"].notna().any() else (0.0 if has_elapse else None)
         e = float(c["exposed_ms"].sum()) if has_exposed else None
-        per = t / n if n else 0.0
+        per = (t / n if n else 0.0) if t is not None else None
         dims.append({"dimension": d, "label": DIMENSION_LABELS[d], "groups": int(len(gs)), "ranks": len(ranks),
                      "examples": gs["ranks"].head(EXAMPLES).tolist(),
                      "inferred_from": sorted(set(gs["inferred_from"])),
                      "ranks_measured": int(c["rank"].nunique()), "time_ms": t, "exposed_ms": e,
                      "ms_per_step": per, "exposed_ms_per_step": (e / n if n and e is not None else None),
                      "size_mb": float(c["size_mb"].sum()) if c["size_mb"].notna().any() else None,
-                     "share_of_step": per / step_ms if step_ms else None})
+                     "share_of_step": per / step_ms if step_ms and per is not None else None,
+                     "exposed_share_of_step": e / n / step_ms if step_ms and n and e is not None else None})
     key = "exposed_ms_per_step" if has_exposed else "ms_per_step"
-    carrying = [x for x in dims if x["time_ms"] > 0]
+    carrying = [x for x in dims if (x["time_ms"] or 0) > 0 or (x["exposed_ms"] or 0) > 0]
     top = max(carrying, key=lambda x: x[key]) if carrying else None
-    used = groups[groups["time_ms"] > 0]
+    used = groups[groups["dimension"].isin([x["dimension"] for x in carrying]) &
+                  ((groups["time_ms"] > 0) | groups["time_ms"].isna())]
     inferred = sorted({f"{r.dimension}: {r.inferred_from}" for r in used.itertuples(index=False)})
-    ops_per = float(comm["elapse_ms"].sum()) / n if n else 0.0
+    ops_per = float(comm["elapse_ms"].sum()) / n if n and has_elapse else None
     out = {"available": True, "dimensions": dims, "rank_steps": n,
            "costliest": None if top is None else {
                "dimension": top["dimension"], "ms_per_step": top["ms_per_step"],
                "exposed_ms_per_step": top["exposed_ms_per_step"], "share_of_step": top["share_of_step"],
+               "exposed_share_of_step": top["exposed_share_of_step"],
                "basis": "exposed" if has_exposed else "elapsed"},
            "coverage": {"ops_ms_per_step": ops_per, "step_communication_ms_per_step": step_comm},
            "inferred": inferred,
@@ -452,13 +523,17 @@ def _finding(top, has_exposed, n, inferred, groups, ops_per, step_comm) -> str:
                 "dimension is not available.")
     label = (f"{DIMENSION_LABELS[top['dimension']]} communication" if top["dimension"] != "unknown" else
              "Communication on groups of unknown dimension")
-    text = (f"{label} costs most: {top['ms_per_step']:,.3f} ms per step per rank"
-            + (f" ({top['share_of_step'] * 100:.1f} % of the step)" if top["share_of_step"] is not None else ""))
-    if has_exposed:
-        text += f", {top['exposed_ms_per_step']:,.3f} ms of it exposed"
-    text += f", over {n} rank-step{'s' if n != 1 else ''} with op records."
+    if top["ms_per_step"] is None:  # the files give the exposed time alone (legacy pipeline runs)
+        text = f"{label} costs most: {top['exposed_ms_per_step']:,.3f} ms exposed per step per rank" + (
+            f" ({top['exposed_share_of_step'] * 100:.1f} % of the step)" if top["exposed_share_of_step"] else "")
+    else:
+        text = (f"{label} costs most: {top['ms_per_step']:,.3f} ms per step per rank"
+                + (f" ({top['share_of_step'] * 100:.1f} % of the step)" if top["share_of_step"] is not None else ""))
+        if has_exposed:
+            text += f", {top['exposed_ms_per_step']:,.3f} ms of it exposed"
+    text += f", over {n} rank-step{'s' if n != 1 else ''} with communication records."
     text += " Dimensions inferred from " + "; ".join(inferred) + "."
-    if step_comm:
+    if step_comm and ops_per is not None:
         text += (f" The op records hold {ops_per:,.3f} ms of the step trace's {step_comm:,.3f} ms of "
                  f"communication per rank-step ({ops_per / step_comm * 100:.1f} %).")
     return text

@@ -418,10 +418,12 @@ def dimension_bars_figure(digest: dict, field: str, title: str, unit: str, name:
     """One bar per parallel dimension that carries communication (``digest``:
     `analysis.parallel_groups.dimension_summary`): ``field`` per measured rank-step, and the exposed part
     beside it when ``field`` is the time and the files give the exposed share."""
-    dims = [d for d in digest["dimensions"] if d["time_ms"] > 0]
+    dims = [d for d in digest["dimensions"] if (d["time_ms"] or 0) > 0 or (d["exposed_ms"] or 0) > 0]
     labels = [d["dimension"] for d in dims]
     n = max(int(digest["rank_steps"]), 1)
-    value = [(d[field] or 0.0) / (1 if field == "ms_per_step" else n) for d in dims]
+    timed = field == "ms_per_step"
+    exposed_only = timed and all(d["ms_per_step"] is None for d in dims)  # legacy: the exposed time alone
+    value = [(d["exposed_ms_per_step" if exposed_only else field] or 0.0) / (1 if timed else n) for d in dims]
     data = {"dimension": labels, "label": [d["label"] for d in dims], "value": value,
             "groups": [d["groups"] for d in dims], "color": [DIMENSION_COLORS[x] for x in labels],
             "exposed": [d["exposed_ms_per_step"] if d["exposed_ms_per_step"] is not None else float("nan")
@@ -431,11 +433,10 @@ def dimension_bars_figure(digest: dict, field: str, title: str, unit: str, name:
                  sizing_mode="stretch_width", title=title, x_axis_label="Parallel dimension",
                  y_axis_label=theme.axis_label(title.split(" per ")[0], unit), tools="save", name=name)
     src = ColumnDataSource(data, name=f"{name}_src")
-    timed = field == "ms_per_step"
     fig.vbar(x="dimension", top="value", width=0.6, color="color", source=src,
-             legend_label="elapsed" if timed else "moved")
+             legend_label="exposed" if exposed_only else "elapsed" if timed else "moved")
     tips = [("dimension", "@label"), ("groups", "@groups"), (title.split(" per ")[0], f"@value{{0,0.000}} {unit}")]
-    if timed and any(v == v for v in data["exposed"]):
+    if timed and not exposed_only and any(v == v for v in data["exposed"]):
         fig.vbar(x="dimension", top="exposed", width=0.3, color="#D55E00", source=src, legend_label="exposed")
         tips += [("exposed", "@exposed{0,0.000} ms"), ("share of the step", "@share{0.0%}")]
     fig.add_tools(HoverTool(tooltips=tips))
@@ -446,10 +447,12 @@ def dimension_bars_figure(digest: dict, field: str, title: str, unit: str, name:
 
 def rank_dimension_figure(comm: pd.DataFrame):
     """Stacked bars, one per rank, of its communication per step in each dimension (``comm``:
-    `analysis.parallel_groups.parallel_communication`), mean over the rank's steps."""
+    `analysis.parallel_groups.parallel_communication`), mean over the rank's steps: the elapsed time, or the
+    exposed time where the files give that alone (legacy pipeline runs)."""
     from ..analysis.parallel_groups import DIMENSIONS
+    field = "elapse_ms" if comm["elapse_ms"].notna().any() else "exposed_ms"
     steps = comm.groupby("rank", sort=False)["step"].nunique(dropna=False)
-    per = comm.pivot_table(index="rank", columns="dimension", values="elapse_ms", aggfunc="sum", sort=False)
+    per = comm.pivot_table(index="rank", columns="dimension", values=field, aggfunc="sum", sort=False)
     per = per.div(steps.reindex(per.index).clip(lower=1), axis=0).fillna(0.0)
     dims = [d for d in DIMENSIONS if d in per.columns]
     ranks = sorted(per.index.astype(str), key=lambda r: (0, int(r)) if r.isdigit() else (1, r))
@@ -458,7 +461,8 @@ def rank_dimension_figure(comm: pd.DataFrame):
     src = ColumnDataSource({"rank": ranks, **{d: per[d].tolist() for d in dims}}, name="cluster_parallel_ranks_src")
     fig = figure(x_range=FactorRange(*ranks), height=300, sizing_mode="stretch_width",
                  title="Communication per step of each rank, by parallel dimension", x_axis_label="Rank",
-                 y_axis_label=theme.axis_label("Elapsed", "ms"), tools="xpan,xwheel_zoom,reset,save",
+                 y_axis_label=theme.axis_label("Elapsed" if field == "elapse_ms" else "Exposed", "ms"),
+                 tools="xpan,xwheel_zoom,reset,save",
                  name="cluster_parallel_ranks")
     if dims:
         fig.vbar_stack(dims, x="rank", width=0.8, source=src, color=[DIMENSION_COLORS[d] for d in dims],
@@ -486,14 +490,17 @@ def parallel_layout(cluster):
     groups, comm = parallel_groups(cluster), parallel_communication(cluster)
     text = (f'<div style="{theme.PANEL_CSS}"><p style="margin:4px 0">{html.escape(digest["finding"])}</p>'
             f'<div style="{theme.MUTED_CSS}">Groups from communication_group.json (its p2p lists are the pipeline '
-            f'stages), else from the communication files; ms per step are means over the rank-steps with op '
-            f'records; the exposed part is each rank-step\'s not-overlapped share of its communication.</div></div>')
+            f'stages), else from the communication files (legacy pipeline runs: the stages of the '
+            f'ascend_cluster_analyse file name); ms per step are means over the rank-steps with records; the '
+            f'exposed part is each rank-step\'s not-overlapped share of its communication.</div></div>')
     parts = [Div(text=text, sizing_mode="stretch_width", name="cluster_parallel_finding")]
     if len(comm):
-        parts.append(row(dimension_bars_figure(digest, "ms_per_step", "Communication per step and rank", "ms",
-                                               "cluster_parallel_time"),
-                         dimension_bars_figure(digest, "size_mb", "Data moved per step and rank", "MB",
-                                               "cluster_parallel_bytes"), sizing_mode="stretch_width"))
+        bars = [dimension_bars_figure(digest, "ms_per_step", "Communication per step and rank", "ms",
+                                      "cluster_parallel_time")]
+        if comm["size_mb"].notna().any():
+            bars.append(dimension_bars_figure(digest, "size_mb", "Data moved per step and rank", "MB",
+                                              "cluster_parallel_bytes"))
+        parts.append(row(*bars, sizing_mode="stretch_width"))
         parts.append(rank_dimension_figure(comm))
     table = DataTable(source=ColumnDataSource({c: groups[c].tolist() for c in groups.columns},
                                               name="cluster_parallel_groups_src"),
@@ -533,6 +540,8 @@ class ClusterView(LayoutView):
         self.timeline = None
         more = [p for p in (breakdown_layout(cluster, self.diagnosis), parallel_layout(cluster),
                             communication_layout(cluster)) if p is not None]
+        if len(more) == 1 and isinstance(more[0], Div):
+            more = []  # only the parallel section's "not available": the page already says the ranks hold no data
         if more:
             self.layout = column(self.layout, *more, sizing_mode="stretch_width", name="cluster_page")
 
