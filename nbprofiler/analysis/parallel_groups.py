@@ -113,10 +113,11 @@ def _build(cluster) -> tuple[pd.DataFrame, pd.DataFrame]:
     comm = _frame(cluster, "communication")
     records = _op_records(comm)
     groups = list(file_groups)
-    key_of = {}  # the communication frame's (group, op name) -> the name of its row in `groups`
+    key_of = {}  # the communication frame's (group, group id of the op name) -> the name of its row in `groups`
     if len(records):
+        index = _Index(groups)
         for (g, gid), rec in records.groupby(["group", "gid"], sort=False):
-            target = _match(groups, g, gid, rec)
+            target = _match(index, g, gid, rec)
             target.ops.update(rec["op_type"])
             key_of[(g, gid)] = target.name
     if not groups and records.empty:
@@ -227,28 +228,38 @@ def _op_records(comm: pd.DataFrame) -> pd.DataFrame:
     return out[cols]
 
 
-def _match(groups: list[_Group], key: str, gid: str, rec: pd.DataFrame) -> _Group:
+class _Index:
+    """The groups by name and by ranks (collective groups before p2p lists), appended to as groups are
+    found in the communication files."""
+
+    def __init__(self, groups: list[_Group]):
+        self.groups, self.by_name, self.by_ranks = groups, {}, {}
+        for g in sorted(groups, key=lambda g: g.kind != "collective"):
+            self._note(g)
+
+    def _note(self, g: _Group) -> None:
+        self.by_name.setdefault(g.name, g)
+        self.by_ranks.setdefault(g.ranks, g)
+
+    def add(self, g: _Group) -> _Group:
+        self.groups.append(g)
+        self._note(g)
+        return g
+
+
+def _match(index: _Index, key: str, gid: str, rec: pd.DataFrame) -> _Group:
     """The group an op record belongs to: the file's group with the ranks a ``(0, 1, ...)`` key names,
     else a group of its own (named by the key, or by the id after ``@``)."""
     if _TUPLE_KEY.match(key.strip()):
         ranks = tuple(sorted(int(x) for x in re.findall(r"\d+", key)))
-        same = [g for g in groups if g.ranks == ranks]
-        if same:
-            return min(same, key=lambda g: g.kind != "collective")
-        found = next((g for g in groups if g.name == key), None)
-        if found is None:
-            found = _Group(key, "collective", ranks, "cluster_communication.json key")
-            groups.append(found)
-        return found
-    found = next((g for g in groups if g.name == gid), None)
+        found = index.by_ranks.get(ranks) or index.by_name.get(key)
+        return found or index.add(_Group(key, "collective", ranks, "cluster_communication.json key"))
+    found = index.by_name.get(gid)
+    recording = {int(r) for r in rec["rank"].unique() if str(r).isdigit()}
     if found is None:
-        ranks = tuple(sorted(int(r) for r in rec["rank"].unique() if str(r).isdigit()))
         kind = "p2p" if all(_is_p2p(t) for t in rec["op_type"]) else "collective"
-        found = _Group(gid, kind, ranks, "ranks recording its ops")
-        groups.append(found)
-    else:
-        more = {int(r) for r in rec["rank"].unique() if str(r).isdigit()}
-        found.ranks = tuple(sorted(set(found.ranks) | more))
+        return index.add(_Group(gid, kind, tuple(sorted(recording)), "ranks recording its ops"))
+    found.ranks = tuple(sorted(set(found.ranks) | recording))
     return found
 
 
