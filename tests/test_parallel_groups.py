@@ -87,7 +87,8 @@ def _steps_here() -> dict[str, dict]:
             if row["Type"] == "rank":
                 exposed, comm = float(row["Communication(Not Overlapped)"]), float(row["Communication"])
                 out[row["Index"]] = {"step_ms": (float(row["Computing"]) + exposed + float(row["Free"])) / 1e3,
-                                     "share": exposed / comm}
+                                     "share": exposed / comm, "receive_ms": (exposed - float(
+                                         row["Communication(Not Overlapped and Exclude Receive)"])) / 1e3}
     return out
 
 
@@ -142,14 +143,22 @@ def test_16rank_costliest_dimension_is_the_argmax_of_the_files():
     assert best["ms_per_step"] == pytest.approx(ms_per_step)
     assert best["exposed_ms_per_step"] == pytest.approx(exposed_per_step[top])
     assert best["share_of_step"] == pytest.approx(ms_per_step / step_ms)
-    assert digest["finding"].startswith(f"Tensor parallel (TP) communication costs most: {ms_per_step:,.3f} ms per "
-                                        f"step per rank ({ms_per_step / step_ms * 100:.1f} % of the step)")
+    # the op records hold 5.4 % of the step trace's communication: the sentence says whose ops it ranks
+    assert digest["finding"].startswith(f"Of the communication ops the files list, tensor parallel (TP) communication "
+                                        f"costs most: {ms_per_step:,.3f} ms per step per rank "
+                                        f"({ms_per_step / step_ms * 100:.1f} % of the step)")
     dims = {d["dimension"]: d for d in digest["dimensions"]}
     assert dims["PP"]["time_ms"] == pytest.approx(ops.loc[ops["dim"] == "PP", "elapse"].sum())
     assert dims["PP"]["groups"] == 9 and dims["TP"]["groups"] == 2 and dims["stage"]["time_ms"] == 0
     # the op records hold a small part of the step trace's communication, and the sentence says how much
     assert digest["coverage"]["ops_ms_per_step"] == pytest.approx(ops["elapse"].sum() / len(pairs))
     assert "of the step trace's" in digest["finding"]
+    # and the step traces of all 16 ranks split the exposed time: receives between stages (PP) vs collectives
+    receive = {r: v["receive_ms"] for r, v in steps.items()}
+    split = digest["step_trace"]
+    assert split["ranks"] == 16 and split["receive_ms_per_step"] == pytest.approx(sum(receive.values()) / 16)
+    assert split["max_receive"]["rank"] == max(receive, key=receive.get) == "11"
+    assert f"receives between pipeline stages (PP), {split['receive_ms_per_step']:,.3f} ms" in digest["finding"]
 
 
 def test_16rank_cluster_page_section_states_the_finding():

@@ -457,6 +457,33 @@ def _single_step(records: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
     return step.fillna(records["rank"].map(only)).astype("Int64")
 
 
+# Coverage below which the sentence says the costliest dimension is that of the ops the files list, not of the
+# step trace's whole communication.
+FULL_COVERAGE = 0.9
+
+
+def receive_split(cluster) -> dict | None:
+    """The step trace's own split of the exposed communication, over every rank that has one: receives
+    (Communication(Not Overlapped) - Communication(Not Overlapped and Exclude Receive): the waits for the
+    previous pipeline stage, PP) and the rest (the collectives). ``rank_steps``, ``ranks``,
+    ``receive_ms_per_step``, ``collective_ms_per_step`` (means over the rank-steps), ``max_receive``
+    (``rank``, ``step``, ``ms``), ``source``; None when no step trace has the Exclude Receive column."""
+    st = _frame(cluster, "step_trace")
+    col = "communication_not_overlapped_exclude_receive_ms"
+    if st.empty or col not in st or "communication_not_overlapped_ms" not in st:
+        return None
+    st = st[st[col].notna() & st["communication_not_overlapped_ms"].notna()]
+    if st.empty:
+        return None
+    receive = st["communication_not_overlapped_ms"] - st[col]
+    top = receive.idxmax()
+    return {"rank_steps": int(len(st)), "ranks": int(st["rank"].nunique()),
+            "receive_ms_per_step": float(receive.mean()), "collective_ms_per_step": float(st[col].mean()),
+            "max_receive": {"rank": str(st.at[top, "rank"]), "step": None if pd.isna(st.at[top, "step"]) else
+                            int(st.at[top, "step"]), "ms": float(receive[top])},
+            "source": "step trace: Communication(Not Overlapped) - Communication(Not Overlapped and Exclude Receive)"}
+
+
 def dimension_summary(cluster) -> dict:
     """The parallel view for the summary JSON (``cluster.parallel``): ``available``; without groups and ops
     ``why``. Else ``dimensions`` (per dimension: ``dimension``, ``groups``, ``ranks`` — ranks in its groups
@@ -467,7 +494,10 @@ def dimension_summary(cluster) -> dict:
     exposed share: ``dimension``, ``ms_per_step``, ``exposed_ms_per_step``, ``share_of_step``, ``basis``),
     ``coverage`` (``ops_ms_per_step`` against ``step_communication_ms_per_step``: how much of the step trace's
     communication the op records hold), ``rank_steps``, ``inferred`` (the reasons behind the dimensions that
-    carry time) and ``finding`` (one sentence). Each dimension also lists ``label``, ``inferred_from`` (its
+    carry time), ``step_trace`` (`receive_split`: the exposed receives, PP, against the exposed collectives
+    over every rank) and ``finding`` (the costliest dimension first: "of the ops the files list" when those
+    hold under `FULL_COVERAGE` of the step trace's communication; then how the dimensions were inferred and
+    the step trace's split). Each dimension also lists ``label``, ``inferred_from`` (its
     groups' reasons) and ``examples`` (the ranks of its first `EXAMPLES` groups; all of them are in the
     ``parallel_groups`` frame)."""
     try:
@@ -523,17 +553,21 @@ def dimension_summary(cluster) -> dict:
                "basis": "exposed" if has_exposed else "elapsed"},
            "coverage": {"ops_ms_per_step": ops_per, "step_communication_ms_per_step": step_comm},
            "inferred": inferred,
-           "finding": _finding(top, has_exposed, n, inferred, groups, ops_per, step_comm)}
+           "step_trace": receive_split(cluster)}
+    out["finding"] = _finding(top, has_exposed, n, inferred, groups, ops_per, step_comm, out["step_trace"])
     return out
 
 
-def _finding(top, has_exposed, n, inferred, groups, ops_per, step_comm) -> str:
+def _finding(top, has_exposed, n, inferred, groups, ops_per, step_comm, split) -> str:
     if top is None:
         dims = ", ".join(f"{d} {k}" for d, k in groups["dimension"].value_counts().items())
         return (f"No communication op is recorded on the {len(groups)} groups found ({dims}): the time per "
                 "dimension is not available.")
     label = (f"{DIMENSION_LABELS[top['dimension']]} communication" if top["dimension"] != "unknown" else
              "Communication on groups of unknown dimension")
+    partial = bool(step_comm) and ops_per is not None and ops_per < FULL_COVERAGE * step_comm
+    if partial:
+        label = "Of the communication ops the files list, " + label[0].lower() + label[1:]
     if top["ms_per_step"] is None:  # the files give the exposed time alone (legacy pipeline runs)
         text = f"{label} costs most: {top['exposed_ms_per_step']:,.3f} ms exposed per step per rank" + (
             f" ({top['exposed_share_of_step'] * 100:.1f} % of the step)" if top["exposed_share_of_step"] else "")
@@ -547,8 +581,14 @@ def _finding(top, has_exposed, n, inferred, groups, ops_per, step_comm) -> str:
     if step_comm and ops_per is not None:
         text += (f" The op records hold {ops_per:,.3f} ms of the step trace's {step_comm:,.3f} ms of "
                  f"communication per rank-step ({ops_per / step_comm * 100:.1f} %).")
+    if split and split["receive_ms_per_step"] > 0:
+        top_r = split["max_receive"]
+        text += (f" The step traces of {split['ranks']} rank{'s' if split['ranks'] != 1 else ''} split the exposed "
+                 f"communication into receives between pipeline stages (PP), {split['receive_ms_per_step']:,.3f} ms "
+                 f"per step per rank (up to {top_r['ms']:,.3f} ms on rank {top_r['rank']}), and collectives, "
+                 f"{split['collective_ms_per_step']:,.3f} ms.")
     return text
 
 
-__all__ = ["parallel_groups", "parallel_communication", "dimension_summary", "op_type", "DIMENSIONS",
-           "DIMENSION_LABELS"]
+__all__ = ["parallel_groups", "parallel_communication", "dimension_summary", "receive_split", "op_type",
+           "DIMENSIONS", "DIMENSION_LABELS", "FULL_COVERAGE"]
