@@ -253,3 +253,31 @@ def test_op_type_reads_the_collective_from_the_op_name():
     assert op_type("hcom_allReduce__576_0_1") == "allreduce"
     assert op_type("hcom_send__822_0@13337953553061386822") == "send"
     assert op_type("hcom_alltoallv__1_2@g") == "alltoallv"
+
+
+def test_a_megatron_layout_tp2_dp4_pp2_is_read_back(tmp_path):
+    """The 16-rank run's files with the communication_group.json Megatron writes for TP 2 x DP 4 x PP 2
+    (tensor-parallel ranks adjacent, data-parallel ranks 2 apart inside a stage, pipeline ranks 8 apart),
+    built here from that rank order: every group gets the dimension it was built as."""
+    tp, dp, pp = 2, 4, 2
+    built = {}
+    for s in range(pp):
+        for d in range(dp):
+            built[tuple(s * tp * dp + d * tp + t for t in range(tp))] = "TP"
+        for t in range(tp):
+            built[tuple(s * tp * dp + d * tp + t for d in range(dp))] = "DP"
+    for i in range(tp * dp):
+        built[tuple(i + s * tp * dp for s in range(pp))] = "PP"
+    stages = [list(range(s * tp * dp, (s + 1) * tp * dp)) for s in range(pp)]
+    root = tmp_path / "c16"
+    shutil.copytree(C16, root)
+    (root / "communication_group.json").chmod(0o644)
+    (root / "communication_group.json").write_text(json.dumps({"collective": [list(g) for g in built],
+                                                               "p2p": stages}))
+    groups = parallel_groups(load_quietly(root))
+    got = {tuple(int(x) for x in r.split(",")): d for r, d, m in
+           zip(groups["ranks"], groups["dimension"], groups["members_from"]) if m == "communication_group.json"}
+    assert got == {**built, **{tuple(s): "stage" for s in stages}}
+    reasons = dict(zip(groups["dimension"], groups["inferred_from"]))
+    assert reasons["DP"] == "stride 2 across the tensor-parallel groups"
+    assert "whole pipeline stage" not in reasons["TP"]
