@@ -37,6 +37,11 @@ which msprof-analyze fills with HCCS + PCIE, else HCCS + PCIE + SIO: summing SDM
 the same bytes twice) and ``exposed_ms``: the elapse times the rank's exposed share of communication in
 that step (`rank_breakdown`: comm_exposed / (comm_exposed + comm_overlapped)); no file says which op ran
 beside computing, so every dimension of a rank-step gets the same share.
+
+`dimension_summary` is the digest (summary JSON ``cluster.parallel``, the cluster page): time per
+dimension and the costliest one, and `receive_split`, the step traces' own split of every rank's exposed
+communication into receives between pipeline stages and collectives (the op records may cover a small
+part of the step trace's communication; the sentence says how much).
 """
 from __future__ import annotations
 
@@ -77,7 +82,7 @@ class _Group:
 
 def op_type(op_name: str) -> str:
     """The collective an op name stands for (``hcom_allReduce__576_0_1@g`` -> ``allreduce``): the name's
-    letters after an ``hcom_`` prefix, lower case; the name itself lower-cased when it has no such prefix."""
+    letters after an ``hcom_`` prefix, lower case; without that prefix, all the letters of the name."""
     name = str(op_name).split("@", 1)[0]
     m = re.match(r"(?i)^hcom_?([a-z]+)", name)
     return (m.group(1) if m else re.sub(r"[^a-z]", "", name.lower())).lower()
