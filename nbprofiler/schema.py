@@ -669,7 +669,40 @@ ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
         frozenset({"trace_view", "kernel_details", "step_trace_time", "cluster_step_trace_time",
                    "communication_group", "cluster_analyse"}),
         note="`nbprofiler.analysis.pipeline.pipeline_bubbles(cluster, stages=None, micro_batches=None, "
-             "schedule='1f1b')`; empty when the job is not pipeline-parallel.",
+             "schedule='1f1b')`; empty when the job is not pipeline-parallel.", builder="analysis"),
+    FrameSpec("parallel_groups", "communication group", (
+        col("group", "str", "", "`collective[i]`/`p2p[i]` (its place in communication_group.json), the ranks "
+            "key of cluster_communication.json, or the group id the op names carry"),
+        col("kind", "str", "", "collective or p2p"),
+        col("ranks", "str", "", "member ranks, comma-separated"), col("size", "int64", "", "members"),
+        col("dimension", "str", "", "TP, PP, DP, EP, CP, world, unknown, stage (a pipeline stage), single"),
+        col("inferred_from", "str", "", "why that dimension"),
+        col("members_from", "str", "", "where the ranks come from"),
+        col("ops", "int64", "", "distinct op names recorded on it"),
+        col("time_ms", "float64", "ms", "the ops' elapse time, summed over ranks and steps"),
+    ), "none", ("communication_group.json", "cluster_analysis.db (CommunicationGroup)", "cluster_communication.json",
+                "ASCEND_PROFILER_OUTPUT/communication.json", "*.db (COMMUNICATION_OP, CommAnalyzerTime)"),
+        frozenset({"communication_group", "cluster_analysis_db", "cluster_communication", "communication",
+                   "analysis_db"}) | _DB,
+        note="`nbprofiler.analysis.parallel_groups.parallel_groups(cluster)`; the dimension is inferred from the "
+             "layout and the op names, `inferred_from` says how.", builder="analysis"),
+    FrameSpec("parallel_communication", "rank, step and parallel dimension", (
+        col("rank", "str", "", "the rank's key in the cluster"), col("step", "Int64", "", "step number"),
+        col("dimension", "str", "", "as in `parallel_groups`"),
+        col("groups", "str", "", "the groups (`parallel_groups.group`) of its ops, space-separated"),
+        col("ops", "int64", "", "distinct op names"),
+        col("elapse_ms", "float64", "ms", "the ops' elapse time (transit + wait + idle)"),
+        col("transit_ms", "float64", "ms", "transit"), col("wait_ms", "float64", "ms", "wait"),
+        col("size_mb", "float64", "MB", "data moved: RDMA plus SDMA (else HCCS + PCIE + SIO)"),
+        col("exposed_ms", "float64", "ms", "elapse_ms x the rank-step's exposed share of communication (step "
+            "trace: not overlapped / all communication)"),
+    ), "none", ("cluster_communication.json", "ASCEND_PROFILER_OUTPUT/communication.json",
+                "*.db (COMMUNICATION_OP, CommAnalyzerTime, CommAnalyzerBandwidth)", "step_trace_time.csv",
+                "cluster_step_trace_time.csv"),
+        frozenset({"cluster_communication", "communication", "analysis_db", "cluster_analysis_db",
+                   "communication_group", "step_trace_time", "cluster_step_trace_time"}) | _DB,
+        note="`nbprofiler.analysis.parallel_groups.parallel_communication(cluster)`; no file says which op "
+             "overlapped computing, so each dimension of a rank-step gets the rank-step's exposed share.",
         builder="analysis"),
 )}
 

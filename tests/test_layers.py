@@ -41,6 +41,7 @@ ROOT = {
 LAZY_HOOKS = {
     ("nbprofiler.model.profile", "nbprofiler.analysis.summary"),   # Profile.summary
     ("nbprofiler.model.profile", "nbprofiler.analysis.breakdown"), # Cluster.sql's rank_breakdown table
+    ("nbprofiler.model.profile", "nbprofiler.analysis.parallel_groups"),  # Cluster.sql's parallel tables
     ("nbprofiler.model.profile", "nbprofiler.views.dashboard"),    # Profile.show
     ("nbprofiler.model.profile", "nbprofiler.views.windows"),      # Profile.show of a rank with several windows
     ("nbprofiler.model.profile", "nbprofiler.faces.report"),       # Profile.to_html

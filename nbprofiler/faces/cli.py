@@ -44,6 +44,9 @@ def _print_summary(s: dict) -> None:
               f"{', '.join(ses['other_sessions'])} (pick one with --device KEY)" if ses["other_sessions"] else ""))
     if (s.get("cluster") or {}).get("headline"):
         print(f"cluster: {s['cluster']['headline']}")
+    parallel = (s.get("cluster") or {}).get("parallel") or {}
+    if parallel:
+        print(f"parallel: {parallel['finding'] if parallel.get('available') else 'not available: ' + parallel['why']}")
     diag = s.get("diagnosis") or {}
     if diag.get("headline"):
         print(diag["headline"])

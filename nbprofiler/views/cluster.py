@@ -1,6 +1,6 @@
 """Cluster view: per-rank stacked step bars (outlier ranks outlined), a rank x stage heatmap, the
-slow-rank table and each rank's step breakdown (computing, communication overlapped and exposed, wait vs
-transit, free, host-bound). Figure factories take the frames of `nbprofiler.analysis.cluster`."""
+slow-rank table, each rank's step breakdown (computing, communication overlapped and exposed, wait vs
+transit, free, host-bound) and the communication per parallel dimension (TP, PP, DP, ...). Figure factories take the frames of `nbprofiler.analysis.cluster`."""
 from __future__ import annotations
 
 import html
@@ -439,6 +439,113 @@ def alignment_note(alignment: dict) -> str:
                 f"max {alignment['max_us']:,.2f} µs (rank {alignment['max_rank']})")
     rest = f"; not aligned: {why}" if unaligned else ""
     return f"{head}; {tail}{rest}."
+# One colour per parallel dimension (Okabe-Ito hues; unknown and world in greys).
+DIMENSION_COLORS = {"TP": "#0072B2", "PP": "#E69F00", "DP": "#009E73", "EP": "#CC79A7", "CP": "#56B4E9",
+                    "world": "#777777", "unknown": "#BBBBBB", "stage": "#F0E442", "single": "#DDDDDD"}
+
+
+def dimension_bars_figure(digest: dict, field: str, title: str, unit: str, name: str):
+    """One bar per parallel dimension that carries communication (``digest``:
+    `analysis.parallel_groups.dimension_summary`): ``field`` per measured rank-step, and the exposed part
+    beside it when ``field`` is the time and the files give the exposed share."""
+    dims = [d for d in digest["dimensions"] if (d["time_ms"] or 0) > 0 or (d["exposed_ms"] or 0) > 0]
+    labels = [d["dimension"] for d in dims]
+    n = max(int(digest["rank_steps"]), 1)
+    timed = field == "ms_per_step"
+    exposed_only = timed and all(d["ms_per_step"] is None for d in dims)  # legacy: the exposed time alone
+    value = [(d["exposed_ms_per_step" if exposed_only else field] or 0.0) / (1 if timed else n) for d in dims]
+    data = {"dimension": labels, "label": [d["label"] for d in dims], "value": value,
+            "groups": [d["groups"] for d in dims], "color": [DIMENSION_COLORS[x] for x in labels],
+            "exposed": [d["exposed_ms_per_step"] if d["exposed_ms_per_step"] is not None else float("nan")
+                        for d in dims],
+            "share": [d["share_of_step"] if d["share_of_step"] is not None else float("nan") for d in dims]}
+    fig = figure(x_range=FactorRange(*labels) if labels else FactorRange("-"), height=260,
+                 sizing_mode="stretch_width", title=title, x_axis_label="Parallel dimension",
+                 y_axis_label=theme.axis_label(title.split(" per ")[0], unit), tools="save", name=name)
+    src = ColumnDataSource(data, name=f"{name}_src")
+    fig.vbar(x="dimension", top="value", width=0.6, color="color", source=src,
+             legend_label="exposed" if exposed_only else "elapsed" if timed else "moved")
+    tips = [("dimension", "@label"), ("groups", "@groups"), (title.split(" per ")[0], f"@value{{0,0.000}} {unit}")]
+    if timed and not exposed_only and any(v == v for v in data["exposed"]):
+        fig.vbar(x="dimension", top="exposed", width=0.3, color="#D55E00", source=src, legend_label="exposed")
+        tips += [("exposed", "@exposed{0,0.000} ms"), ("share of the step", "@share{0.0%}")]
+    fig.add_tools(HoverTool(tooltips=tips))
+    fig.y_range.start = 0
+    fig.legend.location = "top_right"
+    return theme.style(fig)
+
+
+def rank_dimension_figure(comm: pd.DataFrame):
+    """Stacked bars, one per rank, of its communication per step in each dimension (``comm``:
+    `analysis.parallel_groups.parallel_communication`), mean over the rank's steps: the elapsed time, or the
+    exposed time where the files give that alone (legacy pipeline runs)."""
+    from ..analysis.parallel_groups import DIMENSIONS
+    field = "elapse_ms" if comm["elapse_ms"].notna().any() else "exposed_ms"
+    steps = comm.groupby("rank", sort=False)["step"].nunique(dropna=False)
+    per = comm.pivot_table(index="rank", columns="dimension", values=field, aggfunc="sum", sort=False)
+    per = per.div(steps.reindex(per.index).clip(lower=1), axis=0).fillna(0.0)
+    dims = [d for d in DIMENSIONS if d in per.columns]
+    ranks = sorted(per.index.astype(str), key=lambda r: (0, int(r)) if r.isdigit() else (1, r))
+    per.index = per.index.astype(str)
+    per = per.loc[ranks]
+    src = ColumnDataSource({"rank": ranks, **{d: per[d].tolist() for d in dims}}, name="cluster_parallel_ranks_src")
+    fig = figure(x_range=FactorRange(*ranks), height=300, sizing_mode="stretch_width",
+                 title="Communication per step of each rank, by parallel dimension", x_axis_label="Rank",
+                 y_axis_label=theme.axis_label("Elapsed" if field == "elapse_ms" else "Exposed", "ms"),
+                 tools="xpan,xwheel_zoom,reset,save",
+                 name="cluster_parallel_ranks")
+    if dims:
+        fig.vbar_stack(dims, x="rank", width=0.8, source=src, color=[DIMENSION_COLORS[d] for d in dims],
+                       legend_label=dims)
+        fig.legend.orientation = "horizontal"
+        fig.add_layout(fig.legend[0], "below")
+    fig.add_tools(HoverTool(tooltips=[("rank", "@rank")] + [(d, f"@{{{d}}}{{0,0.000}} ms") for d in dims]))
+    if len(ranks) > 32:
+        fig.xaxis.major_label_orientation = 1.2
+    fig.y_range.start = 0
+    return theme.style(fig)
+
+
+def parallel_layout(cluster):
+    """The parallel-strategy section (`analysis.parallel_groups`): the sentence naming the dimension whose
+    communication costs most and how the dimensions were inferred, time and bytes per dimension, each
+    rank's communication by dimension, and the groups with their inferred dimension; a "not available"
+    line (with why) when the files hold no group and no communication op."""
+    from ..analysis.parallel_groups import dimension_summary, parallel_communication, parallel_groups
+    digest = dimension_summary(cluster)
+    if not digest["available"]:
+        return Div(text=f'<div style="{theme.PANEL_CSS}"><b>Parallel dimensions</b>: not available '
+                        f'({html.escape(digest["why"])}).</div>', sizing_mode="stretch_width",
+                   name="cluster_parallel_layout")
+    groups, comm = parallel_groups(cluster), parallel_communication(cluster)
+    text = (f'<div style="{theme.PANEL_CSS}"><p style="margin:4px 0">{html.escape(digest["finding"])}</p>'
+            f'<div style="{theme.MUTED_CSS}">Groups from communication_group.json (its p2p lists are the pipeline '
+            f'stages), else from the communication files (legacy pipeline runs: the stages of the '
+            f'ascend_cluster_analyse file name); ms per step are means over the rank-steps with records; the '
+            f'exposed part is each rank-step\'s not-overlapped share of its communication.</div></div>')
+    parts = [Div(text=text, sizing_mode="stretch_width", name="cluster_parallel_finding")]
+    if len(comm):
+        bars = [dimension_bars_figure(digest, "ms_per_step", "Communication per step and rank", "ms",
+                                      "cluster_parallel_time")]
+        if comm["size_mb"].notna().any():
+            bars.append(dimension_bars_figure(digest, "size_mb", "Data moved per step and rank", "MB",
+                                              "cluster_parallel_bytes"))
+        parts.append(row(*bars, sizing_mode="stretch_width"))
+        parts.append(rank_dimension_figure(comm))
+    table = DataTable(source=ColumnDataSource({c: groups[c].tolist() for c in groups.columns},
+                                              name="cluster_parallel_groups_src"),
+                      columns=[TableColumn(field="group", title="Group", width=170),
+                               TableColumn(field="kind", title="Kind", width=80),
+                               TableColumn(field="ranks", title="Ranks", width=160),
+                               TableColumn(field="dimension", title="Dimension", width=80),
+                               TableColumn(field="inferred_from", title="Inferred from", width=420),
+                               TableColumn(field="ops", title="Ops", width=50),
+                               TableColumn(field="time_ms", title="Time (ms)", width=90,
+                                           formatter=NumberFormatter(format="0,0.000"))],
+                      height=min(360, 28 * len(groups) + 40), sizing_mode="stretch_width", index_position=None,
+                      name="cluster_parallel_groups")
+    parts.append(table)
+    return column(*parts, sizing_mode="stretch_width", name="cluster_parallel_layout")
 
 
 # The ranks a cluster page's timeline stacks at first (their tracks fit a screen); any others with
@@ -473,8 +580,11 @@ class ClusterView(LayoutView):
         self.diagnosis = diagnose_cluster(cluster)
         self.layout = cluster_layout(self.summary, self.diagnosis)
         self.timeline = None
-        more = [p for p in (breakdown_layout(cluster, self.diagnosis), pipeline_layout(cluster, **(pipeline or {})),
-                            communication_layout(cluster)) if p is not None]
+        more = [p for p in (breakdown_layout(cluster, self.diagnosis), parallel_layout(cluster),
+                            pipeline_layout(cluster, **(pipeline or {})), communication_layout(cluster))
+                if p is not None]
+        if len(more) == 1 and isinstance(more[0], Div):
+            more = []  # only the parallel section's "not available": the page already says the ranks hold no data
         if more:
             self.layout = column(self.layout, *more, sizing_mode="stretch_width", name="cluster_page")
 
@@ -572,4 +682,5 @@ class ClusterView(LayoutView):
 
 __all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",
            "communication_figure", "rank_communication_figure", "links_div", "communication_layout", "breakdown_figure",
-           "breakdown_heatmap", "breakdown_layout", "ClusterView"]
+           "breakdown_heatmap", "breakdown_layout", "dimension_bars_figure", "rank_dimension_figure",
+           "parallel_layout", "ClusterView"]
