@@ -12,9 +12,12 @@ from bokeh.plotting import figure
 
 from . import theme
 
-# The chart's bar kinds (`analysis.pipeline.step_segments`), in legend order.
-SEGMENTS = {"compute": ("Computing", "#0072B2"), "p2p": ("Send/receive (waiting for a neighbour)", "#D55E00"),
-            "collective": ("Collective communication", "#56B4E9"), "free": ("Idle (nothing running)", "#BBBBBB")}
+# The chart's bar kinds (`analysis.pipeline.step_segments`), in legend order; each quantity in the colour
+# the rest of the cluster page gives it (`theme`).
+SEGMENTS = {"compute": ("Computing", theme.COMPUTING),
+            "p2p": ("Send/receive (waiting for a neighbour)", theme.BUBBLE),
+            "collective": ("Collective communication (not overlapped)", theme.COMM_EXPOSED),
+            "free": ("Idle (nothing running)", theme.FREE)}
 
 
 def _stage_label(stage, rank) -> str:
@@ -60,7 +63,7 @@ def bubble_ratio_figure(digest: dict):
     fig = figure(x_range=FactorRange(*labels), height=260, sizing_mode="stretch_width",
                  title="Bubble ratio per stage (median over its ranks' steps)", y_axis_label="idle / step",
                  tools="save", name="cluster_pipeline_ratio")
-    fig.vbar(x="label", top="ratio", width=0.6, color="#D55E00",
+    fig.vbar(x="label", top="ratio", width=0.6, color=theme.BUBBLE,
              source=ColumnDataSource(data, name="cluster_pipeline_ratio_src"))
     theory = digest.get("theoretical")
     if theory:

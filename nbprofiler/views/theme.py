@@ -50,6 +50,7 @@ COMM_TRANSIT = "#E7A3C9"       # ... of which moving data: light pink
 COMM_IDLE = "#D8CCD3"          # inside a communication op, neither waiting nor moving data: pale mauve
 FREE = "#999999"               # device idle: grey
 HOST_BOUND = "#E69F00"         # device waiting for the host (data, dispatch): orange
+BUBBLE = "#F0E442"             # a pipeline stage waiting for its neighbour (send/receive alone): yellow
 
 STAGE_COLORS: dict[str, str] = {
     # legacy / CANN step trace
@@ -64,7 +65,7 @@ STAGE_COLORS: dict[str, str] = {
     "free_ms": FREE,
     "overlapped_ms": COMM_OVERLAPPED,
     "communication_ms": "#CC79A7",
-    "bubble_ms": "#F0E442",
+    "bubble_ms": BUBBLE,
     "stage_ms": "#56B4E9",
     "total_ms": "#555555",
 }
