@@ -41,14 +41,20 @@ def summarize(prof) -> dict:
 
 
 def summarize_cluster(cluster, device: str | None = None) -> dict:
-    """One rank's summary (default: the smallest id) with ``cluster``: the diagnosis across the ranks, and
-    its ``breakdown``: each rank's median step split into its parts (`analysis.breakdown.breakdown_summary`)."""
+    """One rank's summary (default: the smallest id) with ``cluster``: the diagnosis across the ranks, its
+    ``breakdown``: each rank's median step split into its parts (`analysis.breakdown.breakdown_summary`),
+    ``slow_rank_causes``: per slow rank its ranked causes (`analysis.slow_rank_cause.slow_rank_summary`) and
+    ``slow_links``: the links below their transport's median bandwidth, with MindInsight's own slow-link
+    proposal beside them (`analysis.slow_rank_cause.slow_links_summary`)."""
     from .breakdown import breakdown_summary, rank_breakdown
     from .diagnosis import diagnose_cluster
+    from .slow_rank_cause import slow_links_summary, slow_rank_summary
     out = dict(cluster[device if device is not None else cluster.ranks[0]].summary())
     out["cluster"] = diagnose_cluster(cluster).to_dict()
     out["cluster"]["breakdown"] = breakdown_summary(rank_breakdown(cluster))
-    return out
+    out["cluster"]["slow_rank_causes"] = slow_rank_summary(cluster)
+    out["cluster"]["slow_links"] = slow_links_summary(cluster)
+    return _plain(out)
 
 
 def session_info(prof) -> dict | None:

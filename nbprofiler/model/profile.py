@@ -347,11 +347,14 @@ class Cluster:
         """SQL (DuckDB) over the ranks' frames stacked (`concat`): each frame a table named like the
         property, with a ``rank`` column; only the frames a query names are built. ``prof.sql`` rules
         apply: no file access, extra DataFrames by name. The cluster's analysis frames
-        (`schema.ANALYSIS_FRAMES`: ``rank_breakdown``) are tables too."""
+        (`schema.ANALYSIS_FRAMES`: ``rank_breakdown``, ``slow_rank_causes``, ``link_speeds``) are tables too."""
         from ..analysis.breakdown import rank_breakdown
+        from ..analysis.slow_rank_cause import link_speeds, slow_rank_causes
         from .sql import run_sql
         frames = {n: (lambda n=n: self.concat(n)) for n in sorted(FRAME_NAMES)}
         frames["rank_breakdown"] = lambda: rank_breakdown(self)
+        frames["slow_rank_causes"] = lambda: slow_rank_causes(self)
+        frames["link_speeds"] = lambda: link_speeds(self)
         return run_sql(query, frames, tables)
 
     def show(self, **kwargs):
