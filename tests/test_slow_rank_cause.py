@@ -12,7 +12,8 @@ import statistics
 import pytest
 
 from nbprofiler.analysis.diagnosis import diagnose_cluster, fmt_ms
-from nbprofiler.analysis.slow_rank_cause import SLOW_LINK_SHARE, link_speeds, slow_rank_causes
+from nbprofiler.analysis.slow_rank_cause import (SLOW_LINK_SHARE, link_speeds, slow_links_summary, slow_rank_causes,
+                                                 slow_rank_summary)
 from nbprofiler.schema import ANALYSIS_FRAMES
 from nbprofiler.synthetic.cluster import write_npu_cluster
 
@@ -27,9 +28,9 @@ def _loaded(name):
 
 
 def _page_findings(cluster) -> str:
-    """The text of the cluster page's findings panel, as the notebook page builds it."""
-    from nbprofiler.views.cluster import ClusterView
-    return ClusterView(cluster).layout.select_one({"name": "cluster_findings"}).text
+    """The text of the cluster page's findings panel (the page's `findings_div` of the cluster's diagnosis)."""
+    from nbprofiler.views.cluster import findings_div
+    return findings_div(diagnose_cluster(cluster)).text
 
 
 def _type_ms(path, op_type) -> float:
@@ -65,10 +66,20 @@ def test_an_op_type_made_slower_on_one_rank_is_its_leading_cause_with_the_inject
     # the diagnosis and the cluster page name the same rank and cause with the same ms
     finding = next(f for f in diagnose_cluster(cluster).findings if f.id == f"cluster.slow_rank.{SLOW_RANK}")
     assert f"Rank {SLOW_RANK} " in finding.text and f"{SLOW_OP} operators, +{fmt_ms(injected)} ms" in finding.text
-    assert finding.cost_ms == pytest.approx(injected) and finding.view == "operators"
+    assert finding.cost_ms == pytest.approx(injected) and finding.view == "operators"  # = the step excess
     # the page's first sentence names it: the costliest finding after the limiting stage
     assert finding.text in diagnose_cluster(cluster).headline
-    assert f"data-finding-id='cluster.slow_rank.{SLOW_RANK}'>{html.escape(finding.text)}" in _page_findings(cluster)
+    from nbprofiler.views.cluster import ClusterView
+    page = ClusterView(cluster).layout
+    assert f"data-finding-id='cluster.slow_rank.{SLOW_RANK}'>{html.escape(finding.text)}" in \
+        page.select_one({"name": "cluster_findings"}).text
+    table = page.select_one({"name": "cluster_slow_causes_src"}).data
+    assert list(table["label"]) == [f"{SLOW_OP} operators"] and list(table["ms"]) == [lead["ms"]]
+    assert "no link data" in page.select_one({"name": "cluster_slow_links_head"}).text
+    # the summary JSON shows the frame's rows
+    summary = cluster.summary()["cluster"]
+    assert [(c["cause"], c["ms"]) for c in summary["slow_rank_causes"][0]["causes"]] == [(lead["cause"], lead["ms"])]
+    assert summary["slow_links"] is None
 
 
 def _matrix_links(path):
@@ -117,8 +128,8 @@ def test_16rank_links_gbps_and_the_slow_link_equal_the_matrix_file():
     row = got[got["slow"]].iloc[0]
     # the broadcast's group is the one the file keys it under: ranks 0-7 wait on the hop
     assert row["held_back"] == ", ".join(str(r) for r in range(8))
-    # the summary JSON and cluster.sql show the same rows
-    summary = cluster.summary()["cluster"]["slow_links"]
+    # the summary JSON's cluster.slow_links and cluster.sql show the same rows
+    summary = slow_links_summary(cluster)
     assert [(x["src"], x["dst"], x["transport"]) for x in summary["links"]] == [("1", "0", "HCCS")]
     assert summary["expected_gbps"] == pytest.approx(expected)
     by_sql = cluster.sql("SELECT src, dst, bandwidth_gbps, extra_ms FROM link_speeds WHERE slow")
@@ -151,7 +162,7 @@ def test_16rank_slowest_rank_and_its_leading_cause_equal_the_step_trace_file():
     finding = next(f for f in diagnose_cluster(cluster).findings if f.id == "cluster.slow_rank.11")
     assert f"communication exposed, +{fmt_ms(excess[lead_part])} ms a step" in finding.text
     assert f"data-finding-id='cluster.slow_rank.11'>{html.escape(finding.text)}" in _page_findings(cluster)
-    summary = cluster.summary()["cluster"]["slow_rank_causes"]
+    summary = slow_rank_summary(cluster)
     assert [(s["rank"], s["causes"][0]["cause"]) for s in summary] == [("11", "comm_exposed_ms")]
     assert summary[0]["causes"][0]["ms"] == pytest.approx(excess[lead_part])
 
@@ -177,7 +188,7 @@ def test_8rank_transport_bandwidths_equal_the_communication_file_and_none_is_slo
         assert r.expected_gbps == pytest.approx(expected[r.transport], rel=1e-9)
         assert r.slow == (mb / ms < SLOW_LINK_SHARE * expected[r.transport]) == False  # noqa: E712
         assert r.held_back == "0, 1"
-    assert cluster.summary()["cluster"]["slow_links"]["links"] == []
+    assert slow_links_summary(cluster)["links"] == []
     # the slowest rank (by the step trace file) is the one explained, and the page names its leading cause
     rows = _step_rows(DATA / "npu/cluster_8rank/cluster_step_trace_time.csv")
     total = {r: v["Computing"] + v["Communication(Not Overlapped)"] + v["Free"] for r, v in rows.items()}

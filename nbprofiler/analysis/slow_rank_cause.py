@@ -265,9 +265,13 @@ def _stage_causes(med: pd.DataFrame, rank: str) -> list[dict]:
             continue
         label = PART_LABELS[part].lower()
         out.append(_cause(part, "stage", part, label, excess, value, median,
-                          f"{value:,.3f} ms a step (the rank's median over {int(row['steps'])} steps) against "
+                          f"{value:,.3f} ms a step (the rank's median over {_steps(row['steps'])}) against "
                           f"{median:,.3f} ms, the median over {len(others)} ranks"))
     return out
+
+
+def _steps(n) -> str:
+    return f"{int(n)} step" + ("" if int(n) == 1 else "s")
 
 
 def _op_type_per_step(summary: dict) -> pd.DataFrame:
