@@ -447,10 +447,9 @@ def slow_rank_layout(cluster):
             "median over the cluster's links of that transport" + (f" ({medians})" if medians else "") + ". ")
     if links.empty:
         text += "The files give no link data."
-    elif slow.empty:
-        text += f"None of the {len(links)} links is."
     else:
-        text += f"{len(slow)} of the {len(links)} links; source: {html.escape(str(links['source'].iloc[0]))}."
+        text += (f"None of the {len(links)} links is" if slow.empty else f"{len(slow)} of the {len(links)} links") + \
+            f"; source: {html.escape(str(links['source'].iloc[0]))}."
     parts.append(Div(text=f'<div style="{theme.PANEL_CSS}">{text}</div>', sizing_mode="stretch_width",
                      name="cluster_slow_links_head"))
     if len(slow):
