@@ -199,3 +199,49 @@ def test_8rank_transport_bandwidths_equal_the_communication_file_and_none_is_slo
     finding = next(f for f in diagnose_cluster(cluster).findings if f.id == f"cluster.slow_rank.{slowest}")
     assert f"Rank {slowest} " in finding.text and f"{lead['label']}, +{fmt_ms(lead['ms'])} ms" in finding.text
     assert html.escape(finding.text) in _page_findings(cluster)
+
+
+def test_a_slow_link_the_slow_rank_uses_is_a_cause_inside_its_exposed_communication(tmp_path):
+    """npu/cluster_analysis_16rank copied with rank 1's exposed communication made 100 ms longer: rank 1 becomes
+    the slowest, and the slow HCCS hop 1→0 of its broadcast group is one of its causes, with the ms the matrix
+    file gives it, inside the exposed communication's transit (ranks 0 and 1 have the communication file's
+    wait/transit split); the transit is listed with the rest."""
+    import shutil
+    src = DATA / "npu/cluster_analysis_16rank"
+    root = tmp_path / "cluster_analysis_16rank"
+    shutil.copytree(src, root)
+    path = root / "cluster_step_trace_time.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        if r["Type"] == "rank" and r["Index"] == "1":
+            for col in ("Communication(Not Overlapped)", "Communication"):
+                r[col] = repr(float(r[col]) + 100_000.0)  # us
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    links = _matrix_links(src / "cluster_communication_matrix.json")
+    mb, ms, _ = links[("1", "0", "HCCS")]
+    link_ms = ms - mb / _expected(links)["HCCS"]
+    # the transit part of each split rank's exposed communication, by the communication file's wait share
+    wait, move = {}, {}
+    for group in json.loads((src / "cluster_communication.json").read_text()).values():
+        for ops in group.values():
+            for op_name, op in ops.items():
+                for rank, info in op.items() if op_name != "Total Op Info" else ():
+                    t = info["Communication Time Info"]
+                    wait[rank] = wait.get(rank, 0.0) + t["Wait Time(ms)"]
+                    move[rank] = move.get(rank, 0.0) + t["Transit Time(ms)"]
+    step = _step_rows(path)
+    transit = {r: step[r]["Communication(Not Overlapped)"] / 1000 * move[r] / (wait[r] + move[r]) for r in wait}
+    assert sorted(transit) == ["0", "1"]
+    transit_excess = transit["1"] - statistics.median(transit.values())
+    causes = slow_rank_causes(load_quietly(root))
+    mine = causes[causes["rank"] == "1"].set_index("cause")
+    assert causes["rank"].iloc[0] == "1" and mine.iloc[0]["kind"] == "stage"
+    link = mine.loc["link:1-0:HCCS"]
+    assert (link["kind"], link["view"], link["part"]) == ("link", "links", "transit_ms")
+    assert link["ms"] == pytest.approx(link_ms, rel=1e-9)
+    assert "ranks 0, 1, 2, 3, 4, 5, 6, 7" in link["evidence"]
+    assert mine.loc["transit_ms", "ms"] == pytest.approx(transit_excess - link_ms, rel=1e-6)

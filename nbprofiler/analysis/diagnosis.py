@@ -517,15 +517,13 @@ def _cluster_headline(findings, groups, by, step_ms) -> str:
 
 
 def _slow_rank_findings(cluster) -> list[ClusterFinding]:
-    """The slowest explained rank and its leading cause, costing what the rank's step takes over the ranks'
+    """Each explained slow rank and its leading cause, costing what the rank's step takes over the ranks'
     median (the others wait that long for it; its causes may differ from the median by more, where the parts
     offset each other), then the slow links (`analysis.slow_rank_cause`), each costing the ms a step it costs
     the ranks it holds back."""
     from . import slow_rank_cause as S
     out = []
-    lead = S.leading_sentence(cluster)
-    if lead is not None:
-        text, cause = lead
+    for text, cause in S.leading_sentences(cluster):
         excess = max(cause["step_ms"] - cause["median_step_ms"], 0.0)
         out.append(ClusterFinding(
             f"cluster.slow_rank.{cause['rank']}", text, excess, (cause["rank"],), cause["part"],

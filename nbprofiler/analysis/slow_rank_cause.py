@@ -350,17 +350,18 @@ def slow_rank_summary(cluster) -> list[dict]:
     return out
 
 
-def leading_sentence(cluster) -> tuple[str, dict] | None:
-    """The finding for the slowest explained rank: (its sentence, the leading cause's row), None when no rank
-    has a cause. Names the rank, how far its step is above the median, its leading cause with the ms it explains
+def leading_sentences(cluster) -> list[tuple[str, dict]]:
+    """Per explained rank, slowest first: (its finding's sentence, its leading cause's row). The sentence
+    names the rank, how far its step is above the ranks' median, its leading cause with the ms it explains
     and where to look, then the next two causes."""
     frame = slow_rank_causes(cluster)
-    if frame.empty:
-        return None
-    rank = frame["rank"].iloc[0]
-    rows = frame[frame["rank"] == rank]
-    lead = rows.iloc[0]
+    return [_sentence(frame[frame["rank"] == rank]) for rank in frame["rank"].drop_duplicates()]
+
+
+def _sentence(rows: pd.DataFrame) -> tuple[str, dict]:
     from .diagnosis import fmt_ms
+    lead = rows.iloc[0]
+    rank = lead["rank"]
     status = "an outlier" if lead["outlier"] else "the slowest rank, not an outlier by robust z"
     place = VIEW_PLACES[lead["view"]].format(rank=rank)
     text = (f"Rank {rank} ({status}) takes {fmt_ms(lead['step_ms'])} ms a step against the ranks' median "
@@ -386,5 +387,5 @@ def _plain(row) -> dict:
     return out
 
 
-__all__ = ["slow_rank_causes", "slow_rank_targets", "slow_rank_summary", "leading_sentence", "link_speeds",
+__all__ = ["slow_rank_causes", "slow_rank_targets", "slow_rank_summary", "leading_sentences", "link_speeds",
            "slow_links_summary", "SLOW_LINK_SHARE", "STAGE_PARTS", "VIEWS"]
