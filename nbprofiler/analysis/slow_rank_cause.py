@@ -88,7 +88,7 @@ def link_speeds(cluster, share: float = SLOW_LINK_SHARE) -> pd.DataFrame:
         links["bandwidth_gbps"] = links["bandwidth"] if gbps else np.nan
         links["expected_gbps"] = expected if gbps else np.nan
         links["time_ms"] = links["time_ms"] / links["steps"]
-        links["size_mb"] = links["size"] / links["steps"] if unit == "GB/s" else np.nan
+        links["size_mb"] = links["size"] / links["steps"] if gbps else np.nan
         links["source"] = source
         links = links.sort_values(["slow", "extra_ms", "transport"], ascending=[False, False, True], kind="stable")
         out = links[LINKS_SPEC.column_names].reset_index(drop=True)
