@@ -704,6 +704,55 @@ ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
         note="`nbprofiler.analysis.parallel_groups.parallel_communication(cluster)`; no file says which op "
              "overlapped computing, so each dimension of a rank-step gets the rank-step's exposed share.",
         builder="analysis"),
+    FrameSpec("slow_rank_causes", "slow rank and cause", (
+        col("rank", "str", "", "the slow rank's key in the cluster (a flagged outlier, else the slowest rank)"),
+        col("order", "int64", "", "1 = the leading cause (most ms explained)"),
+        col("outlier", "bool", "", "the rank is an outlier in some stage (robust z), not only the slowest"),
+        col("step_ms", "float64", "ms", "the rank's average step"),
+        col("median_step_ms", "float64", "ms", "the median over the ranks of their average step"),
+        col("cause", "str", "", "key: a breakdown part (computing_ms, wait_ms, ...), op_type:<type> or "
+            "link:<src>-<dst>:<transport>"),
+        col("kind", "str", "", "stage, op_type or link"),
+        col("part", "str", "", "the breakdown part the cause lies in"),
+        col("label", "str", "", "the cause as a sentence names it"),
+        col("ms", "float64", "ms", "time per step the cause explains (a stage's excess over the ranks' median, "
+            "less the op types or links listed inside it)"),
+        col("value_ms", "float64", "ms", "the rank's time per step in that part, op type or link"),
+        col("median_ms", "float64", "ms", "the median over the ranks (a link: its time at the transport's "
+            "median bandwidth)"),
+        col("view", "str", "", "where the evidence is shown: breakdown, operators or links"),
+        col("evidence", "str", "", "the numbers behind the cause"),
+    ), "none", ("ASCEND_PROFILER_OUTPUT/step_trace_time.csv", "cluster_step_trace_time.csv",
+                "ASCEND_PROFILER_OUTPUT/kernel_details.csv", "ASCEND_PROFILER_OUTPUT/op_statistic.csv",
+                "cluster_communication.json", "cluster_communication_matrix.json", "hccl_raw_*.csv",
+                "step_trace_raw_*_detail_time.csv"),
+        frozenset({"step_trace", "step_trace_time", "cluster_step_trace_time", "kernel_details", "op_statistic",
+                   "communication", "cluster_communication", "communication_matrix", "cluster_communication_matrix",
+                   "hccl_raw"}) | _DB,
+        note="`nbprofiler.analysis.slow_rank_cause.slow_rank_causes(cluster)`; per slow rank, leading cause first.",
+        builder="analysis"),
+    FrameSpec("link_speeds", "link (src rank -> dst rank) and transport", (
+        col("src", "str", "", "source rank"),
+        col("dst", "str", "", "destination rank; * where the files give a rank's traffic per transport only"),
+        col("transport", "str", "", "HCCS, RDMA, SDMA, PCIE, SIO"),
+        col("steps", "int64", "", "profiled steps the link's numbers are summed over"),
+        col("size_mb", "float64", "MB", "data moved a step (NaN for hccl_raw, whose unit is not stated)"),
+        col("time_ms", "float64", "ms", "transit time a step"),
+        col("bandwidth_gbps", "float64", "GB/s", "size / time (NaN for hccl_raw)"),
+        col("expected_gbps", "float64", "GB/s", "the median bandwidth of the cluster's links of this transport"),
+        col("ratio", "float64", "0-1", "bandwidth / expected bandwidth (in the file's own unit for hccl_raw)"),
+        col("slow", "bool", "", "ratio below the slow share (0.8: 20 % below the transport's median)"),
+        col("extra_ms", "float64", "ms", "time a step the link costs against its transport's median bandwidth "
+            "for the bytes it moved (0 for a link that is not slow)"),
+        col("held_back", "str", "", "the ranks whose communication waits on the link (the members of the groups "
+            "whose ops use it, else its ends), comma-separated"),
+        col("source", "str", "", "the files the links come from"),
+    ), "none", ("cluster_communication_matrix.json", "communication_matrix.json", "cluster_communication.json",
+                "communication.json", "hccl_raw_*.csv", "*.db (CommAnalyzerMatrix, CommAnalyzerBandwidth)"),
+        frozenset({"communication_matrix", "cluster_communication_matrix", "communication", "cluster_communication",
+                   "hccl_raw", "analysis_db", "cluster_analysis_db"}),
+        note="`nbprofiler.analysis.slow_rank_cause.link_speeds(cluster)`; slow links first.",
+        builder="analysis"),
 )}
 
 # Roles read only for the frames no text file of the run gives (the text export wins when both exist).

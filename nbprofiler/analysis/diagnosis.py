@@ -472,6 +472,8 @@ def _diagnose_cluster(cluster) -> ClusterDiagnosis:
                     "collectives rather than compute.", None, (str(hi_r),), col,
                     {"min_ms": float(steps[col].min()), "max_ms": float(steps[col].max())}, "Cluster"))
 
+    # the slow rank's causes come before its outlier stages: at equal cost they say why
+    findings += _slow_rank_findings(cluster)
     slow = C.slow_ranks(summary)
     for r in slow[slow["flagged"]].itertuples():
         if r.stage == "total_ms" or r.excess_ms < MIN_COST_SHARE * step_ms:
@@ -512,6 +514,37 @@ def _cluster_headline(findings, groups, by, step_ms) -> str:
     if rest is not None:
         text += " " + rest.text
     return text
+
+
+def _slow_rank_findings(cluster) -> list[ClusterFinding]:
+    """Each explained slow rank and its leading cause, costing what the rank's step takes over the ranks'
+    median (the others wait that long for it; its causes may differ from the median by more, where the parts
+    offset each other), then the slow links (`analysis.slow_rank_cause`), each costing the ms a step it costs
+    the ranks it holds back."""
+    from . import slow_rank_cause as S
+    out = []
+    for text, cause in S.leading_sentences(cluster):
+        excess = max(cause["step_ms"] - cause["median_step_ms"], 0.0)
+        out.append(ClusterFinding(
+            f"cluster.slow_rank.{cause['rank']}", text, excess, (cause["rank"],), cause["part"],
+            {"step_ms": cause["step_ms"], "median_step_ms": cause["median_step_ms"], "cause_ms": cause["ms"]},
+            cause["view"]))
+    links = S.link_speeds(cluster)
+    for r in links[links["slow"]].head(S.TOP_LINKS).itertuples(index=False):
+        bw = (f"at {r.bandwidth_gbps:,.3g} GB/s, {r.ratio * 100:.1f} % of the {r.transport} median "
+              f"{r.expected_gbps:,.3g} GB/s" if r.bandwidth_gbps == r.bandwidth_gbps else
+              f"at {r.ratio * 100:.1f} % of the {r.transport} median bandwidth ({LEGACY_BANDWIDTH_UNIT})")
+        name = f"Link {r.src}→{r.dst}" if r.dst != "*" else f"Rank {r.src}'s {r.transport} traffic"
+        out.append(ClusterFinding(
+            f"cluster.slow_link.{r.src}.{r.dst}.{r.transport}",
+            f"{name} ({r.transport}) runs {bw}; it holds back {rank_span(r.held_back.split(', '))}: "
+            f"{fmt_ms(r.extra_ms)} ms a step against the median bandwidth for the {r.size_mb:,.3g} MB it moves."
+            if r.size_mb == r.size_mb else
+            f"{name} ({r.transport}) runs {bw}; it holds back {rank_span(r.held_back.split(', '))}: "
+            f"{fmt_ms(r.extra_ms)} ms a step against the median bandwidth for the data it moves.",
+            float(r.extra_ms), tuple(r.held_back.split(", ")), None,
+            {"bandwidth_gbps": r.bandwidth_gbps, "expected_gbps": r.expected_gbps, "ratio": r.ratio}, "links"))
+    return out
 
 
 def _mindinsight_proposals(cluster, summary) -> list[ClusterFinding]:

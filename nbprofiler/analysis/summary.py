@@ -45,21 +45,27 @@ def summarize_cluster(cluster, device: str | None = None) -> dict:
     """One rank's summary (default: the smallest id) with ``cluster``: the diagnosis across the ranks, its
     ``breakdown``: each rank's median step split into its parts (`analysis.breakdown.breakdown_summary`),
     ``parallel``: the communication per parallel dimension (`analysis.parallel_groups.dimension_summary`),
-    and ``pipeline_bubbles``: each pipeline stage's idle time and bubble ratio
+    ``pipeline_bubbles``: each pipeline stage's idle time and bubble ratio
     (`analysis.pipeline.pipeline_summary`), None when the job is not pipeline-parallel, with the reason in
-    ``pipeline_bubbles_unavailable`` (None when available)."""
+    ``pipeline_bubbles_unavailable`` (None when available), ``slow_rank_causes``: per slow rank its ranked
+    causes (`analysis.slow_rank_cause.slow_rank_summary`) and ``slow_links``: the links below their
+    transport's median bandwidth, with MindInsight's own slow-link proposal beside them
+    (`analysis.slow_rank_cause.slow_links_summary`)."""
     from .breakdown import breakdown_summary, rank_breakdown
     from .diagnosis import diagnose_cluster
     from .parallel_groups import dimension_summary
     from .pipeline import pipeline_bubbles, pipeline_summary
+    from .slow_rank_cause import slow_links_summary, slow_rank_summary
     out = dict(cluster[device if device is not None else cluster.ranks[0]].summary())
     out["cluster"] = diagnose_cluster(cluster).to_dict()
     out["cluster"]["breakdown"] = breakdown_summary(rank_breakdown(cluster))
-    out["cluster"]["parallel"] = _plain(dimension_summary(cluster))
+    out["cluster"]["parallel"] = dimension_summary(cluster)
     bubbles = pipeline_bubbles(cluster)
-    out["cluster"]["pipeline_bubbles"] = _plain(pipeline_summary(bubbles))
+    out["cluster"]["pipeline_bubbles"] = pipeline_summary(bubbles)
     out["cluster"]["pipeline_bubbles_unavailable"] = bubbles.attrs.get("reason") or None
-    return out
+    out["cluster"]["slow_rank_causes"] = slow_rank_summary(cluster)
+    out["cluster"]["slow_links"] = slow_links_summary(cluster)
+    return _plain(out)
 
 
 def session_info(prof) -> dict | None:

@@ -256,13 +256,13 @@ def _table(df: pd.DataFrame, name: str, titles: dict[str, str] | None = None) ->
 
 
 def _ranks(cluster):
-    from ..views.cluster import communication_layout
+    from ..views.cluster import communication_layout, slow_rank_layout
     from ..views.step_trace import rank_frame
     from ..analysis.diagnosis import diagnose_cluster
     from ..views.cluster import findings_div
     from ..views.pipeline import pipeline_layout
     parts = [findings_div(diagnose_cluster(cluster)), _table(rank_frame(cluster), "report_ranks_table"),
-             pipeline_layout(cluster), communication_layout(cluster),
+             pipeline_layout(cluster), slow_rank_layout(cluster), communication_layout(cluster),
              _ranks_timeline(cluster)]
     parts = [p for p in parts if p is not None]
     return parts[0] if len(parts) == 1 else column(*parts, sizing_mode="stretch_width")

@@ -347,17 +347,21 @@ class Cluster:
         """SQL (DuckDB) over the ranks' frames stacked (`concat`): each frame a table named like the
         property, with a ``rank`` column; only the frames a query names are built. ``prof.sql`` rules
         apply: no file access, extra DataFrames by name. The cluster's analysis frames
-        (`schema.ANALYSIS_FRAMES`: ``rank_breakdown``, ``parallel_groups``, ``parallel_communication``;
-        ``pipeline_bubbles`` with the stages the files give and no schedule) are tables too."""
+        (`schema.ANALYSIS_FRAMES`: ``rank_breakdown``, ``parallel_groups``, ``parallel_communication``,
+        ``slow_rank_causes``, ``link_speeds``; ``pipeline_bubbles`` with the stages the files give and no
+        schedule) are tables too."""
         from ..analysis.breakdown import rank_breakdown
         from ..analysis.parallel_groups import parallel_communication, parallel_groups
         from ..analysis.pipeline import pipeline_bubbles
+        from ..analysis.slow_rank_cause import link_speeds, slow_rank_causes
         from .sql import run_sql
         frames = {n: (lambda n=n: self.concat(n)) for n in sorted(FRAME_NAMES)}
         frames["rank_breakdown"] = lambda: rank_breakdown(self)
         frames["parallel_groups"] = lambda: parallel_groups(self)
         frames["parallel_communication"] = lambda: parallel_communication(self)
         frames["pipeline_bubbles"] = lambda: pipeline_bubbles(self)
+        frames["slow_rank_causes"] = lambda: slow_rank_causes(self)
+        frames["link_speeds"] = lambda: link_speeds(self)
         return run_sql(query, frames, tables)
 
     def show(self, **kwargs):

@@ -7,7 +7,8 @@
 - ``npu``: per rank an ``*_ascend_ms`` folder with ``ASCEND_PROFILER_OUTPUT/kernel_details.csv`` (the
   real 591 rows of ``npu/kernel_details_591`` repeated ``kernel_repeat`` times, starts shifted) and
   ``step_trace_time.csv`` (the rank rows of ``npu/cluster_8rank`` cycled over ranks).
-One rank is made a straggler (its step interval / free time x3) so the analyses have something to find.
+One rank is made a straggler (its step interval / free time x3, or one operator type made slower on it) so the
+analyses have something to find.
 - ``pipeline``: a pipeline-parallel torch_npu cluster with device timelines (`write_pipeline_cluster`),
   shaped like ``npu/ascend_pt_text_2rank`` (trace_view.json, kernel_details.csv), running an exact GPipe or
   1F1B schedule (`pipeline_timings`) so the measured bubble can be checked against the schedule's.
@@ -70,8 +71,15 @@ def write_legacy_cluster(root: Path, data: Path, ranks: int, steps: int = 200, s
     return out
 
 
-def write_npu_cluster(root: Path, data: Path, ranks: int, kernel_repeat: int = 4, slow_rank: int | None = None) -> Path:
-    """``ranks`` ``*_ascend_ms`` folders under ``root``; returns ``root``."""
+def write_npu_cluster(root: Path, data: Path, ranks: int, kernel_repeat: int = 4, slow_rank: int | None = None,
+                      slow_op_type: str | None = None, slow_op_ms: float = 0.0, step_row: int | None = None) -> Path:
+    """``ranks`` ``*_ascend_ms`` folders under ``root``; returns ``root``.
+
+    Rank r's step_trace_time.csv is rank row ``r % 8`` of ``npu/cluster_8rank`` (row ``step_row`` for every
+    rank when given, so the ranks differ only by what is injected). The straggler (``slow_rank``, default the
+    last) idles 3x longer (Free x3); with ``slow_op_type`` it instead runs that operator type ``slow_op_ms``
+    ms longer a step: each of its kernels of that type in kernel_details.csv is lengthened by an equal share,
+    and its Computing grows by the same ``slow_op_ms``."""
     out = Path(root)
     out.mkdir(parents=True, exist_ok=True)
     slow_rank = ranks - 1 if slow_rank is None else slow_rank
@@ -87,16 +95,26 @@ def write_npu_cluster(root: Path, data: Path, ranks: int, kernel_repeat: int = 4
         o.mkdir(parents=True, exist_ok=True)
         (d / f"profiler_info_{r}.json").write_text(f'{{"rank_id": {r}, "ms_version": "2.10.0"}}')
         lines = [header]
+        slow_op = slow_op_type if r == slow_rank else None
+        if slow_op is not None:
+            n = kernel_repeat * sum(line.split(",", 6)[5] == slow_op for line in rows)
+            if not n:
+                raise ValueError(f"{NPU_KERNELS} has no kernel of type {slow_op!r}")
+            extra_us = slow_op_ms * 1000.0 / n  # the one step's extra time, shared by the type's kernels
         for k in range(kernel_repeat):
             # same rows, later in time: shift the Start Time (8th field) by k seconds
             for line in rows:
-                parts = line.split(",", 8)
+                parts = line.split(",", 9)
                 parts[7] = f"{float(parts[7]) + k * 1e6:.1f}"
+                if slow_op is not None and parts[5] == slow_op:
+                    parts[8] = repr(float(parts[8]) + extra_us)
                 lines.append(",".join(parts))
         (o / "kernel_details.csv").write_text("\n".join(lines) + "\n")
-        src = step_rows[r % len(step_rows)]
+        src = step_rows[(r if step_row is None else step_row) % len(step_rows)]
         vals = {c: float(src[c]) for c in st_cols}
-        if r == slow_rank:
+        if r == slow_rank and slow_op_type is not None:
+            vals["Computing"] += slow_op_ms * 1000.0  # step_trace_time.csv is in us
+        elif r == slow_rank:
             vals["Free"] *= 3
         (o / "step_trace_time.csv").write_text(
             "Step," + ",".join(st_cols) + ",Preparing\n" +

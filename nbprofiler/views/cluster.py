@@ -548,6 +548,64 @@ def parallel_layout(cluster):
     return column(*parts, sizing_mode="stretch_width", name="cluster_parallel_layout")
 
 
+def slow_rank_layout(cluster):
+    """Why the slow ranks are slow (`analysis.slow_rank_cause`): per slow rank its causes, leading cause
+    first, each with the ms a step it explains, its evidence and the view that shows it; what could not be
+    looked at (operator data not loaded, no link data); then the links below their transport's median
+    bandwidth with the ranks they hold back and what they cost. None when no rank has a cause and there is
+    no link data. Sources ``cluster_slow_causes_src``, ``cluster_slow_links_src``."""
+    from ..analysis.slow_rank_cause import SLOW_LINK_SHARE, link_speeds, slow_rank_causes
+    causes = slow_rank_causes(cluster)
+    links = link_speeds(cluster)
+    if causes.empty and links.empty:
+        return None
+    num = NumberFormatter(format="0,0.000")
+    parts = []
+    notes = [f"rank {html.escape(r)}: {html.escape(n)}" for r, n in causes.attrs.get("notes", {}).items() if n]
+    head = ('<b>Why the slow ranks are slow</b><div style="' + theme.MUTED_CSS + '">Each cause against the '
+            "median over the ranks, in ms a step; a stage is listed with what its op types or links leave "
+            "unexplained." + ("".join(f"<br>{n}" for n in notes)) + "</div>")
+    parts.append(Div(text=f'<div style="{theme.PANEL_CSS}">{head}</div>', sizing_mode="stretch_width",
+                     name="cluster_slow_causes_head"))
+    if len(causes):
+        df = causes.assign(outlier=causes["outlier"].map({True: "outlier", False: "slowest, not an outlier"}))
+        cols = [TableColumn(field="rank", title="Rank", width=50), TableColumn(field="outlier", title="Rank is"),
+                TableColumn(field="order", title="#", width=30), TableColumn(field="label", title="Cause", width=220),
+                TableColumn(field="ms", title="ms a step", formatter=num),
+                TableColumn(field="value_ms", title="Rank (ms)", formatter=num),
+                TableColumn(field="median_ms", title="Median (ms)", formatter=num),
+                TableColumn(field="view", title="Shown in"), TableColumn(field="evidence", title="Evidence", width=420)]
+        parts.append(DataTable(source=ColumnDataSource(df, name="cluster_slow_causes_src"), columns=cols,
+                               height=min(320, 28 * len(df) + 40), sizing_mode="stretch_width", index_position=None,
+                               name="cluster_slow_causes_table"))
+    slow = links[links["slow"]]
+    expected = links.drop_duplicates("transport")
+    medians = ", ".join(f"{html.escape(str(r.transport))} {r.expected_gbps:,.3f} GB/s" for r in expected.itertuples()
+                        if r.expected_gbps == r.expected_gbps)
+    text = (f"<b>Slow links</b>: below {SLOW_LINK_SHARE * 100:.0f} % of their transport's expected bandwidth, the "
+            "median over the cluster's links of that transport" + (f" ({medians})" if medians else "") + ". ")
+    if links.empty:
+        text += "The files give no link data."
+    else:
+        text += (f"None of the {len(links)} links is" if slow.empty else f"{len(slow)} of the {len(links)} links") + \
+            f"; source: {html.escape(str(links['source'].iloc[0]))}."
+    parts.append(Div(text=f'<div style="{theme.PANEL_CSS}">{text}</div>', sizing_mode="stretch_width",
+                     name="cluster_slow_links_head"))
+    if len(slow):
+        gb = NumberFormatter(format="0,0.000")
+        cols = [TableColumn(field="src", title="Source", width=60), TableColumn(field="dst", title="Destination", width=80),
+                TableColumn(field="transport", title="Transport", width=80),
+                TableColumn(field="bandwidth_gbps", title="GB/s", formatter=gb),
+                TableColumn(field="expected_gbps", title="Expected GB/s", formatter=gb),
+                TableColumn(field="ratio", title="Of expected", formatter=NumberFormatter(format="0.0%")),
+                TableColumn(field="held_back", title="Ranks held back", width=200),
+                TableColumn(field="extra_ms", title="ms a step", formatter=NumberFormatter(format="0,0.0000"))]
+        parts.append(DataTable(source=ColumnDataSource(slow, name="cluster_slow_links_src"), columns=cols,
+                               height=min(300, 28 * len(slow) + 40), sizing_mode="stretch_width", index_position=None,
+                               name="cluster_slow_links_table"))
+    return column(*parts, sizing_mode="stretch_width", name="cluster_slow_rank_layout")
+
+
 # The ranks a cluster page's timeline stacks at first (their tracks fit a screen); any others with
 # TimelineView(cluster, ranks=[...]).
 TIMELINE_RANKS = 8
@@ -580,9 +638,9 @@ class ClusterView(LayoutView):
         self.diagnosis = diagnose_cluster(cluster)
         self.layout = cluster_layout(self.summary, self.diagnosis)
         self.timeline = None
-        more = [p for p in (breakdown_layout(cluster, self.diagnosis), parallel_layout(cluster),
-                            pipeline_layout(cluster, **(pipeline or {})), communication_layout(cluster))
-                if p is not None]
+        more = [p for p in (slow_rank_layout(cluster), breakdown_layout(cluster, self.diagnosis),
+                            parallel_layout(cluster), pipeline_layout(cluster, **(pipeline or {})),
+                            communication_layout(cluster)) if p is not None]
         if len(more) == 1 and isinstance(more[0], Div):
             more = []  # only the parallel section's "not available": the page already says the ranks hold no data
         if more:
@@ -683,4 +741,4 @@ class ClusterView(LayoutView):
 __all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",
            "communication_figure", "rank_communication_figure", "links_div", "communication_layout", "breakdown_figure",
            "breakdown_heatmap", "breakdown_layout", "dimension_bars_figure", "rank_dimension_figure",
-           "parallel_layout", "ClusterView"]
+           "parallel_layout", "slow_rank_layout", "ClusterView"]
