@@ -199,6 +199,13 @@ def test_8rank_transport_bandwidths_equal_the_communication_file_and_none_is_slo
     finding = next(f for f in diagnose_cluster(cluster).findings if f.id == f"cluster.slow_rank.{slowest}")
     assert f"Rank {slowest} " in finding.text and f"{lead['label']}, +{fmt_ms(lead['ms'])} ms" in finding.text
     assert html.escape(finding.text) in _page_findings(cluster)
+    # waiting for the other ranks is never a cause; here no part of the rank's own work explains its extra
+    # time (the largest part is far below it), and the sentence says so instead of naming a cause
+    assert "wait_ms" not in set(causes["cause"])
+    excess = total[slowest] / 1000 - statistics.median(total.values()) / 1000
+    assert lead["ms"] < 0.25 * excess
+    assert f"no part of its own work accounts for the {fmt_ms(excess)} ms" in finding.text
+    assert "longer than the median over 2 ranks inside collectives" in finding.text
 
 
 def test_a_slow_link_the_slow_rank_uses_is_a_cause_inside_its_exposed_communication(tmp_path):

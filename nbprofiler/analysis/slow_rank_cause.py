@@ -9,7 +9,9 @@ the view that shows it:
   communication waiting for the other ranks or moving data, free, host-bound) where the rank's median over its
   steps exceeds the median over the ranks of that part (view ``breakdown``). The exposed communication is split
   into wait and transit where the rank and at least one other rank have the split, each against the median of
-  the ranks that have it; else it is one cause.
+  the ranks that have it; else it is one cause. Waiting for the other ranks inside a collective is never a
+  cause: a rank waits there because another rank arrived late (the rank's note says how much longer it waits
+  than the median, the symptom of a straggler elsewhere).
 - ``op_type``: a device operator type (any kind but communication) whose time per step on the rank exceeds the
   median over the ranks with operator data (a rank without the type counts 0): view ``operators``. Time per step
   = the type's total time / the rank's profiled steps. Only where the rank and another rank have operator data;
@@ -52,6 +54,9 @@ TOP_LINKS = 3
 # A cause explains at least this much a step (1 µs, the step trace's resolution); a stage its op types explain
 # entirely leaves a rounding remainder below it.
 MIN_CAUSE_MS = 1e-3
+# A rank that is not an outlier has a leading cause only when it accounts for at least this share of the rank's
+# step over the median (a smaller difference is within what the parts' noise moves).
+EXPLAINS_SHARE = 0.25
 # At most this many slow ranks are explained (the slowest first).
 MAX_RANKS = 8
 # The parts of the step a rank's excess is looked for in, in the breakdown's order.
@@ -211,7 +216,7 @@ def _causes(cluster) -> pd.DataFrame:
     rows, notes = [], {}
     for rank, outlier in targets:
         causes = _stage_causes(med, rank)
-        why = []
+        why = [_wait_note(med, rank)] if _wait_note(med, rank) else []
         if rank in op_steps.columns and op_steps.shape[1] > 1:
             causes += _op_causes(op_steps, rank)
         else:
@@ -247,6 +252,19 @@ def _has_split(med: pd.DataFrame, rank: str) -> bool:
     return rank in med.index and pd.notna(med.at[rank, "wait_ms"]) and med["wait_ms"].notna().sum() > 1
 
 
+def _wait_note(med: pd.DataFrame, rank: str) -> str:
+    """How much longer than the median the rank waits inside collectives for the other ranks ("" when not
+    longer, or without the split): a symptom, listed beside the causes."""
+    if not _has_split(med, rank):
+        return ""
+    others = med["wait_ms"].dropna()
+    excess = float(med.at[rank, "wait_ms"]) - float(others.median())
+    if excess < MIN_CAUSE_MS:
+        return ""
+    return (f"waits {excess:,.3f} ms a step longer than the median over {len(others)} ranks inside collectives for "
+            "the other ranks: time lost to a later rank, not to its own work")
+
+
 def _stage_causes(med: pd.DataFrame, rank: str) -> list[dict]:
     if rank not in med.index:
         return []
@@ -254,7 +272,7 @@ def _stage_causes(med: pd.DataFrame, rank: str) -> list[dict]:
     split = _has_split(med, rank)
     out = []
     for part in STAGE_PARTS:
-        if (part == "comm_exposed_ms" and split) or (part in ("wait_ms", "transit_ms") and not split):
+        if part == "wait_ms" or (part == "comm_exposed_ms" and split) or (part == "transit_ms" and not split):
             continue
         value, others = row[part], med[part].dropna()
         if pd.isna(value) or len(others) < 2:
@@ -355,18 +373,26 @@ def leading_sentences(cluster) -> list[tuple[str, dict]]:
     names the rank, how far its step is above the ranks' median, its leading cause with the ms it explains
     and where to look, then the next two causes."""
     frame = slow_rank_causes(cluster)
-    return [_sentence(frame[frame["rank"] == rank]) for rank in frame["rank"].drop_duplicates()]
+    notes = frame.attrs.get("notes", {})
+    return [_sentence(frame[frame["rank"] == rank], notes.get(rank, "")) for rank in frame["rank"].drop_duplicates()]
 
 
-def _sentence(rows: pd.DataFrame) -> tuple[str, dict]:
+def _sentence(rows: pd.DataFrame, note: str = "") -> tuple[str, dict]:
     from .diagnosis import fmt_ms
     lead = rows.iloc[0]
     rank = lead["rank"]
     status = "an outlier" if lead["outlier"] else "the slowest rank, not an outlier by robust z"
     place = VIEW_PLACES[lead["view"]].format(rank=rank)
-    text = (f"Rank {rank} ({status}) takes {fmt_ms(lead['step_ms'])} ms a step against the ranks' median "
-            f"{fmt_ms(lead['median_step_ms'])} ms; its leading cause is {lead['label']}, +{fmt_ms(lead['ms'])} ms "
-            f"a step ({lead['evidence']}; see {place})")
+    head = (f"Rank {rank} ({status}) takes {fmt_ms(lead['step_ms'])} ms a step against the ranks' median "
+            f"{fmt_ms(lead['median_step_ms'])} ms")
+    excess = float(lead["step_ms"]) - float(lead["median_step_ms"])
+    if not lead["outlier"] and lead["ms"] < EXPLAINS_SHARE * excess:
+        # within the ranks' spread and nothing of its own work accounts for the difference: say so
+        waits = note.split("; ")[0] if note.startswith("waits ") else ""
+        return (f"{head}; no part of its own work accounts for the {fmt_ms(excess)} ms: the largest difference is "
+                f"{lead['label']}, +{fmt_ms(lead['ms'])} ms a step (see {place})"
+                + (f"; it {waits}" if waits else "") + "."), _plain(lead)
+    text = f"{head}; its leading cause is {lead['label']}, +{fmt_ms(lead['ms'])} ms a step (see {place})"
     rest = rows.iloc[1:3]
     if len(rest):
         text += "; then " + ", ".join(f"{r.label} +{fmt_ms(r.ms)} ms" for r in rest.itertuples())
