@@ -209,7 +209,7 @@ def test_ranks_sharing_no_collective_stay_on_their_clocks_and_the_view_says_why(
                 and c.get_title(0).startswith("Timeline of ranks"))
     fold.selected_index = 0
     (align, anchor), note = fold.children[0].children[0].children, fold.children[0].children[1]
-    assert align.value == "communication" and anchor.options == (("every shared collective (median)", None),)
+    assert align.value == "communication" and anchor.options == (("every shared collective (median)", ""),)
     assert ("Ranks not aligned: rank 1 ran none of the collectives rank 0 ran; they stay on the hosts&#x27; "
             "clocks.") in note.value
     assert "rank 1 +0.00 µs" in note.value
@@ -237,7 +237,7 @@ def test_cluster_page_folds_the_ranks_timeline_and_builds_it_when_opened(pt2):
     assert align.value == "communication" and view.timeline.events.attrs["anchor"] == ("hcom_allReduce__868_0_1", 0)
     assert "rank 1 -8.74 µs" in offsets.value and "hcom_allReduce__868_0_1 (run 1), pinned" in offsets.value
     assert [label for label, _ in anchor.options][1:] == [f"hcom_allReduce__868_{i}_1 (run 1)" for i in range(4)]
-    anchor.value = None  # rebuilt on the four shared collectives: rank 1 moves 8.16 us earlier
+    anchor.value = ""  # rebuilt on the four shared collectives: rank 1 moves 8.16 us earlier
     said = view.timeline.events.attrs["alignment"]
     assert said["anchor"] is None and "rank 1 -8.16 µs" in offsets.value
     assert f"residual misalignment median {said['median_us']:,.2f} µs, max {said['max_us']:,.2f} µs (rank 1)" \

@@ -661,7 +661,8 @@ class ClusterView(LayoutView):
                 align = W.Dropdown(options=[("on the ranks' own clocks", "clock"),
                                             ("aligned on the collectives they share", "communication")],
                                    value=self._align, description="Ranks", layout=W.Layout(width="420px"))
-                anchor = W.Dropdown(options=[("every shared collective (median)", None)], value=None,
+                # "" (not None: a Dropdown shows None as no choice at all) stands for no pinned collective
+                anchor = W.Dropdown(options=[("every shared collective (median)", "")], value="",
                                     description="Pin", layout=W.Layout(width="420px"))
                 offsets = W.HTML()
                 listing = {"done": False, "missed": ""}
@@ -678,16 +679,16 @@ class ClusterView(LayoutView):
                                    f"{wanted!r} is not a collective ranks {', '.join(ranks)} all ran; not pinned. ")
                     anchor.options = [*anchor.options, *((f"{name} (run {run + 1})", (name, run))
                                                          for name, run in shared)]
-                    anchor.value = match
+                    anchor.value = match or ""
 
                 def build(_=None):
                     from .timeline import TimelineView
                     if not listing["done"]:
                         list_anchors()  # its value change calls build again, which draws
-                        if anchor.value is not None:
+                        if anchor.value:
                             return
                     anchor.disabled = align.value == "clock"
-                    pin = anchor.value if align.value == "communication" else None
+                    pin = (anchor.value or None) if align.value == "communication" else None
                     self.timeline = TimelineView(self.cluster, ranks=ranks, align=align.value, anchor=pin)
                     attrs = self.timeline.events.attrs
                     used = attrs.get("offsets_us", {})
