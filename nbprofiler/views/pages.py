@@ -132,6 +132,12 @@ PAGES: tuple[Page, ...] = (
     Page("flops", "FLOPs", ("flops", "flops_summary"), "flops:FlopsView"),
     Page("timeline", "Timeline", ("timeline",), "timeline:TimelineView",
          links=(("event", "event"),), follows=("window",)),
+    Page("dispatch", "Host dispatch", ("timeline", "timeline_flows"), "dispatch:DispatchView",
+         rule="dispatch:has_dispatch",
+         note="it needs device tasks joined to the host calls that launched them: trace_view.json's HostToDevice "
+              "or async_npu flows, or a profiler database's CANN_API/TASK connectionIds",
+         dashboard=False, within="timeline", fold_title="Where the device waited for the host",
+         links=(("window", "window"),)),
 )
 
 
