@@ -27,7 +27,14 @@ TOL = Decimal(str(TOLERANCE_US))
 
 @functools.cache
 def _prof(name):
+    if name == DB_RANK:   # the cluster's rank 0: one load for the rank's tests and the cluster's
+        return _db_cluster()["0"]
     return load_quietly(name)
+
+
+@functools.cache
+def _db_cluster():
+    return load_quietly(DB_RANK.rsplit("/", 1)[0])
 
 
 def _host_idle(tasks, launch_of, windows):
@@ -118,7 +125,7 @@ def db_copy(tmp_path_factory):
 
 def test_db_latencies_and_idle_match_the_tables(db_copy):
     d = _prof(DB_RANK).dispatch
-    assert d.available
+    assert d.available and _prof(DB_RANK).root.name == "rank0_ascend_pt"
     # CANN_API node launch -> the first TASK of the same connectionId
     rows = db_copy.execute("""
         SELECT t.startNs, min(t.startNs) - c.startNs, c.startNs FROM TASK t
@@ -179,7 +186,7 @@ def test_cpu_run_is_not_available_with_why():
     prof = _prof("mindspore2/lenet_pynative")
     d = prof.dispatch
     assert not d.available and "no device streams" in d.why and "CPU OP" in d.why
-    assert prof.summary()["dispatch"] == {"available": False, "why": d.why}
+    assert d.to_dict() == {"available": False, "why": d.why}   # the summary's "dispatch" section
     assert not [s for s in A.advise_profile(prof) if s.rule == "dispatch.host_bound"]
     assert host_dispatch(None, None, None).why.startswith("the run has no timeline")
 
@@ -201,3 +208,13 @@ def test_view_shows_the_analysis():
     waits.selected.indices = [1]
     t0, t1 = view.window
     assert t0 < waits.data["t0"][1] < waits.data["t1"][1] < t1
+
+
+def test_cluster_sql_stacks_the_ranks_dispatch():
+    cluster = _db_cluster()
+    got = cluster.sql("SELECT rank, count(*) AS tasks, sum(host_idle_us) AS idle FROM dispatch GROUP BY rank "
+                      "ORDER BY rank")
+    assert list(got["rank"]) == cluster.ranks
+    for r in got.itertuples():
+        d = cluster[r.rank].dispatch
+        assert r.tasks == len(d.tasks) and r.idle == pytest.approx(d.tasks["host_idle_us"].sum())

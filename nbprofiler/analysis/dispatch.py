@@ -53,7 +53,8 @@ TOLERANCE_US = 20.0
 STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
 # The innermost event enclosing a time is looked for among this many events starting before it.
 NESTING_DEPTH = 64
-TOP_OPS = 10
+# Under this share of the device's tasks joined to a launch, the sentence says the rest are not counted.
+COVERAGE = 0.9
 STEP_COLUMNS = {"step": "Int64", "start_us": "float64", "end_us": "float64", "step_us": "float64",
                 "tasks": "int64", "waited_tasks": "int64", "host_idle_us": "float64", "idle_share": "float64",
                 "device_idle_us": "float64", "top_op": "str"}
@@ -68,7 +69,8 @@ class Dispatch:
     ``waited_tasks``, ``host_idle_us``, ``idle_share`` (0-1 of the step), ``device_idle_us``, ``top_op``),
     ``ops`` (per responsible op: ``host_idle_us``, ``waited_tasks``, ``idle_per_step_us``,
     ``share_of_host_idle`` 0-1, most idle first), ``why`` (None when available, else why not),
-    ``step_source`` (where the steps come from) and ``tolerance_us``."""
+    ``step_source`` (where the steps come from), ``tolerance_us`` and ``device_tasks`` (every task of the device's
+    streams, launched or not: the tasks no flow joins to a launch are not counted as waiting)."""
 
     tasks: pd.DataFrame
     steps: pd.DataFrame
@@ -76,6 +78,7 @@ class Dispatch:
     why: str | None = None
     step_source: str = ""
     tolerance_us: float = TOLERANCE_US
+    device_tasks: int = 0
 
     @property
     def available(self) -> bool:
@@ -110,7 +113,11 @@ class Dispatch:
             top = self.ops.iloc[0]
             text += (f"; most of it for launches of {top['responsible_op']} ({top['share_of_host_idle'] * 100:.0f}% "
                      f"of the wait, {int(top['waited_tasks']):,} launches)")
-        return text + "."
+        text += "."
+        if len(self.tasks) < COVERAGE * self.device_tasks:
+            text += (f" Only {len(self.tasks):,} of {self.device_tasks:,} device tasks are joined to the host call "
+                     "that launched them: the others' waits are not counted.")
+        return text
 
     def to_dict(self, top: int = 5) -> dict:
         """The summary JSON's ``dispatch`` section."""
@@ -118,6 +125,7 @@ class Dispatch:
             return {"available": False, "why": self.why}
         lat = self.tasks["launch_latency_us"]
         return {"available": True, "sentence": self.sentence(), "tasks": int(len(self.tasks)),
+                "device_tasks": self.device_tasks,
                 "waited_tasks": int((self.tasks["host_idle_us"] > 0).sum()), "steps": int(len(self.steps)),
                 "step_source": self.step_source, "tolerance_us": self.tolerance_us,
                 "host_idle_ms_per_step": self.host_idle_per_step_us / 1000, "idle_share": self.idle_share,
@@ -323,7 +331,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     ops["idle_per_step_us"] = ops["host_idle_us"] / max(len(steps), 1)
     ops["share_of_host_idle"] = ops["host_idle_us"] / total if total > 0 else 0.0
     ops = _frame(OP_COLUMNS, {c: ops[c].tolist() for c in OP_COLUMNS})
-    return Dispatch(tasks.reset_index(drop=True), steps, ops, None, step_source, float(tolerance_us))
+    return Dispatch(tasks.reset_index(drop=True), steps, ops, None, step_source, float(tolerance_us), len(dev))
 
 
 def profile_dispatch(prof, tolerance_us: float = TOLERANCE_US) -> Dispatch:

@@ -357,12 +357,18 @@ class Cluster:
     def sql(self, query: str, **tables) -> pd.DataFrame:
         """SQL (DuckDB) over the ranks' frames stacked (`concat`): each frame a table named like the
         property, with a ``rank`` column; only the frames a query names are built. ``prof.sql`` rules
-        apply: no file access, extra DataFrames by name. The cluster's analysis frames
-        (`schema.ANALYSIS_FRAMES`: ``rank_breakdown``) are tables too."""
+        apply: no file access, extra DataFrames by name. The analysis frames (`schema.ANALYSIS_FRAMES`:
+        ``rank_breakdown``, and ``dispatch`` of every rank stacked with its ``rank``) are tables too."""
         from ..analysis.breakdown import rank_breakdown
         from .sql import run_sql
         frames = {n: (lambda n=n: self.concat(n)) for n in sorted(FRAME_NAMES)}
         frames["rank_breakdown"] = lambda: rank_breakdown(self)
+
+        def dispatch():
+            parts = [p.dispatch.tasks for p in self.profiles.values()]
+            return pd.concat([df.assign(rank=rank)[["rank", *df.columns]] for rank, df in zip(self.ranks, parts)],
+                             ignore_index=True)
+        frames["dispatch"] = dispatch
         return run_sql(query, frames, tables)
 
     def show(self, **kwargs):
