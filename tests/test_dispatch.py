@@ -218,3 +218,16 @@ def test_cluster_sql_stacks_the_ranks_dispatch():
     for r in got.itertuples():
         d = cluster[r.rank].dispatch
         assert r.tasks == len(d.tasks) and r.idle == pytest.approx(d.tasks["host_idle_us"].sum())
+
+
+def test_dashboard_folds_it_under_the_timeline_and_a_clicked_step_moves_the_timeline():
+    from nbprofiler.views import dashboard as D
+    prof = _prof(TORCH)
+    db = D.Dashboard(prof)
+    tl = db.select("Timeline")
+    fold = db._panels["Timeline"].children[-1]
+    assert fold.titles == ("Where the device waited for the host",) and "Host dispatch" not in db.views
+    fold.selected_index = 0
+    view = db.views["Host dispatch"]
+    view.layout.select_one({"name": "dispatch_steps_src"}).selected.indices = [0]
+    assert (tl.x_range.start, tl.x_range.end) == (0.0, pytest.approx(14091.97))
