@@ -146,6 +146,7 @@ def test_db_latencies_and_idle_match_the_tables(db_copy):
     assert d.steps["step_us"].iloc[0] == pytest.approx(float(us(w1) - us(w0)), abs=1e-3)
     idle = _host_idle(tasks, {us(t): us(c) for t, _, c in rows}, window)
     assert list(d.steps["step"]) == [50]
+    assert f"{len(rows)} of {len(tasks)} device tasks have a flow" in d.sentence()
     assert d.steps["host_idle_us"].iloc[0] == pytest.approx(float(idle[50]), abs=1e-3)
     # this run keeps the device fed: most launches run far ahead, the host explains a sixth of the step
     assert d.tasks["launch_latency_us"].median() > 500 and 0.1 < d.idle_share < 0.25
@@ -231,3 +232,14 @@ def test_dashboard_folds_it_under_the_timeline_and_a_clicked_step_moves_the_time
     view = db.views["Host dispatch"]
     view.layout.select_one({"name": "dispatch_steps_src"}).selected.indices = [0]
     assert (tl.x_range.start, tl.x_range.end) == (0.0, pytest.approx(14091.97))
+
+
+def test_report_links_the_dispatch_tab_to_the_timeline():
+    from nbprofiler.faces.report import report_layout
+    layout = report_layout(_prof(TORCH))
+    tabs = layout.select_one({"name": "report_tabs"})
+    titles = [t.title for t in tabs.tabs]
+    steps = layout.select_one({"name": "dispatch_steps_src"})
+    (callback,) = steps.selected.js_property_callbacks["change:indices"]
+    assert callback.args["x_range"] is layout.select_one({"name": "timeline_x_range"})
+    assert callback.args["tab"] == titles.index("Timeline") and callback.args["lo"] == "start_us"

@@ -115,8 +115,9 @@ class Dispatch:
                      f"of the wait, {int(top['waited_tasks']):,} launches)")
         text += "."
         if len(self.tasks) < COVERAGE * self.device_tasks:
-            text += (f" Only {len(self.tasks):,} of {self.device_tasks:,} device tasks are joined to the host call "
-                     "that launched them: the others' waits are not counted.")
+            text += (f" {len(self.tasks):,} of {self.device_tasks:,} device tasks have a flow from the host call "
+                     "that launched them (a launch's further tasks and communication tasks have none): the waits "
+                     "before the others are not counted.")
         return text
 
     def to_dict(self, top: int = 5) -> dict:

@@ -115,7 +115,22 @@ def report_layout(prof, title: str | None = None, compare_with=None):
     panels.insert(0, summary_panel)
     tabs = Tabs(tabs=panels, active=0, sizing_mode="stretch_width", name="report_tabs")
     summary_panel.child.children = [overview, report_suggestions(summary.get("suggestions") or [], panels, tabs)]
+    _link_dispatch(panels, tabs)
     return column(header, tabs, sizing_mode="stretch_width", name="report")
+
+
+def _link_dispatch(panels: list, tabs) -> None:
+    """A click on the Host dispatch tab's step bars or waits opens the Timeline tab at that window."""
+    titles = [p.title for p in panels]
+    if "Host dispatch" not in titles or "Timeline" not in titles:
+        return
+    from ..views.dispatch import link_to_timeline
+
+    def find(name):
+        return next((m for p in panels for m in p.child.select({"name": name})), None)
+    x_range = find("timeline_x_range")
+    if x_range is not None:
+        link_to_timeline(find, x_range, tabs, titles.index("Timeline"))
 
 
 # -- pieces of HTML (every data value escaped) --------------------------------------------------------

@@ -3,7 +3,8 @@ step of the device idle the host caused (beside all device idle of the step), th
 the device waited for, and the longest single waits with the host call and framework op behind each.
 
 Clicking a step's bar or a wait's row sets ``DispatchView.window`` (the step's window, or the gap and the
-task after it, on the timeline's clock); the dashboard moves the timeline there.
+task after it, on the timeline's clock); the dashboard moves the timeline there. In the report the same click
+opens the Timeline tab at that window (`link_to_timeline`, CustomJS).
 """
 from __future__ import annotations
 
@@ -119,6 +120,35 @@ def dispatch_layout(d: Dispatch):
     return theme.themed(column(*parts, sizing_mode="stretch_width", name="dispatch_layout"))
 
 
+# A static page (the report): a clicked bar or row opens the Timeline tab at its window. BokehJS 3 keeps
+# ColumnDataSource data in a Map.
+_OPEN_TIMELINE_JS = """
+const i = cb_obj.indices;
+if (!i.length) return;
+const col = (c) => (src.data.get ? src.data.get(c) : src.data[c]);
+const a = col(lo)[i[0]], b = col(hi)[i[0]], p = (b - a) * pad;
+x_range.start = a - p; x_range.end = b + p;
+if (tabs !== null && tab >= 0) { tabs.active = tab; }
+"""
+
+
+def link_to_timeline(find, x_range, tabs=None, tab_index: int = -1) -> int:
+    """In a static page, make a click on a step's bar or a wait's row show its window on the timeline whose
+    x range is ``x_range`` (opening ``tabs``' tab ``tab_index``), as `DispatchView.window` does in the
+    dashboard. ``find(name)``: the page's model of that name. Returns how many sources were linked."""
+    from bokeh.models import CustomJS
+    linked = 0
+    for name, lo, hi, pad in (("dispatch_steps_src", "start_us", "end_us", 0.0),
+                              ("dispatch_waits_src", "t0", "t1", WINDOW_PAD)):
+        src = find(name)
+        if src is not None:
+            src.selected.js_on_change("indices", CustomJS(
+                args=dict(src=src, lo=lo, hi=hi, pad=pad, x_range=x_range, tabs=tabs, tab=tab_index),
+                code=_OPEN_TIMELINE_JS))
+            linked += 1
+    return linked
+
+
 class DispatchView(traitlets.HasTraits, LayoutView):
     """``DispatchView.from_profile(prof)`` or ``DispatchView(dict(timeline=..., timeline_tracks=...,
     timeline_flows=..., step_windows=...))``. ``window`` is the (t0_us, t1_us) last clicked (a step, or a wait
@@ -162,5 +192,5 @@ def has_dispatch(prof) -> bool:
     return profile_dispatch(prof).available
 
 
-__all__ = ["headline_div", "steps_figure", "ops_table", "waits_table", "dispatch_layout", "DispatchView",
-           "has_dispatch"]
+__all__ = ["headline_div", "steps_figure", "ops_table", "waits_table", "dispatch_layout", "link_to_timeline",
+           "DispatchView", "has_dispatch"]
