@@ -197,13 +197,26 @@ def _tail_events(timeline: pd.DataFrame, tracks: np.ndarray, t: np.ndarray, inne
     return pd.DataFrame({"name": names, "start_us": start, "end_us": end})
 
 
+def _task_at(flows: pd.DataFrame, dev_track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per flow, the position (in ``start`` order) of the device task its head lands in: the task of the
+    head's track that encloses it (a flow's end binds to the enclosing slice; the writers put it at the
+    task's start), −1 where none."""
+    out = np.full(len(flows), -1, dtype=np.int64)
+    head_track, head_us = flows["end_track"].to_numpy(), flows["end_us"].to_numpy(float)
+    for tr in np.unique(head_track):
+        mine = np.flatnonzero(head_track == tr)
+        pos = np.flatnonzero(dev_track == tr)   # ``start`` is sorted, so is each track's share of it
+        at = _enclosing(start[pos], end[pos], head_us[mine], innermost=True)
+        out[mine[at >= 0]] = pos[at[at >= 0]]
+    return out
+
+
 def _steps(step_windows, timeline, tracks) -> tuple[pd.DataFrame, str]:
     """The step windows on the timeline's clock and where they come from: ``step_windows``, else the
     host's ``ProfilerStep#N`` events, else none (an empty frame)."""
     if step_windows is not None and len(step_windows):
-        w = step_windows[["step", "start_us", "end_us"]]
-        return w.astype({"step": "int64"}), f"step_windows ({step_windows['source'].iloc[0]})" \
-            if "source" in step_windows else "step_windows"
+        source = f"step_windows ({step_windows['source'].iloc[0]})" if "source" in step_windows else "step_windows"
+        return step_windows[["step", "start_us", "end_us"]].astype({"step": "int64"}), source
     # matched on the names' categories, not on a text per event
     names = timeline["name"]
     values = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else pd.Index(names.unique())
@@ -257,13 +270,11 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
         step = np.full(len(start), -1)
     gap = np.where(np.isfinite(busy), np.clip(start - busy, 0, None), np.nan)
 
-    # the launch and framework flows of each task (a task is found by its track and start)
-    key = pd.DataFrame({"track": dev["track"].to_numpy(), "start_us": start, "_i": np.arange(len(start))})
-
-    ln = launches.merge(key, left_on=["end_track", "end_us"], right_on=["track", "start_us"],
-                        suffixes=("", "_task")).drop_duplicates("_i")
-    fw = framework.merge(key, left_on=["end_track", "end_us"], right_on=["track", "start_us"],
-                         suffixes=("", "_task")).drop_duplicates("_i")
+    # the launch and framework flows of each task (the first of each kind that lands in it)
+    dev_track = dev["track"].to_numpy()
+    ln = launches.assign(_i=_task_at(launches, dev_track, start, end))
+    fw = framework.assign(_i=_task_at(framework, dev_track, start, end))
+    ln, fw = ln[ln["_i"] >= 0].drop_duplicates("_i"), fw[fw["_i"] >= 0].drop_duplicates("_i")
     if ln.empty and fw.empty:
         return not_available("the flows' heads match no device task on the timeline")
     idx = np.union1d(ln["_i"].to_numpy(), fw["_i"].to_numpy()).astype(np.int64)
