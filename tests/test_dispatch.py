@@ -9,6 +9,7 @@ import functools
 import json
 import shutil
 import sqlite3
+from collections import Counter
 from decimal import Decimal
 
 import numpy as np
@@ -145,6 +146,12 @@ def test_db_latencies_and_idle_match_the_tables(db_copy):
     window = {50: (us(w0), us(w1))}
     assert d.steps["step_us"].iloc[0] == pytest.approx(float(us(w1) - us(w0)), abs=1e-3)
     idle = _host_idle(tasks, {us(t): us(c) for t, _, c in rows}, window)
+    # the framework op of each launch: the PYTORCH_API row whose CONNECTION_IDS list the task's connectionId
+    ops = db_copy.execute("""
+        SELECT s.value FROM (SELECT connectionId, min(startNs) FROM TASK GROUP BY connectionId) t
+        JOIN CONNECTION_IDS c ON c.connectionId = t.connectionId JOIN PYTORCH_API p ON p.connectionId = c.id
+        JOIN STRING_IDS s ON s.id = p.name""").fetchall()
+    assert Counter(d.tasks["framework_op"]) == Counter(v for v, in ops)
     assert list(d.steps["step"]) == [50]
     assert f"{len(rows)} of {len(tasks)} device tasks have a flow" in d.sentence()
     assert d.steps["host_idle_us"].iloc[0] == pytest.approx(float(idle[50]), abs=1e-3)
