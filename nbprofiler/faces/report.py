@@ -209,6 +209,9 @@ def missing_reason(prof, page: Page) -> str:
                      if p.kind == "error" and (classify(Path(p.file).name) or (None,))[0] in page.roles})
     if failed:
         return f"{', '.join(failed)} could not be read (see the problems listed above)"
+    own = P.resolve(page.why_empty)(prof) if page.why_empty is not None else None
+    if own:
+        return own
     if prof.has(*page.roles):
         return "its files were found but hold no records"
     note = f"; {page.note}" if page.note else ""

@@ -192,5 +192,10 @@ def has_dispatch(prof) -> bool:
     return profile_dispatch(prof).available
 
 
+def why_not(prof) -> str | None:
+    """Why the profile has no host-dispatch view (None: it has one)."""
+    return profile_dispatch(prof).why
+
+
 __all__ = ["headline_div", "steps_figure", "ops_table", "waits_table", "dispatch_layout", "link_to_timeline",
-           "DispatchView", "has_dispatch"]
+           "DispatchView", "has_dispatch", "why_not"]
