@@ -250,3 +250,16 @@ def test_report_links_the_dispatch_tab_to_the_timeline():
     (callback,) = steps.selected.js_property_callbacks["change:indices"]
     assert callback.args["x_range"] is layout.select_one({"name": "timeline_x_range"})
     assert callback.args["tab"] == titles.index("Timeline") and callback.args["lo"] == "start_us"
+
+
+def test_op_names_never_become_markup(tmp_path):
+    """A host op named like markup reaches the headline (the sentence names it) escaped."""
+    from nbprofiler.views.dispatch import DispatchView
+    payload = "<img src=x onerror=alert(1)>"
+    text = (DATA / TORCH / "trace_view.json").read_text(encoding="utf-8")
+    text = text.replace('"aclnnInplaceZero"', json.dumps("aclnnInplaceZero" + payload))
+    (tmp_path / "trace_view.json").write_text(text, encoding="utf-8")
+    prof = load_quietly(tmp_path)
+    assert prof.dispatch.ops["responsible_op"].iloc[0] == "aclnnInplaceZero" + payload
+    head = DispatchView.from_profile(prof).layout.select_one({"name": "dispatch_headline"}).text
+    assert payload not in head and "aclnnInplaceZero&lt;img src=x onerror=alert(1)&gt;" in head
