@@ -263,3 +263,10 @@ def test_op_names_never_become_markup(tmp_path):
     assert prof.dispatch.ops["responsible_op"].iloc[0] == "aclnnInplaceZero" + payload
     head = DispatchView.from_profile(prof).layout.select_one({"name": "dispatch_headline"}).text
     assert payload not in head and "aclnnInplaceZero&lt;img src=x onerror=alert(1)&gt;" in head
+
+
+def test_cli_text_summary_says_it(capsys):
+    from nbprofiler.faces.cli import main
+    assert main(["summary", str(DATA / TORCH)]) == 0
+    out = capsys.readouterr().out
+    assert f"dispatch: {_prof(TORCH).dispatch.sentence()}" in out.splitlines()

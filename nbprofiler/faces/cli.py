@@ -61,6 +61,9 @@ def _print_summary(s: dict) -> None:
     if tl:
         print(f"timeline: {tl['events']} events on {tl['tracks']} tracks, "
               f"{(tl['end_us'] - tl['start_us']) / 1000:.3f} ms")
+    dispatch = s.get("dispatch") or {}
+    if dispatch.get("available"):
+        print(f"dispatch: {dispatch['sentence']}")
     from ..views.suggestions import evidence_text, unique
     for sug in unique(s.get("suggestions") or []):
         print(f"- [{sug.severity}] {sug.text}")
