@@ -3,7 +3,8 @@
 `host_dispatch(timeline, timeline_tracks, timeline_flows, step_windows)` joins each device task to the host
 call that launched it, through the timeline's flow arrows (trace_view.json's ``HostToDevice`` flows from a
 CANN thread to a hardware stream, and ``async_npu`` flows from the framework op; the profiler database's
-CANN_API -> TASK ``connectionId``, which `nbprofiler.io.db` reads as ``HostToDevice`` flows). The frame
+CANN_API -> TASK and PYTORCH_API -> CONNECTION_IDS -> TASK ``connectionId``, which `nbprofiler.io.db` reads
+as the same two kinds of flow). The frame
 ``dispatch`` (declared in `nbprofiler.schema.ANALYSIS_FRAMES`) has one row per launched device task:
 
 * ``launch_us``: the launch, the tail of the task's ``HostToDevice`` flow (else of its framework flow);
@@ -13,7 +14,10 @@ CANN_API -> TASK ``connectionId``, which `nbprofiler.io.db` reads as ``HostToDev
 * ``host_op``: the outermost event enclosing the launch on its thread (the ACL API call: ``AscendCL@...`` in
   a trace, ``aclopCompileAndExecute`` around the database's ``launch`` node); ``framework_op``: the innermost
   event enclosing the framework flow's tail (the op that queued the task, ``aclnnInplaceZero`` under
-  ``aten::zero_``). ``responsible_op`` is the framework op where there is one, else the host op.
+  ``aten::zero_``). ``responsible_op`` is the framework op where there is one, else the host op. A launch is
+  the flow's tail, not the end of the host call: the call returns after its task has started (an
+  ``AscendCL@aclnnInplaceZero`` of 21 us ends 14 us after its task began), so "started right after the
+  host call ended" would miss the very tasks that waited.
 * ``gap_us``: the device idle right before the task: its start − the latest end of every task of the
   device's streams (``Ascend Hardware``) that started before it, or − the start of the task's step when that
   is later (the first task of a step counts the idle from the step's start, as the step trace's Preparing
