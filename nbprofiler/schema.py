@@ -101,7 +101,7 @@ class FrameSpec:
     then every column is declared), ``note`` (how the values relate to the files), ``builder`` (how
     `Profile` builds it: ``"sources"``, read by the first of its sources in `nbprofiler.model.build.SOURCES`
     whose roles the run has; ``"derive"``, joined from other frames by `nbprofiler.model.build.DERIVED`;
-    ``"analysis"``, an `ANALYSIS_FRAMES` frame an analysis function builds across a cluster's ranks)."""
+    ``"analysis"``, an `ANALYSIS_FRAMES` frame an analysis function builds from other frames)."""
 
     name: str
     row: str
@@ -535,7 +535,7 @@ _MEMORY_PEAK_ROLES = frozenset({"memory_record", "cpu_memory_record", "operator_
 
 # Frames an analysis derives (not `Profile` properties): declared here like the others (``builder``
 # "analysis": the function their note names builds them). The cluster ones are also tables of
-# ``cluster.sql`` under their name.
+# ``cluster.sql`` under their name, ``dispatch`` (one profile) a table of ``prof.sql``.
 ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
     FrameSpec("rank_breakdown", "rank and step", (
         col("rank", "str", "", "the rank's key in the cluster"), col("step", "int64", "", "step number"),
@@ -753,6 +753,29 @@ ANALYSIS_FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
                    "hccl_raw", "analysis_db", "cluster_analysis_db"}),
         note="`nbprofiler.analysis.slow_rank_cause.link_speeds(cluster)`; slow links first.",
         builder="analysis"),
+    FrameSpec("dispatch", "device task launched by a host call (joined through the timeline's flows)", (
+        col("step", "Int64", "", "the step the task started in (<NA>: no step known or outside every step)"),
+        col("task", "str", "", "device task"), col("stream", "str", "", "its stream (process / thread)"),
+        col("task_start_us", "float64", "us", "task start"), col("task_end_us", "float64", "us", "task end"),
+        col("launch_flow", "str", "", "the flow giving the launch: `HostToDevice` (CANN), else `async_npu`"),
+        col("launch_us", "float64", "us", "the launch: the flow's tail"),
+        col("launch_latency_us", "float64", "us", "task start − launch (slightly negative where the host's and "
+            "device's clocks disagree)"),
+        col("host_op", "str", "", "the outermost host event around the launch (the API call; \"\" none)"),
+        col("host_thread", "str", "", "its thread (process / thread)"),
+        col("host_start_us", "float64", "us", "its start (NaN: none)"),
+        col("host_end_us", "float64", "us", "its end (NaN: none)"),
+        col("framework_op", "str", "", "the innermost framework op around the `async_npu` flow's tail (\"\" none)"),
+        col("responsible_op", "str", "", "the op the idle is put on: the framework op, else the host op"),
+        col("gap_us", "float64", "us", "device idle right before the task (no task on any stream; from the "
+            "step's start for a step's first task; NaN for the run's first task)"),
+        col("waited", "bool", "", "the task waited for its launch (launched after the device ran idle, within "
+            "the tolerance)"),
+        col("host_idle_us", "float64", "us", "the device idle the host caused: `gap_us` where `waited`, else 0"),
+    ), "timeline", ("ASCEND_PROFILER_OUTPUT/trace_view.json (HostToDevice, async_npu flows)",
+                    "*.db (CANN_API, TASK connectionId)"), _TIMELINE_ROLES | _DB,
+        note="`nbprofiler.analysis.dispatch.host_dispatch(...)` / `profile_dispatch(prof)`; a table of "
+             "`prof.sql`.", builder="analysis"),
 )}
 
 # Roles read only for the frames no text file of the run gives (the text export wins when both exist).
@@ -769,6 +792,7 @@ SUMMARY_SECTIONS: dict[str, tuple[type, ...]] = {
     "minddata": (dict, type(None)), "timeline": (dict, type(None)), "flops": (dict, type(None)),
     "diagnosis": (dict, type(None)), "suggestions": (list,), "cluster": (dict, type(None)),
     "memory": (dict, type(None)),
+    "dispatch": (dict, type(None)),
 }
 
 

@@ -222,10 +222,20 @@ def test_launch_flows_from_the_database():
     ((n,),) = _sql(path, "SELECT count(DISTINCT t.connectionId) FROM TASK t WHERE t.connectionId IN "
                          "(SELECT a.connectionId FROM CANN_API a JOIN ENUM_API_TYPE e ON e.id = a.type "
                          "WHERE e.name = 'node')")
-    assert len(flows) == n > 0 and set(flows["cat"]) == {"HostToDevice"}
+    assert set(flows["cat"]) == {"HostToDevice", "async_npu"}
+    framework, flows = flows[flows["cat"] == "async_npu"], flows[flows["cat"] == "HostToDevice"]
+    assert len(flows) == n > 0
     process = tracks.set_index("track")["process"]
     assert set(flows["start_track"].map(process)) == {"CANN"}
     assert set(flows["end_track"].map(process)) == {"Ascend Hardware"}
+    # the framework ops' launches: PYTORCH_API.connectionId is an id of CONNECTION_IDS, whose connectionIds
+    # are the tasks'
+    ((m,),) = _sql(path, "SELECT count(DISTINCT t.connectionId) FROM TASK t JOIN CONNECTION_IDS c "
+                         "ON c.connectionId = t.connectionId JOIN PYTORCH_API p ON p.connectionId = c.id")
+    assert len(framework) == m > 0 and set(framework["name"]) == {"torch_to_npu"}
+    assert set(framework["start_track"].map(process)) == {"PyTorch API"}
+    assert set(framework["end_track"].map(process)) == {"Ascend Hardware"}
+    assert (framework["end_us"] >= framework["start_us"]).all()   # queued on the host before the launch
     # a kernel runs after its launch call starts, up to the host/device clock skew of the recording
     # (32 of 191 device tasks start 4-21 us before the host's launch call in this file)
     assert (flows["end_us"] >= flows["start_us"] - 25).all()

@@ -123,14 +123,16 @@ def test_report_opens_on_a_tab_with_data_and_names_the_views_left_out():
     layout = report_layout(load_quietly(nbprofiler.samples.path("lenet_pynative")))
     assert _tab_titles(layout) == (["Overview", "Operators", "MindData", "Memory", "Timeline"], 0)
     missing = _missing_items(layout)
-    assert list(missing) == ["Step trace", "Operators per step", "FLOPs"]
+    assert list(missing) == ["Step trace", "Operators per step", "FLOPs", "Host dispatch"]
     assert "none of its files was found" in missing["Step trace"]
+    # its timeline is there: the page says why it has no host dispatch (a CPU run launches no device tasks)
+    assert missing["Host dispatch"].startswith("the timeline has no device streams")
     assert "step_trace_raw_*_detail_time.csv" in missing["Step trace"]
     # the tab order is kept; a run without memory records says so
     full = report_layout(load_quietly(DATA / "legacy" / "run_1_widedeep"))
     assert _tab_titles(full) == (["Overview", "Step trace", "Operators", "Operators per step", "MindData", "FLOPs",
                                   "Timeline"], 0)
-    assert list(_missing_items(full)) == ["Memory"]
+    assert list(_missing_items(full)) == ["Memory", "Host dispatch"]
 
 
 def test_cluster_report_leaves_out_views_its_files_do_not_have():
@@ -138,7 +140,8 @@ def test_cluster_report_leaves_out_views_its_files_do_not_have():
     layout = report_layout(load_quietly(DATA / "legacy" / "cluster_4rank_pipeline"))
     # rank 0 holds a step trace and flops_summary_0.json (107,146.763 MFLOPs, as MindInsight shows)
     assert _tab_titles(layout) == (["Overview", "Ranks", "Step trace", "FLOPs"], 0)
-    assert list(_missing_items(layout)) == ["Operators", "Operators per step", "MindData", "Memory", "Timeline"]
+    assert list(_missing_items(layout)) == ["Operators", "Operators per step", "MindData", "Memory", "Timeline",
+                                            "Host dispatch"]
 
 
 def test_missing_view_reason_names_the_file_that_failed(tmp_path):

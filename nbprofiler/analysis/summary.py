@@ -10,6 +10,7 @@ import pandas as pd
 from .._memory import release_pages
 from .._version import __version__
 from .diagnosis import diagnose, own_stages
+from .dispatch import profile_dispatch
 from .steps import STAGE_KEYS, legacy_stage_view, profile_step_average, step_times
 from .timeline import events_end, row_passes
 
@@ -32,6 +33,7 @@ def summarize(prof) -> dict:
         "timeline": _timeline(prof),
         "flops": _flops(prof),
         "memory": _memory(prof),
+        "dispatch": profile_dispatch(prof).to_dict(),
     }
     diagnosis = diagnose(prof)
     out["diagnosis"] = {**diagnosis.to_dict(),

@@ -67,6 +67,9 @@ def _print_summary(s: dict) -> None:
     peak = (s.get("memory") or {}).get("peak")
     if peak:
         print(f"memory: {peak['headline'] if peak['available'] else 'peak not available (' + peak['why'] + ')'}")
+    dispatch = s.get("dispatch") or {}
+    if dispatch.get("available"):
+        print(f"dispatch: {dispatch['sentence']}")
     from ..views.suggestions import evidence_text, unique
     for sug in unique(s.get("suggestions") or []):
         print(f"- [{sug.severity}] {sug.text}")

@@ -116,7 +116,22 @@ def report_layout(prof, title: str | None = None, compare_with=None):
     panels.insert(0, summary_panel)
     tabs = Tabs(tabs=panels, active=0, sizing_mode="stretch_width", name="report_tabs")
     summary_panel.child.children = [overview, report_suggestions(summary.get("suggestions") or [], panels, tabs)]
+    _link_dispatch(panels, tabs)
     return column(header, tabs, sizing_mode="stretch_width", name="report")
+
+
+def _link_dispatch(panels: list, tabs) -> None:
+    """A click on the Host dispatch tab's step bars or waits opens the Timeline tab at that window."""
+    titles = [p.title for p in panels]
+    if "Host dispatch" not in titles or "Timeline" not in titles:
+        return
+    from ..views.dispatch import link_to_timeline
+
+    def find(name):
+        return next((m for p in panels for m in p.child.select({"name": name})), None)
+    x_range = find("timeline_x_range")
+    if x_range is not None:
+        link_to_timeline(find, x_range, tabs, titles.index("Timeline"))
 
 
 # -- pieces of HTML (every data value escaped) --------------------------------------------------------
@@ -195,6 +210,9 @@ def missing_reason(prof, page: Page) -> str:
                      if p.kind == "error" and (classify(Path(p.file).name) or (None,))[0] in page.roles})
     if failed:
         return f"{', '.join(failed)} could not be read (see the problems listed above)"
+    own = P.resolve(page.why_empty)(prof) if page.why_empty is not None else None
+    if own:
+        return own
     if prof.has(*page.roles):
         return "its files were found but hold no records"
     note = f"; {page.note}" if page.note else ""

@@ -1139,9 +1139,13 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
             continue
         name = "name" if "name" in cols else "message"
         kind = "a.type" if "type" in cols and "ENUM_API_TYPE" in have else "NULL"
+        # a framework op's launches: its connectionId is an id of CONNECTION_IDS, whose connectionIds are
+        # the TASK rows' (`_framework_flows`)
+        links = "connectionId" in cols and "CONNECTION_IDS" in have and table != "MSTX_EVENTS"
         plan.append((table, table, f"""
             SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
-                   {_t('a.endNs')} AS e, a."{name}" AS name, NULL AS op_type, {kind} AS cat FROM "{table}" a"""))
+                   {_t('a.endNs')} AS e, a."{name}" AS name, NULL AS op_type, {kind} AS cat,
+                   {"a.connectionId" if links else "NULL"} AS links FROM "{table}" a"""))
     weigh(path, [(sql, (), table) for _, table, sql in plan], "the timeline")
     origin = _origin(run, origin_us)
     parts = []
@@ -1205,6 +1209,8 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
                        "dur_us": (pd.to_numeric(ev["e"]) - pd.to_numeric(ev["s"])).astype("float64") / NS_PER_US,
                        "args": pd.Series(np.full(n, None, dtype=object))})
     flows = _launch_flows(ev, tl["start_us"])
+    if "links" in ev and ev["links"].notna().any():
+        flows = pd.concat([flows, _framework_flows(path, ev, tl["start_us"])], ignore_index=True)
     tl = tl.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
     counts = tl.groupby("track").size()
     tracks = pd.DataFrame({"track": keys["track"], "pid": keys["process"], "tid": keys["thread"],
@@ -1261,6 +1267,25 @@ def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
                          "start_track": m["track_s"].astype("int32"), "start_us": m["start_us_s"].astype("float64"),
                          "end_track": m["track_d"].astype("int32"), "end_us": m["start_us_d"].astype("float64")},
                         columns=cols)
+
+
+def _framework_flows(path: Path, ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
+    """``async_npu`` arrows, as trace_view.json draws them: from the framework op (PYTORCH_API, MindSpore's
+    API table) to the first device task of each connectionId its CONNECTION_IDS id lists."""
+    ids = query(path, "SELECT id, connectionId FROM CONNECTION_IDS", estimate=False)
+    ev = ev.assign(start_us=start_us.to_numpy())
+    ops = ev[ev["links"].notna()].assign(links=lambda d: _ints(d["links"]).to_numpy())
+    ops = ops.merge(ids.assign(id=_ints(ids["id"]).to_numpy(), conn=_ints(ids["connectionId"]).to_numpy())[
+        ["id", "conn"]], left_on="links", right_on="id", suffixes=("_x", ""))
+    tasks = ev[(ev["process"] == "Ascend Hardware") & ev["conn"].notna()]
+    tasks = tasks.assign(conn=_ints(tasks["conn"]).to_numpy())
+    src = ops.sort_values("start_us").drop_duplicates("conn", keep="last")
+    dst = tasks.sort_values("start_us").drop_duplicates("conn", keep="first")
+    m = src.merge(dst, on="conn", suffixes=("_s", "_d"))
+    name = m["process_s"].map(lambda p: f"{str(p).split()[0].lower().replace('pytorch', 'torch')}_to_npu")
+    return pd.DataFrame({"cat": "async_npu", "id": m["conn"].astype(str), "name": name.astype(str),
+                         "start_track": m["track_s"].astype("int32"), "start_us": m["start_us_s"].astype("float64"),
+                         "end_track": m["track_d"].astype("int32"), "end_us": m["start_us_d"].astype("float64")})
 
 
 __all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace",

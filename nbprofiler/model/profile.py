@@ -203,6 +203,15 @@ class Profile:
         """``flops_summary_*.json`` as written (MFLOPs / GFLOPS / percent), or None."""
         return self.cached("flops_summary", lambda: self._safe("flops_summary"))
 
+    @property
+    def dispatch(self):
+        """Where the device waited for the host: its tasks joined to the host calls that launched them, the
+        idle the host caused per step and the ops responsible (`nbprofiler.analysis.dispatch.Dispatch`:
+        ``.tasks`` is the ``dispatch`` frame, ``.steps``, ``.ops``, ``.sentence()``; ``.why`` says why not
+        where the run has no device tasks joined to launches)."""
+        from ..analysis.dispatch import profile_dispatch
+        return profile_dispatch(self)
+
     def _safe(self, name: str):
         try:
             return build.build(name, self)
@@ -216,9 +225,11 @@ class Profile:
         """Run a SQL query (DuckDB) over this profile's frames, each a table named like its property
         (``timeline``, ``ops``, ``op_types``, ``step_trace``, ...); only the frames the query names are
         built. Extra DataFrames can be passed by name: ``prof.sql("... FROM timeline JOIN mine ...",
-        mine=df)``. No file access from SQL. See `nbprofiler.model.sql`."""
+        mine=df)``. No file access from SQL. See `nbprofiler.model.sql`. The profile's analysis frame
+        ``dispatch`` (`nbprofiler.analysis.dispatch`: device tasks joined to their launches) is a table too."""
         from .sql import run_sql
         frames = {n: (lambda n=n: getattr(self, n)) for n in sorted(FRAME_NAMES)}
+        frames["dispatch"] = lambda: self.dispatch.tasks
         return run_sql(query, frames, tables)
 
     def summary(self) -> dict:
@@ -349,7 +360,7 @@ class Cluster:
         apply: no file access, extra DataFrames by name. The cluster's analysis frames
         (`schema.ANALYSIS_FRAMES`: ``rank_breakdown``, ``parallel_groups``, ``parallel_communication``,
         ``slow_rank_causes``, ``link_speeds``; ``pipeline_bubbles`` with the stages the files give and no
-        schedule) are tables too."""
+        schedule; ``dispatch`` of every rank stacked with its ``rank``) are tables too."""
         from ..analysis.breakdown import rank_breakdown
         from ..analysis.parallel_groups import parallel_communication, parallel_groups
         from ..analysis.pipeline import pipeline_bubbles
@@ -362,6 +373,12 @@ class Cluster:
         frames["pipeline_bubbles"] = lambda: pipeline_bubbles(self)
         frames["slow_rank_causes"] = lambda: slow_rank_causes(self)
         frames["link_speeds"] = lambda: link_speeds(self)
+
+        def dispatch():
+            parts = [p.dispatch.tasks for p in self.profiles.values()]
+            return pd.concat([df.assign(rank=rank)[["rank", *df.columns]] for rank, df in zip(self.ranks, parts)],
+                             ignore_index=True)
+        frames["dispatch"] = dispatch
         return run_sql(query, frames, tables)
 
     def show(self, **kwargs):

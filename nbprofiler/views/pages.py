@@ -52,7 +52,9 @@ class Page:
     the dashboard it drives ("step": the selected step, "select_step": choose a step everywhere, "window":
     a time range to show on the timeline, "event": a clicked timeline event); ``follows`` the dashboard
     state the view follows ("step": `set_step`, "window": `set_window`, "event": `show_operator`; step and
-    window also when it is built). ``fold_title``: its fold's title when shown ``within`` another tab."""
+    window also when it is built). ``fold_title``: its fold's title when shown ``within`` another tab.
+    ``why_empty``: profile -> why it has no data (or ``"module:function"``), for a page whose files can be
+    present without it having data (the report's "left out" note); default: said from its files."""
 
     key: str
     title: str
@@ -66,6 +68,7 @@ class Page:
     follows: tuple[str, ...] = ()
     within: str = ""
     fold_title: str = ""
+    why_empty: Callable | str | None = None
 
     @property
     def files(self) -> list[str]:
@@ -132,6 +135,12 @@ PAGES: tuple[Page, ...] = (
     Page("flops", "FLOPs", ("flops", "flops_summary"), "flops:FlopsView"),
     Page("timeline", "Timeline", ("timeline",), "timeline:TimelineView",
          links=(("event", "event"),), follows=("window",)),
+    Page("dispatch", "Host dispatch", ("timeline", "timeline_flows"), "dispatch:DispatchView",
+         rule="dispatch:has_dispatch",
+         note="it needs device tasks joined to the host calls that launched them: trace_view.json's HostToDevice "
+              "or async_npu flows, or a profiler database's CANN_API/TASK connectionIds",
+         dashboard=False, within="timeline", fold_title="Where the device waited for the host",
+         links=(("window", "window"),), why_empty="dispatch:why_not"),
 )
 
 

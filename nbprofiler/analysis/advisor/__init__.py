@@ -1,6 +1,6 @@
 """The advisor: findings with the evidence that produced them, in the order an engineer should act.
 
-One home for every rule: `RULES` (step trace, operators, MindData; each a `Rule` with its thresholds named
+One home for every rule: `RULES` (step trace, host dispatch, operators, MindData; each a `Rule` with its thresholds named
 once). `advise(**frames)` runs them on a Profile's DataFrames (pure: frames in, `Suggestion`s out);
 `advise_profile(prof)` passes a Profile's frames. The summary, the dashboard's overview, the MindData view
 and the report all show these suggestions, rendered by `nbprofiler.views.suggestions`.
@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 
 from .model import SEVERITIES, Context, Evidence, Rule, Suggestion, format_number, format_us
+from .rules_dispatch import RULES as _DISPATCH
 from .rules_minddata import RULES as _MINDDATA
 from .rules_operators import RULES as _OPERATORS
 from .rules_steps import RULES as _STEPS
 
-RULES: tuple[Rule, ...] = (*_STEPS, *_MINDDATA, *_OPERATORS)
+RULES: tuple[Rule, ...] = (*_STEPS, *_DISPATCH, *_MINDDATA, *_OPERATORS)
 RULES_BY_ID = {r.id: r for r in RULES}
 FRAMES = Context.FRAMES
 
@@ -36,7 +37,8 @@ def run_rules(rules=None, **frames) -> list[Suggestion]:
 def advise(rules=None, **frames) -> list[Suggestion]:
     """The suggestions for a profile given as frames by property name (``step_trace``,
     ``step_trace_average`` (dict), ``step_windows``, ``op_types``, ``minddata_pipeline``, ``minddata_queues``,
-    ``host_queue``, ``device_queue``, ``cpu_utilization``, ``op_cpu_utilization``; absent = None).
+    ``host_queue``, ``device_queue``, ``cpu_utilization``, ``op_cpu_utilization``; ``dispatch``: an
+    `analysis.dispatch.Dispatch`; absent = None).
     ``rules``: the rules to run, in priority order (default `RULES`; e.g. with one rule's thresholds changed:
     ``[r.with_thresholds(empty_pct=10) if r.id == "minddata.host_queue_empty" else r for r in RULES]``)."""
     kept: list[Suggestion] = []
@@ -51,7 +53,7 @@ def advise(rules=None, **frames) -> list[Suggestion]:
 
 
 def profile_frames(prof) -> dict:
-    """The frames `advise` reads, from a Profile."""
+    """The frames `advise` reads, from a Profile (``dispatch``: its `analysis.dispatch.Dispatch`)."""
     return {name: getattr(prof, name) for name in FRAMES}
 
 

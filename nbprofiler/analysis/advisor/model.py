@@ -166,11 +166,13 @@ def _present(frame) -> bool:
 
 
 class Context:
-    """The frames the rules read (a Profile's frames by property name; absent ones are None) and the
+    """The frames the rules read (a Profile's frames by property name, and ``dispatch``: its
+    `analysis.dispatch.Dispatch`; absent ones are None) and the
     derived numbers several rules share, each computed once by its one home in `nbprofiler.analysis`."""
 
     FRAMES = ("step_trace", "step_trace_average", "step_windows", "op_types", "minddata_pipeline",
-              "minddata_queues", "host_queue", "device_queue", "cpu_utilization", "op_cpu_utilization")
+              "minddata_queues", "host_queue", "device_queue", "cpu_utilization", "op_cpu_utilization",
+              "dispatch")
 
     def __init__(self, **frames):
         unknown = set(frames) - set(self.FRAMES)
