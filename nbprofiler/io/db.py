@@ -1205,6 +1205,44 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
     return tl, tracks, flows
 
 
+def call_stacks(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None:
+    """The Python stacks torch_npu recorded (``with_stack``) for its PYTORCH_API calls, one row per event with
+    a stack: ``process``/``thread`` as `timeline` labels the call's track, ``name``, ``start_us`` (as
+    `timeline` places the call), ``stack`` (the call's callchainId) and ``text``, the stack's frames
+    (PYTORCH_CALLCHAINS rows, texts in STRING_IDS) as a tuple, innermost (stackDepth 0) first. None when
+    the database has no stacks."""
+    path = main_db(run)
+    if path is None:
+        return None
+    have = tables(path)
+    api, chains = have.get("PYTORCH_API", set()), have.get("PYTORCH_CALLCHAINS", set())
+    if not {"startNs", "endNs", "globalTid", "name", "callchainId"} <= api or not {"id", "stack", "stackDepth"} <= chains:
+        return None
+    sql_api = f"""SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
+                  {_t('a.endNs')} AS e, a.name AS name, a.callchainId AS stack
+                  FROM PYTORCH_API a WHERE a.callchainId IS NOT NULL"""
+    sql_chain = "SELECT id, stack AS frame, stackDepth AS depth FROM PYTORCH_CALLCHAINS ORDER BY id, stackDepth"
+    weigh(path, [(sql_api, (), "PYTORCH_API"), (sql_chain, (), "PYTORCH_CALLCHAINS")], "the call stacks")
+    origin = _origin(run, origin_us)
+    ev = query(path, sql_api, table="PYTORCH_API", estimate=False)
+    ev = clean_times(path, ev, "PYTORCH_API", "s", "e", what=("startNs", "endNs"))
+    if ev.empty:
+        return None
+    chain = query(path, sql_chain, table="PYTORCH_CALLCHAINS", estimate=False)
+    decode_strings(path, chain, ["frame"], "PYTORCH_CALLCHAINS")
+    texts = {int(k): tuple("" if f is None or f != f else f for f in g["frame"])
+             for k, g in chain.groupby("id", sort=False)}
+    stack = _ints(ev["stack"])
+    ev, stack = ev[stack.notna().to_numpy()].reset_index(drop=True), stack.dropna().reset_index(drop=True)
+    decode_strings(path, ev, ["name"], "PYTORCH_API")
+    return pd.DataFrame({"process": f"{FRAMEWORK_NAMES['PYTORCH']} API",
+                         "thread": _labels("Thread ", ev["thread"]).to_numpy(),
+                         "name": ev["name"].fillna("").astype(str).to_numpy(),
+                         "start_us": _rel_us(ev["s"], origin).to_numpy(),
+                         "stack": stack.to_numpy(),
+                         "text": [texts.get(int(k)) for k in stack]})
+
+
 def _categorical(codes: np.ndarray, uniques) -> pd.Categorical:
     """The categorical ``pd.Categorical(values.astype(str))`` gives, from ``values`` factorized (``codes``,
     ``uniques``; code -1 is missing): only the distinct values are made texts."""
@@ -1256,4 +1294,4 @@ def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
 __all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace",
            "kernels", "kernel_type_totals", "op_type_totals", "analysis_communication", "analysis_links",
            "analysis_matrix", "cluster_step_trace", "cluster_ranks", "cluster_groups", "memory", "operator_memory",
-           "npu_module_mem", "communication", "timeline"]
+           "npu_module_mem", "communication", "timeline", "call_stacks"]
