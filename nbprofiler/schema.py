@@ -408,8 +408,8 @@ FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
         col("track", "int32", "", "the event's track (index into `timeline_tracks`)"),
         col("name", "str", "", "the event (framework op or API call) the stack belongs to"),
         col("start_us", "float64", "us", "the event's start, as `timeline` has it"),
-        col("stack", "int64", "", "the stack's id, shared by the events recorded with the same stack (the "
-                                  ".db's callchainId; trace_view.json: the distinct stack texts numbered)"),
+        col("stack", "int64", "", "the stack's id, shared by the events called from the same place: the "
+                                  "distinct stacks numbered in the order of their first event"),
         col("depth", "int64", "", "the frame's place in the stack, 0 = innermost (where the op was called)"),
         col("file", "str", "", "the source file as the profiler wrote it (a path on the profiled machine)"),
         col("line", "Int64", "", "the line in that file"),

@@ -253,7 +253,7 @@ def test_the_timeline_is_refused_for_all_its_tables_before_any_is_read(run, monk
             for t in ("TASK", "COMMUNICATION_OP", "CANN_API", "PYTORCH_API")}
     con.close()
     assert all(t in have for t in rows) and min(rows.values()) > 0
-    cols = {"TASK": 8, "COMMUNICATION_OP": 6, "CANN_API": 7, "PYTORCH_API": 7}  # the columns it reads of each
+    cols = {"TASK": 8, "COMMUNICATION_OP": 6, "CANN_API": 7, "PYTORCH_API": 8}  # the columns it reads of each
     need = sum(rows[t] * cols[t] for t in rows) * db.CELL_BYTES
     largest = max(rows[t] * cols[t] for t in rows) * db.CELL_BYTES
     assert largest < need * 0.75

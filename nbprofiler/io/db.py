@@ -1129,9 +1129,12 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
             continue
         name = "name" if "name" in cols else "message"
         kind = "a.type" if "type" in cols and "ENUM_API_TYPE" in have else "NULL"
+        # torch_npu's task queue: an Enqueue and its Dequeue name one CONNECTION_IDS id set
+        queued = "a.connectionId" if "connectionId" in cols and "CONNECTION_IDS" in have else "NULL"
         plan.append((table, table, f"""
             SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
-                   {_t('a.endNs')} AS e, a."{name}" AS name, NULL AS op_type, {kind} AS cat FROM "{table}" a"""))
+                   {_t('a.endNs')} AS e, a."{name}" AS name, NULL AS op_type, {kind} AS cat,
+                   {queued} AS queue_ids FROM "{table}" a"""))
     weigh(path, [(sql, (), table) for _, table, sql in plan], "the timeline")
     origin = _origin(run, origin_us)
     parts = []
@@ -1195,6 +1198,9 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
                        "dur_us": (pd.to_numeric(ev["e"]) - pd.to_numeric(ev["s"])).astype("float64") / NS_PER_US,
                        "args": pd.Series(np.full(n, None, dtype=object))})
     flows = _launch_flows(ev, tl["start_us"])
+    if "queue_ids" in ev and ev["queue_ids"].notna().any():
+        queue = _framework_flows(path, ev, tl["start_us"])
+        flows = pd.concat([flows, queue], ignore_index=True) if len(flows) else queue
     tl = tl.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
     counts = tl.groupby("track").size()
     tracks = pd.DataFrame({"track": keys["track"], "pid": keys["process"], "tid": keys["thread"],
@@ -1208,7 +1214,7 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
 def call_stacks(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None:
     """The Python stacks torch_npu recorded (``with_stack``) for its PYTORCH_API calls, one row per event with
     a stack: ``process``/``thread`` as `timeline` labels the call's track, ``name``, ``start_us`` (as
-    `timeline` places the call), ``stack`` (the call's callchainId) and ``text``, the stack's frames
+    `timeline` places the call), ``stack`` (the call's callchainId) and ``text``, the stack's frame texts
     (PYTORCH_CALLCHAINS rows, texts in STRING_IDS) as a tuple, innermost (stackDepth 0) first. None when
     the database has no stacks."""
     path = main_db(run)
@@ -1268,6 +1274,30 @@ def _labels(prefix: str, keys: pd.Series) -> pd.Series:
             v = int(v)
         return prefix + str(v)
     return _per_distinct(keys, lambda u: u.map({v: text(v) for v in u}).astype(object))
+
+
+def _framework_flows(path: Path, ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
+    """The arrows between framework calls that trace_view.json draws: from an ``Enqueue`` to the
+    ``Dequeue@...`` that took its work off torch_npu's task queue on another thread (``async_task_queue``),
+    and from a forward op to its backward op (``fwdbwd``): the calls whose CONNECTION_IDS sets share a
+    connection id, from the earliest to each later one on another thread."""
+    cols = ["cat", "id", "name", "start_track", "start_us", "end_track", "end_us"]
+    links = query(path, "SELECT id, connectionId AS conn FROM CONNECTION_IDS", table="CONNECTION_IDS",
+                  estimate=False)
+    calls = pd.DataFrame({"queue_ids": _ints(ev["queue_ids"]).to_numpy(), "track": ev["track"].to_numpy(),
+                          "start_us": start_us.to_numpy(), "name": ev["name"].to_numpy()}).dropna(subset=["queue_ids"])
+    links = links.assign(id=_ints(links["id"]).to_numpy(), conn=_ints(links["conn"]).to_numpy()).dropna()
+    m = calls.merge(links, left_on="queue_ids", right_on="id").sort_values(["conn", "start_us"], kind="stable")
+    first = m.drop_duplicates("conn", keep="first")
+    rest = m[~m.index.isin(first.index)].merge(first[["conn", "track", "start_us", "name"]], on="conn",
+                                                suffixes=("", "_s"))
+    rest = rest[rest["track"] != rest["track_s"]]
+    cat = np.where(rest["name_s"].astype(str).to_numpy() == "Enqueue", "async_task_queue", "fwdbwd")
+    return pd.DataFrame({"cat": cat, "id": rest["conn"].astype("int64").astype(str),
+                         "name": rest["name_s"].fillna("").astype(str),
+                         "start_track": rest["track_s"].astype("int32"), "start_us": rest["start_us_s"].astype("float64"),
+                         "end_track": rest["track"].astype("int32"), "end_us": rest["start_us"].astype("float64")},
+                        columns=cols).drop_duplicates(cols[3:]).reset_index(drop=True)
 
 
 def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:

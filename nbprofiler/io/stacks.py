@@ -54,9 +54,12 @@ def empty() -> pd.DataFrame:
 
 
 def frames(events: pd.DataFrame, path, field: str = STACK_KEY) -> pd.DataFrame:
-    """The ``call_stacks`` rows of ``events`` (columns ``track``, ``name``, ``start_us``, ``stack`` (an id
-    shared by the events of one stack) and ``text``, the stack as written). A stack that does not parse
-    is dropped with a `ProfilerDataWarning` naming ``path`` and the event; the others load."""
+    """The ``call_stacks`` rows of ``events`` (columns ``track``, ``name``, ``start_us`` and ``text``, the
+    stack as written): ``stack`` numbers the distinct stacks in the order of the events (by track, then
+    start). A stack that does not parse is dropped with a `ProfilerDataWarning` naming ``path`` and the
+    event; the others load."""
+    events = events.sort_values(["track", "start_us"], kind="stable")
+    events = events.assign(stack=pd.factorize(pd.Series(events["text"].to_numpy(), dtype=object))[0])
     parsed: dict[str, list | None] = {}
     bad = []
     rows = {c: [] for c in COLUMNS}
@@ -103,7 +106,6 @@ def from_timeline(timeline: pd.DataFrame | None) -> pd.DataFrame | None:
             texts.append(None)
     ev = pd.DataFrame({"track": ev["track"].to_numpy(), "name": ev["name"].astype(str).to_numpy(),
                        "start_us": ev["start_us"].to_numpy(), "text": texts})
-    ev["stack"] = pd.factorize(ev["text"])[0].astype("int64")
     return frames(ev, timeline.attrs.get("path"))
 
 
@@ -114,7 +116,7 @@ def attach_tracks(stacks: pd.DataFrame, tracks: pd.DataFrame | None, path: Path)
         return empty()
     keys = tracks[["process", "thread", "track"]]
     m = stacks.merge(keys, on=["process", "thread"], how="inner")
-    m = m.drop(columns=["process", "thread"])
+    m = m.drop(columns=["process", "thread", "stack"], errors="ignore")
     return frames(m, path, "PYTORCH_CALLCHAINS")
 
 
