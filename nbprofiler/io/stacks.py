@@ -88,9 +88,9 @@ def frames(events: pd.DataFrame, path, field: str = STACK_KEY) -> pd.DataFrame:
     return out.sort_values(["track", "start_us", "depth"], kind="stable").reset_index(drop=True)
 
 
-def from_timeline(timeline: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The ``call_stacks`` of a trace's timeline: its events whose args hold ``"Call stack"``; a stack's id
-    numbers the distinct stack texts in the order they first appear. None when no event has one."""
+def from_timeline(timeline: pd.DataFrame | None, path=None) -> pd.DataFrame | None:
+    """The ``call_stacks`` of a trace's timeline: its events whose args hold ``"Call stack"`` (``path``: the
+    trace file, for the warnings; default the timeline's ``attrs['path']``). None when no event has one."""
     if timeline is None or timeline.empty or "args" not in timeline:
         return None
     args = timeline["args"]
@@ -106,7 +106,7 @@ def from_timeline(timeline: pd.DataFrame | None) -> pd.DataFrame | None:
             texts.append(None)
     ev = pd.DataFrame({"track": ev["track"].to_numpy(), "name": ev["name"].astype(str).to_numpy(),
                        "start_us": ev["start_us"].to_numpy(), "text": texts})
-    return frames(ev, timeline.attrs.get("path"))
+    return frames(ev, path or timeline.attrs.get("path"))
 
 
 def attach_tracks(stacks: pd.DataFrame, tracks: pd.DataFrame | None, path: Path) -> pd.DataFrame:

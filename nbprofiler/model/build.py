@@ -256,8 +256,9 @@ def _db_trace(i: int) -> Callable[["Profile"], object]:
 
 def _stacks_trace(prof: "Profile") -> pd.DataFrame | None:
     """The stacks the trace's events carry in their args (the timeline keeps them as JSON text)."""
-    from ..io import stacks
-    return stacks.from_timeline(prof.timeline)
+    from ..io import stacks, trace
+    found = trace.trace_sources(prof.run)
+    return stacks.from_timeline(prof.timeline, found[1][0] if found and len(found[1]) == 1 else None)
 
 
 def _stacks_db(prof: "Profile") -> pd.DataFrame | None:
