@@ -112,29 +112,51 @@ def test_the_first_user_frame_of_an_op(text_prof, trace_events):
     assert got.most_common(1)[0][0] == ("/home/z30057886/imagenet_script/main.py", 354, "train")
 
 
-def test_a_kernel_gets_the_stack_of_the_op_that_launched_it(text_prof, trace_events):
-    """A device kernel carries no stack: the async_npu arrow into each of its calls leads back to the
-    framework op on the host thread; the innermost stacked cpu_op around the arrow's tail is its source."""
+def _launch_sources(trace_events) -> list[tuple[float, str, tuple]]:
+    """(ts, launching op, its first user frame) of each call of `KERNEL`, this test's own walk: the
+    async_npu arrow into the call leads back to the host thread; the innermost stacked cpu_op around the
+    arrow's tail launched it."""
     kernels = [e for e in trace_events if e.get("name") == KERNEL and e.get("ph") == "X"]
     ends = {(e["pid"], e["tid"], e["ts"]): e["id"] for e in trace_events if e.get("ph") == "f"
             and e.get("cat") == "async_npu"}
     starts = {e["id"]: e for e in trace_events if e.get("ph") == "s" and e.get("cat") == "async_npu"}
     stacked = [e for e in trace_events if "Call stack" in (e.get("args") or {})]
-    want = collections.Counter()
+    out = []
     for k in kernels:
         tail = starts[ends[(k["pid"], k["tid"], k["ts"])]]
         t = float(tail["ts"])
         around = [e for e in stacked if (e["pid"], e["tid"]) == (tail["pid"], tail["tid"])
                   and float(e["ts"]) <= t <= float(e["ts"]) + float(e["dur"])]
         inner = max(around, key=lambda e: (float(e["ts"]), -float(e["dur"])))
-        want[(inner["name"], _user(_frames(inner["args"]["Call stack"].split(";\r\n"))))] += 1
+        out.append((float(k["ts"]), inner["name"], _user(_frames(inner["args"]["Call stack"].split(";\r\n")))))
+    return out
+
+
+def test_a_kernel_gets_the_stack_of_the_op_that_launched_it(text_prof, trace_events):
+    """A device kernel carries no stack: its source is the stack of the framework op that launched it."""
+    want = collections.Counter((name, user) for _, name, user in _launch_sources(trace_events))
     found = op_source(text_prof, KERNEL)
-    assert found.via == "launch" and len(kernels) == 3
+    assert found.via == "launch" and sum(want.values()) == 3
     got = collections.Counter()
     for s in found.stacks:
         u = s.user_frame
         got[(s.event, (u["file"], u["line"], u["function"]))] += s.calls
     assert got == want
+
+
+def test_tapping_a_kernel_in_the_timeline_shows_its_launch_stack(text_prof, trace_events):
+    from nbprofiler.views.timeline import TimelineView
+    view = TimelineView(text_prof)
+    d = view.source.data
+    bar = next(i for i in range(len(d["name_code"])) if d["count"][i] == 1
+               and view.dictionary.name(int(d["name_code"][i])) == KERNEL)
+    view.source.selected.indices = [bar]
+    ts = view.event["start_us"] + text_prof.origin_us
+    # the call at that start (1 us apart: absolute us near 1.7e15 are 0.25 us apart as floats)
+    ((name, user),) = [(n, u) for t, n, u in _launch_sources(trace_events) if abs(t - ts) < 1]
+    page = view.source_panel.value
+    assert f"Source of {KERNEL}" in page and f"from {name}:" in page
+    assert f"your code: {user[0]}, line {user[1]} in {user[2]}" in page
 
 
 def test_ops_without_stacks_say_why(text_prof):

@@ -105,13 +105,11 @@ def _enclosing(events: pd.DataFrame, track: int, t: float) -> pd.DataFrame:
     return on[(s <= t + 1e-6) & (e >= t - 1e-6)]
 
 
-def _launching_stacks(op_name: str, stacked: pd.DataFrame, timeline: pd.DataFrame, flows: pd.DataFrame,
+def _launching_stacks(calls: pd.DataFrame, stacked: pd.DataFrame, timeline: pd.DataFrame, flows: pd.DataFrame,
                       tracks: pd.DataFrame | None) -> list[tuple[int, str]]:
-    """(stack id, event name) of the launching event of each of the op's calls (its first `MAX_CALLS`
-    events), reached back through the flows. An arrow's tail is matched against the stacked events of every
-    track of its thread (the writers file one host thread's framework and CANN calls under several
-    processes)."""
-    calls = timeline[timeline["name"].astype(str).to_numpy() == op_name].head(MAX_CALLS)
+    """(stack id, event name) of the launching event of each of ``calls`` (timeline rows), reached back
+    through the flows. An arrow's tail is matched against the stacked events of every track of its thread
+    (the writers file one host thread's framework and CANN calls under several processes)."""
     tl = timeline[["track", "start_us", "dur_us"]]
     tl = tl.assign(end_us=tl["start_us"] + tl["dur_us"])
     siblings: dict[int, list[int]] = {}
@@ -147,33 +145,32 @@ def _launching_stacks(op_name: str, stacked: pd.DataFrame, timeline: pd.DataFram
     return out
 
 
-def op_source(prof, op_name: str) -> OpSource:
-    """The Python stacks ``op_name`` was called with (`OpSource`), from the profile's ``call_stacks``,
-    ``timeline`` and ``timeline_flows``; with the first user frame of each and the file on this machine."""
-    cs = prof.call_stacks
-    if cs is None or cs.empty:
-        return OpSource(op_name, [], None, "the profile holds no Python call stacks (recorded with torch_npu's "
-                                           "with_stack=True; MindSpore's CPU profiler writes none)")
-    timeline = prof.timeline
-    stacked = _stacked_events(cs, timeline)
-    own = stacked[stacked["name"].astype(str).to_numpy() == op_name]
+NO_STACKS = ("the profile holds no Python call stacks (recorded with torch_npu's with_stack=True; MindSpore's "
+             "CPU profiler writes none)")
+
+
+def _found(prof, calls: pd.DataFrame, own: pd.DataFrame, stacked: pd.DataFrame) -> tuple[list, str]:
+    """(stack id, event name) per call and how they were found: the stacked events ``own`` where there are,
+    else the launching ops of ``calls``."""
     if len(own):
-        found, via = [(int(k), op_name) for k in own["stack"]], "own"
-    else:
-        flows = prof.timeline_flows
-        if flows is None or flows.empty or timeline is None or timeline.empty:
-            found = []
-        else:
-            found = _launching_stacks(op_name, stacked, timeline, flows, prof.timeline_tracks)
-        via = "launch"
-    ids = [k for k, _ in found]
-    if not ids:
+        return [(int(k), str(n)) for k, n in zip(own["stack"], own["name"])], "own"
+    flows, timeline = prof.timeline_flows, prof.timeline
+    if flows is None or flows.empty or calls.empty:
+        return [], "launch"
+    return _launching_stacks(calls, stacked, timeline, flows, prof.timeline_tracks), "launch"
+
+
+def _answer(op_name: str, found: list, via: str, cs: pd.DataFrame) -> OpSource:
+    """The `OpSource` of the (stack id, event) pairs ``found``: one `SourceStack` per distinct stack, the most
+    frequent first, with its frames, the user frame and the files on this machine."""
+    if not found:
         return OpSource(op_name, [], None, f"no call stack for {op_name!r}: neither its events nor the framework "
                                            "ops the timeline's arrows lead back to carry one")
+    ids = [k for k, _ in found]
     counts = pd.Series(ids).value_counts(sort=False)
     order = sorted(counts.index, key=lambda k: (-counts[k], ids.index(k)))
-    stacks = []
     first_event = dict(reversed(found))   # stack -> the first event found with it
+    stacks = []
     for k in order:
         fr = cs[cs["stack"].to_numpy() == k]
         fr = fr[(fr["track"] == fr["track"].iloc[0]) & (fr["start_us"] == fr["start_us"].iloc[0])]
@@ -181,9 +178,38 @@ def op_source(prof, op_name: str) -> OpSource:
         fr["user"] = np.array([is_user_file(str(f)) for f in fr["file"]], dtype=bool)
         fr["local"] = pd.Series([local_file(str(f)) for f in fr["file"]], dtype=object)
         user = fr.loc[fr["user"], "depth"]
-        stacks.append(SourceStack(int(k), int(counts[k]), first_event.get(k, op_name), fr,
+        stacks.append(SourceStack(int(k), int(counts[k]), first_event[k], fr,
                                   int(user.iloc[0]) if len(user) else None))
     return OpSource(op_name, stacks, via)
 
 
-__all__ = ["op_source", "OpSource", "SourceStack", "is_user_file", "local_file", "FRAMEWORK_PACKAGES"]
+def op_source(prof, op_name: str) -> OpSource:
+    """The Python stacks ``op_name`` was called with (`OpSource`), from the profile's ``call_stacks``,
+    ``timeline`` and ``timeline_flows``: its events' own stacks, else (a kernel) those of the ops that
+    launched its first `MAX_CALLS` calls; with the first user frame of each and the file on this machine."""
+    cs = prof.call_stacks
+    if cs is None or cs.empty:
+        return OpSource(op_name, [], None, NO_STACKS)
+    timeline = prof.timeline
+    stacked = _stacked_events(cs, timeline)
+    own = stacked[stacked["name"].astype(str).to_numpy() == op_name]
+    calls = timeline[timeline["name"].astype(str).to_numpy() == op_name].head(MAX_CALLS) if not len(own) else \
+        timeline.iloc[:0]
+    return _answer(op_name, *_found(prof, calls, own, stacked), cs)
+
+
+def event_source(prof, track: int, start_us: float, name: str) -> OpSource:
+    """The Python stack of one timeline event (``track``, ``start_us``, ``name``: a tapped bar): its own,
+    else the one of the op that launched it (as `op_source` finds it, for this call alone)."""
+    cs = prof.call_stacks
+    if cs is None or cs.empty:
+        return OpSource(name, [], None, NO_STACKS)
+    timeline = prof.timeline
+    stacked = _stacked_events(cs, timeline)
+    at = lambda df: df[(df["track"].to_numpy() == track) & (df["start_us"].to_numpy() == start_us)  # noqa: E731
+                       & (df["name"].astype(str).to_numpy() == name)]
+    own = at(stacked)
+    return _answer(name, *_found(prof, at(timeline).head(1) if not len(own) else timeline.iloc[:0], own, stacked), cs)
+
+
+__all__ = ["op_source", "event_source", "OpSource", "SourceStack", "is_user_file", "local_file", "FRAMEWORK_PACKAGES"]

@@ -1222,7 +1222,8 @@ def call_stacks(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame |
         return None
     have = tables(path)
     api, chains = have.get("PYTORCH_API", set()), have.get("PYTORCH_CALLCHAINS", set())
-    if not {"startNs", "endNs", "globalTid", "name", "callchainId"} <= api or not {"id", "stack", "stackDepth"} <= chains:
+    if not ({"startNs", "endNs", "globalTid", "name", "callchainId"} <= api
+            and {"id", "stack", "stackDepth"} <= chains):
         return None
     sql_api = f"""SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
                   {_t('a.endNs')} AS e, a.name AS name, a.callchainId AS stack
@@ -1295,7 +1296,8 @@ def _framework_flows(path: Path, ev: pd.DataFrame, start_us: pd.Series) -> pd.Da
     cat = np.where(rest["name_s"].astype(str).to_numpy() == "Enqueue", "async_task_queue", "fwdbwd")
     return pd.DataFrame({"cat": cat, "id": rest["conn"].astype("int64").astype(str),
                          "name": rest["name_s"].fillna("").astype(str),
-                         "start_track": rest["track_s"].astype("int32"), "start_us": rest["start_us_s"].astype("float64"),
+                         "start_track": rest["track_s"].astype("int32"),
+                         "start_us": rest["start_us_s"].astype("float64"),
                          "end_track": rest["track"].astype("int32"), "end_us": rest["start_us"].astype("float64")},
                         columns=cols).drop_duplicates(cols[3:]).reset_index(drop=True)
 
