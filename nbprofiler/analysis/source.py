@@ -90,74 +90,122 @@ class OpSource:
         return next((s.user_frame for s in self.stacks if s.user_depth is not None), None)
 
 
-def _stacked_events(call_stacks: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
-    """One row per event with a stack: track, name, start_us, end_us, stack."""
-    ev = call_stacks.drop_duplicates(["track", "start_us", "name"])[["track", "name", "start_us", "stack"]]
-    durs = timeline[["track", "start_us", "dur_us"]].assign(name=timeline["name"].astype(str))
-    ev = ev.merge(durs.drop_duplicates(["track", "start_us", "name"]), on=["track", "start_us", "name"], how="left")
-    ev["end_us"] = ev["start_us"] + ev["dur_us"].fillna(0.0)
-    return ev.drop(columns="dur_us")
+class _Spans:
+    """Intervals (``track``, ``start``, ``end``) sorted by track then start, for "which enclose time t on
+    track k" in two binary searches (the scan is bounded by the track's longest interval)."""
+
+    def __init__(self, track, start, end, payload: pd.DataFrame | None = None):
+        order = np.lexsort((start, track))
+        self.track = np.asarray(track, dtype="int64")[order]
+        self.start = np.asarray(start, dtype="float64")[order]
+        self.end = np.asarray(end, dtype="float64")[order]
+        self.payload = None if payload is None else payload.iloc[order].reset_index(drop=True)
+        keys, first = np.unique(self.track, return_index=True)
+        bounds = np.append(first, len(self.track))
+        self.bounds = {int(k): (int(a), int(b)) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
+        self.longest = {k: float(np.max(self.end[a:b] - self.start[a:b])) if b > a else 0.0
+                        for k, (a, b) in self.bounds.items()}
+
+    def enclosing(self, track: int, t: float) -> np.ndarray:
+        """Row positions of the intervals on ``track`` that hold ``t``."""
+        if track not in self.bounds:
+            return np.empty(0, dtype="int64")
+        a, b = self.bounds[track]
+        lo = a + int(np.searchsorted(self.start[a:b], t - self.longest[track] - _EPS, "left"))
+        hi = a + int(np.searchsorted(self.start[a:b], t + _EPS, "right"))
+        rows = np.arange(lo, hi)
+        return rows[self.end[lo:hi] >= t - _EPS]
+
+    def within(self, track: int, lo: float, hi: float) -> np.ndarray:
+        """Row positions of the intervals on ``track`` that start in [lo, hi]."""
+        if track not in self.bounds:
+            return np.empty(0, dtype="int64")
+        a, b = self.bounds[track]
+        return np.arange(a + int(np.searchsorted(self.start[a:b], lo - _EPS, "left")),
+                         a + int(np.searchsorted(self.start[a:b], hi + _EPS, "right")))
 
 
-def _enclosing(events: pd.DataFrame, track: int, t: float) -> pd.DataFrame:
-    on = events[events["track"].to_numpy() == track]
-    s, e = on["start_us"].to_numpy(), on["end_us"].to_numpy()
-    return on[(s <= t + 1e-6) & (e >= t - 1e-6)]
+_EPS = 1e-6   # us: the times are exact to the ns, compared as floats
 
 
-def _launching_stacks(calls: pd.DataFrame, stacked: pd.DataFrame, timeline: pd.DataFrame, flows: pd.DataFrame,
-                      tracks: pd.DataFrame | None) -> list[tuple[int, str]]:
-    """(stack id, event name) of the launching event of each of ``calls`` (timeline rows), reached back
-    through the flows. An arrow's tail is matched against the stacked events of every track of its thread
-    (the writers file one host thread's framework and CANN calls under several processes)."""
-    tl = timeline[["track", "start_us", "dur_us"]]
-    tl = tl.assign(end_us=tl["start_us"] + tl["dur_us"])
-    siblings: dict[int, list[int]] = {}
-    if tracks is not None and not tracks.empty:
-        for _, g in tracks.groupby("tid", sort=False):
-            for t in g["track"]:
-                siblings[int(t)] = [int(x) for x in g["track"]]
-    out = []
-    for call in calls.itertuples(index=False):
-        points = [(int(call.track), float(call.start_us), float(call.start_us + call.dur_us))]
-        found = None
+class _Walk:
+    """What `op_source` reads of a profile, indexed once per profile: the stacked events, the timeline's
+    events and arrows (by the track of their head), and the tracks of each host thread."""
+
+    def __init__(self, prof):
+        cs, timeline = prof.call_stacks, prof.timeline
+        self.call_stacks = cs
+        self.timeline = timeline
+        ev = cs.drop_duplicates(["track", "start_us", "name"])[["track", "name", "start_us", "stack"]]
+        on = timeline[timeline["track"].isin(ev["track"].unique())]
+        durs = pd.DataFrame({"track": on["track"].to_numpy(), "start_us": on["start_us"].to_numpy(),
+                             "dur_us": on["dur_us"].to_numpy(), "name": on["name"].astype(str).to_numpy()})
+        ev = ev.merge(durs.drop_duplicates(["track", "start_us", "name"]), on=["track", "start_us", "name"],
+                      how="left").reset_index(drop=True)
+        self.stacked = _Spans(ev["track"], ev["start_us"], ev["start_us"] + ev["dur_us"].fillna(0.0),
+                              ev[["name", "stack"]])
+        self.events = _Spans(timeline["track"], timeline["start_us"], timeline["start_us"] + timeline["dur_us"])
+        flows = prof.timeline_flows
+        if flows is None or flows.empty:
+            flows = pd.DataFrame({c: pd.Series(dtype="float64") for c in
+                                  ("start_track", "start_us", "end_track", "end_us")})
+        flows = flows.dropna(subset=["start_track", "end_track"])
+        self.arrows = _Spans(flows["end_track"], flows["end_us"], flows["end_us"],
+                             flows[["start_track", "start_us"]])
+        self.siblings: dict[int, list[int]] = {}
+        tracks = prof.timeline_tracks
+        if tracks is not None and not tracks.empty:
+            for _, g in tracks.groupby("tid", sort=False):
+                for t in g["track"]:
+                    self.siblings[int(t)] = [int(x) for x in g["track"]]
+
+    def own(self, names=None, track: int | None = None, start_us: float | None = None) -> list[tuple[int, str]]:
+        """(stack id, name) of the stacked events named ``names`` (or the one at ``track``/``start_us``)."""
+        p = self.stacked.payload
+        mask = np.ones(len(p), dtype=bool)
+        if names is not None:
+            mask &= p["name"].astype(str).isin(names).to_numpy()
+        if track is not None:
+            mask &= (self.stacked.track == track) & (self.stacked.start == start_us)
+        return [(int(k), str(n)) for k, n in zip(p["stack"][mask], p["name"][mask])]
+
+    def launched(self, track: int, start_us: float, dur_us: float) -> tuple[int, str] | None:
+        """(stack id, name) of the innermost stacked event found back along the arrows from the event at
+        ``track``/``start_us``: on its host thread's tracks, the stacked events holding the point; else the
+        arrows whose heads fall in the events around the point, followed to their tails (`MAX_HOPS`)."""
+        points = [(track, start_us, start_us + dur_us)]
         for _ in range(MAX_HOPS + 1):
             nxt = []
             for track, lo, hi in points:
-                same = siblings.get(track, [track])
-                own = pd.concat([_enclosing(stacked, t, lo) for t in same])
-                if len(own):
-                    inner = own.sort_values(["start_us", "end_us"], ascending=[True, False]).iloc[-1]  # innermost
-                    found = (int(inner["stack"]), str(inner["name"]))
-                    break
-                # the calls around the point on its thread, and the arrows that lead into them
-                outer = pd.concat([_enclosing(tl, t, lo) for t in same])
-                if len(outer):
-                    lo, hi = min(lo, outer["start_us"].min()), max(hi, outer["end_us"].max())
-                arrows = flows[np.isin(flows["end_track"].to_numpy(), same) & (flows["end_us"].to_numpy() >= lo - 1e-6)
-                               & (flows["end_us"].to_numpy() <= hi + 1e-6)]
-                nxt += [(int(a.start_track), float(a.start_us), float(a.start_us)) for a in arrows.itertuples()]
-            if found is not None or not nxt:
-                break
+                same = self.siblings.get(track, [track])
+                found = [(t, r) for t in same for r in self.stacked.enclosing(t, lo)]
+                if found:
+                    # the innermost: the latest start, the shortest of those
+                    r = max((r for _, r in found), key=lambda r: (self.stacked.start[r], -self.stacked.end[r]))
+                    row = self.stacked.payload.iloc[r]
+                    return int(row["stack"]), str(row["name"])
+                for t in same:   # the calls around the point on its thread, and the arrows into them
+                    around = self.events.enclosing(t, lo)
+                    if len(around):
+                        lo = min(lo, float(self.events.start[around].min()))
+                        hi = max(hi, float(self.events.end[around].max()))
+                for t in same:
+                    for r in self.arrows.within(t, lo, hi):
+                        a = self.arrows.payload.iloc[r]
+                        nxt.append((int(a["start_track"]), float(a["start_us"]), float(a["start_us"])))
+            if not nxt:
+                return None
             points = list(dict.fromkeys(nxt))
-        if found is not None:
-            out.append(found)
-    return out
+        return None
+
+
+def _walk(prof) -> _Walk:
+    cached = getattr(prof, "cached", None)
+    return cached("analysis.source.walk", lambda: _Walk(prof)) if cached else _Walk(prof)
 
 
 NO_STACKS = ("the profile holds no Python call stacks (recorded with torch_npu's with_stack=True; MindSpore's "
              "CPU profiler writes none)")
-
-
-def _found(prof, calls: pd.DataFrame, own: pd.DataFrame, stacked: pd.DataFrame) -> tuple[list, str]:
-    """(stack id, event name) per call and how they were found: the stacked events ``own`` where there are,
-    else the launching ops of ``calls``."""
-    if len(own):
-        return [(int(k), str(n)) for k, n in zip(own["stack"], own["name"])], "own"
-    flows, timeline = prof.timeline_flows, prof.timeline
-    if flows is None or flows.empty or calls.empty:
-        return [], "launch"
-    return _launching_stacks(calls, stacked, timeline, flows, prof.timeline_tracks), "launch"
 
 
 def _answer(op_name: str, found: list, via: str, cs: pd.DataFrame) -> OpSource:
@@ -190,12 +238,15 @@ def op_source(prof, op_name: str) -> OpSource:
     cs = prof.call_stacks
     if cs is None or cs.empty:
         return OpSource(op_name, [], None, NO_STACKS)
-    timeline = prof.timeline
-    stacked = _stacked_events(cs, timeline)
-    own = stacked[stacked["name"].astype(str).to_numpy() == op_name]
-    calls = timeline[timeline["name"].astype(str).to_numpy() == op_name].head(MAX_CALLS) if not len(own) else \
-        timeline.iloc[:0]
-    return _answer(op_name, *_found(prof, calls, own, stacked), cs)
+    walk = _walk(prof)
+    found = walk.own(names=[op_name])
+    if found:
+        return _answer(op_name, found, "own", cs)
+    tl = walk.timeline
+    calls = tl[(tl["name"] == op_name).to_numpy()].head(MAX_CALLS)
+    found = [f for f in (walk.launched(int(c.track), float(c.start_us), float(c.dur_us))
+                         for c in calls.itertuples(index=False)) if f is not None]
+    return _answer(op_name, found, "launch", cs)
 
 
 def event_source(prof, track: int, start_us: float, name: str) -> OpSource:
@@ -204,12 +255,14 @@ def event_source(prof, track: int, start_us: float, name: str) -> OpSource:
     cs = prof.call_stacks
     if cs is None or cs.empty:
         return OpSource(name, [], None, NO_STACKS)
-    timeline = prof.timeline
-    stacked = _stacked_events(cs, timeline)
-    at = lambda df: df[(df["track"].to_numpy() == track) & (df["start_us"].to_numpy() == start_us)  # noqa: E731
-                       & (df["name"].astype(str).to_numpy() == name)]
-    own = at(stacked)
-    return _answer(name, *_found(prof, at(timeline).head(1) if not len(own) else timeline.iloc[:0], own, stacked), cs)
+    walk = _walk(prof)
+    found = walk.own(names=[name], track=int(track), start_us=float(start_us))
+    if found:
+        return _answer(name, found[:1], "own", cs)
+    tl = walk.timeline
+    at = tl[((tl["track"] == track) & (tl["start_us"] == start_us) & (tl["name"] == name)).to_numpy()]
+    hit = walk.launched(int(track), float(start_us), float(at["dur_us"].iloc[0])) if len(at) else None
+    return _answer(name, [hit] if hit else [], "launch", cs)
 
 
 __all__ = ["op_source", "event_source", "OpSource", "SourceStack", "is_user_file", "local_file", "FRAMEWORK_PACKAGES"]
