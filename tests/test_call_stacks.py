@@ -232,3 +232,28 @@ def test_selecting_an_operator_shows_its_source(text_prof):
     page = view.source_panel.value
     assert f"Source of {KERNEL}" in page and "main.py, line 354 in train" in page
     assert OPEN_CLASS not in page and "not on this machine" in page    # recorded elsewhere: the stack only
+
+
+def test_a_malformed_database_stack_costs_that_stack(tmp_path):
+    """A PYTORCH_CALLCHAINS frame whose text is not ``file(line): function`` drops the stacks that use it,
+    with a warning naming the database; every other stack loads."""
+    run = tmp_path / DB.name
+    shutil.copytree(DB, run)
+    for p in [run, *run.rglob("*")]:   # the shared data is read-only, its copy must not be
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    path = run / "ASCEND_PROFILER_OUTPUT" / DB_FILE.name
+    con = sqlite3.connect(path)
+    # the frame text used by the fewest events' stacks
+    frame, = con.execute("""SELECT c.stack FROM PYTORCH_CALLCHAINS c JOIN PYTORCH_API a ON a.callchainId = c.id
+                            GROUP BY c.stack ORDER BY count(DISTINCT a.rowid), c.stack LIMIT 1""").fetchone()
+    hit, = con.execute("""SELECT count(DISTINCT a.rowid) FROM PYTORCH_API a JOIN PYTORCH_CALLCHAINS c
+                          ON c.id = a.callchainId WHERE c.stack = ?""", (frame,)).fetchone()
+    con.execute("UPDATE STRING_IDS SET value = '<img src=x>: no line' WHERE id = ?", (frame,))
+    con.commit()
+    con.close()
+    prof = nbprofiler.load(run)
+    with pytest.warns(ProfilerDataWarning, match="call stack"):
+        cs = prof.call_stacks
+    assert 0 < hit < 316 and cs.drop_duplicates(["track", "start_us", "name"]).shape[0] == 316 - hit
+    assert not cs["file"].str.contains("<img", regex=False).any()
+    assert any(p.field == "*_CALLCHAINS.stack" and p.file == str(path) for p in prof.problems)

@@ -1212,42 +1212,48 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
 
 
 def call_stacks(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None:
-    """The Python stacks torch_npu recorded (``with_stack``) for its PYTORCH_API calls, one row per event with
-    a stack: ``process``/``thread`` as `timeline` labels the call's track, ``name``, ``start_us`` (as
-    `timeline` places the call), ``stack`` (the call's callchainId) and ``text``, the stack's frame texts
-    (PYTORCH_CALLCHAINS rows, texts in STRING_IDS) as a tuple, innermost (stackDepth 0) first. None when
-    the database has no stacks."""
+    """The Python stacks a framework recorded (torch_npu's ``with_stack``) for its API calls, one row per
+    event with a stack: ``process``/``thread`` as `timeline` labels the call's track, ``name``, ``start_us``
+    (as `timeline` places the call) and ``text``, the stack's frame texts as a tuple, innermost
+    (stackDepth 0) first. Read from each ``<FRAMEWORK>_API`` table with a ``callchainId`` and its
+    ``<FRAMEWORK>_CALLCHAINS`` (PYTORCH_API and PYTORCH_CALLCHAINS; texts in STRING_IDS). None when the
+    database has no stacks."""
     path = main_db(run)
     if path is None:
         return None
     have = tables(path)
-    api, chains = have.get("PYTORCH_API", set()), have.get("PYTORCH_CALLCHAINS", set())
-    if not ({"startNs", "endNs", "globalTid", "name", "callchainId"} <= api
-            and {"id", "stack", "stackDepth"} <= chains):
+    pairs = [(t, t[:-4] + "_CALLCHAINS") for t in sorted(have) if t.endswith("_API") and t != "CANN_API"
+             and {"startNs", "endNs", "globalTid", "name", "callchainId"} <= have[t]
+             and {"id", "stack", "stackDepth"} <= have.get(t[:-4] + "_CALLCHAINS", set())]
+    plan = [(api, chains, f"""SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
+                              {_t('a.endNs')} AS e, a.name AS name, a.callchainId AS stack
+                              FROM "{api}" a WHERE a.callchainId IS NOT NULL""",
+             f'SELECT id, stack AS frame, stackDepth AS depth FROM "{chains}" ORDER BY id, stackDepth')
+            for api, chains in pairs]
+    if not plan:
         return None
-    sql_api = f"""SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
-                  {_t('a.endNs')} AS e, a.name AS name, a.callchainId AS stack
-                  FROM PYTORCH_API a WHERE a.callchainId IS NOT NULL"""
-    sql_chain = "SELECT id, stack AS frame, stackDepth AS depth FROM PYTORCH_CALLCHAINS ORDER BY id, stackDepth"
-    weigh(path, [(sql_api, (), "PYTORCH_API"), (sql_chain, (), "PYTORCH_CALLCHAINS")], "the call stacks")
+    weigh(path, [q for api, chains, sql_api, sql_chain in plan
+                 for q in ((sql_api, (), api), (sql_chain, (), chains))], "the call stacks")
     origin = _origin(run, origin_us)
-    ev = query(path, sql_api, table="PYTORCH_API", estimate=False)
-    ev = clean_times(path, ev, "PYTORCH_API", "s", "e", what=("startNs", "endNs"))
-    if ev.empty:
-        return None
-    chain = query(path, sql_chain, table="PYTORCH_CALLCHAINS", estimate=False)
-    decode_strings(path, chain, ["frame"], "PYTORCH_CALLCHAINS")
-    texts = {int(k): tuple("" if f is None or f != f else f for f in g["frame"])
-             for k, g in chain.groupby("id", sort=False)}
-    stack = _ints(ev["stack"])
-    ev, stack = ev[stack.notna().to_numpy()].reset_index(drop=True), stack.dropna().reset_index(drop=True)
-    decode_strings(path, ev, ["name"], "PYTORCH_API")
-    return pd.DataFrame({"process": f"{FRAMEWORK_NAMES['PYTORCH']} API",
-                         "thread": _labels("Thread ", ev["thread"]).to_numpy(),
-                         "name": ev["name"].fillna("").astype(str).to_numpy(),
-                         "start_us": _rel_us(ev["s"], origin).to_numpy(),
-                         "stack": stack.to_numpy(),
-                         "text": [texts.get(int(k)) for k in stack]})
+    parts = []
+    for api, chains, sql_api, sql_chain in plan:
+        ev = query(path, sql_api, table=api, estimate=False)
+        ev = clean_times(path, ev, api, "s", "e", what=("startNs", "endNs"))
+        stack = _ints(ev["stack"])
+        ev, stack = ev[stack.notna().to_numpy()].reset_index(drop=True), stack.dropna().reset_index(drop=True)
+        if ev.empty:
+            continue
+        chain = query(path, sql_chain, table=chains, estimate=False)
+        decode_strings(path, chain, ["frame"], chains)
+        texts = {int(k): tuple("" if f is None or f != f else f for f in g["frame"])
+                 for k, g in chain.groupby("id", sort=False)}
+        decode_strings(path, ev, ["name"], api)
+        parts.append(pd.DataFrame({"process": f"{FRAMEWORK_NAMES.get(api[:-4], api[:-4].title())} API",
+                                   "thread": _labels("Thread ", ev["thread"]).to_numpy(),
+                                   "name": ev["name"].fillna("").astype(str).to_numpy(),
+                                   "start_us": _rel_us(ev["s"], origin).to_numpy(),
+                                   "text": [texts.get(int(k)) for k in stack]}))
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def _categorical(codes: np.ndarray, uniques) -> pd.Categorical:

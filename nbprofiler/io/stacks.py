@@ -116,8 +116,8 @@ def attach_tracks(stacks: pd.DataFrame, tracks: pd.DataFrame | None, path: Path)
         return empty()
     keys = tracks[["process", "thread", "track"]]
     m = stacks.merge(keys, on=["process", "thread"], how="inner")
-    m = m.drop(columns=["process", "thread", "stack"], errors="ignore")
-    return frames(m, path, "PYTORCH_CALLCHAINS")
+    m = m.drop(columns=["process", "thread"])
+    return frames(m, path, "*_CALLCHAINS.stack")
 
 
 __all__ = ["parse_frame", "parse_stack", "frames", "from_timeline", "attach_tracks", "STACK_KEY", "COLUMNS",

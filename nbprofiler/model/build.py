@@ -262,7 +262,7 @@ def _stacks_trace(prof: "Profile") -> pd.DataFrame | None:
 
 
 def _stacks_db(prof: "Profile") -> pd.DataFrame | None:
-    """PYTORCH_API's stacks, placed on the database timeline's tracks."""
+    """The database's framework API stacks (PYTORCH_CALLCHAINS), placed on its timeline's tracks."""
     from ..io import stacks
     rows = db.call_stacks(prof.run, prof.origin_us)
     if rows is None:
