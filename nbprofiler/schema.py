@@ -404,6 +404,23 @@ FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
         col("start_track", "int32", "", "track of the arrow's tail"), col("start_us", "float64", "us", "tail"),
         col("end_track", "int32", "", "track of the arrow's head"), col("end_us", "float64", "us", "head"),
     ), "timeline", _TIMELINE_FILES, _TIMELINE_ROLES | _DB),
+    FrameSpec("call_stacks", "frame of an event's Python call stack (innermost first)", (
+        col("track", "int32", "", "the event's track (index into `timeline_tracks`)"),
+        col("name", "str", "", "the event (framework op or API call) the stack belongs to"),
+        col("start_us", "float64", "us", "the event's start, as `timeline` has it"),
+        col("stack", "int64", "", "the stack's id, shared by the events called from the same place: the "
+                                  "distinct stacks numbered in the order of their first event"),
+        col("depth", "int64", "", "the frame's place in the stack, 0 = innermost (where the op was called)"),
+        col("file", "str", "", "the source file as the profiler wrote it (a path on the profiled machine)"),
+        col("line", "Int64", "", "the line in that file"),
+        col("function", "str", "", "the function"),
+    ), "timeline", ("ASCEND_PROFILER_OUTPUT/trace_view.json (args \"Call stack\")",
+                    "*.db (PYTORCH_API.callchainId, PYTORCH_CALLCHAINS)"),
+        # read from the timeline's args, whichever trace files gave the timeline
+        _TIMELINE_ROLES | {"cpu_op_timestamp", "cann_hccl", "cann_task_time"} | _DB,
+        note="Recorded with torch_npu's `with_stack=True`; a frame is written `file(line): function` "
+             "(`nbprofiler.io.stacks.parse_frame`), and a stack with a frame in another form is dropped with a "
+             "warning. Sorted by `track`, `start_us`, `depth`."),
     FrameSpec("timeline_counters", "counter sample (`C` event)", (
         col("pid", "str", "", "process"), col("name", "str", "", "counter"),
         col("series", "str", "", "the args key"), col("start_us", "float64", "us", "sample time"),

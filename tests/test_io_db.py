@@ -219,11 +219,11 @@ def test_launch_flows_from_the_database():
     path = _pt_db("0")
     prof = load_quietly(PT_DB / "rank0_ascend_pt")
     flows, tracks = prof.timeline_flows, prof.timeline_tracks
+    assert set(flows["cat"]) == {"HostToDevice", "async_npu", "async_task_queue", "fwdbwd"}
+    framework, flows = flows[flows["cat"] == "async_npu"], flows[flows["cat"] == "HostToDevice"]
     ((n,),) = _sql(path, "SELECT count(DISTINCT t.connectionId) FROM TASK t WHERE t.connectionId IN "
                          "(SELECT a.connectionId FROM CANN_API a JOIN ENUM_API_TYPE e ON e.id = a.type "
                          "WHERE e.name = 'node')")
-    assert set(flows["cat"]) == {"HostToDevice", "async_npu"}
-    framework, flows = flows[flows["cat"] == "async_npu"], flows[flows["cat"] == "HostToDevice"]
     assert len(flows) == n > 0
     process = tracks.set_index("track")["process"]
     assert set(flows["start_track"].map(process)) == {"CANN"}
@@ -240,6 +240,27 @@ def test_launch_flows_from_the_database():
     # (32 of 191 device tasks start 4-21 us before the host's launch call in this file)
     assert (flows["end_us"] >= flows["start_us"] - 25).all()
     assert (flows["end_us"] >= flows["start_us"]).mean() > 0.8
+
+
+def test_framework_flows_from_the_database():
+    """Framework calls whose CONNECTION_IDS sets share a connection id are joined by an arrow, as
+    trace_view.json draws them: an Enqueue to its Dequeue on the queue's thread (``async_task_queue``), a
+    forward op to its backward op (``fwdbwd``)."""
+    path = _pt_db("0")
+    prof = load_quietly(PT_DB / "rank0_ascend_pt")
+    flows, tracks = prof.timeline_flows, prof.timeline_tracks
+    pairs = _sql(path, "SELECT DISTINCT se.value, e.rowid, d.rowid FROM PYTORCH_API e JOIN CONNECTION_IDS ce ON ce.id = "
+                       "e.connectionId JOIN CONNECTION_IDS cd ON cd.connectionId = ce.connectionId JOIN PYTORCH_API d "
+                       "ON d.connectionId = cd.id JOIN STRING_IDS se ON se.id = e.name JOIN STRING_IDS sd ON "
+                       "sd.id = d.name WHERE e.globalTid <> d.globalTid AND CAST(e.startNs AS INTEGER) < "
+                       "CAST(d.startNs AS INTEGER)")
+    queue, fwdbwd = flows[flows["cat"] == "async_task_queue"], flows[flows["cat"] == "fwdbwd"]
+    assert len(queue) == sum(a == "Enqueue" for a, _, _ in pairs) > 0
+    assert len(fwdbwd) == sum(a != "Enqueue" for a, _, _ in pairs) > 0
+    assert set(queue["name"]) == {"Enqueue"}
+    thread = tracks.set_index("track")["thread"]
+    assert (queue["start_track"].map(thread) != queue["end_track"].map(thread)).all()
+    assert (flows["end_us"] > flows["start_us"])[flows["cat"] != "HostToDevice"].all()
 
 
 @pytest.mark.parametrize("folder", [PT_DB / "rank1_ascend_pt", MSPROF])

@@ -6,6 +6,8 @@
  * - Launcher card and palette: "New profiler report" (path and "Save report in" dialog),
  *   "Open profiler report..." (file dialog).
  * - Left sidebar: profiler runs under the file browser's current folder (server-side discovery).
+ * - `nbprofiler:open-source` (args `path`, `line`): open a file of a profiled call stack in the editor at
+ *   that line; the "Open" links of nbprofiler's Source panel run it (see source.ts).
  *
  * A report is a notebook written by the server extension next to the profiler folder or in a folder
  * the user chose, never inside profiler output (the server refuses such a folder with a 409 whose
@@ -36,6 +38,7 @@ import { createReport, IRun, suggestedReportDir } from './api';
 import { profilerIcon } from './icon';
 import { IReportChoice, ReportBody } from './reportdialog';
 import { RunsPanel } from './sidebar';
+import { listenForSourceLinks, openSource } from './source';
 
 export namespace CommandIDs {
   export const openInNbprofiler = 'nbprofiler:open-in-nbprofiler';
@@ -44,6 +47,7 @@ export namespace CommandIDs {
   export const openReport = 'nbprofiler:open-report';
   export const openRun = 'nbprofiler:open-run';
   export const showRuns = 'nbprofiler:show-runs';
+  export const openSource = 'nbprofiler:open-source';
 }
 
 const PALETTE_CATEGORY = 'nbprofiler';
@@ -256,6 +260,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
         return panel.refresh();
       }
     });
+
+    commands.addCommand(CommandIDs.openSource, {
+      label: 'Open source file at line',
+      caption: 'Open a file of a profiled call stack in the editor, the cursor on the line (args: path, line)',
+      execute: args => openSource(docManager, args.path as string, Number(args.line ?? 1))
+    });
+    listenForSourceLinks(commands, CommandIDs.openSource);
 
     app.contextMenu.addItem({
       command: CommandIDs.openInNbprofiler,

@@ -1139,8 +1139,8 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
             continue
         name = "name" if "name" in cols else "message"
         kind = "a.type" if "type" in cols and "ENUM_API_TYPE" in have else "NULL"
-        # a framework op's launches: its connectionId is an id of CONNECTION_IDS, whose connectionIds are
-        # the TASK rows' (`_framework_flows`)
+        # a framework op's CONNECTION_IDS id: its connectionIds are the TASK rows' it launched
+        # (`_framework_flows`) and the ids its Enqueue/Dequeue or forward/backward partner shares (`_queue_flows`)
         links = "connectionId" in cols and "CONNECTION_IDS" in have and table != "MSTX_EVENTS"
         plan.append((table, table, f"""
             SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
@@ -1210,7 +1210,8 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
                        "args": pd.Series(np.full(n, None, dtype=object))})
     flows = _launch_flows(ev, tl["start_us"])
     if "links" in ev and ev["links"].notna().any():
-        flows = pd.concat([flows, _framework_flows(path, ev, tl["start_us"])], ignore_index=True)
+        flows = pd.concat([flows, _framework_flows(path, ev, tl["start_us"]), _queue_flows(path, ev, tl["start_us"])],
+                          ignore_index=True)
     tl = tl.sort_values(["track", "start_us"], kind="stable").reset_index(drop=True)
     counts = tl.groupby("track").size()
     tracks = pd.DataFrame({"track": keys["track"], "pid": keys["process"], "tid": keys["thread"],
@@ -1219,6 +1220,51 @@ def timeline(run: RunFiles, origin_us: float | None = None) -> tuple[pd.DataFram
                            "events": keys["track"].map(counts).fillna(0).astype("int64")})
     tl.attrs["path"] = tracks.attrs["path"] = flows.attrs["path"] = str(path)
     return tl, tracks, flows
+
+
+def call_stacks(run: RunFiles, origin_us: float | None = None) -> pd.DataFrame | None:
+    """The Python stacks a framework recorded (torch_npu's ``with_stack``) for its API calls, one row per
+    event with a stack: ``process``/``thread`` as `timeline` labels the call's track, ``name``, ``start_us``
+    (as `timeline` places the call) and ``text``, the stack's frame texts as a tuple, innermost
+    (stackDepth 0) first. Read from each ``<FRAMEWORK>_API`` table with a ``callchainId`` and its
+    ``<FRAMEWORK>_CALLCHAINS`` (PYTORCH_API and PYTORCH_CALLCHAINS; texts in STRING_IDS). None when the
+    database has no stacks."""
+    path = main_db(run)
+    if path is None:
+        return None
+    have = tables(path)
+    pairs = [(t, t[:-4] + "_CALLCHAINS") for t in sorted(have) if t.endswith("_API") and t != "CANN_API"
+             and {"startNs", "endNs", "globalTid", "name", "callchainId"} <= have[t]
+             and {"id", "stack", "stackDepth"} <= have.get(t[:-4] + "_CALLCHAINS", set())]
+    plan = [(api, chains, f"""SELECT a.rowid AS rid, a.globalTid % 4294967296 AS thread, {_t('a.startNs')} AS s,
+                              {_t('a.endNs')} AS e, a.name AS name, a.callchainId AS stack
+                              FROM "{api}" a WHERE a.callchainId IS NOT NULL""",
+             f'SELECT id, stack AS frame, stackDepth AS depth FROM "{chains}" ORDER BY id, stackDepth')
+            for api, chains in pairs]
+    if not plan:
+        return None
+    weigh(path, [q for api, chains, sql_api, sql_chain in plan
+                 for q in ((sql_api, (), api), (sql_chain, (), chains))], "the call stacks")
+    origin = _origin(run, origin_us)
+    parts = []
+    for api, chains, sql_api, sql_chain in plan:
+        ev = query(path, sql_api, table=api, estimate=False)
+        ev = clean_times(path, ev, api, "s", "e", what=("startNs", "endNs"))
+        stack = _ints(ev["stack"])
+        ev, stack = ev[stack.notna().to_numpy()].reset_index(drop=True), stack.dropna().reset_index(drop=True)
+        if ev.empty:
+            continue
+        chain = query(path, sql_chain, table=chains, estimate=False)
+        decode_strings(path, chain, ["frame"], chains)
+        texts = {int(k): tuple("" if f is None or f != f else f for f in g["frame"])
+                 for k, g in chain.groupby("id", sort=False)}
+        decode_strings(path, ev, ["name"], api)
+        parts.append(pd.DataFrame({"process": f"{FRAMEWORK_NAMES.get(api[:-4], api[:-4].title())} API",
+                                   "thread": _labels("Thread ", ev["thread"]).to_numpy(),
+                                   "name": ev["name"].fillna("").astype(str).to_numpy(),
+                                   "start_us": _rel_us(ev["s"], origin).to_numpy(),
+                                   "text": [texts.get(int(k)) for k in stack]}))
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def _categorical(codes: np.ndarray, uniques) -> pd.Categorical:
@@ -1248,6 +1294,31 @@ def _labels(prefix: str, keys: pd.Series) -> pd.Series:
     return _per_distinct(keys, lambda u: u.map({v: text(v) for v in u}).astype(object))
 
 
+def _framework_flows(path: Path, ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
+    """The arrows between framework calls that trace_view.json draws: from an ``Enqueue`` to the
+    ``Dequeue@...`` that took its work off torch_npu's task queue on another thread (``async_task_queue``),
+    and from a forward op to its backward op (``fwdbwd``): the calls whose CONNECTION_IDS sets share a
+    connection id, from the earliest to each later one on another thread."""
+    cols = ["cat", "id", "name", "start_track", "start_us", "end_track", "end_us"]
+    links = query(path, "SELECT id, connectionId AS conn FROM CONNECTION_IDS", table="CONNECTION_IDS",
+                  estimate=False)
+    calls = pd.DataFrame({"queue_ids": _ints(ev["links"]).to_numpy(), "track": ev["track"].to_numpy(),
+                          "start_us": start_us.to_numpy(), "name": ev["name"].to_numpy()}).dropna(subset=["queue_ids"])
+    links = links.assign(id=_ints(links["id"]).to_numpy(), conn=_ints(links["conn"]).to_numpy()).dropna()
+    m = calls.merge(links, left_on="queue_ids", right_on="id").sort_values(["conn", "start_us"], kind="stable")
+    first = m.drop_duplicates("conn", keep="first")
+    rest = m[~m.index.isin(first.index)].merge(first[["conn", "track", "start_us", "name"]], on="conn",
+                                                suffixes=("", "_s"))
+    rest = rest[rest["track"] != rest["track_s"]]
+    cat = np.where(rest["name_s"].astype(str).to_numpy() == "Enqueue", "async_task_queue", "fwdbwd")
+    return pd.DataFrame({"cat": cat, "id": rest["conn"].astype("int64").astype(str),
+                         "name": rest["name_s"].fillna("").astype(str),
+                         "start_track": rest["track_s"].astype("int32"),
+                         "start_us": rest["start_us_s"].astype("float64"),
+                         "end_track": rest["track"].astype("int32"), "end_us": rest["start_us"].astype("float64")},
+                        columns=cols).drop_duplicates(cols[3:]).reset_index(drop=True)
+
+
 def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
     """HostToDevice arrows, as trace_view.json draws them: from the CANN ``node`` API call that launched a
     kernel to the first device task of the same ``connectionId``."""
@@ -1269,7 +1340,7 @@ def _launch_flows(ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
                         columns=cols)
 
 
-def _framework_flows(path: Path, ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
+def _queue_flows(path: Path, ev: pd.DataFrame, start_us: pd.Series) -> pd.DataFrame:
     """``async_npu`` arrows, as trace_view.json draws them: from the framework op (PYTORCH_API, MindSpore's
     API table) to the first device task of each connectionId its CONNECTION_IDS id lists."""
     ids = query(path, "SELECT id, connectionId FROM CONNECTION_IDS", estimate=False)
@@ -1291,4 +1362,4 @@ def _framework_flows(path: Path, ev: pd.DataFrame, start_us: pd.Series) -> pd.Da
 __all__ = ["connect", "query", "tables", "main_db", "has_db", "task_devices", "info", "origin_us", "step_trace",
            "kernels", "kernel_type_totals", "op_type_totals", "analysis_communication", "analysis_links",
            "analysis_matrix", "cluster_step_trace", "cluster_ranks", "cluster_groups", "memory", "operator_memory",
-           "npu_module_mem", "communication", "timeline"]
+           "npu_module_mem", "communication", "timeline", "call_stacks"]

@@ -254,6 +254,22 @@ def _db_trace(i: int) -> Callable[["Profile"], object]:
     return parse
 
 
+def _stacks_trace(prof: "Profile") -> pd.DataFrame | None:
+    """The stacks the trace's events carry in their args (the timeline keeps them as JSON text)."""
+    from ..io import stacks, trace
+    found = trace.trace_sources(prof.run)
+    return stacks.from_timeline(prof.timeline, found[1][0] if found and len(found[1]) == 1 else None)
+
+
+def _stacks_db(prof: "Profile") -> pd.DataFrame | None:
+    """The database's framework API stacks (PYTORCH_CALLCHAINS), placed on its timeline's tracks."""
+    from ..io import stacks
+    rows = db.call_stacks(prof.run, prof.origin_us)
+    if rows is None:
+        return None
+    return stacks.attach_tracks(rows, prof.timeline_tracks, db.main_db(prof.run))
+
+
 def step_numbers(df: pd.DataFrame | None) -> pd.DataFrame | None:
     """The communication files key ops by ``"step<N>"`` (or a bare ``"step"``): ``step`` as the number
     (Int64, <NA> where the key names no step)."""
@@ -297,6 +313,7 @@ SOURCES: dict[str, tuple[Source, ...]] = {
     "timeline_tracks": (src(TRACE_ROLES, _trace("tracks")), src(DB, _db_trace(1))),
     "timeline_flows": (src(TRACE_ROLES, _trace("flows")), src(DB, _db_trace(2))),
     "timeline_counters": (src(TRACE_ROLES, _trace("counters")),),
+    "call_stacks": (src(TRACE_ROLES, _stacks_trace), src(DB, _stacks_db)),
     "memory": (
         src("memory_record", _memory_csv),
         src("cpu_memory_record", _memory_framework),

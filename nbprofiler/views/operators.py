@@ -374,6 +374,8 @@ class OperatorsView(traitlets.HasTraits, View):
         from jupyter_bokeh import BokehModel
         frames = frames_of(prof_or_frames, self.FRAMES)
         self.op_types, self.ops, self.kernels = frames["op_types"], frames["ops"], frames["kernels"]
+        # a Profile: a selected operator's call stacks can be looked up (built on the first selection)
+        self._prof = None if isinstance(prof_or_frames, (dict, tuple, list)) else prof_or_frames
         self.set_trait("top_n", top_n)
         # NPU operators that ran on several accelerator cores get a tab per core (kind npu_<core>)
         self.op_types, self.ops = split_by_core(self.op_types, self.ops)
@@ -397,8 +399,9 @@ class OperatorsView(traitlets.HasTraits, View):
                                             layout=W.Layout(width="160px"))
         self.top_control.observe(lambda ch: setattr(self, "top_n", ch["new"]), names="value")
         self.step_note = W.HTML("")
-        self.widget = W.VBox([W.HBox([self.top_control, self.step_note]), BokehModel(self.layout)],
-                             layout=W.Layout(width="100%"))
+        self.source_panel = W.HTML("", layout=W.Layout(width="100%"))   # `show_source`: a selected row's stack
+        self.widget = W.VBox([W.HBox([self.top_control, self.step_note]), BokehModel(self.layout),
+                              self.source_panel], layout=W.Layout(width="100%"))
 
     def _panel(self, kind: str):
         """Build the panel of ``kind`` (its chart in the view's mode, its table at the view's state)."""
@@ -407,6 +410,7 @@ class OperatorsView(traitlets.HasTraits, View):
         self._built.add(kind)
         models[f"op_type_filter_{kind}"].on_change("value", self._on_js_filter)
         models[f"op_chart_mode_{kind}"].on_change("active", lambda attr, old, new: self._on_chart_mode(kind, new))
+        models[f"op_table_src_{kind}"].selected.on_change("indices", lambda attr, old, new: self._on_row(kind, new))
         if self.step is not None:
             self._refill(kind)
         return panel
@@ -487,6 +491,21 @@ class OperatorsView(traitlets.HasTraits, View):
                 self._refill(kind)
                 return True
         return False
+
+    def _on_row(self, kind: str, indices) -> None:
+        if self._prof is not None and len(indices):
+            self.show_source(str(self._named[f"op_table_src_{kind}"].data["op_name"][indices[0]]))
+
+    def show_source(self, name: str):
+        """Show where operator ``name`` was called from in the Source panel below the table (the `OpSource`
+        of `nbprofiler.analysis.source.op_source`, which it returns; None for a view built from frames)."""
+        if self._prof is None:
+            return None
+        from ..analysis.source import op_source
+        from .source import source_html
+        found = op_source(self._prof, name)
+        self.source_panel.value = source_html(found)
+        return found
 
     def select_kind(self, kind: str) -> None:
         """Show the tab of device kind ``kind`` (``ai_core``, ``cpu``, ...; ``npu`` is the busiest core's

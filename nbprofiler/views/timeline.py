@@ -539,6 +539,9 @@ class TimelineView(traitlets.HasTraits, View):
         from bokeh.events import SelectionGeometry
         from jupyter_bokeh import BokehModel
         frames = _frames_of(prof_or_frames, ranks, align, offsets_us, anchor)
+        # one Profile: a tapped event's call stack can be looked up (`show_source`)
+        self._prof = (None if isinstance(prof_or_frames, (dict, tuple, list)) or hasattr(prof_or_frames, "ranks")
+                      else prof_or_frames)
         self.events = frames["timeline"]
         self.tracks_df = frames["timeline_tracks"]
         self.flows = frames["timeline_flows"]
@@ -634,9 +637,11 @@ class TimelineView(traitlets.HasTraits, View):
         self.unpin_button.on_click(lambda _: self.pin_tracks([]))
         self.status = W.HTML()
         self.legend = W.HTML()
+        self.source_panel = W.HTML("", layout=W.Layout(width="100%"))   # a tapped event's stack (`show_source`)
         self.widget = W.VBox([W.HBox([self.search_box, self.prev_button, self.next_button, self.pin_box,
                                       self.unpin_button], layout=W.Layout(flex_flow="row wrap")),
-                              self.status, self.legend, BokehModel(self.layout)], layout=W.Layout(width="100%"))
+                              self.status, self.legend, BokehModel(self.layout), self.source_panel],
+                             layout=W.Layout(width="100%"))
         self._set_status()
         self.levels_built.start()
 
@@ -859,6 +864,9 @@ class TimelineView(traitlets.HasTraits, View):
                       "op_type": self.dictionary.type(int(d["type_code"][i])), "track": str(label),
                       "start_us": float(d["left"][i]), "dur_us": float(d["dur_us"][i])}
         row = int(d["row"][i])
+        if row >= 0 and self._prof is not None:
+            ev = self.events.iloc[row]
+            self.show_source(int(ev["track"]), float(ev["start_us"]), str(ev["name"]))
         if row >= 0 and "args" in self.events.columns:
             args = self.events["args"].iloc[row]
             if isinstance(args, str) and args:
@@ -869,6 +877,18 @@ class TimelineView(traitlets.HasTraits, View):
                 self._details.text = (f"{self.event['name']}\ntype: {self.event['op_type']}    track: "
                                       f"{self.event['track']}\nstart: {self.event['start_us']:.3f} us    duration: "
                                       f"{self.event['dur_us']:.3f} us\nargs: {args[:MAX_ARGS_CHARS]}")
+
+    def show_source(self, track: int, start_us: float, name: str):
+        """Show where the event (``track``, ``start_us``, ``name``) was called from in the Source panel below
+        the timeline (`nbprofiler.analysis.source.event_source`, which it returns; None for a view of
+        frames or of a cluster)."""
+        if self._prof is None:
+            return None
+        from ..analysis.source import event_source
+        from .source import source_html
+        found = event_source(self._prof, track, start_us, name)
+        self.source_panel.value = source_html(found)
+        return found
 
     # -- range statistics ---------------------------------------------------------------------------
     def select_range(self, t0_us: float, t1_us: float) -> pd.DataFrame:
