@@ -740,10 +740,22 @@ class TimelineView(traitlets.HasTraits, View):
             self._pending = threading.Timer(self.debounce_s, self.refresh)
             self._pending.start()
 
+    def clamp(self, t0_us: float, t1_us: float) -> tuple[float, float]:
+        """The window [t0_us, t1_us] kept inside the axis bounds, as the page would draw it (BokehJS clamps a
+        range to its bounds): a window past one end is cut there."""
+        if not self.x_range.bounds:
+            return float(t0_us), float(t1_us)
+        lo, hi = self.x_range.bounds
+        return max(float(t0_us), float(lo)), min(float(t1_us), float(hi))
+
     def set_window(self, t0_us: float, t1_us: float) -> None:
-        """Show the time window [t0_us, t1_us] (us relative to the profile origin) and re-query now."""
+        """Show the time window [t0_us, t1_us] (us relative to the profile origin; kept inside the axis
+        bounds, `clamp`) and re-query now."""
         if not t1_us > t0_us:
             raise ValueError(f"empty window: {t0_us} .. {t1_us}")
+        t0_us, t1_us = self.clamp(t0_us, t1_us)
+        if not t1_us > t0_us:
+            raise ValueError(f"window {t0_us} .. {t1_us} lies outside the timeline")
         if self._pending is not None:
             self._pending.cancel()
         self._setting_window = True
