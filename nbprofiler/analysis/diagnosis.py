@@ -22,6 +22,7 @@ import numpy as np
 
 from ..schema import STAGE_LABELS
 from .steps import STEP_TRACE_SOURCE, profile_step_average, step_times
+from .labels import fmt_ms
 
 # The stage that sets the step time is the largest of the stages that stack up to the step.
 # The MindData rules' premise (the device waits for data) is contradicted when the host queue was empty at
@@ -78,16 +79,6 @@ class Diagnosis:
                 "limiter": self.limiter,
                 "findings": [s.id for s in self.findings],
                 "folded": [{"id": s.id, "why": why} for s, why in self.folded]}
-
-
-def fmt_ms(ms: float) -> str:
-    """A duration in ms as a sentence prints it: 0.279, 8.83, 81.5, 1,484."""
-    ms = float(ms)
-    if abs(ms) >= 100:
-        return f"{ms:,.0f}"
-    if abs(ms) >= 10:
-        return f"{ms:.1f}"
-    return f"{ms:.3g}"
 
 
 def own_stages(prof) -> dict:

@@ -42,6 +42,7 @@ import pandas as pd
 from ..schema import ANALYSIS_FRAMES
 from . import cluster as C
 from .breakdown import PART_LABELS, rank_breakdown, rank_medians
+from .labels import fmt_ms
 
 CAUSES_SPEC = ANALYSIS_FRAMES["slow_rank_causes"]
 LINKS_SPEC = ANALYSIS_FRAMES["link_speeds"]
@@ -378,7 +379,6 @@ def leading_sentences(cluster) -> list[tuple[str, dict]]:
 
 
 def _sentence(rows: pd.DataFrame, note: str = "") -> tuple[str, dict]:
-    from .diagnosis import fmt_ms
     lead = rows.iloc[0]
     rank = lead["rank"]
     status = "an outlier" if lead["outlier"] else "the slowest rank, not an outlier by robust z"
