@@ -143,10 +143,12 @@ def test_16rank_costliest_dimension_is_the_argmax_of_the_files():
     assert best["ms_per_step"] == pytest.approx(ms_per_step)
     assert best["exposed_ms_per_step"] == pytest.approx(exposed_per_step[top])
     assert best["share_of_step"] == pytest.approx(ms_per_step / step_ms)
-    # the op records hold 5.4 % of the step trace's communication: the sentence says whose ops it ranks
-    assert digest["finding"].startswith(f"Of the communication ops the files list, tensor parallel (TP) communication "
-                                        f"costs most: {ms_per_step:,.3f} ms per step per rank "
-                                        f"({ms_per_step / step_ms * 100:.1f} % of the step)")
+    # the op records hold 5.4 % of the step trace's communication: the step traces' own split of every rank's
+    # exposed communication leads, and the op records' costliest dimension follows as what they show
+    assert digest["finding"].startswith("The step traces of 16 ranks split the exposed communication into receives "
+                                        "between pipeline stages (PP)")
+    assert (f"among them tensor parallel (TP) communication costs most: {ms_per_step:,.3f} ms per step per rank "
+            f"({ms_per_step / step_ms * 100:.1f} % of the step)") in digest["finding"]
     dims = {d["dimension"]: d for d in digest["dimensions"]}
     assert dims["PP"]["time_ms"] == pytest.approx(ops.loc[ops["dim"] == "PP", "elapse"].sum())
     assert dims["PP"]["groups"] == 9 and dims["TP"]["groups"] == 2 and dims["stage"]["time_ms"] == 0

@@ -564,6 +564,9 @@ def dimension_summary(cluster) -> dict:
 
 
 def _finding(top, has_exposed, n, inferred, groups, ops_per, step_comm, split) -> str:
+    """The section's first sentence. Where the op records hold under `FULL_COVERAGE` of the step traces'
+    communication and the step traces split it into receives between stages and collectives, that split
+    (every rank, every step) leads and the op records' costliest dimension follows as what they show."""
     if top is None:
         dims = ", ".join(f"{d} {k}" for d, k in groups["dimension"].value_counts().items())
         return (f"No communication op is recorded on the {len(groups)} groups found ({dims}): the time per "
@@ -571,27 +574,36 @@ def _finding(top, has_exposed, n, inferred, groups, ops_per, step_comm, split) -
     label = (f"{DIMENSION_LABELS[top['dimension']]} communication" if top["dimension"] != "unknown" else
              "Communication on groups of unknown dimension")
     partial = bool(step_comm) and ops_per is not None and ops_per < FULL_COVERAGE * step_comm
-    if partial:
-        label = "Of the communication ops the files list, " + label[0].lower() + label[1:]
+    has_split = bool(split) and split["receive_ms_per_step"] > 0
     if top["ms_per_step"] is None:  # the files give the exposed time alone (legacy pipeline runs)
-        text = f"{label} costs most: {top['exposed_ms_per_step']:,.3f} ms exposed per step per rank" + (
+        cost = f"{top['exposed_ms_per_step']:,.3f} ms exposed per step per rank" + (
             f" ({top['exposed_share_of_step'] * 100:.1f} % of the step)" if top["exposed_share_of_step"] else "")
     else:
-        text = (f"{label} costs most: {top['ms_per_step']:,.3f} ms per step per rank"
+        cost = (f"{top['ms_per_step']:,.3f} ms per step per rank"
                 + (f" ({top['share_of_step'] * 100:.1f} % of the step)" if top["share_of_step"] is not None else ""))
         if has_exposed:
-            text += f", {top['exposed_ms_per_step']:,.3f} ms of it exposed"
-    text += f", over {n} rank-step{'s' if n != 1 else ''} with communication records."
-    text += " Dimensions inferred from " + "; ".join(inferred) + "."
-    if step_comm and ops_per is not None:
-        text += (f" The op records hold {ops_per:,.3f} ms of the step trace's {step_comm:,.3f} ms of "
-                 f"communication per rank-step ({ops_per / step_comm * 100:.1f} %).")
-    if split and split["receive_ms_per_step"] > 0:
+            cost += f", {top['exposed_ms_per_step']:,.3f} ms of it exposed"
+    cost += f", over {n} rank-step{'s' if n != 1 else ''} with communication records"
+    split_text = ""
+    if has_split:
         top_r = split["max_receive"]
-        text += (f" The step traces of {split['ranks']} rank{'s' if split['ranks'] != 1 else ''} split the exposed "
-                 f"communication into receives between pipeline stages (PP), {split['receive_ms_per_step']:,.3f} ms "
-                 f"per step per rank (up to {top_r['ms']:,.3f} ms on rank {top_r['rank']}), and collectives, "
-                 f"{split['collective_ms_per_step']:,.3f} ms.")
+        split_text = (f"the step traces of {split['ranks']} rank{'s' if split['ranks'] != 1 else ''} split the exposed "
+                      f"communication into receives between pipeline stages (PP), {split['receive_ms_per_step']:,.3f} "
+                      f"ms per step per rank (up to {top_r['ms']:,.3f} ms on rank {top_r['rank']}), and collectives, "
+                      f"{split['collective_ms_per_step']:,.3f} ms")
+    coverage = (f"the op records hold {ops_per:,.3f} ms of the step trace's {step_comm:,.3f} ms of communication "
+                f"per rank-step ({ops_per / step_comm * 100:.1f} %)" if step_comm and ops_per is not None else "")
+    how = " Dimensions inferred from " + "; ".join(inferred) + "."
+    if partial and has_split:
+        return (split_text[0].upper() + split_text[1:] + f". Only part of it is in op records: {coverage}; among "
+                f"them {label[0].lower() + label[1:]} costs most: {cost}." + how)
+    if partial:
+        label = "Of the communication ops the files list, " + label[0].lower() + label[1:]
+    text = f"{label} costs most: {cost}." + how
+    if coverage:
+        text += f" {coverage[0].upper() + coverage[1:]}."
+    if split_text:
+        text += f" {split_text[0].upper() + split_text[1:]}."
     return text
 
 
