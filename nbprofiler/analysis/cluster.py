@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..model.parallel import map_chunks
 from .cluster_reduce import gather_rank_summaries
 
 Z_THRESHOLD = 3.5
@@ -147,22 +148,111 @@ def step_interval_proposal(summary: dict) -> dict | None:
             "stage": col}
 
 
+def communication_summary(cluster, engine: str | None = None) -> dict:
+    """The cluster's communication reduced where each rank is parsed (`cluster_reduce.reduce_communication`
+    in chunks on ``engine``, default the cluster's; see `nbprofiler.model.parallel`), combined and cached on
+    the cluster: the keys of `communication_parts` plus ``pipeline_rows`` ((rank, average row) of each
+    rank's ascend_cluster_analyse file), ``flops`` (rank -> cube MFLOPs), ``stage_num``. No rank's frames
+    stay in this process."""
+    from .cluster_reduce import reduce_communication
+    engine = engine or getattr(cluster, "engine", None)
+    runs = [dataclasses.replace(p.run, info={**p.run.info, "label": str(key)}) for key, p in cluster.profiles.items()]
+
+    def build():
+        parts = map_chunks(reduce_communication, runs, engine=engine)
+        cat = lambda k: pd.concat([p[k] for p in parts if len(p[k])], ignore_index=True) \
+            if any(len(p[k]) for p in parts) else (parts[0][k] if parts else pd.DataFrame())  # noqa: E731
+        out = {k: cat(k) for k in ("links", "by_rank", "bandwidth", "average_links")}
+        out["links_legacy"] = any(p["links_legacy"] for p in parts)
+        out["by_rank_source"] = next((p["by_rank_source"] for p in parts if p["by_rank_source"]), "")
+        out["pipeline_rows"] = [r for p in parts for r in p["pipeline_rows"]]
+        out["flops"] = {k: v for p in parts for k, v in p["flops"].items()}
+        out["stage_num"] = next((p["stage_num"] for p in parts if p.get("stage_num")), None)
+        return out
+
+    return cluster.cached("communication_summary", build) if hasattr(cluster, "cached") else build()
+
+
+LINK_KEYS = ["src", "dst", "transport", "recorded_by"]
+BY_RANK_TIMES = ["elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"]
+
+
+def communication_parts(frames: dict) -> dict:
+    """Some ranks' communication frames (``frames``: name -> [(rank, frame)], as
+    `cluster_reduce.rank_frames` gives them) reduced to what `communication_matrix`,
+    `communication_by_rank`, `link_bandwidth` and `slow_links` need; ranks reduced apart combine by
+    concatenation. Keys: ``links`` (per link and recording rank: ``time_ms``, ``size``, ``steps``; from
+    legacy ``hccl_raw`` link data where a rank has it, else the communication matrix; ``links_legacy``
+    says whether any came from hccl_raw), ``by_rank`` and ``by_rank_source`` (see
+    `communication_by_rank`), ``bandwidth`` (`link_bandwidth` rows), ``average_links`` (each rank's
+    ``hccl_raw`` average links with ``recorded_by``)."""
+    hccl_links = dict(frames.get("hccl_links", []))
+    matrices = dict(frames.get("communication_matrix", []))
+    link_frames, legacy = [], False
+    for key in list(dict.fromkeys([*hccl_links, *matrices])):
+        links = hccl_links.get(key)
+        if links is not None and len(links) and "src" in links.columns:
+            link_frames.append(links.assign(recorded_by=key))
+            legacy = True
+            continue
+        matrix = matrices.get(key)
+        if matrix is not None and len(matrix) and "src" in matrix.columns:
+            link_frames.append(pd.DataFrame({"step": matrix["step"].astype(str).str.extract(r"(\d+)$")[0],
+                                             "src": matrix["src"], "dst": matrix["dst"],
+                                             "transport": matrix["transport"], "time_ms": matrix["transit_ms"],
+                                             "size": matrix["size_mb"], "recorded_by": key}))
+    if link_frames:
+        links = pd.concat(link_frames, ignore_index=True)
+        links = links[pd.to_numeric(links["step"], errors="coerce").notna()]
+        links = links.groupby(LINK_KEYS, as_index=False).agg(time_ms=("time_ms", "sum"), size=("size", "sum"),
+                                                             steps=("step", "nunique"))
+    else:
+        links = pd.DataFrame(columns=[*LINK_KEYS, "time_ms", "size", "steps"])
+    by_rank, source = pd.DataFrame(columns=["rank", "ops", *BY_RANK_TIMES]), ""
+    comm = _stack(frames.get("communication", []))
+    if len(comm):
+        by_rank = comm.groupby("rank", as_index=False, sort=False).agg(
+            ops=("op_name", "nunique"), **{c: (c, "sum") for c in BY_RANK_TIMES})
+        source = "communication.json / cluster_communication.json"
+    else:
+        hccl = _stack(frames.get("hccl", []))
+        if len(hccl):
+            g = hccl.groupby("rank", as_index=False, sort=False).agg(transit_ms=("communication_cost_ms", "sum"),
+                                                                     wait_ms=("wait_cost_ms", "sum"))
+            g = g.assign(ops=np.nan, elapse_ms=g["transit_ms"] + g["wait_ms"], sync_ms=np.nan, idle_ms=0.0)
+            by_rank, source = g[["rank", "ops", *BY_RANK_TIMES]], "hccl_raw_*.csv"
+    bw = _stack(frames.get("communication_links", []))
+    if len(bw):
+        bw = bw.groupby(["rank", "transport"], as_index=False).agg(
+            size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"), ops=("op_name", "nunique"))
+        bw = bw[bw["transit_ms"] > 0].copy()
+        bw["bandwidth_gbps"] = bw["size_mb"] / bw["transit_ms"]
+        bw = bw[["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"]].reset_index(drop=True)
+    else:
+        bw = pd.DataFrame(columns=["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"])
+    averages = [pd.DataFrame(df.attrs["average"]).assign(recorded_by=key)
+                for key, df in frames.get("hccl_links", []) if df.attrs.get("average")]
+    return {"links": links, "links_legacy": legacy, "by_rank": by_rank, "by_rank_source": source,
+            "bandwidth": bw, "average_links": pd.concat(averages, ignore_index=True) if averages else pd.DataFrame()}
+
+
+def _stack(pairs: list) -> pd.DataFrame:
+    """Ranks' frames stacked, ``rank`` (the label) set on each."""
+    keep = [df.assign(rank=key) for key, df in pairs if df is not None and len(df)]
+    return pd.concat(keep, ignore_index=True) if keep else pd.DataFrame()
+
+
 def pipeline_flops_imbalance(cluster, stages: dict[int, list[str]] | None = None) -> dict | None:
     """MindInsight's pipeline FLOPs proposer from ``flops_summary_*``: per pipeline stage the mean of its
     ranks' cube MFLOPs; the heaviest stage (``stage``, 1-based), its ``val`` and ``percent`` =
     (val - mean over stages) / mean x 100. ``stages`` maps stage -> ranks; by default ranks are split
     evenly in order over the ``stage_num`` of the cluster_analyse files."""
-    flops = {}
-    for key, prof in cluster.profiles.items():
-        fs = prof.flops_summary
-        if fs:
-            v = fs.get("cube_FLOPs", fs.get("FLOPs"))
-            if v is not None:
-                flops[key] = float(v)
+    summary = communication_summary(cluster)
+    flops = summary["flops"]
     if not flops:
         return None
     if stages is None:
-        n = next((p.cluster_analyse.attrs.get("stage_num") for p in cluster if len(p.cluster_analyse)), None)
+        n = summary["stage_num"]
         if not n:
             return None
         ranks = sorted(flops, key=_rank_key)
@@ -182,26 +272,11 @@ def communication_matrix(cluster) -> pd.DataFrame:
     data of every rank (each link once, from the rank that recorded it), else the new-format
     ``communication_matrix`` frame (communication_matrix.json / cluster_communication_matrix.json:
     ``size`` in MB, so ``bandwidth`` is MB/ms = GB/s). ``attrs["size_unit"]`` / ``attrs["bandwidth_unit"]``
-    say which (hccl_raw names neither unit)."""
-    frames = []
-    for key, prof in cluster.profiles.items():
-        links = prof.hccl_links
-        if len(links) and "src" in links.columns:
-            frames.append(links.assign(recorded_by=key))
-            frames[-1].attrs["from"] = "hccl_raw"
-            continue
-        matrix = prof.communication_matrix
-        if len(matrix) and "src" in matrix.columns:
-            frames.append(pd.DataFrame({"step": matrix["step"].astype(str).str.extract(r"(\d+)$")[0],
-                                        "src": matrix["src"], "dst": matrix["dst"], "transport": matrix["transport"],
-                                        "time_ms": matrix["transit_ms"], "size": matrix["size_mb"],
-                                        "recorded_by": key}))
-    if not frames:
+    say which (hccl_raw names neither unit). Reduced where each rank is parsed (`communication_summary`)."""
+    summary = communication_summary(cluster)
+    g = summary["links"]
+    if g.empty:
         return pd.DataFrame(columns=["src", "dst", "transport", "time_ms", "size", "bandwidth", "steps"])
-    links = pd.concat(frames, ignore_index=True)
-    links = links[pd.to_numeric(links["step"], errors="coerce").notna()]
-    g = links.groupby(["src", "dst", "transport", "recorded_by"], as_index=False).agg(
-        time_ms=("time_ms", "sum"), size=("size", "sum"), steps=("step", "nunique"))
     # a link seen by both ends is kept once: from the rank that recorded the most time for it
     g = g.sort_values("time_ms", ascending=False).drop_duplicates(["src", "dst", "transport"])
     g["bandwidth"] = np.where(g["time_ms"] > 0, g["size"] / g["time_ms"].where(g["time_ms"] > 0), np.nan)
@@ -210,9 +285,8 @@ def communication_matrix(cluster) -> pd.DataFrame:
     out = g[["src", "dst", "transport", "time_ms", "size", "bandwidth", "steps"]].sort_values(
         ["src", "dst", "transport"], key=lambda s: s.map(_rank_key) if s.name != "transport" else s,
         ignore_index=True)
-    legacy = any("size_mb" not in f.attrs.get("from", "size_mb") for f in frames)
-    out.attrs["size_unit"], out.attrs["bandwidth_unit"] = (("hccl_raw's unit", "hccl_raw's unit") if legacy
-                                                           else ("MB", "GB/s"))
+    out.attrs["size_unit"], out.attrs["bandwidth_unit"] = (("hccl_raw's unit", "hccl_raw's unit")
+                                                           if summary["links_legacy"] else ("MB", "GB/s"))
     return out
 
 
@@ -220,14 +294,8 @@ def link_bandwidth(cluster) -> pd.DataFrame:
     """New-format per-rank, per-transport communication totals from communication.json /
     cluster_communication.json: ``rank``, ``transport``, ``size_mb``, ``transit_ms`` (sums over ops)
     and ``bandwidth_gbps`` (= size_mb / transit_ms, MB/ms = GB/s), ``ops``. Idle transports are dropped."""
-    links = cluster.concat("communication_links")
-    if links.empty:
-        return pd.DataFrame(columns=["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"])
-    g = links.groupby(["rank", "transport"], as_index=False).agg(
-        size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"), ops=("op_name", "nunique"))
-    g = g[g["transit_ms"] > 0].copy()
-    g["bandwidth_gbps"] = g["size_mb"] / g["transit_ms"]
-    return g[["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"]].reset_index(drop=True)
+    out = communication_summary(cluster)["bandwidth"]
+    return out.sort_values(["rank", "transport"], kind="stable", ignore_index=True)
 
 
 def communication_by_rank(cluster) -> pd.DataFrame:
@@ -237,21 +305,13 @@ def communication_by_rank(cluster) -> pd.DataFrame:
     ``wait_ms`` its wait cost (two separate times, as MindInsight's bars show them: rank 0 of
     cluster_4rank_pipeline communicates 2.6 ms and waits 270 ms a step), no op count, sync or idle.
     ``attrs["source"]`` says which."""
-    cols = ["elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"]
-    comm = cluster.concat("communication")
-    if len(comm):
-        g = comm.groupby("rank", as_index=False).agg(ops=("op_name", "nunique"), **{c: (c, "sum") for c in cols})
-        g.attrs["source"] = "communication.json / cluster_communication.json"
-        return g
-    hccl = cluster.concat("hccl")
-    if len(hccl):
-        g = hccl.groupby("rank", as_index=False, sort=False).agg(transit_ms=("communication_cost_ms", "sum"),
-                                                                 wait_ms=("wait_cost_ms", "sum"))
-        g = g.assign(ops=np.nan, elapse_ms=g["transit_ms"] + g["wait_ms"], sync_ms=np.nan, idle_ms=0.0)
-        g = g[["rank", "ops"] + cols]
-        g.attrs["source"] = "hccl_raw_*.csv"
-        return g
-    return pd.DataFrame(columns=["rank", "ops"] + cols)
+    summary = communication_summary(cluster)
+    out = summary["by_rank"].copy()
+    if summary["by_rank_source"].startswith("communication"):  # by rank id as written, as the files list them
+        out = out.sort_values("rank", kind="stable", ignore_index=True)
+    if summary["by_rank_source"]:
+        out.attrs["source"] = summary["by_rank_source"]
+    return out
 
 
 # MindInsight's cluster proposer thresholds (its ParallelProposer): a link 20 % below the mean bandwidth
@@ -267,15 +327,10 @@ def slow_links(cluster, fraction: float = SLOW_LINK_FRACTION) -> pd.DataFrame:
     per transport over those entries. Columns: ``src``, ``dst``, ``transport``, ``bandwidth``,
     ``mean_bandwidth``, ``below_mean_pct`` (0-100), ``recorded_by`` (rank key), ``slowest`` (bool: the
     one link per transport MindInsight names)."""
-    frames = []
-    for key in cluster.ranks:
-        avg = cluster[key].hccl_links.attrs.get("average")
-        if avg:
-            frames.append(pd.DataFrame(avg).assign(recorded_by=key))
+    links = communication_summary(cluster)["average_links"]
     cols = ["src", "dst", "transport", "bandwidth", "mean_bandwidth", "below_mean_pct", "recorded_by", "slowest"]
-    if not frames:
+    if links.empty:
         return pd.DataFrame(columns=cols)
-    links = pd.concat(frames, ignore_index=True)
     links = links[links["src"] != links["dst"]].copy()
     links["mean_bandwidth"] = links.groupby("transport")["bandwidth"].transform("mean")
     below = (links["mean_bandwidth"] - links["bandwidth"]) / links["mean_bandwidth"]
@@ -291,13 +346,7 @@ def pipeline_communication(cluster) -> dict | None:
     ``within_stage`` ({stage: collective communication without receive over computation + communication
     of that stage's ranks, 0-100}) and ``worst_stage`` / ``worst_stage_pct`` (the stage MindInsight names,
     when over `STAGE_COMMUNICATION_FRACTION`); None when the files are not a pipeline-parallel run."""
-    rows = []
-    for key in cluster.ranks:
-        prof = cluster[key]
-        ca = prof.cluster_analyse
-        avg = ca.attrs.get("average") if ca is not None else None
-        if avg and "receive_alone_time_ms" in avg:
-            rows.append((int(prof.run.device), avg))
+    rows = communication_summary(cluster)["pipeline_rows"]
     stages, size = _pipeline_shape(cluster)
     if not rows or not stages:
         return None
@@ -335,5 +384,5 @@ def _rank_key(r):
 
 __all__ = ["rank_summary", "rank_steps", "rank_stage_matrix", "robust_z", "slow_ranks", "slowest_rank",
            "slow_steps", "step_interval_proposal", "pipeline_flops_imbalance", "communication_matrix",
-           "link_bandwidth", "communication_by_rank", "slow_links", "pipeline_communication", "MIN_OUTLIER_SHARE",
+           "link_bandwidth", "communication_by_rank", "communication_summary", "communication_parts", "slow_links", "pipeline_communication", "MIN_OUTLIER_SHARE",
            "SLOW_LINK_FRACTION", "STAGE_COMMUNICATION_FRACTION"]

@@ -101,6 +101,85 @@ def reduce_ranks(runs: list[RunFiles], failure: FailureHandling = FailureHandlin
     return combine([reduce_rank(r, failure) for r in runs])
 
 
+# The frames the cluster's communication analyses read, and the column each is keyed by rank on (the links
+# of a communication matrix belong to their source rank).
+COMMUNICATION_FRAMES = {"communication": "rank", "communication_links": "rank", "communication_matrix": "src",
+                        "hccl": None, "hccl_links": None}
+
+
+def rank_frames(runs: list[RunFiles], names: Iterable[str]) -> dict[str, list[tuple[str, pd.DataFrame]]]:
+    """For a chunk of ranks, frame name -> [(rank label, that rank's frame)], the ranks' labels from
+    ``info["label"]``. Ranks of one cluster_analysis folder share its cluster-wide files: their rows are
+    taken together from each file's frame, read once per process (`nbprofiler.io.shared`) and finished
+    as the Profile finishes it; other ranks build their `Profile`."""
+    from ..io import ascend_ms, families, shared
+    from ..model.build import AFTER
+    from ..model.profile import Profile
+    names = list(names)
+    out: dict[str, list] = {n: [] for n in names}
+    readers = {"communication": ("cluster_communication", lambda r: ascend_ms.communication(ascend_ms._all_ranks(r))),
+               "communication_links": ("cluster_communication",
+                                       lambda r: ascend_ms.communication_links(ascend_ms._all_ranks(r))),
+               "communication_matrix": ("cluster_communication_matrix",
+                                        lambda r: families.read_matrix(r.get("cluster_communication_matrix")))}
+    for run in runs:
+        label = str(run.info.get("label", run.device))
+        if run.generation == "cluster_analysis" and run.device != "*":
+            for name in names:
+                role, read = readers.get(name, (None, None))
+                if role is None or not run.has(role) or (name != "communication_matrix" and run.has("communication")):
+                    continue
+                path = run.get(role)
+                rows = shared.rows_of(path, name, lambda: read(run), COMMUNICATION_FRAMES[name], str(run.device))
+                if len(rows):
+                    out[name].append((label, AFTER.get(name, lambda df: df)(rows)))
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the frames' problems are the rank's own page's to report
+            prof = Profile(run)
+            for name in names:
+                try:
+                    df = getattr(prof, name)
+                except Exception:  # noqa: BLE001 - an unreadable rank adds no communication
+                    continue
+                if df is not None and len(df):
+                    out[name].append((label, df))
+    return out
+
+
+def reduce_communication(runs: list[RunFiles]) -> dict:
+    """A chunk of ranks reduced, where they are parsed, to what the cluster's communication analyses need
+    (`nbprofiler.analysis.cluster.communication_parts`): per rank totals, per link sums, the legacy
+    average links, the pipeline averages and FLOPs."""
+    from . import cluster as C
+    frames = rank_frames(runs, COMMUNICATION_FRAMES)
+    parts = C.communication_parts(frames)
+    pipeline, flops = [], {}
+    from ..model.profile import Profile
+    for run in runs:
+        if run.generation == "cluster_analysis":
+            continue  # no ascend_cluster_analyse or flops_summary file in a cluster_analysis folder
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prof = Profile(run)
+            label = str(run.info.get("label", run.device))
+            ca = prof.cluster_analyse
+            avg = ca.attrs.get("average") if ca is not None else None
+            if avg and "receive_alone_time_ms" in avg:
+                pipeline.append((int(prof.run.device), avg))
+            fs = prof.flops_summary
+            if fs:
+                v = fs.get("cube_FLOPs", fs.get("FLOPs"))
+                if v is not None:
+                    flops[label] = float(v)
+            stage_num = ca.attrs.get("stage_num") if ca is not None and len(ca) else None
+            if stage_num:
+                parts.setdefault("stage_num", stage_num)
+    parts["pipeline_rows"] = pipeline
+    parts["flops"] = flops
+    return parts
+
+
 def gather_rank_summaries(runs: Iterable[RunFiles], engine: str | None = None, max_workers: int | None = None,
                           failure: FailureHandling = FailureHandling.SKIP) -> dict:
     """`reduce_rank` over every run, combined (see `combine`): ``steps`` (one row per rank),
