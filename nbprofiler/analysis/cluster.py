@@ -59,6 +59,52 @@ def rank_stage_matrix(summary: dict) -> pd.DataFrame:
     return steps[[c for c in summary["stages"] if c in steps.columns]].astype(float)
 
 
+# The most rows (or columns) a per-rank heatmap draws: past it, consecutive ranks share a row (a bin).
+MAX_RANK_BINS = 256
+
+
+def rank_bins(ranks, max_bins: int = MAX_RANK_BINS) -> pd.Series:
+    """rank -> its bin's label (``"0-15"``; the rank itself when each bin holds one): the ranks in numeric
+    order cut into consecutive bins of ceil(ranks / ``max_bins``), so at most ``max_bins`` bins. A rank's bin
+    holds its tensor-parallel neighbours when the bin size divides the TP size or is a multiple of it."""
+    order = sorted((str(r) for r in ranks), key=_rank_key)
+    size = max(1, -(-len(order) // max(1, max_bins)))
+    labels = {}
+    for start in range(0, len(order), size):
+        chunk = order[start:start + size]
+        label = chunk[0] if len(chunk) == 1 else f"{chunk[0]}-{chunk[-1]}"
+        labels.update({r: label for r in chunk})
+    return pd.Series(labels, dtype=object)
+
+
+def binned_ranks(values: pd.DataFrame, max_bins: int = MAX_RANK_BINS) -> pd.DataFrame:
+    """A ranks x columns frame (indexed by rank) as bins x columns, long: ``bin`` (label, bins in rank
+    order), ``column``, ``ranks`` (ranks in the bin), ``max`` (the bin's largest value), ``max_rank`` (the
+    rank that has it), ``mean``, ``min``. The largest value is kept so one slow rank still shows in its bin."""
+    bins = rank_bins(values.index, max_bins)
+    long = values.rename_axis("rank").reset_index().melt(id_vars="rank", var_name="column", value_name="value")
+    long["rank"] = long["rank"].astype(str)
+    long["bin"] = long["rank"].map(bins)
+    long["value"] = long["value"].astype(float)
+    g = long.groupby(["bin", "column"], sort=False)["value"]
+    out = g.agg(["max", "mean", "min", "size"]).rename(columns={"size": "ranks"})
+    idx = g.idxmax().dropna().astype(int)
+    out["max_rank"] = pd.Series(long.loc[idx.to_numpy(), "rank"].to_numpy(), index=idx.index)
+    out = out.reset_index()
+    order = {b: i for i, b in enumerate(dict.fromkeys(bins.to_numpy()))}
+    cols = {c: i for i, c in enumerate(values.columns)}
+    out = out.sort_values(["bin", "column"], key=lambda s: s.map(order) if s.name == "bin" else s.map(cols),
+                          ignore_index=True)
+    return out[["bin", "column", "ranks", "max", "max_rank", "mean", "min"]]
+
+
+def top_ranks(values: pd.Series, n: int) -> list[str]:
+    """The ``n`` ranks with the largest ``values`` (indexed by rank), largest first (ties in rank order)."""
+    s = values.astype(float).dropna()
+    s = s.loc[sorted(s.index, key=_rank_key)]
+    return [str(r) for r in s.sort_values(ascending=False, kind="stable").index[:n]]
+
+
 def robust_z(values: pd.Series) -> pd.Series:
     """Modified z-score: 0.6745 (x - median) / MAD; with MAD 0, (x - median) / (1.2533 x mean absolute
     deviation); all zeros when every value is the same."""
@@ -89,21 +135,24 @@ def slow_ranks(summary: dict, threshold: float = Z_THRESHOLD, min_share: float =
     not), so the table answers "who is slowest, and is it significant?"."""
     steps = rank_steps(summary)
     cols = [c for c in summary["stages"] + ["total_ms"] if c in steps.columns]
-    rows = []
-    for stage in cols:
-        z = robust_z(steps[stage])
+    columns = ["rank", "stage", "value_ms", "median_ms", "excess_ms", "z", "share_of_step", "flagged"]
+    total = steps["total_ms"].astype(float).to_numpy() if "total_ms" in steps else np.full(len(steps), np.nan)
+    parts = []
+    for stage in cols:  # vectorised over the ranks: thousands of ranks x a dozen stages
+        value = steps[stage].astype(float).to_numpy()
+        z = robust_z(steps[stage]).to_numpy(float)
         med = float(steps[stage].median())
-        for rank, value in steps[stage].items():
-            step = float(steps.at[rank, "total_ms"]) if "total_ms" in steps else np.nan
-            flagged = bool(z[rank] > threshold) and not (float(value) - med < min_share * step)
-            slowest = stage == "total_ms" and value == steps[stage].max()
-            if z[rank] > threshold or slowest:
-                total = float(steps.at[rank, "total_ms"]) if "total_ms" in steps else np.nan
-                rows.append({"rank": rank, "stage": stage, "value_ms": float(value), "median_ms": med,
-                             "excess_ms": float(value) - med, "z": float(z[rank]),
-                             "share_of_step": float(value) / total if total else np.nan, "flagged": flagged})
-    out = pd.DataFrame(rows, columns=["rank", "stage", "value_ms", "median_ms", "excess_ms", "z",
-                                      "share_of_step", "flagged"])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            flagged = (z > threshold) & ~(value - med < min_share * total)
+            share = np.where(total != 0, value / total, np.nan)
+        keep = z > threshold
+        if stage == "total_ms":
+            keep |= value == steps[stage].max()
+        if keep.any():
+            parts.append(pd.DataFrame({"rank": steps.index[keep], "stage": stage, "value_ms": value[keep],
+                                       "median_ms": med, "excess_ms": value[keep] - med, "z": z[keep],
+                                       "share_of_step": share[keep], "flagged": flagged[keep]}))
+    out = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
     return out.sort_values(["flagged", "z"], ascending=False, ignore_index=True)
 
 
@@ -151,7 +200,8 @@ def step_interval_proposal(summary: dict) -> dict | None:
 def communication_summary(cluster, engine: str | None = None) -> dict:
     """The cluster's communication reduced where each rank is parsed (`cluster_reduce.reduce_communication`
     in chunks on ``engine``, default the cluster's; see `nbprofiler.model.parallel`), combined and cached on
-    the cluster: the keys of `communication_parts` plus ``pipeline_rows`` ((rank, average row) of each
+    the cluster: the keys of `communication_parts` (``groups``: the communication groups of
+    communication_group.json, each once) plus ``pipeline_rows`` ((rank, average row) of each
     rank's ascend_cluster_analyse file), ``flops`` (rank -> cube MFLOPs), ``stage_num``. No rank's frames
     stay in this process."""
     from .cluster_reduce import reduce_communication
@@ -162,7 +212,9 @@ def communication_summary(cluster, engine: str | None = None) -> dict:
         parts = map_chunks(reduce_communication, runs, engine=engine)
         cat = lambda k: pd.concat([p[k] for p in parts if len(p[k])], ignore_index=True) \
             if any(len(p[k]) for p in parts) else (parts[0][k] if parts else pd.DataFrame())  # noqa: E731
-        out = {k: cat(k) for k in ("links", "by_rank", "bandwidth", "average_links")}
+        out = {k: cat(k) for k in ("links", "by_rank", "bandwidth", "average_links", "groups")}
+        if len(out["groups"]):
+            out["groups"] = out["groups"].drop_duplicates(["kind", "group"], ignore_index=True)
         out["links_legacy"] = any(p["links_legacy"] for p in parts)
         out["by_rank_source"] = next((p["by_rank_source"] for p in parts if p["by_rank_source"]), "")
         out["pipeline_rows"] = [r for p in parts for r in p["pipeline_rows"]]
@@ -178,29 +230,28 @@ BY_RANK_TIMES = ["elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"]
 
 
 def communication_parts(frames: dict) -> dict:
-    """Some ranks' communication frames (``frames``: name -> [(rank, frame)], as
-    `cluster_reduce.rank_frames` gives them) reduced to what `communication_matrix`,
+    """Some ranks' communication frames (``frames``: name -> the ranks' frames stacked with ``label``, the
+    rank's key, as `cluster_reduce.rank_frames` gives them) reduced to what `communication_matrix`,
     `communication_by_rank`, `link_bandwidth` and `slow_links` need; ranks reduced apart combine by
     concatenation. Keys: ``links`` (per link and recording rank: ``time_ms``, ``size``, ``steps``; from
     legacy ``hccl_raw`` link data where a rank has it, else the communication matrix; ``links_legacy``
     says whether any came from hccl_raw), ``by_rank`` and ``by_rank_source`` (see
     `communication_by_rank`), ``bandwidth`` (`link_bandwidth` rows), ``average_links`` (each rank's
     ``hccl_raw`` average links with ``recorded_by``)."""
-    hccl_links = dict(frames.get("hccl_links", []))
-    matrices = dict(frames.get("communication_matrix", []))
-    link_frames, legacy = [], False
-    for key in list(dict.fromkeys([*hccl_links, *matrices])):
-        links = hccl_links.get(key)
-        if links is not None and len(links) and "src" in links.columns:
-            link_frames.append(links.assign(recorded_by=key))
-            legacy = True
-            continue
-        matrix = matrices.get(key)
-        if matrix is not None and len(matrix) and "src" in matrix.columns:
-            link_frames.append(pd.DataFrame({"step": matrix["step"].astype(str).str.extract(r"(\d+)$")[0],
-                                             "src": matrix["src"], "dst": matrix["dst"],
-                                             "transport": matrix["transport"], "time_ms": matrix["transit_ms"],
-                                             "size": matrix["size_mb"], "recorded_by": key}))
+    empty = pd.DataFrame(columns=["label"])
+    hccl_links = frames.get("hccl_links", empty)
+    hccl_links = hccl_links[hccl_links["src"].notna()] if "src" in hccl_links.columns else empty
+    matrix = frames.get("communication_matrix", empty)
+    link_frames = []
+    if len(hccl_links):
+        link_frames.append(hccl_links.rename(columns={"label": "recorded_by"}))
+    if len(matrix) and "src" in matrix.columns:
+        matrix = matrix[~matrix["label"].isin(set(hccl_links["label"]) if len(hccl_links) else set())]
+        link_frames.append(pd.DataFrame({"step": matrix["step"].astype(str).str.extract(r"(\d+)$")[0],
+                                         "src": matrix["src"], "dst": matrix["dst"], "transport": matrix["transport"],
+                                         "time_ms": matrix["transit_ms"], "size": matrix["size_mb"],
+                                         "recorded_by": matrix["label"]}))
+    link_frames = [f for f in link_frames if len(f)]
     if link_frames:
         links = pd.concat(link_frames, ignore_index=True)
         links = links[pd.to_numeric(links["step"], errors="coerce").notna()]
@@ -209,37 +260,32 @@ def communication_parts(frames: dict) -> dict:
     else:
         links = pd.DataFrame(columns=[*LINK_KEYS, "time_ms", "size", "steps"])
     by_rank, source = pd.DataFrame(columns=["rank", "ops", *BY_RANK_TIMES]), ""
-    comm = _stack(frames.get("communication", []))
+    comm = frames.get("communication", empty)
+    hccl = frames.get("hccl", empty)
     if len(comm):
-        by_rank = comm.groupby("rank", as_index=False, sort=False).agg(
+        by_rank = comm.assign(rank=comm["label"]).groupby("rank", as_index=False, sort=False).agg(
             ops=("op_name", "nunique"), **{c: (c, "sum") for c in BY_RANK_TIMES})
         source = "communication.json / cluster_communication.json"
-    else:
-        hccl = _stack(frames.get("hccl", []))
-        if len(hccl):
-            g = hccl.groupby("rank", as_index=False, sort=False).agg(transit_ms=("communication_cost_ms", "sum"),
-                                                                     wait_ms=("wait_cost_ms", "sum"))
-            g = g.assign(ops=np.nan, elapse_ms=g["transit_ms"] + g["wait_ms"], sync_ms=np.nan, idle_ms=0.0)
-            by_rank, source = g[["rank", "ops", *BY_RANK_TIMES]], "hccl_raw_*.csv"
-    bw = _stack(frames.get("communication_links", []))
+    elif len(hccl):
+        g = hccl.assign(rank=hccl["label"]).groupby("rank", as_index=False, sort=False).agg(
+            transit_ms=("communication_cost_ms", "sum"), wait_ms=("wait_cost_ms", "sum"))
+        g = g.assign(ops=np.nan, elapse_ms=g["transit_ms"] + g["wait_ms"], sync_ms=np.nan, idle_ms=0.0)
+        by_rank, source = g[["rank", "ops", *BY_RANK_TIMES]], "hccl_raw_*.csv"
+    bw = frames.get("communication_links", empty)
     if len(bw):
-        bw = bw.groupby(["rank", "transport"], as_index=False).agg(
+        bw = bw.assign(rank=bw["label"]).groupby(["rank", "transport"], as_index=False).agg(
             size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"), ops=("op_name", "nunique"))
         bw = bw[bw["transit_ms"] > 0].copy()
         bw["bandwidth_gbps"] = bw["size_mb"] / bw["transit_ms"]
         bw = bw[["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"]].reset_index(drop=True)
     else:
         bw = pd.DataFrame(columns=["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"])
-    averages = [pd.DataFrame(df.attrs["average"]).assign(recorded_by=key)
-                for key, df in frames.get("hccl_links", []) if df.attrs.get("average")]
-    return {"links": links, "links_legacy": legacy, "by_rank": by_rank, "by_rank_source": source,
-            "bandwidth": bw, "average_links": pd.concat(averages, ignore_index=True) if averages else pd.DataFrame()}
-
-
-def _stack(pairs: list) -> pd.DataFrame:
-    """Ranks' frames stacked, ``rank`` (the label) set on each."""
-    keep = [df.assign(rank=key) for key, df in pairs if df is not None and len(df)]
-    return pd.concat(keep, ignore_index=True) if keep else pd.DataFrame()
+    avg = frames.get("hccl_links_average", empty)
+    groups = frames.get("communication_groups", empty)
+    groups = groups.drop_duplicates(["kind", "group"]).drop(columns="label") if len(groups) else pd.DataFrame()
+    return {"groups": groups, "links": links, "links_legacy": bool(len(hccl_links)), "by_rank": by_rank, "by_rank_source": source,
+            "bandwidth": bw, "average_links": avg.rename(columns={"label": "recorded_by"}) if len(avg) else
+            pd.DataFrame()}
 
 
 def pipeline_flops_imbalance(cluster, stages: dict[int, list[str]] | None = None) -> dict | None:
@@ -385,4 +431,5 @@ def _rank_key(r):
 __all__ = ["rank_summary", "rank_steps", "rank_stage_matrix", "robust_z", "slow_ranks", "slowest_rank",
            "slow_steps", "step_interval_proposal", "pipeline_flops_imbalance", "communication_matrix",
            "link_bandwidth", "communication_by_rank", "communication_summary", "communication_parts", "slow_links", "pipeline_communication", "MIN_OUTLIER_SHARE",
-           "SLOW_LINK_FRACTION", "STAGE_COMMUNICATION_FRACTION"]
+           "SLOW_LINK_FRACTION", "STAGE_COMMUNICATION_FRACTION", "rank_bins", "binned_ranks", "top_ranks",
+           "MAX_RANK_BINS"]

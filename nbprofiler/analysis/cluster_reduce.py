@@ -8,6 +8,7 @@ import functools
 import warnings
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 
 from ..io.discover import RunFiles
@@ -97,43 +98,106 @@ def combine(parts: list[dict]) -> dict:
 
 
 def reduce_ranks(runs: list[RunFiles], failure: FailureHandling = FailureHandling.SKIP) -> dict:
-    """`reduce_rank` over a chunk of ranks, combined where they were parsed: one reply per chunk."""
-    return combine([reduce_rank(r, failure) for r in runs])
+    """`reduce_rank` over a chunk of ranks, combined where they were parsed: one reply per chunk. Ranks of
+    one cluster_analysis folder are reduced together (`reduce_cluster_file`)."""
+    parts, group = [], []
+
+    def flush():
+        if group:
+            parts.append(reduce_cluster_file(list(group), failure))
+            group.clear()
+
+    for run in runs:
+        if run.generation == "cluster_analysis" and run.device != "*" and run.has("cluster_step_trace_time"):
+            if group and group[0].get("cluster_step_trace_time") != run.get("cluster_step_trace_time"):
+                flush()
+            group.append(run)
+            continue
+        flush()
+        parts.append(reduce_rank(run, failure))
+    flush()
+    return combine(parts)
+
+
+def reduce_cluster_file(runs: list[RunFiles], failure: FailureHandling = FailureHandling.SKIP) -> dict:
+    """`reduce_rank`'s results for ranks of one cluster_analysis folder, from its cluster_step_trace_time.csv
+    read once per process: the first rank is reduced as any rank is (it gives the stages, the columns and the
+    file's problems), the others' step means and per-step rows are taken from the file's frame at once (a
+    cluster file has no average row and no op types, so the mean over the steps is each rank's average)."""
+    from ..io import ascend_ms, shared
+    first = reduce_rank(runs[0], failure)
+    if len(runs) == 1 or first["problems"] or not len(first["steps"]) or \
+            first["steps"]["average_source"].iloc[0] != "mean":
+        return combine([first] + [reduce_rank(r, failure) for r in runs[1:]])
+    path = runs[0].get("cluster_step_trace_time")
+    full, pos = shared.whole(path, "cluster_step_trace", lambda: ascend_ms.cluster_step_trace(path), "index")
+    rest = [r for r in runs[1:] if str(r.device) in pos]
+    missing = [r for r in runs[1:] if str(r.device) not in pos]  # not in the file: reduced (and reported) alone
+    if not rest:
+        return combine([first] + [reduce_rank(r, failure) for r in missing])
+    rows = full.iloc[np.concatenate([pos[str(r.device)] for r in rest])]
+    rows = rows[rows["type"] == "rank"]
+    labels = {str(r.device): str(r.info.get("label", r.device)) for r in rest}
+    rank = rows["index"].map(labels)
+    means = [c for c in first["steps"].columns if c not in ("rank", "steps", "average_source")]
+    g = rows.assign(rank=rank).groupby("rank", sort=False)
+    steps = g[means].mean().reset_index()
+    steps.insert(1, "steps", g.size().to_numpy().astype(int))
+    steps["average_source"] = "mean"
+    totals_cols = list(first["step_totals"].columns)
+    step_totals = rows.assign(rank=rank)[totals_cols].reset_index(drop=True)
+    part = {"stages": first["stages"], "steps": steps[list(first["steps"].columns)],
+            "step_totals": step_totals, "op_types": first["op_types"].iloc[:0], "problems": []}
+    return combine([first, part] + [reduce_rank(r, failure) for r in missing])
 
 
 # The frames the cluster's communication analyses read, and the column each is keyed by rank on (the links
 # of a communication matrix belong to their source rank).
 COMMUNICATION_FRAMES = {"communication": "rank", "communication_links": "rank", "communication_matrix": "src",
-                        "hccl": None, "hccl_links": None}
+                        "hccl": None, "hccl_links": None, "communication_groups": None}
 
 
-def rank_frames(runs: list[RunFiles], names: Iterable[str]) -> dict[str, list[tuple[str, pd.DataFrame]]]:
-    """For a chunk of ranks, frame name -> [(rank label, that rank's frame)], the ranks' labels from
-    ``info["label"]``. Ranks of one cluster_analysis folder share its cluster-wide files: their rows are
-    taken together from each file's frame, read once per process (`nbprofiler.io.shared`) and finished
-    as the Profile finishes it; other ranks build their `Profile`."""
+def rank_frames(runs: list[RunFiles], names: Iterable[str]) -> dict[str, pd.DataFrame]:
+    """For a chunk of ranks, frame name -> the ranks' frames stacked, with ``label`` (the rank's key, from
+    ``info["label"]``) first; ``hccl_links_average`` stacks each rank's ``hccl_links.attrs["average"]``.
+    Ranks of one cluster_analysis folder share its cluster-wide files: their rows are taken together from
+    each file's frame, read once per process (`nbprofiler.io.shared`) and finished as a Profile finishes
+    it; other ranks build their `Profile`."""
     from ..io import ascend_ms, families, shared
     from ..model.build import AFTER
     from ..model.profile import Profile
     names = list(names)
-    out: dict[str, list] = {n: [] for n in names}
+    pieces: dict[str, list[pd.DataFrame]] = {n: [] for n in [*names, "hccl_links_average"]}
     readers = {"communication": ("cluster_communication", lambda r: ascend_ms.communication(ascend_ms._all_ranks(r))),
                "communication_links": ("cluster_communication",
                                        lambda r: ascend_ms.communication_links(ascend_ms._all_ranks(r))),
                "communication_matrix": ("cluster_communication_matrix",
                                         lambda r: families.read_matrix(r.get("cluster_communication_matrix")))}
+    shared_runs = [r for r in runs if r.generation == "cluster_analysis" and r.device != "*"]
+    by_file: dict[tuple, list[RunFiles]] = {}
+    for run in shared_runs:
+        by_file.setdefault(tuple(str(run.get(role)) for role, _ in readers.values()), []).append(run)
+    for group in by_file.values():
+        first = group[0]
+        if "communication_groups" in names and first.has("communication_group"):
+            groups = families.communication_groups(first)  # the cluster's groups, the same for every rank
+            if groups is not None and len(groups):
+                pieces["communication_groups"].append(groups.assign(label=str(first.info.get("label", first.device))))
+        for name in names:
+            role, read = readers.get(name, (None, None))
+            if role is None or not first.has(role) or (name != "communication_matrix" and first.has("communication")):
+                continue
+            full, pos = shared.whole(first.get(role), name, lambda: read(first), COMMUNICATION_FRAMES[name])
+            take = [(pos[str(r.device)], str(r.info.get("label", r.device))) for r in group if str(r.device) in pos]
+            if not take:
+                continue
+            rows = full.iloc[np.concatenate([t for t, _ in take])].reset_index(drop=True)
+            rows.insert(0, "label", np.repeat([label for _, label in take], [len(t) for t, _ in take]))
+            pieces[name].append(AFTER.get(name, lambda df: df)(rows))
     for run in runs:
-        label = str(run.info.get("label", run.device))
         if run.generation == "cluster_analysis" and run.device != "*":
-            for name in names:
-                role, read = readers.get(name, (None, None))
-                if role is None or not run.has(role) or (name != "communication_matrix" and run.has("communication")):
-                    continue
-                path = run.get(role)
-                rows = shared.rows_of(path, name, lambda: read(run), COMMUNICATION_FRAMES[name], str(run.device))
-                if len(rows):
-                    out[name].append((label, AFTER.get(name, lambda df: df)(rows)))
             continue
+        label = str(run.info.get("label", run.device))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the frames' problems are the rank's own page's to report
             prof = Profile(run)
@@ -142,9 +206,12 @@ def rank_frames(runs: list[RunFiles], names: Iterable[str]) -> dict[str, list[tu
                     df = getattr(prof, name)
                 except Exception:  # noqa: BLE001 - an unreadable rank adds no communication
                     continue
-                if df is not None and len(df):
-                    out[name].append((label, df))
-    return out
+                if df is None or not len(df):
+                    continue
+                pieces[name].append(df.assign(label=label))
+                if name == "hccl_links" and df.attrs.get("average"):
+                    pieces["hccl_links_average"].append(pd.DataFrame(df.attrs["average"]).assign(label=label))
+    return {n: pd.concat(p, ignore_index=True) if p else pd.DataFrame(columns=["label"]) for n, p in pieces.items()}
 
 
 def reduce_communication(runs: list[RunFiles]) -> dict:
