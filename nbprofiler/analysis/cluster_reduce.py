@@ -157,54 +157,79 @@ COMMUNICATION_FRAMES = {"communication": "rank", "communication_links": "rank", 
                         "hccl": None, "hccl_links": None, "communication_groups": None}
 
 
-def rank_frames(runs: list[RunFiles], names: Iterable[str]) -> dict[str, pd.DataFrame]:
+def _cluster_step_rows(run: RunFiles) -> pd.DataFrame:
+    """cluster_step_trace_time.csv's rank rows as the ``step_trace`` frame of each rank, ``index`` the rank."""
+    from ..io import ascend_ms
+    full = ascend_ms.cluster_step_trace(run.get("cluster_step_trace_time"))
+    return full[full["type"] == "rank"].drop(columns=["type", "ranks"]).reset_index(drop=True)
+
+
+def rank_frames(runs: list[RunFiles], names: Iterable[str], skip_errors: bool = True) -> dict[str, pd.DataFrame]:
     """For a chunk of ranks, frame name -> the ranks' frames stacked, with ``label`` (the rank's key, from
     ``info["label"]``) first; ``hccl_links_average`` stacks each rank's ``hccl_links.attrs["average"]``.
     Ranks of one cluster_analysis folder share its cluster-wide files: their rows are taken together from
     each file's frame, read once per process (`nbprofiler.io.shared`) and finished as a Profile finishes
-    it; other ranks build their `Profile`."""
+    it; other ranks build their `Profile`. ``skip_errors``: a rank whose frame raises adds nothing (else the
+    error goes out)."""
     from ..io import ascend_ms, families, shared
     from ..model.build import AFTER
     from ..model.profile import Profile
+    from ..schema import FRAMES
     names = list(names)
     pieces: dict[str, list[pd.DataFrame]] = {n: [] for n in [*names, "hccl_links_average"]}
     readers = {"communication": ("cluster_communication", lambda r: ascend_ms.communication(ascend_ms._all_ranks(r))),
                "communication_links": ("cluster_communication",
                                        lambda r: ascend_ms.communication_links(ascend_ms._all_ranks(r))),
                "communication_matrix": ("cluster_communication_matrix",
-                                        lambda r: families.read_matrix(r.get("cluster_communication_matrix")))}
+                                        lambda r: families.read_matrix(r.get("cluster_communication_matrix"))),
+               "step_trace": ("cluster_step_trace_time", _cluster_step_rows)}
+    by = {**COMMUNICATION_FRAMES, "step_trace": "index"}
+    own_file = {"step_trace": "step_trace_time"}  # a rank file that would win over the cluster file
     shared_runs = [r for r in runs if r.generation == "cluster_analysis" and r.device != "*"]
     by_file: dict[tuple, list[RunFiles]] = {}
     for run in shared_runs:
         by_file.setdefault(tuple(str(run.get(role)) for role, _ in readers.values()), []).append(run)
+    handled: dict[int, set] = {}  # id of a run -> the names its cluster files gave
     for group in by_file.values():
         first = group[0]
+        done = set()
         if "communication_groups" in names and first.has("communication_group"):
             groups = families.communication_groups(first)  # the cluster's groups, the same for every rank
             if groups is not None and len(groups):
                 pieces["communication_groups"].append(groups.assign(label=str(first.info.get("label", first.device))))
+            done.add("communication_groups")
         for name in names:
             role, read = readers.get(name, (None, None))
-            if role is None or not first.has(role) or (name != "communication_matrix" and first.has("communication")):
+            if role is None or not first.has(role) or first.has(own_file.get(name, "communication")) and \
+                    name != "communication_matrix":
                 continue
-            full, pos = shared.whole(first.get(role), name, lambda: read(first), COMMUNICATION_FRAMES[name])
+            full, pos = shared.whole(first.get(role), name, lambda: read(first), by[name])
+            done.add(name)
             take = [(pos[str(r.device)], str(r.info.get("label", r.device))) for r in group if str(r.device) in pos]
             if not take:
                 continue
             rows = full.iloc[np.concatenate([t for t, _ in take])].reset_index(drop=True)
-            rows.insert(0, "label", np.repeat([label for _, label in take], [len(t) for t, _ in take]))
-            pieces[name].append(AFTER.get(name, lambda df: df)(rows))
+            labels = np.repeat([label for _, label in take], [len(t) for t, _ in take])
+            rows = FRAMES[name].conform(AFTER.get(name, lambda df: df)(rows.drop(columns="index", errors="ignore")))
+            rows.insert(0, "label", labels)
+            pieces[name].append(rows)
+        handled.update({id(r): done for r in group})
     for run in runs:
-        if run.generation == "cluster_analysis" and run.device != "*":
+        left = [n for n in names if n not in handled.get(id(run), ())]
+        if id(run) in handled:  # a cluster_analysis rank: only frames its folder has a file for
+            left = [n for n in left if n not in FRAMES or not FRAMES[n].roles or run.has(*FRAMES[n].roles)]
+        if not left:
             continue
         label = str(run.info.get("label", run.device))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the frames' problems are the rank's own page's to report
             prof = Profile(run)
-            for name in names:
+            for name in left:
                 try:
                     df = getattr(prof, name)
-                except Exception:  # noqa: BLE001 - an unreadable rank adds no communication
+                except Exception:  # noqa: BLE001 - an unreadable rank adds nothing
+                    if not skip_errors:
+                        raise
                     continue
                 if df is None or not len(df):
                     continue
@@ -212,6 +237,16 @@ def rank_frames(runs: list[RunFiles], names: Iterable[str]) -> dict[str, pd.Data
                 if name == "hccl_links" and df.attrs.get("average"):
                     pieces["hccl_links_average"].append(pd.DataFrame(df.attrs["average"]).assign(label=label))
     return {n: pd.concat(p, ignore_index=True) if p else pd.DataFrame(columns=["label"]) for n, p in pieces.items()}
+
+
+def stack_frame(name: str, runs: list[RunFiles]) -> pd.DataFrame:
+    """Frame ``name`` of a chunk of ranks stacked, ``rank`` (each rank's key, ``info["label"]``) first, built
+    where the ranks are parsed (`rank_frames`): `nbprofiler.model.profile.Cluster.concat` of many ranks."""
+    df = rank_frames(runs, [name], skip_errors=False)[name]
+    if not len(df):
+        return df.iloc[:0]
+    df = df.drop(columns="rank", errors="ignore").rename(columns={"label": "rank"})
+    return df[["rank", *[c for c in df.columns if c != "rank"]]]
 
 
 def reduce_communication(runs: list[RunFiles]) -> dict:
