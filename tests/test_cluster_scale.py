@@ -149,3 +149,16 @@ def test_dask_on_a_local_cluster_gives_the_serial_results(tmp_path):
     for analysis in (C.communication_matrix, C.communication_by_rank, C.link_bandwidth):
         pd.testing.assert_frame_equal(analysis(on_dask), analysis(serial))  # on_dask: from its dask-made cache
     assert len(C.communication_matrix(on_dask)) and len(C.communication_by_rank(on_dask)) == 32
+
+
+def test_synthetic_ascend_pt_text_exports_load_as_ranks_with_the_real_step_rows(tmp_path):
+    from nbprofiler.synthetic.cluster import NPU_CLUSTER, write_npu_cluster
+    root = write_npu_cluster(tmp_path / "pt", DATA, 3, kernel_repeat=1, suffix="ascend_pt", slow_rank=2)
+    assert sorted(p.name for p in root.iterdir()) == ["rank0_ascend_pt", "rank1_ascend_pt", "rank2_ascend_pt"]
+    cl = load_quietly(root)
+    assert cl.ranks == ["0", "1", "2"]
+    with open(DATA / NPU_CLUSTER, newline="") as f:
+        real = [r for r in csv.DictReader(f) if r["Type"] == "rank"]
+    steps = C.rank_steps(C.rank_summary(cl, engine="serial"))
+    assert steps.at["0", "computing_ms"] == pytest.approx(float(real[0]["Computing"]) / 1000, abs=1e-6)
+    assert steps.at["2", "free_ms"] == pytest.approx(3 * float(real[2]["Free"]) / 1000, abs=1e-5)  # the straggler

@@ -37,9 +37,8 @@ def rank_summary(cluster, engine: str | None = None, max_workers: int | None = N
     engine = engine or getattr(cluster, "engine", None)
     # Each run carries the Cluster's own key (rank, or rank@session when a rank has several sessions)
     # into the worker, which labels its rows with it: ranks alone are not unique.
-    runs = [dataclasses.replace(p.run, info={**p.run.info, "label": key}) for key, p in cluster.profiles.items()]
-
     def build():
+        runs = [dataclasses.replace(p.run, info={**p.run.info, "label": key}) for key, p in cluster.profiles.items()]
         return gather_rank_summaries(runs, engine=engine, max_workers=max_workers)
 
     return cluster.cached("rank_summary", build) if hasattr(cluster, "cached") else build()
@@ -167,18 +166,30 @@ def slow_steps(summary: dict, threshold: float = Z_THRESHOLD) -> pd.DataFrame:
     ``median_ms``, ``z``, ``stage`` (the stage with the largest excess), ``stage_excess_ms``."""
     st = summary["step_totals"]
     stages = [c for c in summary["stages"] if c in st.columns]
-    rows = []
-    for rank, g in st.groupby("rank", sort=False):
-        if len(g) < 3:
-            continue  # too few steps to call one an outlier
-        z = robust_z(g["total_ms"])
-        for i in g.index[z > threshold]:
-            excess = {s: float(g.at[i, s] - g[s].median()) for s in stages}
-            worst = max(excess, key=excess.get) if excess else None
-            rows.append({"rank": rank, "step": int(g.at[i, "step"]), "total_ms": float(g.at[i, "total_ms"]),
-                         "median_ms": float(g["total_ms"].median()), "z": float(z[i]), "stage": worst,
-                         "stage_excess_ms": excess.get(worst, np.nan)})
-    out = pd.DataFrame(rows, columns=["rank", "step", "total_ms", "median_ms", "z", "stage", "stage_excess_ms"])
+    columns = ["rank", "step", "total_ms", "median_ms", "z", "stage", "stage_excess_ms"]
+    if st.empty:
+        return pd.DataFrame(columns=columns)
+    # `robust_z` of each rank's steps, vectorised over the ranks (thousands of ranks x their steps)
+    by = st["rank"]
+    x = st["total_ms"].astype(float)
+    med = x.groupby(by, sort=False).transform("median")
+    dev = (x - med).abs()
+    mad = dev.groupby(by, sort=False).transform("median")
+    mean_ad = dev.groupby(by, sort=False).transform("mean")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(mad > 0, MAD_TO_Z * (x - med) / mad, np.where(mean_ad > 0, MEAN_AD_TO_Z * (x - med) / mean_ad, 0.0))
+    hit = (x.groupby(by, sort=False).transform("size") >= 3).to_numpy() & (z > threshold)  # 3 steps or more
+    if not hit.any():
+        return pd.DataFrame(columns=columns)
+    rows = st.loc[hit]
+    excess = (rows[stages].astype(float) - st[stages].astype(float).groupby(by, sort=False).transform("median").loc[hit]) \
+        if stages else pd.DataFrame(index=rows.index)
+    worst = excess.idxmax(axis=1) if stages else pd.Series(None, index=rows.index, dtype=object)
+    out = pd.DataFrame({"rank": rows["rank"].to_numpy(), "step": rows["step"].astype(int).to_numpy(),
+                        "total_ms": x[hit].to_numpy(), "median_ms": med[hit].to_numpy(), "z": z[hit],
+                        "stage": worst.to_numpy(),
+                        "stage_excess_ms": [excess.at[i, w] if isinstance(w, str) else np.nan
+                                            for i, w in zip(rows.index, worst)]})
     return out.sort_values("z", ascending=False, ignore_index=True)
 
 
@@ -206,9 +217,8 @@ def communication_summary(cluster, engine: str | None = None) -> dict:
     stay in this process."""
     from .cluster_reduce import reduce_communication
     engine = engine or getattr(cluster, "engine", None)
-    runs = [dataclasses.replace(p.run, info={**p.run.info, "label": str(key)}) for key, p in cluster.profiles.items()]
-
     def build():
+        runs = [dataclasses.replace(p.run, info={**p.run.info, "label": str(key)}) for key, p in cluster.profiles.items()]
         parts = map_chunks(reduce_communication, runs, engine=engine)
         cat = lambda k: pd.concat([p[k] for p in parts if len(p[k])], ignore_index=True) \
             if any(len(p[k]) for p in parts) else (parts[0][k] if parts else pd.DataFrame())  # noqa: E731
