@@ -215,16 +215,18 @@ def communication_summary(cluster, engine: str | None = None) -> dict:
     communication_group.json, each once) plus ``pipeline_rows`` ((rank, average row) of each
     rank's ascend_cluster_analyse file), ``flops`` (rank -> cube MFLOPs), ``stage_num``. No rank's frames
     stay in this process."""
-    from .cluster_reduce import reduce_communication
+    from .cluster_reduce import cluster_groups, reduce_communication
     engine = engine or getattr(cluster, "engine", None)
     def build():
         runs = [dataclasses.replace(p.run, info={**p.run.info, "label": str(key)}) for key, p in cluster.profiles.items()]
         parts = map_chunks(reduce_communication, runs, engine=engine)
         cat = lambda k: pd.concat([p[k] for p in parts if len(p[k])], ignore_index=True) \
             if any(len(p[k]) for p in parts) else (parts[0][k] if parts else pd.DataFrame())  # noqa: E731
-        out = {k: cat(k) for k in ("links", "by_rank", "bandwidth", "average_links", "groups")}
-        if len(out["groups"]):
-            out["groups"] = out["groups"].drop_duplicates(["kind", "group"], ignore_index=True)
+        out = {k: cat(k) for k in ("links", "by_rank", "bandwidth", "average_links")}
+        found = communication_parts({"communication_groups": cluster_groups(runs)})["groups"]
+        groups = [g for g in [found, *(p["groups"] for p in parts)] if len(g)]
+        out["groups"] = pd.concat(groups, ignore_index=True).drop_duplicates(["kind", "group"], ignore_index=True) \
+            if groups else pd.DataFrame()
         out["links_legacy"] = any(p["links_legacy"] for p in parts)
         out["by_rank_source"] = next((p["by_rank_source"] for p in parts if p["by_rank_source"]), "")
         out["pipeline_rows"] = [r for p in parts for r in p["pipeline_rows"]]

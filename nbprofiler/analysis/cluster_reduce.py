@@ -194,10 +194,7 @@ def rank_frames(runs: list[RunFiles], names: Iterable[str], skip_errors: bool = 
         first = group[0]
         done = set()
         if "communication_groups" in names and first.has("communication_group"):
-            groups = families.communication_groups(first)  # the cluster's groups, the same for every rank
-            if groups is not None and len(groups):
-                pieces["communication_groups"].append(groups.assign(label=str(first.info.get("label", first.device))))
-            done.add("communication_groups")
+            done.add("communication_groups")  # the cluster's groups, the same for every rank: `cluster_groups`
         for name in names:
             role, read = readers.get(name, (None, None))
             if role is None or not first.has(role) or first.has(own_file.get(name, "communication")) and \
@@ -237,6 +234,27 @@ def rank_frames(runs: list[RunFiles], names: Iterable[str], skip_errors: bool = 
                 if name == "hccl_links" and df.attrs.get("average"):
                     pieces["hccl_links_average"].append(pd.DataFrame(df.attrs["average"]).assign(label=label))
     return {n: pd.concat(p, ignore_index=True) if p else pd.DataFrame(columns=["label"]) for n, p in pieces.items()}
+
+
+def cluster_groups(runs: list[RunFiles]) -> pd.DataFrame:
+    """The communication groups of the cluster_analysis folders of ``runs`` (communication_group.json, read
+    once per folder where this is called: one small file for the whole cluster, not one copy per rank)."""
+    from ..io import families
+    seen, frames = set(), []
+    for run in runs:
+        if run.generation != "cluster_analysis" or not run.has("communication_group"):
+            continue
+        path = run.get("communication_group")
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            groups = families.communication_groups(run)
+        except Exception:  # noqa: BLE001 - an unreadable group file names no group
+            continue
+        if groups is not None and len(groups):
+            frames.append(groups.assign(label=str(run.info.get("label", run.device))))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["label"])
 
 
 def stack_frame(name: str, runs: list[RunFiles]) -> pd.DataFrame:

@@ -387,20 +387,22 @@ BREAKDOWN_SEGMENTS = {"computing_ms": ("Computing (alone)", "#0072B2"),
 BREAKDOWN_TOP_RANKS = 32
 
 
-def _breakdown_rows(frame: pd.DataFrame, groups: dict) -> pd.DataFrame:
-    """Per rank (slowest first): the segments of `BREAKDOWN_SEGMENTS` (NaN -> 0), ``step_ms``, ``group``."""
+def _breakdown_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per rank (slowest first): the segments of `BREAKDOWN_SEGMENTS` (NaN -> 0), ``step_ms``."""
     df = frame.copy()
     split = df["wait_ms"].notna()
     df["exposed_unsplit_ms"] = np.where(split, 0.0, df["comm_exposed_ms"])
     for c in BREAKDOWN_SEGMENTS:
         df[c] = df[c].astype(float).fillna(0.0)
     df["rank"] = df["rank"].astype(str)
-    df["group"] = [groups.get(r, "") for r in df["rank"]]
     return df.sort_values("step_ms", ascending=False, kind="stable", ignore_index=True)
 
 
-def _breakdown_data(rows: pd.DataFrame, group_order: list, top: int) -> tuple[dict, list]:
+def _breakdown_data(rows: pd.DataFrame, groups: dict, group_order: list, top: int) -> tuple[dict, list]:
+    """The bars' data of the ``top`` slowest ``rows`` (`_breakdown_rows`), each with its ``group`` label (only
+    for those: a group's label names its ranks and can be long, and thousands of copies of it are not)."""
     rows = rows.head(top)
+    rows = rows.assign(group=[groups.get(r, "") for r in rows["rank"]])
     if group_order:
         rows = rows.assign(_g=rows["group"].map({g: i for i, g in enumerate(group_order)}).fillna(len(group_order)))
         rows = rows.sort_values(["_g", "step_ms"], ascending=[True, False], kind="stable")
@@ -422,12 +424,12 @@ def breakdown_figure(frame: pd.DataFrame, groups: dict | None = None, group_orde
 
     from ..analysis.breakdown import rank_medians
     groups, group_order = groups or {}, group_order or []
-    choices = {"median": _breakdown_rows(rank_medians(frame), groups)}
+    choices = {"median": _breakdown_rows(rank_medians(frame))}
     for step, g in frame.groupby("step"):
-        choices[f"step {int(step)}"] = _breakdown_rows(g, groups)
+        choices[f"step {int(step)}"] = _breakdown_rows(g)
     datasets, ranges = {}, {}
     for k, rows in choices.items():
-        datasets[k], ranges[k] = _breakdown_data(rows, group_order, top)
+        datasets[k], ranges[k] = _breakdown_data(rows, groups, group_order, top)
     src = ColumnDataSource(datasets["median"], name="cluster_breakdown_src")
     nested = bool(group_order)
     n = len(choices["median"])
@@ -459,7 +461,7 @@ def breakdown_heatmap(frame: pd.DataFrame):
     """Every rank x part (median ms over the steps), slowest rank on top: the aggregated form for many ranks."""
     from ..analysis.breakdown import rank_medians
     med = rank_medians(frame)
-    rows = _breakdown_rows(med, {})
+    rows = _breakdown_rows(med)
     parts = [c for c in BREAKDOWN_SEGMENTS if rows[c].any()]
     if len(rows) > MAX_RANK_BINS:
         return _binned_breakdown_heatmap(rows, parts)
