@@ -139,7 +139,7 @@ def cluster_file_breakdown(run, timelines: bool = False) -> pd.DataFrame:
         return _empty()
     out = step_parts(steps)
     out.insert(0, "rank", steps["index"].astype(str).to_numpy())
-    comm = ascend_ms.communication(ascend_ms._all_ranks(run)) if run.has("cluster_communication") else None
+    comm = ascend_ms.communication(ascend_ms.whole_cluster(run)) if run.has("cluster_communication") else None
     share = pd.Series(dtype=float)
     if comm is not None and len(comm) and {"wait_ms", "transit_ms"} <= set(comm.columns):
         c = step_numbers(comm)

@@ -164,22 +164,24 @@ def _cluster_step_rows(run: RunFiles) -> pd.DataFrame:
     return full[full["type"] == "rank"].drop(columns=["type", "ranks"]).reset_index(drop=True)
 
 
-def rank_frames(runs: list[RunFiles], names: Iterable[str], skip_errors: bool = True) -> dict[str, pd.DataFrame]:
+def rank_frames(runs: list[RunFiles], names: Iterable[str], skip_errors: bool = True,
+                cluster_groups_apart: bool = False) -> dict[str, pd.DataFrame]:
     """For a chunk of ranks, frame name -> the ranks' frames stacked, with ``label`` (the rank's key, from
     ``info["label"]``) first; ``hccl_links_average`` stacks each rank's ``hccl_links.attrs["average"]``.
     Ranks of one cluster_analysis folder share its cluster-wide files: their rows are taken together from
     each file's frame, read once per process (`nbprofiler.io.shared`) and finished as a Profile finishes
     it; other ranks build their `Profile`. ``skip_errors``: a rank whose frame raises adds nothing (else the
-    error goes out)."""
+    error goes out). ``cluster_groups_apart``: leave out the ``communication_groups`` of cluster_analysis
+    ranks (the same whole-cluster frame for each: the caller reads it once, `cluster_groups`)."""
     from ..io import ascend_ms, families, shared
     from ..model.build import AFTER
     from ..model.profile import Profile
     from ..schema import FRAMES
     names = list(names)
     pieces: dict[str, list[pd.DataFrame]] = {n: [] for n in [*names, "hccl_links_average"]}
-    readers = {"communication": ("cluster_communication", lambda r: ascend_ms.communication(ascend_ms._all_ranks(r))),
+    readers = {"communication": ("cluster_communication", lambda r: ascend_ms.communication(ascend_ms.whole_cluster(r))),
                "communication_links": ("cluster_communication",
-                                       lambda r: ascend_ms.communication_links(ascend_ms._all_ranks(r))),
+                                       lambda r: ascend_ms.communication_links(ascend_ms.whole_cluster(r))),
                "communication_matrix": ("cluster_communication_matrix",
                                         lambda r: families.read_matrix(r.get("cluster_communication_matrix"))),
                "step_trace": ("cluster_step_trace_time", _cluster_step_rows)}
@@ -193,8 +195,8 @@ def rank_frames(runs: list[RunFiles], names: Iterable[str], skip_errors: bool = 
     for group in by_file.values():
         first = group[0]
         done = set()
-        if "communication_groups" in names and first.has("communication_group"):
-            done.add("communication_groups")  # the cluster's groups, the same for every rank: `cluster_groups`
+        if cluster_groups_apart and "communication_groups" in names:
+            done.add("communication_groups")
         for name in names:
             role, read = readers.get(name, (None, None))
             if role is None or not first.has(role) or first.has(own_file.get(name, "communication")) and \
@@ -271,11 +273,11 @@ def reduce_communication(runs: list[RunFiles]) -> dict:
     """A chunk of ranks reduced, where they are parsed, to what the cluster's communication analyses need
     (`nbprofiler.analysis.cluster.communication_parts`): per rank totals, per link sums, the legacy
     average links, the pipeline averages and FLOPs."""
+    from ..model.profile import Profile
     from . import cluster as C
-    frames = rank_frames(runs, COMMUNICATION_FRAMES)
+    frames = rank_frames(runs, COMMUNICATION_FRAMES, cluster_groups_apart=True)
     parts = C.communication_parts(frames)
     pipeline, flops = [], {}
-    from ..model.profile import Profile
     for run in runs:
         if run.generation == "cluster_analysis":
             continue  # no ascend_cluster_analyse or flops_summary file in a cluster_analysis folder

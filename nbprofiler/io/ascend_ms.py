@@ -425,7 +425,7 @@ def _records(run: RunFiles):
     return None, []
 
 
-def _all_ranks(run: RunFiles) -> RunFiles:
+def whole_cluster(run: RunFiles) -> RunFiles:
     """``run`` read for every rank of its cluster file (device ``"*"``)."""
     every = RunFiles(run.generation, run.root, "*", files=run.files, session=run.session)
     every.info = dict(run.info)
@@ -452,7 +452,7 @@ def communication(run: RunFiles) -> pd.DataFrame | None:
     if cluster_file and run.device != "*":
         # every rank's rows from one parse of the cluster file
         path = run.get("cluster_communication")
-        return shared.rows_of(path, "communication", lambda: communication(_all_ranks(run)), "rank", str(run.device))
+        return shared.rows_of(path, "communication", lambda: communication(whole_cluster(run)), "rank", str(run.device))
     path, recs = _records(run)
     if path is None:
         return None
@@ -481,7 +481,7 @@ def communication_links(run: RunFiles) -> pd.DataFrame | None:
     cluster_file = run.get("communication") is None and run.get("cluster_communication") is not None
     if cluster_file and run.device != "*":
         path = run.get("cluster_communication")
-        return shared.rows_of(path, "communication_links", lambda: communication_links(_all_ranks(run)), "rank",
+        return shared.rows_of(path, "communication_links", lambda: communication_links(whole_cluster(run)), "rank",
                               str(run.device))
     path, recs = _records(run)
     if path is None:
@@ -542,6 +542,6 @@ def communication_matrix(path: Path) -> pd.DataFrame:
                                        "transit_ms", "bandwidth_gbps"])
 
 
-__all__ = ["run_info", "kernels", "step_trace_time", "cluster_step_trace", "cluster_step_trace_rank",
+__all__ = ["run_info", "kernels", "step_trace_time", "whole_cluster", "cluster_step_trace", "cluster_step_trace_rank",
            "cluster_step_trace_stages", "cluster_ranks", "memory_record", "operator_memory", "communication",
            "communication_links", "communication_matrix", "warn_partial"]

@@ -633,7 +633,9 @@ TIMELINE_RANKS = 8
 
 class ClusterView(LayoutView):
     """``ClusterView(cluster, engine=None).display()``: per-rank bars, heatmap and slow-rank table, the
-    communication matrix and links, and (where the ranks have timelines) a folded timeline of the first
+    communication matrix and links; past `RANK_BARS_MAX` ranks the bars show the `TOP_RANKS` slowest, the
+    heatmaps and the matrix bin ranks (at most `MAX_RANK_BINS` rows) and a search box (`rank_search`,
+    ``.lookup`` its table) shows any rank's values; and (where the ranks have timelines) a folded timeline of the first
     `TIMELINE_RANKS` ranks stacked on one clock, built when unfolded (``.timeline``, a `TimelineView`),
     with a choice of alignment (their own clocks, or the first collective they all ran) and the offsets
     used."""
