@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
+import subprocess
 
 import pandas as pd
 import pytest
@@ -112,7 +114,8 @@ def test_the_page_of_1024_ranks_is_bounded_and_finds_a_rank(page1024):
     assert len(layout.select_one({"name": "cluster_links_src"}).data["src"]) == V.LINKS_TABLE_MAX
     assert len(layout.select_one({"name": "cluster_rank_comm_src"}).data["rank"]) == V.TOP_RANKS
     # the search box: every rank's values, and rank 1000's equal to its row of the file
-    lookup = pd.DataFrame(layout.select_one({"name": "cluster_rank_lookup_src"}).data)
+    lookup = pd.DataFrame(layout.select_one({"name": "cluster_rank_lookup_src"}).data).drop(columns="index")
+    pd.testing.assert_frame_equal(lookup, view.lookup)  # what the browser gets is the view's table
     assert len(lookup) == 1024
     row = lookup.set_index("rank").loc["1000"]
     raw = {k: float(v) / 1000 for k, v in rows["1000"].items() if k not in ("Step", "Type", "Index")}
@@ -127,8 +130,21 @@ def test_the_page_of_1024_ranks_is_bounded_and_finds_a_rank(page1024):
     assert "&lt;b&gt;" in V.rank_search_html(lookup, "<b>")
     box = layout.select_one({"name": "cluster_rank_search"})
     assert box.value == slowest[0] and box.js_property_callbacks["change:value"]
+    # in the browser the box's CustomJS answers as `rank_search_html` does (run with node where there is one)
+    node = shutil.which("node")
+    if node:
+        callback = box.js_property_callbacks["change:value"][0]
+        data = {c: [None if isinstance(v, float) and v != v else v for v in lookup[c].tolist()] for c in lookup}
+        script = (f"const src = {{data: {json.dumps(data)}}}; const out = {{text: ''}}; "
+                  f"const labels = {json.dumps(callback.args['labels'])}; const muted = {json.dumps(callback.args['muted'])};"
+                  f"for (const q of ['1000', '5000', '<b>']) {{ const cb_obj = {{value: q}}; "
+                  f"(function () {{ {callback.code} }})(); console.log(JSON.stringify(out.text)); }}")
+        got = subprocess.run([node], input=script, capture_output=True, text=True, timeout=60, check=True).stdout
+        assert [json.loads(line) for line in got.splitlines()] == \
+            [V.rank_search_html(lookup, q) for q in ("1000", "5000", "<b>")]
 
 
+@pytest.mark.slow
 def test_dask_on_a_local_cluster_gives_the_serial_results(tmp_path):
     distributed = pytest.importorskip("distributed")
     root = write_cluster_analysis(tmp_path / "c", DATA, 32, steps=2)
