@@ -205,8 +205,7 @@ def communication_figure(matrix: pd.DataFrame, measure: str = "bandwidth"):
     binned = len(ranks) > COMM_MATRIX_MAX_RANKS
     if binned:
         df = _binned_links(df, ranks)
-        ranks = list(dict.fromkeys(df.sort_values("src_order")["src"]).keys())
-        ranks = sorted(set(ranks) | set(df["dst"]), key=lambda b: _bin_order(b))
+        ranks = sorted(set(df["src"]) | set(df["dst"]), key=_bin_order)
     df["link"] = df["src"] + "→" + df["dst"]
     transports = sorted(df["transport"].astype(str).unique())
     df["dst_label"] = df["dst"] + " · " + df["transport"].astype(str)
@@ -255,7 +254,6 @@ def _binned_links(df: pd.DataFrame, ranks: list[str]) -> pd.DataFrame:
         time_ms=("time_ms", "sum"), size=("size", "sum"), links=("time_ms", "size"))
     g["bandwidth"] = np.where(g["time_ms"] > 0, g["size"] / g["time_ms"].where(g["time_ms"] > 0), np.nan)
     g["transport"] = "all"
-    g["src_order"] = g["src"].map(_bin_order)
     return g
 
 
