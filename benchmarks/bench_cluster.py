@@ -222,9 +222,8 @@ def main(argv=None) -> int:
     engines = args.engines or (["serial", "auto", "processes", "dask"] if args.quick else
                                ["serial", "auto", "processes", "dask", "dask-client"])
     spells = ["quiet", "loaded"] if args.loaded else ["quiet"]
-    try:
-        import dask  # noqa: F401
-    except ImportError:
+    import importlib.util
+    if importlib.util.find_spec("dask") is None:
         engines = [e for e in engines if not e.startswith("dask")]
     results = []
     print(f"cores: {os.cpu_count()}; load average before: {_load()}; engines: {', '.join(engines)}; "
