@@ -1,6 +1,6 @@
 """Clusters of thousands of ranks: the synthetic cluster_analysis writer against the real 16-rank files, the
-cluster-wide files parsed once per process, the cluster page bounded (binned heatmaps, top-N bars, search by
-rank) and dask on a LocalCluster equal to serial."""
+cluster-wide files parsed once per process, the 4,096-rank cluster page bounded (binned heatmaps, top-N bars,
+search by rank) and dask on a LocalCluster equal to serial."""
 from __future__ import annotations
 
 import csv
@@ -85,47 +85,50 @@ def test_cluster_files_are_parsed_once_per_process(tmp_path, monkeypatch):
             assert steps.at[rank, col] == pytest.approx(float(rows[rank][raw]) / 1000)
 
 
+RANKS = 4096
+
+
 @pytest.fixture(scope="module")
-def page1024(tmp_path_factory):
-    root = write_cluster_analysis(tmp_path_factory.mktemp("c1024") / "c", DATA, 1024)
+def page4096(tmp_path_factory):
+    root = write_cluster_analysis(tmp_path_factory.mktemp("c4096") / "c", DATA, RANKS)
     cl = load_quietly(root, engine="serial")
     return root, cl, V.ClusterView(cl)
 
 
 @pytest.mark.slow
-def test_the_page_of_1024_ranks_is_bounded_and_finds_a_rank(page1024):
-    root, cl, view = page1024
+def test_the_page_of_4096_ranks_is_bounded_and_finds_a_rank(page4096):
+    root, cl, view = page4096
     rows = _rank_rows(root / "cluster_step_trace_time.csv")
     total = {r: sum(float(row[c]) for c in STAGE_COLUMNS.values()) / 1000 for r, row in rows.items()}
     slowest = sorted(total, key=lambda r: (-total[r], int(r)))[:V.TOP_RANKS]
     layout = view.layout
     bars = layout.select_one({"name": "cluster_ranks_src"}).data
     assert list(bars["rank"]) == slowest  # the 32 slowest, slowest first
-    assert slowest[0] == str(1024 * 3 // 4 + 1)  # the writer's straggler
+    assert slowest[0] == "3073"  # the writer's straggler: RANKS * 3 // 4 + 1
     heat = layout.select_one({"name": "cluster_heatmap_src"}).data
-    assert len(set(heat["bin"])) == C.MAX_RANK_BINS and max(heat["ranks"]) == 4
-    i = list(heat["bin"]).index("768-771")
-    cells = {c: v for b, c, v, who in zip(heat["bin"], heat["column"], heat["max"], heat["max_rank"]) if b == "768-771"}
-    assert cells["free_ms"] == pytest.approx(max(float(rows[str(r)]["Free"]) for r in range(768, 772)) / 1000)
-    assert heat["max_rank"][i + list(cells).index("free_ms")] == "769"
+    assert len(set(heat["bin"])) == C.MAX_RANK_BINS and max(heat["ranks"]) == RANKS // C.MAX_RANK_BINS
+    i = list(heat["bin"]).index("3072-3087")
+    cells = {c: v for b, c, v in zip(heat["bin"], heat["column"], heat["max"]) if b == "3072-3087"}
+    assert cells["free_ms"] == pytest.approx(max(float(rows[str(r)]["Free"]) for r in range(3072, 3088)) / 1000)
+    assert heat["max_rank"][i + list(cells).index("free_ms")] == "3073"
     assert len(set(layout.select_one({"name": "cluster_breakdown_heat_src"}).data["bin"])) <= C.MAX_RANK_BINS
     matrix = layout.select_one({"name": "cluster_comm_matrix"})
     assert len(matrix.x_range.factors) <= C.MAX_RANK_BINS and len(matrix.y_range.factors) <= C.MAX_RANK_BINS
     assert len(layout.select_one({"name": "cluster_links_src"}).data["src"]) == V.LINKS_TABLE_MAX
     assert len(layout.select_one({"name": "cluster_rank_comm_src"}).data["rank"]) == V.TOP_RANKS
-    # the search box: every rank's values, and rank 1000's equal to its row of the file
+    # the search box: every rank's values, and rank 4000's equal to its row of the file
     lookup = pd.DataFrame(layout.select_one({"name": "cluster_rank_lookup_src"}).data).drop(columns="index")
     pd.testing.assert_frame_equal(lookup, view.lookup)  # what the browser gets is the view's table
-    assert len(lookup) == 1024
-    row = lookup.set_index("rank").loc["1000"]
-    raw = {k: float(v) / 1000 for k, v in rows["1000"].items() if k not in ("Step", "Type", "Index")}
+    assert len(lookup) == RANKS
+    row = lookup.set_index("rank").loc["4000"]
+    raw = {k: float(v) / 1000 for k, v in rows["4000"].items() if k not in ("Step", "Type", "Index")}
     for col, name in STAGE_COLUMNS.items():
         assert row[col] == pytest.approx(raw[name])
     assert row["breakdown:computing_ms"] == pytest.approx(raw["Computing"] - raw["Overlapped"])
     assert row["breakdown:comm_exposed_ms"] == pytest.approx(raw["Communication(Not Overlapped)"])
     assert row["breakdown:free_ms"] == pytest.approx(raw["Free"])
-    text = V.rank_search_html(lookup, "1000")
-    assert f"{raw['Free']:,.3f}" in text and "Rank 1000" in text
+    text = V.rank_search_html(lookup, "4000")
+    assert f"{raw['Free']:,.3f}" in text and "Rank 4000" in text
     assert "No rank 5000" in V.rank_search_html(lookup, "5000")
     assert "&lt;b&gt;" in V.rank_search_html(lookup, "<b>")
     box = layout.select_one({"name": "cluster_rank_search"})
@@ -137,11 +140,11 @@ def test_the_page_of_1024_ranks_is_bounded_and_finds_a_rank(page1024):
         data = {c: [None if isinstance(v, float) and v != v else v for v in lookup[c].tolist()] for c in lookup}
         script = (f"const src = {{data: {json.dumps(data)}}}; const out = {{text: ''}}; "
                   f"const labels = {json.dumps(callback.args['labels'])}; const muted = {json.dumps(callback.args['muted'])};"
-                  f"for (const q of ['1000', '5000', '<b>']) {{ const cb_obj = {{value: q}}; "
+                  f"for (const q of ['4000', '5000', '<b>']) {{ const cb_obj = {{value: q}}; "
                   f"(function () {{ {callback.code} }})(); console.log(JSON.stringify(out.text)); }}")
         got = subprocess.run([node], input=script, capture_output=True, text=True, timeout=60, check=True).stdout
         assert [json.loads(line) for line in got.splitlines()] == \
-            [V.rank_search_html(lookup, q) for q in ("1000", "5000", "<b>")]
+            [V.rank_search_html(lookup, q) for q in ("4000", "5000", "<b>")]
 
 
 @pytest.mark.slow
