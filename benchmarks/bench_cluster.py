@@ -24,6 +24,15 @@ it, and the medians of the ratios, wall times and CPU times are shown.
     python benchmarks/bench_cluster.py            # 8, 64, 512 ranks, legacy and npu shapes
     python benchmarks/bench_cluster.py --ranks 16 64 --shapes legacy --engines serial auto processes --loaded --repeat 3
     python benchmarks/bench_cluster.py --quick    # 8 ranks, small files, no dask-client: a smoke test
+    python benchmarks/bench_cluster.py --ranks 1024 4096 --shapes cluster_analysis --engines serial processes dask-client
+
+``--shapes cluster_analysis`` writes msprof-analyze's cluster output for that many ranks
+(`nbprofiler.synthetic.cluster.write_cluster_analysis`: TP 8 x PP 2 x DP, shaped like
+``npu/cluster_analysis_16rank``) and measures the whole cluster page: the load, `ClusterView` (its
+rank summary, diagnosis, breakdown and communication, each reduced where the ranks are parsed) and its
+HTML (``bokeh.embed.file_html``); the ``page s`` column is the view and HTML alone, ``page MB`` the HTML's
+size. Peak memory is given for the measuring process alone ("main MB", its ``ru_maxrss``) and for it with
+every worker ("tree MB").
 """
 from __future__ import annotations
 
@@ -81,7 +90,7 @@ class TreeSampler(threading.Thread):
             self.sample()
 
 
-def _measure(path: str, engine: str, conn) -> None:
+def _measure(path: str, engine: str, page: bool, conn) -> None:
     import warnings
     warnings.simplefilter("ignore")
     import nbprofiler
@@ -102,6 +111,14 @@ def _measure(path: str, engine: str, conn) -> None:
     cl = nbprofiler.load(path, engine=None if engine == "auto" else engine.split("-")[0])
     summary = C.rank_summary(cl)
     slow = C.slow_ranks(summary)
+    page_s = page_mb = None
+    if page:
+        from bokeh.embed import file_html
+        from bokeh.resources import CDN
+        from nbprofiler.views.cluster import ClusterView
+        t1 = time.perf_counter()
+        page_mb = len(file_html(ClusterView(cl).layout, CDN, "cluster")) / 1e6
+        page_s = time.perf_counter() - t1
     seconds = time.perf_counter() - t0
     sampler.sample()
     sampler.stop.set()
@@ -110,7 +127,8 @@ def _measure(path: str, engine: str, conn) -> None:
     conn.send({"seconds": seconds, "ranks": len(cl), "peak_tree_mb": sampler.peak_bytes / 2**20,
                "peak_main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "cpu_s": sum(sampler.cpu.values()) - sampler.own_cpu - cpu_before, "startup_s": startup,
-               "slowest": C.slowest_rank(summary), "flagged": int(slow["flagged"].sum()),
+               "slowest": C.slowest_rank(summary), "flagged": int(slow["flagged"].sum()), "page_s": page_s,
+               "page_mb": page_mb,
                "decision": parallel.last_decision if engine == "auto" else None})
     conn.close()
     for t in threading.enumerate():
@@ -134,14 +152,14 @@ def _pool_start(conn) -> None:
     conn.close()
 
 
-def run_engine(path: Path, engine: str) -> dict:
-    return _in_child(_measure, str(path), engine)
+def run_engine(path: Path, engine: str, page: bool = False) -> dict:
+    return _in_child(_measure, str(path), engine, page)
 
 
 def _in_child(target, *args):
     ctx = mp.get_context("spawn")  # a clean interpreter per measurement
     parent, child = ctx.Pipe(duplex=False)
-    engine = args[-1] if args else target.__name__
+    engine = next((a for a in reversed(args) if isinstance(a, str)), target.__name__)  # the last str: the engine
     p = ctx.Process(target=target, args=(*args, child))
     p.start()
     child.close()
@@ -192,21 +210,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="8 ranks, small files, no dask-client (a smoke test)")
     ap.add_argument("--ranks", type=int, nargs="*", help="cluster sizes (default 8 64 512)")
-    ap.add_argument("--shapes", nargs="*", default=["legacy", "npu"], choices=["legacy", "npu"])
+    ap.add_argument("--shapes", nargs="*", default=["legacy", "npu"], choices=["legacy", "npu", "cluster_analysis"])
     ap.add_argument("--engines", nargs="*", help="default: serial auto processes dask dask-client")
     ap.add_argument("--loaded", action="store_true",
                     help="measure again with a busy loop on one core (spells: quiet, loaded)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per engine, interleaved; the median is shown")
     ap.add_argument("--json", action="store_true", help="print the results as JSON as well")
     args = ap.parse_args(argv)
-    from nbprofiler.synthetic.cluster import write_legacy_cluster, write_npu_cluster
+    from nbprofiler.synthetic.cluster import write_cluster_analysis, write_legacy_cluster, write_npu_cluster
     sizes = args.ranks or ([8] if args.quick else [8, 64, 512])
     engines = args.engines or (["serial", "auto", "processes", "dask"] if args.quick else
                                ["serial", "auto", "processes", "dask", "dask-client"])
     spells = ["quiet", "loaded"] if args.loaded else ["quiet"]
-    try:
-        import dask  # noqa: F401
-    except ImportError:
+    import importlib.util
+    if importlib.util.find_spec("dask") is None:
         engines = [e for e in engines if not e.startswith("dask")]
     results = []
     print(f"cores: {os.cpu_count()}; load average before: {_load()}; engines: {', '.join(engines)}; "
@@ -215,7 +232,7 @@ def main(argv=None) -> int:
         with Burner() if spell == "loaded" else contextlib.nullcontext():
             cold, warm = _in_child(_pool_start)
             print(f"{spell}: pool start-up {cold:.2f} s cold, {warm:.2f} s warm (load average {_load()})")
-    print(f"{'shape':7} {'ranks':>6} {'spell':6} {'engine':11} {'seconds':>8} {'x serial':>9} {'cpu s':>7} "
+    print(f"{'shape':16} {'ranks':>6} {'spell':6} {'engine':11} {'seconds':>8} {'x serial':>9} {'cpu s':>7} "
           f"{'tree MB':>8} {'main MB':>8} {'slowest':>7} {'load 1m':>7}  [ratio range] decision")
     with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-") as tmp:
         for n in sizes:
@@ -223,6 +240,8 @@ def main(argv=None) -> int:
                 root = Path(tmp) / f"{shape}_{n}"
                 if shape == "legacy":
                     write_legacy_cluster(root, DATA, n, steps=20 if args.quick else 300)
+                elif shape == "cluster_analysis":
+                    write_cluster_analysis(root, DATA, n)
                 else:
                     write_npu_cluster(root, DATA, n, kernel_repeat=1 if args.quick else 4)
                 for spell in spells:
@@ -230,7 +249,7 @@ def main(argv=None) -> int:
                         runs = {e: [] for e in engines}
                         for _ in range(args.repeat):
                             for engine in engines:
-                                r = run_engine(root, engine)
+                                r = run_engine(root, engine, page=shape == "cluster_analysis")
                                 r["load1"] = os.getloadavg()[0]
                                 runs[engine].append(r)
                     for engine in engines:
@@ -243,7 +262,9 @@ def main(argv=None) -> int:
                                  cpu_s=statistics.median(x["cpu_s"] for x in runs[engine]))
                         results.append(r)
                         extra = f"  (client start-up {r['startup_s']:.1f} s, not timed)" if r["startup_s"] else ""
-                        print(f"{shape:7} {n:>6} {spell:6} {engine:11} {r['seconds']:>8.2f} {r['ratio']:>9.2f} "
+                        if r["page_s"] is not None:
+                            extra += f"  page {r['page_s']:.2f} s, {r['page_mb']:.2f} MB of HTML"
+                        print(f"{shape:16} {n:>6} {spell:6} {engine:11} {r['seconds']:>8.2f} {r['ratio']:>9.2f} "
                               f"{r['cpu_s']:>7.1f} {r['peak_tree_mb']:>8.0f} {r['peak_main_mb']:>8.0f} "
                               f"{str(r['slowest']):>7} {r['load1']:>7.2f}  {_spread(ratios)}{_decision(r['decision'])}"
                               f"{_workers(runs[engine])}{extra}",

@@ -29,12 +29,15 @@ Reduce Inline/TBE), each as the union of its tasks' intervals (the tasks of seve
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 
 import numpy as np
 import pandas as pd
 
+from ..io import shared
+from ..model.parallel import MIN_RANKS_FOR_PROCESSES, map_chunks
 from ..schema import ANALYSIS_FRAMES, FRAMES
 
 SPEC = ANALYSIS_FRAMES["rank_breakdown"]
@@ -58,25 +61,129 @@ WAIT_TASK = re.compile(r"notify[ _]?wait", re.I)
 TRANSFER_TASK = re.compile(r"^(sdma|rdma\w*|memcpy\w*|reduce[ _]?(inline|tbe)\w*)$", re.I)
 
 
-def rank_breakdown(cluster, engine: str | None = "serial", timelines: bool | None = None) -> pd.DataFrame:
+def rank_breakdown(cluster, engine: str | None = None, timelines: bool | None = None) -> pd.DataFrame:
     """The ``rank_breakdown`` frame of ``cluster`` (see the module docstring): one row per rank and step,
-    ranks in the cluster's order. ``engine``: as `Cluster.map` (each rank reduced where it is parsed).
-    ``timelines``: whether the wait/transit split may come from the ranks' timelines (default: up to
-    `TIMELINE_SPLIT_MAX_RANKS` ranks). Cached on the cluster."""
+    ranks in the cluster's order. ``engine``: as `nbprofiler.model.parallel.map_chunks` (default: the
+    cluster's); below `MIN_RANKS_FOR_PROCESSES` ranks, serially on the cluster's own profiles (their frames
+    stay for the other views), else in chunks of ranks, each rank reduced where it is parsed
+    (`breakdown_ranks`) so no rank's frames stay in this process. ``timelines``: whether the wait/transit
+    split may come from the ranks' timelines (default: up to `TIMELINE_SPLIT_MAX_RANKS` ranks). Cached on
+    the cluster."""
     if timelines is None:
         timelines = len(getattr(cluster, "ranks", cluster.profiles)) <= TIMELINE_SPLIT_MAX_RANKS
-    one = functools.partial(profile_breakdown, timelines=timelines)
+    engine = engine or getattr(cluster, "engine", None)
 
     def build():
-        parts = cluster.map(one, engine=engine) if hasattr(cluster, "map") else \
-            {k: one(p) for k, p in cluster.profiles.items()}
-        frames = [df.assign(rank=str(key)) for key, df in parts.items() if len(df)]
+        if engine in (None, "serial") and len(cluster.profiles) < MIN_RANKS_FOR_PROCESSES:
+            parts = [profile_breakdown(p, timelines).assign(rank=str(k)) for k, p in cluster.profiles.items()]
+        else:
+            runs = [dataclasses.replace(p.run, info={**p.run.info, "label": str(k)})
+                    for k, p in cluster.profiles.items()]
+            parts = map_chunks(functools.partial(breakdown_ranks, timelines=timelines), runs, engine=engine)
+        frames = [df for df in parts if len(df)]
         if not frames:
             return _empty()
         out = pd.concat(frames, ignore_index=True)[COLUMNS]
         return out.astype({"rank": str, "step": "int64", "source": str})
 
     return cluster.cached(f"rank_breakdown:{timelines}", build) if hasattr(cluster, "cached") else build()
+
+
+def breakdown_ranks(runs: list, timelines: bool = False) -> pd.DataFrame:
+    """The ``rank_breakdown`` rows of a chunk of ranks (`RunFiles`, ``info["label"]`` the rank's key),
+    computed where they are parsed. Ranks of one cluster_analysis folder take their rows from
+    `cluster_file_breakdown` of that folder, computed once per process; the others each from their
+    `Profile` (`profile_breakdown`)."""
+    from ..model.profile import Profile
+    parts, pending, pending_path = [], [], None
+
+    def flush():
+        if pending:
+            full, pos = shared.whole(pending_path, f"rank_breakdown:{timelines}",
+                                     lambda: cluster_file_breakdown(pending[0], timelines), "rank")
+            take = [pos[str(r.device)] for r in pending if str(r.device) in pos]
+            rows = full.iloc[np.concatenate(take) if take else []].copy()
+            labels = {str(r.device): str(r.info.get("label", r.device)) for r in pending}
+            rows["rank"] = rows["rank"].map(labels)
+            parts.append(rows)
+            pending.clear()
+
+    for run in runs:
+        path = run.get("cluster_step_trace_time") if run.generation == "cluster_analysis" else None
+        if path is not None and path != pending_path:
+            flush()
+            pending_path = path
+        if path is not None:
+            pending.append(run)
+            continue
+        flush()
+        pending_path = None
+        label = str(run.info.get("label", run.device))
+        parts.append(profile_breakdown(Profile(run), timelines).assign(rank=label))
+    flush()
+    frames = [p for p in parts if len(p)]
+    return pd.concat(frames, ignore_index=True)[COLUMNS] if frames else _empty()
+
+
+def cluster_file_breakdown(run, timelines: bool = False) -> pd.DataFrame:
+    """The ``rank_breakdown`` rows of every rank of a cluster_analysis folder (``run``: any of its ranks),
+    from its files read once: the parts from cluster_step_trace_time.csv's rank rows (`step_parts`), the
+    wait/transit split of each rank and step from cluster_communication.json (as `wait_shares` takes it
+    from the communication files). ``rank`` is the rank id as the file writes it."""
+    from ..io import ascend_ms
+    from ..model.build import step_numbers
+    path = run.get("cluster_step_trace_time")
+    full, _ = shared.whole(path, "cluster_step_trace", lambda: ascend_ms.cluster_step_trace(path), "index")
+    steps = full[(full["type"] == "rank") & full["step"].notna()]
+    if steps.empty or "total_ms" not in steps:
+        return _empty()
+    out = step_parts(steps)
+    out.insert(0, "rank", steps["index"].astype(str).to_numpy())
+    comm = ascend_ms.communication(ascend_ms.whole_cluster(run)) if run.has("cluster_communication") else None
+    share = pd.Series(dtype=float)
+    if comm is not None and len(comm) and {"wait_ms", "transit_ms"} <= set(comm.columns):
+        c = step_numbers(comm)
+        # a file without step keys describes the one step of a rank profiled without steps
+        only = out.groupby("rank")["step"].agg(["first", "size"])
+        c = c.assign(step=c["step"].fillna(c["rank"].map(only["first"].where(only["size"] == 1))))
+        c = c[c["wait_ms"].notna() & c["transit_ms"].notna() & c["step"].notna()]
+        g = c.groupby(["rank", c["step"].astype("int64")])[["wait_ms", "transit_ms"]].sum()
+        total = g["wait_ms"] + g["transit_ms"]
+        share = (g["wait_ms"] / total.where(total > 0)).dropna()
+    key = pd.MultiIndex.from_arrays([out["rank"], out["step"]])
+    out["wait_share"] = share.reindex(key).to_numpy(dtype=float) if len(share) else np.nan
+    out["wait_ms"] = out["comm_exposed_ms"] * out["wait_share"]
+    out["transit_ms"] = out["comm_exposed_ms"] - out["wait_ms"]
+    has_share = out["rank"].isin(share.index.get_level_values(0)) if len(share) else np.zeros(len(out), bool)
+    step_file = _step_source(steps)
+    out["source"] = np.where(has_share, source_text(step_file, "communication files (Wait Time, Transit Time)",
+                                                    timelines), source_text(step_file, "", timelines))
+    return out[COLUMNS].reset_index(drop=True)
+
+
+def source_text(step_file: str, share_source: str, timelines: bool) -> str:
+    """A row's ``source``: the step file and where its wait/transit split came from (or why there is none)."""
+    return step_file + (f"; wait/transit: {share_source}" if share_source else
+                        "; wait/transit: no file of this rank gives them" if timelines else
+                        f"; wait/transit: not split (over {TIMELINE_SPLIT_MAX_RANKS} ranks the "
+                        "timelines are not read for it)")
+
+
+def step_parts(steps: pd.DataFrame) -> pd.DataFrame:
+    """``step``, ``step_ms`` and the disjoint parts of each step of a step_trace_time.csv-shaped frame (any
+    number of ranks: row by row): computing alone, overlapped and exposed communication, free, host-bound."""
+    get = lambda c: steps[c].astype(float).to_numpy() if c in steps else np.full(len(steps), np.nan)  # noqa: E731
+    out = pd.DataFrame({"step": steps["step"].astype("int64").to_numpy(),
+                        "step_ms": steps["total_ms"].astype(float).to_numpy()})
+    overlapped = get("overlapped_ms")
+    if np.isnan(overlapped).all() and "communication_ms" in steps:
+        overlapped = get("communication_ms") - get("communication_not_overlapped_ms")
+    out["computing_ms"] = get("computing_ms") - np.nan_to_num(overlapped)
+    out["comm_overlapped_ms"] = overlapped
+    out["comm_exposed_ms"] = get("communication_not_overlapped_ms")
+    out["free_ms"] = get("free_ms")
+    out["host_bound_ms"] = get("preparing_ms")
+    return out
 
 
 def _empty() -> pd.DataFrame:
@@ -92,20 +199,13 @@ def profile_breakdown(prof, timelines: bool = True) -> pd.DataFrame:
         return _empty()
     steps = steps[steps["step"].notna()]
     step_file = _step_source(steps)
-    out = pd.DataFrame({"step": steps["step"].astype("int64").to_numpy(),
-                        "step_ms": steps["total_ms"].astype(float).to_numpy()})
     nan = np.full(len(steps), np.nan)
     get = lambda c: steps[c].astype(float).to_numpy() if c in steps else nan  # noqa: E731
     if "computing_ms" in steps and "communication_not_overlapped_ms" in steps:
-        overlapped = get("overlapped_ms")
-        if np.isnan(overlapped).all() and "communication_ms" in steps:
-            overlapped = get("communication_ms") - get("communication_not_overlapped_ms")
-        out["computing_ms"] = get("computing_ms") - np.nan_to_num(overlapped)
-        out["comm_overlapped_ms"] = overlapped
-        out["comm_exposed_ms"] = get("communication_not_overlapped_ms")
-        out["free_ms"] = get("free_ms")
-        out["host_bound_ms"] = get("preparing_ms")
+        out = step_parts(steps)
     else:
+        out = pd.DataFrame({"step": steps["step"].astype("int64").to_numpy(),
+                            "step_ms": steps["total_ms"].astype(float).to_numpy()})
         out["host_bound_ms"] = get("iteration_interval_ms")
         alone = _cluster_analyse_column(prof, out["step"], "communication_alone_time_ms")
         out["comm_exposed_ms"] = alone
@@ -118,10 +218,7 @@ def profile_breakdown(prof, timelines: bool = True) -> pd.DataFrame:
     out["wait_share"] = out["step"].map(share).astype(float)
     out["wait_ms"] = out["comm_exposed_ms"] * out["wait_share"]
     out["transit_ms"] = out["comm_exposed_ms"] - out["wait_ms"]
-    out["source"] = step_file + (f"; wait/transit: {share_source}" if share_source else
-                                 "; wait/transit: no file of this rank gives them" if timelines else
-                                 f"; wait/transit: not split (over {TIMELINE_SPLIT_MAX_RANKS} ranks the "
-                                 "timelines are not read for it)")
+    out["source"] = source_text(step_file, share_source, timelines)
     return out.assign(rank="")[COLUMNS]
 
 
@@ -279,5 +376,6 @@ def _num(v):
     return None if v is None or pd.isna(v) else float(v)
 
 
-__all__ = ["rank_breakdown", "profile_breakdown", "wait_shares", "task_wait_transit", "union_length",
+__all__ = ["rank_breakdown", "breakdown_ranks", "cluster_file_breakdown", "step_parts", "source_text",
+           "profile_breakdown", "wait_shares", "task_wait_transit", "union_length",
            "rank_medians", "breakdown_summary", "PARTS", "EXPOSED_SPLIT", "IDENTITY", "PART_LABELS"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..model.parallel import map_chunks
 from .cluster_reduce import gather_rank_summaries
 
 Z_THRESHOLD = 3.5
@@ -36,9 +37,8 @@ def rank_summary(cluster, engine: str | None = None, max_workers: int | None = N
     engine = engine or getattr(cluster, "engine", None)
     # Each run carries the Cluster's own key (rank, or rank@session when a rank has several sessions)
     # into the worker, which labels its rows with it: ranks alone are not unique.
-    runs = [dataclasses.replace(p.run, info={**p.run.info, "label": key}) for key, p in cluster.profiles.items()]
-
     def build():
+        runs = [dataclasses.replace(p.run, info={**p.run.info, "label": key}) for key, p in cluster.profiles.items()]
         return gather_rank_summaries(runs, engine=engine, max_workers=max_workers)
 
     return cluster.cached("rank_summary", build) if hasattr(cluster, "cached") else build()
@@ -56,6 +56,52 @@ def rank_stage_matrix(summary: dict) -> pd.DataFrame:
     the step, in display order. Suited to a heatmap."""
     steps = rank_steps(summary)
     return steps[[c for c in summary["stages"] if c in steps.columns]].astype(float)
+
+
+# The most rows (or columns) a per-rank heatmap draws: past it, consecutive ranks share a row (a bin).
+MAX_RANK_BINS = 256
+
+
+def rank_bins(ranks, max_bins: int = MAX_RANK_BINS) -> pd.Series:
+    """rank -> its bin's label (``"0-15"``; the rank itself when each bin holds one): the ranks in numeric
+    order cut into consecutive bins of ceil(ranks / ``max_bins``), so at most ``max_bins`` bins. A rank's bin
+    holds its tensor-parallel neighbours when the bin size divides the TP size or is a multiple of it."""
+    order = sorted((str(r) for r in ranks), key=_rank_key)
+    size = max(1, -(-len(order) // max(1, max_bins)))
+    labels = {}
+    for start in range(0, len(order), size):
+        chunk = order[start:start + size]
+        label = chunk[0] if len(chunk) == 1 else f"{chunk[0]}-{chunk[-1]}"
+        labels.update({r: label for r in chunk})
+    return pd.Series(labels, dtype=object)
+
+
+def binned_ranks(values: pd.DataFrame, max_bins: int = MAX_RANK_BINS) -> pd.DataFrame:
+    """A ranks x columns frame (indexed by rank) as bins x columns, long: ``bin`` (label, bins in rank
+    order), ``column``, ``ranks`` (ranks in the bin), ``max`` (the bin's largest value), ``max_rank`` (the
+    rank that has it), ``mean``, ``min``. The largest value is kept so one slow rank still shows in its bin."""
+    bins = rank_bins(values.index, max_bins)
+    long = values.rename_axis("rank").reset_index().melt(id_vars="rank", var_name="column", value_name="value")
+    long["rank"] = long["rank"].astype(str)
+    long["bin"] = long["rank"].map(bins)
+    long["value"] = long["value"].astype(float)
+    g = long.groupby(["bin", "column"], sort=False)["value"]
+    out = g.agg(["max", "mean", "min", "size"]).rename(columns={"size": "ranks"})
+    idx = g.idxmax().dropna().astype(int)
+    out["max_rank"] = pd.Series(long.loc[idx.to_numpy(), "rank"].to_numpy(), index=idx.index)
+    out = out.reset_index()
+    order = {b: i for i, b in enumerate(dict.fromkeys(bins.to_numpy()))}
+    cols = {c: i for i, c in enumerate(values.columns)}
+    out = out.sort_values(["bin", "column"], key=lambda s: s.map(order) if s.name == "bin" else s.map(cols),
+                          ignore_index=True)
+    return out[["bin", "column", "ranks", "max", "max_rank", "mean", "min"]]
+
+
+def top_ranks(values: pd.Series, n: int) -> list[str]:
+    """The ``n`` ranks with the largest ``values`` (indexed by rank), largest first (ties in rank order)."""
+    s = values.astype(float).dropna()
+    s = s.loc[sorted(s.index, key=_rank_key)]
+    return [str(r) for r in s.sort_values(ascending=False, kind="stable").index[:n]]
 
 
 def robust_z(values: pd.Series) -> pd.Series:
@@ -88,21 +134,24 @@ def slow_ranks(summary: dict, threshold: float = Z_THRESHOLD, min_share: float =
     not), so the table answers "who is slowest, and is it significant?"."""
     steps = rank_steps(summary)
     cols = [c for c in summary["stages"] + ["total_ms"] if c in steps.columns]
-    rows = []
-    for stage in cols:
-        z = robust_z(steps[stage])
+    columns = ["rank", "stage", "value_ms", "median_ms", "excess_ms", "z", "share_of_step", "flagged"]
+    total = steps["total_ms"].astype(float).to_numpy() if "total_ms" in steps else np.full(len(steps), np.nan)
+    parts = []
+    for stage in cols:  # vectorised over the ranks: thousands of ranks x a dozen stages
+        value = steps[stage].astype(float).to_numpy()
+        z = robust_z(steps[stage]).to_numpy(float)
         med = float(steps[stage].median())
-        for rank, value in steps[stage].items():
-            step = float(steps.at[rank, "total_ms"]) if "total_ms" in steps else np.nan
-            flagged = bool(z[rank] > threshold) and not (float(value) - med < min_share * step)
-            slowest = stage == "total_ms" and value == steps[stage].max()
-            if z[rank] > threshold or slowest:
-                total = float(steps.at[rank, "total_ms"]) if "total_ms" in steps else np.nan
-                rows.append({"rank": rank, "stage": stage, "value_ms": float(value), "median_ms": med,
-                             "excess_ms": float(value) - med, "z": float(z[rank]),
-                             "share_of_step": float(value) / total if total else np.nan, "flagged": flagged})
-    out = pd.DataFrame(rows, columns=["rank", "stage", "value_ms", "median_ms", "excess_ms", "z",
-                                      "share_of_step", "flagged"])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            flagged = (z > threshold) & ~(value - med < min_share * total)
+            share = np.where(total != 0, value / total, np.nan)
+        keep = z > threshold
+        if stage == "total_ms":
+            keep |= value == steps[stage].max()
+        if keep.any():
+            parts.append(pd.DataFrame({"rank": steps.index[keep], "stage": stage, "value_ms": value[keep],
+                                       "median_ms": med, "excess_ms": value[keep] - med, "z": z[keep],
+                                       "share_of_step": share[keep], "flagged": flagged[keep]}))
+    out = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
     return out.sort_values(["flagged", "z"], ascending=False, ignore_index=True)
 
 
@@ -117,18 +166,30 @@ def slow_steps(summary: dict, threshold: float = Z_THRESHOLD) -> pd.DataFrame:
     ``median_ms``, ``z``, ``stage`` (the stage with the largest excess), ``stage_excess_ms``."""
     st = summary["step_totals"]
     stages = [c for c in summary["stages"] if c in st.columns]
-    rows = []
-    for rank, g in st.groupby("rank", sort=False):
-        if len(g) < 3:
-            continue  # too few steps to call one an outlier
-        z = robust_z(g["total_ms"])
-        for i in g.index[z > threshold]:
-            excess = {s: float(g.at[i, s] - g[s].median()) for s in stages}
-            worst = max(excess, key=excess.get) if excess else None
-            rows.append({"rank": rank, "step": int(g.at[i, "step"]), "total_ms": float(g.at[i, "total_ms"]),
-                         "median_ms": float(g["total_ms"].median()), "z": float(z[i]), "stage": worst,
-                         "stage_excess_ms": excess.get(worst, np.nan)})
-    out = pd.DataFrame(rows, columns=["rank", "step", "total_ms", "median_ms", "z", "stage", "stage_excess_ms"])
+    columns = ["rank", "step", "total_ms", "median_ms", "z", "stage", "stage_excess_ms"]
+    if st.empty:
+        return pd.DataFrame(columns=columns)
+    # `robust_z` of each rank's steps, vectorised over the ranks (thousands of ranks x their steps)
+    by = st["rank"]
+    x = st["total_ms"].astype(float)
+    med = x.groupby(by, sort=False).transform("median")
+    dev = (x - med).abs()
+    mad = dev.groupby(by, sort=False).transform("median")
+    mean_ad = dev.groupby(by, sort=False).transform("mean")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(mad > 0, MAD_TO_Z * (x - med) / mad, np.where(mean_ad > 0, MEAN_AD_TO_Z * (x - med) / mean_ad, 0.0))
+    hit = (x.groupby(by, sort=False).transform("size") >= 3).to_numpy() & (z > threshold)  # 3 steps or more
+    if not hit.any():
+        return pd.DataFrame(columns=columns)
+    rows = st.loc[hit]
+    excess = (rows[stages].astype(float) - st[stages].astype(float).groupby(by, sort=False).transform("median").loc[hit]) \
+        if stages else pd.DataFrame(index=rows.index)
+    worst = excess.idxmax(axis=1) if stages else pd.Series(None, index=rows.index, dtype=object)
+    out = pd.DataFrame({"rank": rows["rank"].to_numpy(), "step": rows["step"].astype(int).to_numpy(),
+                        "total_ms": x[hit].to_numpy(), "median_ms": med[hit].to_numpy(), "z": z[hit],
+                        "stage": worst.to_numpy(),
+                        "stage_excess_ms": [excess.at[i, w] if isinstance(w, str) else np.nan
+                                            for i, w in zip(rows.index, worst)]})
     return out.sort_values("z", ascending=False, ignore_index=True)
 
 
@@ -147,22 +208,109 @@ def step_interval_proposal(summary: dict) -> dict | None:
             "stage": col}
 
 
+def communication_summary(cluster, engine: str | None = None) -> dict:
+    """The cluster's communication reduced where each rank is parsed (`cluster_reduce.reduce_communication`
+    in chunks on ``engine``, default the cluster's; see `nbprofiler.model.parallel`), combined and cached on
+    the cluster: the keys of `communication_parts` (``groups``: the communication groups of
+    communication_group.json, each once) plus ``pipeline_rows`` ((rank, average row) of each
+    rank's ascend_cluster_analyse file), ``flops`` (rank -> cube MFLOPs), ``stage_num``. No rank's frames
+    stay in this process."""
+    from .cluster_reduce import cluster_groups, reduce_communication
+    engine = engine or getattr(cluster, "engine", None)
+    def build():
+        runs = [dataclasses.replace(p.run, info={**p.run.info, "label": str(key)}) for key, p in cluster.profiles.items()]
+        parts = map_chunks(reduce_communication, runs, engine=engine)
+        cat = lambda k: pd.concat([p[k] for p in parts if len(p[k])], ignore_index=True) \
+            if any(len(p[k]) for p in parts) else (parts[0][k] if parts else pd.DataFrame())  # noqa: E731
+        out = {k: cat(k) for k in ("links", "by_rank", "bandwidth", "average_links")}
+        found = communication_parts({"communication_groups": cluster_groups(runs)})["groups"]
+        groups = [g for g in [found, *(p["groups"] for p in parts)] if len(g)]
+        out["groups"] = pd.concat(groups, ignore_index=True).drop_duplicates(["kind", "group"], ignore_index=True) \
+            if groups else pd.DataFrame()
+        out["links_legacy"] = any(p["links_legacy"] for p in parts)
+        out["by_rank_source"] = next((p["by_rank_source"] for p in parts if p["by_rank_source"]), "")
+        out["pipeline_rows"] = [r for p in parts for r in p["pipeline_rows"]]
+        out["flops"] = {k: v for p in parts for k, v in p["flops"].items()}
+        out["stage_num"] = next((p["stage_num"] for p in parts if p.get("stage_num")), None)
+        return out
+
+    return cluster.cached("communication_summary", build) if hasattr(cluster, "cached") else build()
+
+
+LINK_KEYS = ["src", "dst", "transport", "recorded_by"]
+BY_RANK_TIMES = ["elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"]
+
+
+def communication_parts(frames: dict) -> dict:
+    """Some ranks' communication frames (``frames``: name -> the ranks' frames stacked with ``label``, the
+    rank's key, as `cluster_reduce.rank_frames` gives them) reduced to what `communication_matrix`,
+    `communication_by_rank`, `link_bandwidth` and `slow_links` need; ranks reduced apart combine by
+    concatenation. Keys: ``links`` (per link and recording rank: ``time_ms``, ``size``, ``steps``; from
+    legacy ``hccl_raw`` link data where a rank has it, else the communication matrix; ``links_legacy``
+    says whether any came from hccl_raw), ``by_rank`` and ``by_rank_source`` (see
+    `communication_by_rank`), ``bandwidth`` (`link_bandwidth` rows), ``average_links`` (each rank's
+    ``hccl_raw`` average links with ``recorded_by``)."""
+    empty = pd.DataFrame(columns=["label"])
+    hccl_links = frames.get("hccl_links", empty)
+    hccl_links = hccl_links[hccl_links["src"].notna()] if "src" in hccl_links.columns else empty
+    matrix = frames.get("communication_matrix", empty)
+    link_frames = []
+    if len(hccl_links):
+        link_frames.append(hccl_links.rename(columns={"label": "recorded_by"}))
+    if len(matrix) and "src" in matrix.columns:
+        matrix = matrix[~matrix["label"].isin(set(hccl_links["label"]) if len(hccl_links) else set())]
+        link_frames.append(pd.DataFrame({"step": matrix["step"].astype(str).str.extract(r"(\d+)$")[0],
+                                         "src": matrix["src"], "dst": matrix["dst"], "transport": matrix["transport"],
+                                         "time_ms": matrix["transit_ms"], "size": matrix["size_mb"],
+                                         "recorded_by": matrix["label"]}))
+    link_frames = [f for f in link_frames if len(f)]
+    if link_frames:
+        links = pd.concat(link_frames, ignore_index=True)
+        links = links[pd.to_numeric(links["step"], errors="coerce").notna()]
+        links = links.groupby(LINK_KEYS, as_index=False).agg(time_ms=("time_ms", "sum"), size=("size", "sum"),
+                                                             steps=("step", "nunique"))
+    else:
+        links = pd.DataFrame(columns=[*LINK_KEYS, "time_ms", "size", "steps"])
+    by_rank, source = pd.DataFrame(columns=["rank", "ops", *BY_RANK_TIMES]), ""
+    comm = frames.get("communication", empty)
+    hccl = frames.get("hccl", empty)
+    if len(comm):
+        by_rank = comm.assign(rank=comm["label"]).groupby("rank", as_index=False, sort=False).agg(
+            ops=("op_name", "nunique"), **{c: (c, "sum") for c in BY_RANK_TIMES})
+        source = "communication.json / cluster_communication.json"
+    elif len(hccl):
+        g = hccl.assign(rank=hccl["label"]).groupby("rank", as_index=False, sort=False).agg(
+            transit_ms=("communication_cost_ms", "sum"), wait_ms=("wait_cost_ms", "sum"))
+        g = g.assign(ops=np.nan, elapse_ms=g["transit_ms"] + g["wait_ms"], sync_ms=np.nan, idle_ms=0.0)
+        by_rank, source = g[["rank", "ops", *BY_RANK_TIMES]], "hccl_raw_*.csv"
+    bw = frames.get("communication_links", empty)
+    if len(bw):
+        bw = bw.assign(rank=bw["label"]).groupby(["rank", "transport"], as_index=False).agg(
+            size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"), ops=("op_name", "nunique"))
+        bw = bw[bw["transit_ms"] > 0].copy()
+        bw["bandwidth_gbps"] = bw["size_mb"] / bw["transit_ms"]
+        bw = bw[["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"]].reset_index(drop=True)
+    else:
+        bw = pd.DataFrame(columns=["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"])
+    avg = frames.get("hccl_links_average", empty)
+    groups = frames.get("communication_groups", empty)
+    groups = groups.drop_duplicates(["kind", "group"]).drop(columns="label") if len(groups) else pd.DataFrame()
+    return {"groups": groups, "links": links, "links_legacy": bool(len(hccl_links)), "by_rank": by_rank, "by_rank_source": source,
+            "bandwidth": bw, "average_links": avg.rename(columns={"label": "recorded_by"}) if len(avg) else
+            pd.DataFrame()}
+
+
 def pipeline_flops_imbalance(cluster, stages: dict[int, list[str]] | None = None) -> dict | None:
     """MindInsight's pipeline FLOPs proposer from ``flops_summary_*``: per pipeline stage the mean of its
     ranks' cube MFLOPs; the heaviest stage (``stage``, 1-based), its ``val`` and ``percent`` =
     (val - mean over stages) / mean x 100. ``stages`` maps stage -> ranks; by default ranks are split
     evenly in order over the ``stage_num`` of the cluster_analyse files."""
-    flops = {}
-    for key, prof in cluster.profiles.items():
-        fs = prof.flops_summary
-        if fs:
-            v = fs.get("cube_FLOPs", fs.get("FLOPs"))
-            if v is not None:
-                flops[key] = float(v)
+    summary = communication_summary(cluster)
+    flops = summary["flops"]
     if not flops:
         return None
     if stages is None:
-        n = next((p.cluster_analyse.attrs.get("stage_num") for p in cluster if len(p.cluster_analyse)), None)
+        n = summary["stage_num"]
         if not n:
             return None
         ranks = sorted(flops, key=_rank_key)
@@ -182,26 +330,11 @@ def communication_matrix(cluster) -> pd.DataFrame:
     data of every rank (each link once, from the rank that recorded it), else the new-format
     ``communication_matrix`` frame (communication_matrix.json / cluster_communication_matrix.json:
     ``size`` in MB, so ``bandwidth`` is MB/ms = GB/s). ``attrs["size_unit"]`` / ``attrs["bandwidth_unit"]``
-    say which (hccl_raw names neither unit)."""
-    frames = []
-    for key, prof in cluster.profiles.items():
-        links = prof.hccl_links
-        if len(links) and "src" in links.columns:
-            frames.append(links.assign(recorded_by=key))
-            frames[-1].attrs["from"] = "hccl_raw"
-            continue
-        matrix = prof.communication_matrix
-        if len(matrix) and "src" in matrix.columns:
-            frames.append(pd.DataFrame({"step": matrix["step"].astype(str).str.extract(r"(\d+)$")[0],
-                                        "src": matrix["src"], "dst": matrix["dst"], "transport": matrix["transport"],
-                                        "time_ms": matrix["transit_ms"], "size": matrix["size_mb"],
-                                        "recorded_by": key}))
-    if not frames:
+    say which (hccl_raw names neither unit). Reduced where each rank is parsed (`communication_summary`)."""
+    summary = communication_summary(cluster)
+    g = summary["links"]
+    if g.empty:
         return pd.DataFrame(columns=["src", "dst", "transport", "time_ms", "size", "bandwidth", "steps"])
-    links = pd.concat(frames, ignore_index=True)
-    links = links[pd.to_numeric(links["step"], errors="coerce").notna()]
-    g = links.groupby(["src", "dst", "transport", "recorded_by"], as_index=False).agg(
-        time_ms=("time_ms", "sum"), size=("size", "sum"), steps=("step", "nunique"))
     # a link seen by both ends is kept once: from the rank that recorded the most time for it
     g = g.sort_values("time_ms", ascending=False).drop_duplicates(["src", "dst", "transport"])
     g["bandwidth"] = np.where(g["time_ms"] > 0, g["size"] / g["time_ms"].where(g["time_ms"] > 0), np.nan)
@@ -210,9 +343,8 @@ def communication_matrix(cluster) -> pd.DataFrame:
     out = g[["src", "dst", "transport", "time_ms", "size", "bandwidth", "steps"]].sort_values(
         ["src", "dst", "transport"], key=lambda s: s.map(_rank_key) if s.name != "transport" else s,
         ignore_index=True)
-    legacy = any("size_mb" not in f.attrs.get("from", "size_mb") for f in frames)
-    out.attrs["size_unit"], out.attrs["bandwidth_unit"] = (("hccl_raw's unit", "hccl_raw's unit") if legacy
-                                                           else ("MB", "GB/s"))
+    out.attrs["size_unit"], out.attrs["bandwidth_unit"] = (("hccl_raw's unit", "hccl_raw's unit")
+                                                           if summary["links_legacy"] else ("MB", "GB/s"))
     return out
 
 
@@ -220,14 +352,8 @@ def link_bandwidth(cluster) -> pd.DataFrame:
     """New-format per-rank, per-transport communication totals from communication.json /
     cluster_communication.json: ``rank``, ``transport``, ``size_mb``, ``transit_ms`` (sums over ops)
     and ``bandwidth_gbps`` (= size_mb / transit_ms, MB/ms = GB/s), ``ops``. Idle transports are dropped."""
-    links = cluster.concat("communication_links")
-    if links.empty:
-        return pd.DataFrame(columns=["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"])
-    g = links.groupby(["rank", "transport"], as_index=False).agg(
-        size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"), ops=("op_name", "nunique"))
-    g = g[g["transit_ms"] > 0].copy()
-    g["bandwidth_gbps"] = g["size_mb"] / g["transit_ms"]
-    return g[["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"]].reset_index(drop=True)
+    out = communication_summary(cluster)["bandwidth"]
+    return out.sort_values(["rank", "transport"], kind="stable", ignore_index=True)
 
 
 def communication_by_rank(cluster) -> pd.DataFrame:
@@ -237,21 +363,13 @@ def communication_by_rank(cluster) -> pd.DataFrame:
     ``wait_ms`` its wait cost (two separate times, as MindInsight's bars show them: rank 0 of
     cluster_4rank_pipeline communicates 2.6 ms and waits 270 ms a step), no op count, sync or idle.
     ``attrs["source"]`` says which."""
-    cols = ["elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"]
-    comm = cluster.concat("communication")
-    if len(comm):
-        g = comm.groupby("rank", as_index=False).agg(ops=("op_name", "nunique"), **{c: (c, "sum") for c in cols})
-        g.attrs["source"] = "communication.json / cluster_communication.json"
-        return g
-    hccl = cluster.concat("hccl")
-    if len(hccl):
-        g = hccl.groupby("rank", as_index=False, sort=False).agg(transit_ms=("communication_cost_ms", "sum"),
-                                                                 wait_ms=("wait_cost_ms", "sum"))
-        g = g.assign(ops=np.nan, elapse_ms=g["transit_ms"] + g["wait_ms"], sync_ms=np.nan, idle_ms=0.0)
-        g = g[["rank", "ops"] + cols]
-        g.attrs["source"] = "hccl_raw_*.csv"
-        return g
-    return pd.DataFrame(columns=["rank", "ops"] + cols)
+    summary = communication_summary(cluster)
+    out = summary["by_rank"].copy()
+    if summary["by_rank_source"].startswith("communication"):  # by rank id as written, as the files list them
+        out = out.sort_values("rank", kind="stable", ignore_index=True)
+    if summary["by_rank_source"]:
+        out.attrs["source"] = summary["by_rank_source"]
+    return out
 
 
 # MindInsight's cluster proposer thresholds (its ParallelProposer): a link 20 % below the mean bandwidth
@@ -267,15 +385,10 @@ def slow_links(cluster, fraction: float = SLOW_LINK_FRACTION) -> pd.DataFrame:
     per transport over those entries. Columns: ``src``, ``dst``, ``transport``, ``bandwidth``,
     ``mean_bandwidth``, ``below_mean_pct`` (0-100), ``recorded_by`` (rank key), ``slowest`` (bool: the
     one link per transport MindInsight names)."""
-    frames = []
-    for key in cluster.ranks:
-        avg = cluster[key].hccl_links.attrs.get("average")
-        if avg:
-            frames.append(pd.DataFrame(avg).assign(recorded_by=key))
+    links = communication_summary(cluster)["average_links"]
     cols = ["src", "dst", "transport", "bandwidth", "mean_bandwidth", "below_mean_pct", "recorded_by", "slowest"]
-    if not frames:
+    if links.empty:
         return pd.DataFrame(columns=cols)
-    links = pd.concat(frames, ignore_index=True)
     links = links[links["src"] != links["dst"]].copy()
     links["mean_bandwidth"] = links.groupby("transport")["bandwidth"].transform("mean")
     below = (links["mean_bandwidth"] - links["bandwidth"]) / links["mean_bandwidth"]
@@ -291,13 +404,7 @@ def pipeline_communication(cluster) -> dict | None:
     ``within_stage`` ({stage: collective communication without receive over computation + communication
     of that stage's ranks, 0-100}) and ``worst_stage`` / ``worst_stage_pct`` (the stage MindInsight names,
     when over `STAGE_COMMUNICATION_FRACTION`); None when the files are not a pipeline-parallel run."""
-    rows = []
-    for key in cluster.ranks:
-        prof = cluster[key]
-        ca = prof.cluster_analyse
-        avg = ca.attrs.get("average") if ca is not None else None
-        if avg and "receive_alone_time_ms" in avg:
-            rows.append((int(prof.run.device), avg))
+    rows = communication_summary(cluster)["pipeline_rows"]
     stages, size = _pipeline_shape(cluster)
     if not rows or not stages:
         return None
@@ -335,5 +442,6 @@ def _rank_key(r):
 
 __all__ = ["rank_summary", "rank_steps", "rank_stage_matrix", "robust_z", "slow_ranks", "slowest_rank",
            "slow_steps", "step_interval_proposal", "pipeline_flops_imbalance", "communication_matrix",
-           "link_bandwidth", "communication_by_rank", "slow_links", "pipeline_communication", "MIN_OUTLIER_SHARE",
-           "SLOW_LINK_FRACTION", "STAGE_COMMUNICATION_FRACTION"]
+           "link_bandwidth", "communication_by_rank", "communication_summary", "communication_parts", "slow_links", "pipeline_communication", "MIN_OUTLIER_SHARE",
+           "SLOW_LINK_FRACTION", "STAGE_COMMUNICATION_FRACTION", "rank_bins", "binned_ranks", "top_ranks",
+           "MAX_RANK_BINS"]

@@ -8,6 +8,7 @@ import functools
 import warnings
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 
 from ..io.discover import RunFiles
@@ -97,8 +98,208 @@ def combine(parts: list[dict]) -> dict:
 
 
 def reduce_ranks(runs: list[RunFiles], failure: FailureHandling = FailureHandling.SKIP) -> dict:
-    """`reduce_rank` over a chunk of ranks, combined where they were parsed: one reply per chunk."""
-    return combine([reduce_rank(r, failure) for r in runs])
+    """`reduce_rank` over a chunk of ranks, combined where they were parsed: one reply per chunk. Ranks of
+    one cluster_analysis folder are reduced together (`reduce_cluster_file`)."""
+    parts, group = [], []
+
+    def flush():
+        if group:
+            parts.append(reduce_cluster_file(list(group), failure))
+            group.clear()
+
+    for run in runs:
+        if run.generation == "cluster_analysis" and run.device != "*" and run.has("cluster_step_trace_time"):
+            if group and group[0].get("cluster_step_trace_time") != run.get("cluster_step_trace_time"):
+                flush()
+            group.append(run)
+            continue
+        flush()
+        parts.append(reduce_rank(run, failure))
+    flush()
+    return combine(parts)
+
+
+def reduce_cluster_file(runs: list[RunFiles], failure: FailureHandling = FailureHandling.SKIP) -> dict:
+    """`reduce_rank`'s results for ranks of one cluster_analysis folder, from its cluster_step_trace_time.csv
+    read once per process: the first rank is reduced as any rank is (it gives the stages, the columns and the
+    file's problems), the others' step means and per-step rows are taken from the file's frame at once (a
+    cluster file has no average row and no op types, so the mean over the steps is each rank's average)."""
+    from ..io import ascend_ms, shared
+    first = reduce_rank(runs[0], failure)
+    if len(runs) == 1 or first["problems"] or not len(first["steps"]) or \
+            first["steps"]["average_source"].iloc[0] != "mean":
+        return combine([first] + [reduce_rank(r, failure) for r in runs[1:]])
+    path = runs[0].get("cluster_step_trace_time")
+    full, pos = shared.whole(path, "cluster_step_trace", lambda: ascend_ms.cluster_step_trace(path), "index")
+    rest = [r for r in runs[1:] if str(r.device) in pos]
+    missing = [r for r in runs[1:] if str(r.device) not in pos]  # not in the file: reduced (and reported) alone
+    if not rest:
+        return combine([first] + [reduce_rank(r, failure) for r in missing])
+    rows = full.iloc[np.concatenate([pos[str(r.device)] for r in rest])]
+    rows = rows[rows["type"] == "rank"]
+    labels = {str(r.device): str(r.info.get("label", r.device)) for r in rest}
+    rank = rows["index"].map(labels)
+    means = [c for c in first["steps"].columns if c not in ("rank", "steps", "average_source")]
+    g = rows.assign(rank=rank).groupby("rank", sort=False)
+    steps = g[means].mean().reset_index()
+    steps.insert(1, "steps", g.size().to_numpy().astype(int))
+    steps["average_source"] = "mean"
+    totals_cols = list(first["step_totals"].columns)
+    step_totals = rows.assign(rank=rank)[totals_cols].reset_index(drop=True)
+    part = {"stages": first["stages"], "steps": steps[list(first["steps"].columns)],
+            "step_totals": step_totals, "op_types": first["op_types"].iloc[:0], "problems": []}
+    return combine([first, part] + [reduce_rank(r, failure) for r in missing])
+
+
+# The frames the cluster's communication analyses read, and the column each is keyed by rank on (the links
+# of a communication matrix belong to their source rank).
+COMMUNICATION_FRAMES = {"communication": "rank", "communication_links": "rank", "communication_matrix": "src",
+                        "hccl": None, "hccl_links": None, "communication_groups": None}
+
+
+def _cluster_step_rows(run: RunFiles) -> pd.DataFrame:
+    """cluster_step_trace_time.csv's rank rows as the ``step_trace`` frame of each rank, ``index`` the rank."""
+    from ..io import ascend_ms
+    full = ascend_ms.cluster_step_trace(run.get("cluster_step_trace_time"))
+    return full[full["type"] == "rank"].drop(columns=["type", "ranks"]).reset_index(drop=True)
+
+
+def rank_frames(runs: list[RunFiles], names: Iterable[str], skip_errors: bool = True,
+                cluster_groups_apart: bool = False) -> dict[str, pd.DataFrame]:
+    """For a chunk of ranks, frame name -> the ranks' frames stacked, with ``label`` (the rank's key, from
+    ``info["label"]``) first; ``hccl_links_average`` stacks each rank's ``hccl_links.attrs["average"]``.
+    Ranks of one cluster_analysis folder share its cluster-wide files: their rows are taken together from
+    each file's frame, read once per process (`nbprofiler.io.shared`) and finished as a Profile finishes
+    it; other ranks build their `Profile`. ``skip_errors``: a rank whose frame raises adds nothing (else the
+    error goes out). ``cluster_groups_apart``: leave out the ``communication_groups`` of cluster_analysis
+    ranks (the same whole-cluster frame for each: the caller reads it once, `cluster_groups`)."""
+    from ..io import ascend_ms, families, shared
+    from ..model.build import AFTER
+    from ..model.profile import Profile
+    from ..schema import FRAMES
+    names = list(names)
+    pieces: dict[str, list[pd.DataFrame]] = {n: [] for n in [*names, "hccl_links_average"]}
+    readers = {"communication": ("cluster_communication", lambda r: ascend_ms.communication(ascend_ms.whole_cluster(r))),
+               "communication_links": ("cluster_communication",
+                                       lambda r: ascend_ms.communication_links(ascend_ms.whole_cluster(r))),
+               "communication_matrix": ("cluster_communication_matrix",
+                                        lambda r: families.read_matrix(r.get("cluster_communication_matrix"))),
+               "step_trace": ("cluster_step_trace_time", _cluster_step_rows)}
+    by = {**COMMUNICATION_FRAMES, "step_trace": "index"}
+    own_file = {"step_trace": "step_trace_time"}  # a rank file that would win over the cluster file
+    shared_runs = [r for r in runs if r.generation == "cluster_analysis" and r.device != "*"]
+    by_file: dict[tuple, list[RunFiles]] = {}
+    for run in shared_runs:
+        by_file.setdefault(tuple(str(run.get(role)) for role, _ in readers.values()), []).append(run)
+    handled: dict[int, set] = {}  # id of a run -> the names its cluster files gave
+    for group in by_file.values():
+        first = group[0]
+        done = set()
+        if cluster_groups_apart and "communication_groups" in names:
+            done.add("communication_groups")
+        for name in names:
+            role, read = readers.get(name, (None, None))
+            if role is None or not first.has(role) or first.has(own_file.get(name, "communication")) and \
+                    name != "communication_matrix":
+                continue
+            full, pos = shared.whole(first.get(role), name, lambda: read(first), by[name])
+            done.add(name)
+            take = [(pos[str(r.device)], str(r.info.get("label", r.device))) for r in group if str(r.device) in pos]
+            if not take:
+                continue
+            rows = full.iloc[np.concatenate([t for t, _ in take])].reset_index(drop=True)
+            labels = np.repeat([label for _, label in take], [len(t) for t, _ in take])
+            rows = FRAMES[name].conform(AFTER.get(name, lambda df: df)(rows.drop(columns="index", errors="ignore")))
+            rows.insert(0, "label", labels)
+            pieces[name].append(rows)
+        handled.update({id(r): done for r in group})
+    for run in runs:
+        left = [n for n in names if n not in handled.get(id(run), ())]
+        if id(run) in handled:  # a cluster_analysis rank: only frames its folder has a file for
+            left = [n for n in left if n not in FRAMES or not FRAMES[n].roles or run.has(*FRAMES[n].roles)]
+        if not left:
+            continue
+        label = str(run.info.get("label", run.device))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the frames' problems are the rank's own page's to report
+            prof = Profile(run)
+            for name in left:
+                try:
+                    df = getattr(prof, name)
+                except Exception:  # noqa: BLE001 - an unreadable rank adds nothing
+                    if not skip_errors:
+                        raise
+                    continue
+                if df is None or not len(df):
+                    continue
+                pieces[name].append(df.assign(label=label))
+                if name == "hccl_links" and df.attrs.get("average"):
+                    pieces["hccl_links_average"].append(pd.DataFrame(df.attrs["average"]).assign(label=label))
+    return {n: pd.concat(p, ignore_index=True) if p else pd.DataFrame(columns=["label"]) for n, p in pieces.items()}
+
+
+def cluster_groups(runs: list[RunFiles]) -> pd.DataFrame:
+    """The communication groups of the cluster_analysis folders of ``runs`` (communication_group.json, read
+    once per folder where this is called: one small file for the whole cluster, not one copy per rank)."""
+    from ..io import families
+    seen, frames = set(), []
+    for run in runs:
+        if run.generation != "cluster_analysis" or not run.has("communication_group"):
+            continue
+        path = run.get("communication_group")
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            groups = families.communication_groups(run)
+        except Exception:  # noqa: BLE001 - an unreadable group file names no group
+            continue
+        if groups is not None and len(groups):
+            frames.append(groups.assign(label=str(run.info.get("label", run.device))))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["label"])
+
+
+def stack_frame(name: str, runs: list[RunFiles]) -> pd.DataFrame:
+    """Frame ``name`` of a chunk of ranks stacked, ``rank`` (each rank's key, ``info["label"]``) first, built
+    where the ranks are parsed (`rank_frames`): `nbprofiler.model.profile.Cluster.concat` of many ranks."""
+    df = rank_frames(runs, [name], skip_errors=False)[name]
+    if not len(df):
+        return df.iloc[:0]
+    df = df.drop(columns="rank", errors="ignore").rename(columns={"label": "rank"})
+    return df[["rank", *[c for c in df.columns if c != "rank"]]]
+
+
+def reduce_communication(runs: list[RunFiles]) -> dict:
+    """A chunk of ranks reduced, where they are parsed, to what the cluster's communication analyses need
+    (`nbprofiler.analysis.cluster.communication_parts`): per rank totals, per link sums, the legacy
+    average links, the pipeline averages and FLOPs."""
+    from ..model.profile import Profile
+    from . import cluster as C
+    frames = rank_frames(runs, COMMUNICATION_FRAMES, cluster_groups_apart=True)
+    parts = C.communication_parts(frames)
+    pipeline, flops = [], {}
+    for run in runs:
+        if run.generation == "cluster_analysis":
+            continue  # no ascend_cluster_analyse or flops_summary file in a cluster_analysis folder
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prof = Profile(run)
+            label = str(run.info.get("label", run.device))
+            ca = prof.cluster_analyse
+            avg = ca.attrs.get("average") if ca is not None else None
+            if avg and "receive_alone_time_ms" in avg:
+                pipeline.append((int(prof.run.device), avg))
+            fs = prof.flops_summary
+            if fs:
+                v = fs.get("cube_FLOPs", fs.get("FLOPs"))
+                if v is not None:
+                    flops[label] = float(v)
+            stage_num = ca.attrs.get("stage_num") if ca is not None and len(ca) else None
+            if stage_num:
+                parts.setdefault("stage_num", stage_num)
+    parts["pipeline_rows"] = pipeline
+    parts["flops"] = flops
+    return parts
 
 
 def gather_rank_summaries(runs: Iterable[RunFiles], engine: str | None = None, max_workers: int | None = None,

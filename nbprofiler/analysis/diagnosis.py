@@ -333,10 +333,10 @@ def split_groups(values, step_ms: float) -> list[list] | None:
 def _group_names(cluster, groups: list[list]) -> list[str]:
     """What the profile calls each group of ranks: a communication group with exactly those ranks, else a
     pipeline stage of a legacy ``ascend_cluster_analyse_pipeline-parallel_*`` file."""
-    from .cluster import _pipeline_shape
+    from .cluster import _pipeline_shape, communication_summary
     names = ["" for _ in groups]
     try:
-        comm = cluster.concat("communication_groups")
+        comm = communication_summary(cluster)["groups"]  # gathered where the ranks are parsed
     except Exception:  # noqa: BLE001 - a cluster without group files
         comm = None
     if comm is not None and len(comm):

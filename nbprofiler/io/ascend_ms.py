@@ -17,6 +17,7 @@ import pandas as pd
 from ..errors import MalformedFileError, MissingColumnError, ProfilerDataError
 from ..schema import STAGE_SETS
 from ._util import line_of, numeric, read_csv, read_json, skipped_rows, snake, warn_partial
+from . import shared
 from .discover import RunFiles
 
 # -- run metadata ---------------------------------------------------------------------------------
@@ -267,9 +268,8 @@ def cluster_step_trace_rank(run: RunFiles) -> pd.DataFrame:
     """The rows of cluster_step_trace_time.csv for this run's rank (``Type`` rank, ``Index`` ==
     ``run.device``), as a step-trace frame."""
     path = run.get("cluster_step_trace_time")
-    full = cluster_step_trace(path)
-    rows = full[(full["type"] == "rank") & (full["index"] == str(run.device))]
-    out = rows.drop(columns=["type", "index", "ranks"]).reset_index(drop=True)
+    rows = shared.rows_of(path, "cluster_step_trace", lambda: cluster_step_trace(path), "index", str(run.device))
+    out = rows[rows["type"] == "rank"].drop(columns=["type", "index", "ranks"]).reset_index(drop=True)
     out.attrs["path"] = str(path)
     return out
 
@@ -278,7 +278,7 @@ def cluster_step_trace_stages(run: RunFiles) -> pd.DataFrame:
     """The pipeline-stage rows of cluster_step_trace_time.csv (per-column maxima over the stage's ranks):
     ``step``, ``index`` (as written), ``ranks`` (tuple of str) and the ms columns."""
     path = run.get("cluster_step_trace_time")
-    full = cluster_step_trace(path)
+    full, _ = shared.whole(path, "cluster_step_trace", lambda: cluster_step_trace(path), "index")
     return full[full["type"] == "stage"].drop(columns=["type"]).reset_index(drop=True)
 
 
@@ -289,7 +289,7 @@ def cluster_ranks(run: RunFiles) -> list[str]:
     path = run.get("cluster_step_trace_time")
     if path is not None:
         try:
-            full = cluster_step_trace(path)
+            full, _ = shared.whole(path, "cluster_step_trace", lambda: cluster_step_trace(path), "index")
             ranks.update(full.loc[full["type"] == "rank", "index"])
         except ProfilerDataError:
             pass  # reported when the step-trace frame of a rank is built
@@ -425,6 +425,13 @@ def _records(run: RunFiles):
     return None, []
 
 
+def whole_cluster(run: RunFiles) -> RunFiles:
+    """``run`` read for every rank of its cluster file (device ``"*"``)."""
+    every = RunFiles(run.generation, run.root, "*", files=run.files, session=run.session)
+    every.info = dict(run.info)
+    return every
+
+
 def _value(path, info: dict, key: str, where: str) -> float:
     v = info.get(key)
     if v is None:
@@ -441,6 +448,11 @@ def communication(run: RunFiles) -> pd.DataFrame | None:
     """Per communication op and rank (columns: the schema's `communication`, plus ``kind``: "collective" /
     "p2p" from communication.json, "" from the cluster file). ``start_us`` stays absolute (Unix epoch
     us) so ranks can be compared; ``Idel Time`` (MindSpore's tutorial spelling) is read as idle."""
+    cluster_file = run.get("communication") is None and run.get("cluster_communication") is not None
+    if cluster_file and run.device != "*":
+        # every rank's rows from one parse of the cluster file
+        path = run.get("cluster_communication")
+        return shared.rows_of(path, "communication", lambda: communication(whole_cluster(run)), "rank", str(run.device))
     path, recs = _records(run)
     if path is None:
         return None
@@ -466,6 +478,11 @@ def communication_links(run: RunFiles) -> pd.DataFrame | None:
     ``bandwidth_gbps``, ``large_packet_ratio`` (float64), ``packets`` (int64, the count summed over the
     Size Distribution) and the keys of `communication`. Transports with nothing transferred (size 0 and
     time 0) are kept: "this link was idle" is an answer too."""
+    cluster_file = run.get("communication") is None and run.get("cluster_communication") is not None
+    if cluster_file and run.device != "*":
+        path = run.get("cluster_communication")
+        return shared.rows_of(path, "communication_links", lambda: communication_links(whole_cluster(run)), "rank",
+                              str(run.device))
     path, recs = _records(run)
     if path is None:
         return None
@@ -525,6 +542,6 @@ def communication_matrix(path: Path) -> pd.DataFrame:
                                        "transit_ms", "bandwidth_gbps"])
 
 
-__all__ = ["run_info", "kernels", "step_trace_time", "cluster_step_trace", "cluster_step_trace_rank",
+__all__ = ["run_info", "kernels", "step_trace_time", "whole_cluster", "cluster_step_trace", "cluster_step_trace_rank",
            "cluster_step_trace_stages", "cluster_ranks", "memory_record", "operator_memory", "communication",
            "communication_links", "communication_matrix", "warn_partial"]

@@ -18,6 +18,7 @@ import pandas as pd
 from ..errors import MalformedFileError
 from ..schema import FRAMES
 from ._util import numeric, read_csv, read_json, read_text, skipped_rows, snake
+from . import shared
 from .discover import RunFiles
 
 _MISSING = ("", "N/A", "NA", "nan", "-", "None", "NULL")
@@ -110,8 +111,10 @@ def communication_matrix(run: RunFiles) -> pd.DataFrame | None:
     path = run.get("cluster_communication_matrix")
     if path is None:
         return None
-    full = read_matrix(path)
-    out = full if run.device == "*" else full[full["src"] == str(run.device)].reset_index(drop=True)
+    if run.device == "*":
+        out = read_matrix(path)
+    else:  # every rank's links from one parse of the cluster file
+        out = shared.rows_of(path, "communication_matrix", lambda: read_matrix(path), "src", str(run.device))
     out.attrs["path"] = str(path)
     return out
 
@@ -122,6 +125,13 @@ def communication_groups(run: RunFiles) -> pd.DataFrame | None:
     path = run.get("communication_group")
     if path is None:
         return None
+    full, _ = shared.whole(path, "communication_groups", lambda: _read_groups(path))  # one parse per process
+    out = full.copy()
+    out.attrs = dict(full.attrs)
+    return out
+
+
+def _read_groups(path: Path) -> pd.DataFrame:
     obj = read_json(path)
     if not isinstance(obj, dict):
         raise MalformedFileError(path, f"expected a JSON object, found {type(obj).__name__}")

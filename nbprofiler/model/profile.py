@@ -13,7 +13,9 @@ in its schema entry (most count from ``origin_us``, absolute microseconds of the
 """
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +26,7 @@ from .. import schema
 from ..errors import Problem, ProfilerDataError, ProfilerDataWarning
 from ..io import ascend_ms
 from ..io.discover import RunFiles
+from .parallel import MIN_RANKS_FOR_PROCESSES
 
 
 def builder_of(name: str) -> Callable:
@@ -285,6 +288,7 @@ class Cluster:
             key = p.key if p.key not in self.profiles else f"{p.key}@{p.session or p.root}"
             self.profiles[key] = p
         self._cache: dict[str, object] = {}
+        self.engine: str | None = None  # `nbprofiler.load`'s engine: how analyses gather over the ranks
 
     @property
     def ranks(self) -> list[str]:
@@ -346,12 +350,28 @@ class Cluster:
         ``frame``: a property name of `Profile` (``step_trace``, ``ops``, ``timeline``, ...)."""
         if frame not in FRAME_NAMES:
             raise ValueError(f"no frame {frame!r}; frames are {sorted(FRAME_NAMES)}")
+        if len(self.profiles) >= MIN_RANKS_FOR_PROCESSES:
+            return self._gather(frame)
         parts = [getattr(p, frame) for p in self.profiles.values()]
         keep = [(rank, df) for rank, df in zip(self.ranks, parts) if df is not None and len(df)]
         if not keep:
             empty = next((df for df in parts if df is not None), pd.DataFrame())
             return empty.iloc[0:0].assign(rank=pd.Series(dtype=str))[["rank", *empty.columns]]
         out = pd.concat([df.assign(rank=rank) for rank, df in keep], ignore_index=True)
+        return out[["rank", *[c for c in out.columns if c != "rank"]]]
+
+    def _gather(self, frame: str) -> pd.DataFrame:
+        """`concat` of many ranks: each chunk of ranks stacks its frames where it is parsed, on the
+        cluster's engine (`nbprofiler.analysis.cluster_reduce.stack_frame`), so no rank's frame stays in
+        this process's profiles."""
+        from ..analysis.cluster_reduce import stack_frame
+        from .parallel import map_chunks
+        runs = [dataclasses.replace(p.run, info={**p.run.info, "label": key}) for key, p in self.profiles.items()]
+        parts = [df for df in map_chunks(partial(stack_frame, frame), runs, engine=self.engine) if len(df)]
+        if not parts:
+            empty = schema.FRAMES[frame].empty() if frame in schema.FRAMES else pd.DataFrame()
+            return empty.assign(rank=pd.Series(dtype=str))[["rank", *[c for c in empty.columns if c != "rank"]]]
+        out = pd.concat(parts, ignore_index=True)
         return out[["rank", *[c for c in out.columns if c != "rank"]]]
 
     def sql(self, query: str, **tables) -> pd.DataFrame:

@@ -7,11 +7,13 @@
 - ``npu``: per rank an ``*_ascend_ms`` folder with ``ASCEND_PROFILER_OUTPUT/kernel_details.csv`` (the
   real 591 rows of ``npu/kernel_details_591`` repeated ``kernel_repeat`` times, starts shifted) and
   ``step_trace_time.csv`` (the rank rows of ``npu/cluster_8rank`` cycled over ranks).
-One rank is made a straggler (its step interval / free time x3, or one operator type made slower on it) so the
-analyses have something to find.
 - ``pipeline``: a pipeline-parallel torch_npu cluster with device timelines (`write_pipeline_cluster`),
   shaped like ``npu/ascend_pt_text_2rank`` (trace_view.json, kernel_details.csv), running an exact GPipe or
   1F1B schedule (`pipeline_timings`) so the measured bubble can be checked against the schedule's.
+- ``cluster_analysis``: msprof-analyze's cluster output for ``ranks`` ranks laid out as TP x PP x DP
+  (`write_cluster_analysis`), its four files shaped like ``npu/cluster_analysis_16rank``.
+One rank is made a straggler (its step interval / free time x3, or one operator type made slower on it) so the
+analyses have something to find.
 Written only under the ``root`` you give (a temporary folder), never into the shared data.
 """
 from __future__ import annotations
@@ -25,6 +27,11 @@ import numpy as np
 LEGACY_SRC = "legacy/cluster_4rank_pipeline"
 NPU_KERNELS = "npu/kernel_details_591/kernel_details.csv"
 NPU_CLUSTER = "npu/cluster_8rank/cluster_step_trace_time.csv"
+CLUSTER16 = "npu/cluster_analysis_16rank"
+# cluster_step_trace_time.csv's columns after Step, Type, Index (us)
+STEP_COLUMNS = ["Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage",
+                "Bubble", "Communication(Not Overlapped and Exclude Receive)"]
+TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA")
 
 
 def write_legacy_cluster(root: Path, data: Path, ranks: int, steps: int = 200, stages: int = 2,
@@ -72,8 +79,10 @@ def write_legacy_cluster(root: Path, data: Path, ranks: int, steps: int = 200, s
 
 
 def write_npu_cluster(root: Path, data: Path, ranks: int, kernel_repeat: int = 4, slow_rank: int | None = None,
-                      slow_op_type: str | None = None, slow_op_ms: float = 0.0, step_row: int | None = None) -> Path:
-    """``ranks`` ``*_ascend_ms`` folders under ``root``; returns ``root``.
+                      slow_op_type: str | None = None, slow_op_ms: float = 0.0, step_row: int | None = None,
+                      suffix: str = "ascend_ms") -> Path:
+    """``ranks`` ``*_<suffix>`` folders under ``root`` (``suffix`` "ascend_ms", MindSpore's, or "ascend_pt",
+    torch_npu's, named ``rank<r>_ascend_pt`` as in ``npu/ascend_pt_text_2rank``); returns ``root``.
 
     Rank r's step_trace_time.csv is rank row ``r % 8`` of ``npu/cluster_8rank`` (row ``step_row`` for every
     rank when given, so the ranks differ only by what is injected). The straggler (``slow_rank``, default the
@@ -90,7 +99,8 @@ def write_npu_cluster(root: Path, data: Path, ranks: int, kernel_repeat: int = 4
     st_cols = ["Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage",
                "Bubble", "Communication(Not Overlapped and Exclude Receive)"]
     for r in range(ranks):
-        d = out / f"node{r // 8}_{1000 + r}_20261121000000000_ascend_ms"
+        d = out / (f"node{r // 8}_{1000 + r}_20261121000000000_ascend_ms" if suffix == "ascend_ms"
+                   else f"rank{r}_{suffix}")
         o = d / "ASCEND_PROFILER_OUTPUT"
         o.mkdir(parents=True, exist_ok=True)
         (d / f"profiler_info_{r}.json").write_text(f'{{"rank_id": {r}, "ms_version": "2.10.0"}}')
@@ -257,3 +267,137 @@ def write_pipeline_cluster(root: Path, stages: int = 4, micro_batches: int = 8, 
 
 __all__ = ["write_legacy_cluster", "write_npu_cluster", "write_pipeline_cluster", "pipeline_timings",
            "PIPELINE_SCHEDULES"]
+def cluster_layout(ranks: int, tp: int = 8, pp: int = 2) -> tuple[int, int, int]:
+    """(tp, pp, dp) for ``ranks`` ranks: ``tp`` and ``pp`` as asked where they divide ``ranks``, else as large a
+    power of two as does; dp = ranks / (tp x pp)."""
+    while tp > 1 and ranks % tp:
+        tp //= 2
+    while pp > 1 and ranks % (tp * pp):
+        pp //= 2
+    return tp, pp, ranks // (tp * pp)
+
+
+def _group_key(ranks) -> str:
+    return "(" + ", ".join(str(r) for r in ranks) + ")"
+
+
+def write_cluster_analysis(root: Path, data: Path, ranks: int, steps: int = 1, tp: int = 8, pp: int = 2,
+                           slow_rank: int | None = None, seed: int = 0) -> Path:
+    """msprof-analyze's cluster_analysis output for ``ranks`` ranks under ``root`` (returned): the four files
+    of ``npu/cluster_analysis_16rank`` with its keys and per-step structure, deterministic from ``seed``.
+
+    Ranks are laid out TP x PP x DP (`cluster_layout`): rank = d x tp x pp + p x tp + t, so a tensor-parallel
+    group is ``tp`` consecutive ranks and a pipeline stage holds every rank with the same p, as in the real
+    16-rank file (tp 8, pp 2). Steps are numbered from 2 (the real file profiles step 2).
+
+    - ``cluster_step_trace_time.csv``: per step a ``rank`` row per rank, the real row of the same position in
+      the same stage (stage 0: the real ranks 0-7, later stages: 8-15, which have the Bubble) with +-1 %
+      jitter, Communication = Overlapped + Communication(Not Overlapped) kept; then a ``stage`` row per
+      pipeline stage, the per-column maxima over its ranks. The straggler (``slow_rank``, default
+      ``ranks * 3 // 4 + 1``) has 3x the Free time.
+    - ``communication_group.json``: ``collective`` = the TP groups, the PP groups, the DP groups (dp > 1), every
+      rank alone and the world; ``p2p`` = the pipeline stages (as in the real file).
+    - ``cluster_communication.json``: per step, group ``p2p`` with one send per rank of every stage but the
+      last (to the same position in the next stage, over RDMA) and its ``Total Op Info``, and per TP group
+      two broadcasts over HCCS with an entry per member (the real ops' names and numbers, jittered).
+    - ``cluster_communication_matrix.json``: the same ops' links, ``"src-dst"`` keys: a LOCAL self link and
+      the link to the peer (send: the next stage; broadcast: the group's next member).
+    """
+    import json
+    out = Path(root)
+    out.mkdir(parents=True, exist_ok=True)
+    src = Path(data) / CLUSTER16
+    tp, pp, dp = cluster_layout(ranks, tp, pp)
+    slow_rank = ranks * 3 // 4 + 1 if slow_rank is None else slow_rank
+    real = [r for r in csv.DictReader((src / "cluster_step_trace_time.csv").open()) if r["Type"] == "rank"]
+    real_vals = np.array([[float(r[c]) for c in STEP_COLUMNS] for r in real])  # 16 real ranks x columns
+    col = {c: j for j, c in enumerate(STEP_COLUMNS)}
+    comm = json.loads((src / "cluster_communication.json").read_text())
+    send_info = comm["p2p"]["step2"]["hcom_send__822_0@13337953553061386822"]["0"]
+    bcast = comm["(0, 1, 2, 3, 4, 5, 6, 7)"]["step2"]
+    bcast_infos = [bcast[op]["0"] for op in sorted(bcast)]
+    rank_ids = np.arange(ranks)
+    stage_of = (rank_ids // tp) % pp
+    t_of = rank_ids % tp
+    stages = {p: rank_ids[stage_of == p].tolist() for p in range(pp)}
+    tp_groups = [list(range(g, g + tp)) for g in range(0, ranks, tp)]
+    pp_groups = [[d * tp * pp + p * tp + t for p in range(pp)] for d in range(dp) for t in range(tp)]
+    dp_groups = [[d * tp * pp + p * tp + t for d in range(dp)] for p in range(pp) for t in range(tp)]
+    groups = {"collective": tp_groups + (pp_groups if pp > 1 else []) + (dp_groups if dp > 1 else []) +
+              [[r] for r in range(ranks)] + [list(range(ranks))],
+              "p2p": [stages[p] for p in range(pp)]}
+    (out / "communication_group.json").write_text(json.dumps(groups))
+
+    step_ids = list(range(2, 2 + steps))
+    lines = ["Step,Type,Index," + ",".join(STEP_COLUMNS)]
+    comm_out: dict = {"p2p": {}}
+    matrix_out: dict = {"p2p": {}}
+    for k, step in enumerate(step_ids):
+        rng = np.random.default_rng([seed, k])
+        template = real_vals[np.where(stage_of == 0, 0, 8) + t_of % 8]
+        vals = template * rng.uniform(0.99, 1.01, template.shape)
+        vals[:, col["Bubble"]] = template[:, col["Bubble"]]  # 0.0 stays 0.0
+        vals[slow_rank % ranks, col["Free"]] *= 3
+        vals[:, col["Communication"]] = vals[:, col["Overlapped"]] + vals[:, col["Communication(Not Overlapped)"]]
+        lines += [f"{step},rank,{r}," + ",".join(repr(float(v)) for v in vals[r]) for r in range(ranks)]
+        for p in range(pp):
+            top = vals[stages[p]].max(axis=0)
+            cells = [repr(float(v)) if c != "Bubble" or v else "0" for c, v in zip(STEP_COLUMNS, top)]
+            lines.append(f'{step},stage,"{_group_key(stages[p])}",' + ",".join(cells))
+        key = f"step{step}"
+        jitter = rng.uniform(0.95, 1.05, (ranks, 3))
+        send = "hcom_send__822_0@13337953553061386822"
+        senders = [r for r in range(ranks) if stage_of[r] < pp - 1]
+        comm_out["p2p"][key] = {send: {str(r): _jittered(send_info, jitter[r, 0]) for r in senders}}
+        total = {str(r): _jittered(send_info, jitter[r, 0], start=False) for r in senders}
+        comm_out["p2p"][key]["Total Op Info"] = total
+        matrix_out["p2p"][key] = {send: {}}
+        for r in senders:
+            ms = send_info["Communication Bandwidth Info"]["RDMA"]["Transit Time(ms)"] * jitter[r, 0]
+            matrix_out["p2p"][key][send][f"{r}-{r}"] = _link("LOCAL", 0.0275528359375 * jitter[r, 0], 20.97152)
+            matrix_out["p2p"][key][send][f"{r}-{r + tp}"] = _link("RDMA", ms, 20.97152)
+        for g in tp_groups:
+            gk = _group_key(g)
+            comm_out.setdefault(gk, {})[key] = {}
+            matrix_out.setdefault(gk, {})[key] = {}
+            for i, (op, info) in enumerate(zip(sorted(bcast), bcast_infos)):
+                comm_out[gk][key][op] = {str(r): _jittered(info, jitter[r, 1 + i]) for r in g}
+                links = matrix_out[gk][key][op] = {}
+                for j, r in enumerate(g):
+                    peer = g[(j + 1) % len(g)]
+                    links[f"{r}-{r}"] = _link("LOCAL", 0.00105972265625 * jitter[r, 1 + i], 0.131088)
+                    if peer != r:
+                        links[f"{r}-{peer}"] = _link("HCCS", 0.00185951953125 * jitter[r, 1 + i], 0.015504)
+    (out / "cluster_step_trace_time.csv").write_text("\n".join(lines) + "\n")
+    (out / "cluster_communication.json").write_text(json.dumps(comm_out))
+    (out / "cluster_communication_matrix.json").write_text(json.dumps(matrix_out))
+    return out
+
+
+def _jittered(info: dict, factor: float, start: bool = True) -> dict:
+    """A copy of a rank's real op entry with its times scaled by ``factor`` (sizes kept, bandwidth = size /
+    time); without ``Start Timestamp(us)`` and ``Large Packet Ratio`` for a ``Total Op Info`` entry."""
+    t = dict(info["Communication Time Info"])
+    for k in ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)", "Idle Time(ms)"):
+        t[k] = t[k] * factor
+    if not start:
+        t.pop("Start Timestamp(us)", None)
+    bw = {}
+    for name in TRANSPORTS:
+        link = dict(info["Communication Bandwidth Info"][name])
+        link["Transit Time(ms)"] = link["Transit Time(ms)"] * factor
+        link["Bandwidth(GB/s)"] = (round(link["Transit Size(MB)"] / link["Transit Time(ms)"], 4)
+                                   if link["Transit Time(ms)"] else 0)
+        link["Size Distribution"] = {s: [n, ms * factor] for s, (n, ms) in link["Size Distribution"].items()}
+        if not start:
+            link.pop("Large Packet Ratio", None)
+        bw[name] = link
+    return {"Communication Time Info": t, "Communication Bandwidth Info": bw}
+
+
+def _link(transport: str, ms: float, mb: float) -> dict:
+    return {"Transport Type": transport, "Transit Time(ms)": ms, "Transit Size(MB)": mb,
+            "Bandwidth(GB/s)": round(mb / ms, 4)}
+
+
+__all__ = ["write_legacy_cluster", "write_npu_cluster", "write_cluster_analysis", "cluster_layout"]

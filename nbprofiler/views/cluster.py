@@ -14,9 +14,19 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 from .. import schema
+from ..analysis.cluster import MAX_RANK_BINS
 from ..analysis.diagnosis import LEGACY_BANDWIDTH_UNIT
 from . import theme
 from .base import LayoutView
+
+# Past this many ranks a per-rank bar chart shows only the `TOP_RANKS` slowest ranks (the rest are in the
+# heatmaps, binned past `MAX_RANK_BINS`, and in the search by rank).
+RANK_BARS_MAX = 64
+TOP_RANKS = 32
+# Past this many ranks the communication matrix bins source and destination ranks (and merges transports).
+COMM_MATRIX_MAX_RANKS = 64
+# The links table lists at most this many links: the slowest (lowest bandwidth) first.
+LINKS_TABLE_MAX = 500
 
 
 def rank_bars_figure(rank_steps_df: pd.DataFrame, stages: list[str], slowest: str | None = None,
@@ -24,14 +34,21 @@ def rank_bars_figure(rank_steps_df: pd.DataFrame, stages: list[str], slowest: st
     """Stacked bars, one per rank (``rank_steps_df``: `analysis.cluster.rank_steps`, indexed by rank),
     stages in display order. Only ``outliers`` (ranks `analysis.cluster.slow_ranks` flags) are outlined in
     red: the slowest rank is named in the title, and called an outlier there only when it is one."""
+    from ..analysis.cluster import top_ranks
     df = rank_steps_df.reset_index()
     df["rank"] = df["rank"].astype(str)
+    n = len(df)
+    if n > RANK_BARS_MAX:  # one bar per rank would be a few pixels wide: the slowest ranks only
+        keep = top_ranks(df.set_index("rank")["total_ms"], TOP_RANKS)
+        df = df.set_index("rank").loc[keep].reset_index()
     stages = [s for s in stages if s in df.columns]
     df[stages] = df[stages].fillna(0.0)
     src = ColumnDataSource(df[["rank", "total_ms", *stages]], name="cluster_ranks_src")
     ranks = df["rank"].tolist()
     fig = figure(x_range=FactorRange(*ranks), height=320, sizing_mode="stretch_width",
-                 title="Average step per rank" + (f" (slowest: rank {slowest}, "
+                 title=("Average step per rank" if n <= RANK_BARS_MAX else
+                        f"Average step of the {len(ranks)} slowest of {n:,} ranks, slowest first") +
+                       (f" (slowest: rank {slowest}, "
                                                   f"{'an outlier' if slowest in outliers else 'not an outlier'})"
                                                   if slowest else ""),
                  x_axis_label="Rank", y_axis_label=theme.axis_label("Time", "ms"), tools="xpan,xwheel_zoom,reset,save",
@@ -58,6 +75,8 @@ def rank_stage_heatmap(matrix: pd.DataFrame) -> figure:
     stage's median over ranks (1 = typical), so a straggler stands out in any stage; hover gives ms."""
     m = matrix.copy()
     m.index = m.index.astype(str)
+    if len(m) > MAX_RANK_BINS:
+        return _binned_stage_heatmap(m)
     med = m.median().replace(0, np.nan)
     rel = (m / med).astype(float).fillna(1.0)
     long = m.stack().rename("ms").reset_index()
@@ -79,6 +98,36 @@ def rank_stage_heatmap(matrix: pd.DataFrame) -> figure:
         fig.xaxis.major_label_orientation = 0.5
     fig.add_tools(HoverTool(tooltips=[("rank", "@rank"), ("stage", "@stage_label"), ("time", "@ms{0,0.000} ms"),
                                       ("x median", "@relative{0.00}")]))
+    return theme.style(fig)
+
+
+def _binned_stage_heatmap(m: pd.DataFrame) -> figure:
+    """`rank_stage_heatmap` past `MAX_RANK_BINS` ranks: consecutive ranks share a row
+    (`analysis.cluster.binned_ranks`); a cell's colour is its slowest rank's time relative to the stage's
+    median over all ranks, so a straggler still shows; hover gives the bin's ranks, max, mean and min."""
+    from ..analysis.cluster import binned_ranks
+    med = m.median().replace(0, np.nan)
+    long = binned_ranks(m)
+    long["relative"] = (long["max"] / long["column"].map(med)).astype(float).fillna(1.0)
+    long["stage_label"] = [theme.stage_label(c) for c in long["column"]]
+    per_bin = int(long["ranks"].max())
+    src = ColumnDataSource(long, name="cluster_heatmap_src")
+    bins = list(dict.fromkeys(long["bin"]))
+    stages = [theme.stage_label(c) for c in m.columns]
+    mapper = LinearColorMapper(palette=Viridis256, low=0.0, high=max(1.5, float(long["relative"].max())))
+    fig = figure(x_range=FactorRange(*stages), y_range=FactorRange(*reversed(bins)), height=900,
+                 sizing_mode="stretch_width", tools="save,ywheel_zoom,ypan,reset", name="cluster_heatmap",
+                 title=f"Rank x stage, {len(m):,} ranks in {len(bins)} rows of {per_bin} consecutive ranks "
+                       "(colour: the bin's slowest rank relative to the stage's median)")
+    fig.rect(x="stage_label", y="bin", width=1, height=1, source=src,
+             fill_color={"field": "relative", "transform": mapper}, line_color=None)
+    fig.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
+    fig.yaxis.major_label_text_font_size = "7px"
+    if sum(len(x) for x in stages) > 48:
+        fig.xaxis.major_label_orientation = 0.5
+    fig.add_tools(HoverTool(tooltips=[("ranks", "@bin (@ranks ranks)"), ("stage", "@stage_label"),
+                                      ("slowest", "rank @max_rank: @max{0,0.000} ms (x@relative{0.00} median)"),
+                                      ("mean", "@mean{0,0.000} ms"), ("fastest", "@min{0,0.000} ms")]))
     return theme.style(fig)
 
 
@@ -152,16 +201,28 @@ def communication_figure(matrix: pd.DataFrame, measure: str = "bandwidth"):
     by another. Source ``cluster_comm_matrix_src``."""
     df = matrix.copy()
     df["src"], df["dst"] = df["src"].astype(str), df["dst"].astype(str)
-    df["link"] = df["src"] + "→" + df["dst"]
     ranks = sorted(set(df["src"]) | set(df["dst"]), key=lambda r: (len(r), r))
+    binned = len(ranks) > COMM_MATRIX_MAX_RANKS
+    if binned:
+        df = _binned_links(df, ranks)
+        ranks = sorted(set(df["src"]) | set(df["dst"]), key=_bin_order)
+    df["link"] = df["src"] + "→" + df["dst"]
     transports = sorted(df["transport"].astype(str).unique())
     df["dst_label"] = df["dst"] + " · " + df["transport"].astype(str)
-    ys = [f"{r} · {t}" for r in ranks for t in transports if f"{r} · {t}" in set(df["dst_label"])]
+    present = set(df["dst_label"])
+    ys = [f"{r} · {t}" for r in ranks for t in transports if f"{r} · {t}" in present]
     mapper = LinearColorMapper(palette=Viridis256, low=float(df[measure].min()), high=float(df[measure].max()))
-    fig = figure(x_range=FactorRange(*ranks), y_range=FactorRange(*reversed(ys)), height=max(200, 40 * len(ys) + 90),
-                 sizing_mode="stretch_width", title=f"Communication matrix: {measure.replace('_', ' ')} per link",
-                 x_axis_label="Source rank", y_axis_label="Destination rank · transport", tools="save",
-                 name="cluster_comm_matrix")
+    fig = figure(x_range=FactorRange(*ranks), y_range=FactorRange(*reversed(ys)),
+                 height=min(900, max(200, 40 * len(ys) + 90)) if binned else max(200, 40 * len(ys) + 90),
+                 sizing_mode="stretch_width", title=f"Communication matrix: {measure.replace('_', ' ')} per link"
+                 + (f" ({matrix['src'].nunique():,} source ranks binned into {df['src'].nunique()} ranges of "
+                    "consecutive ranks; time and size summed over a bin's links, transports merged)" if binned else ""),
+                 x_axis_label="Source rank" + ("s" if binned else ""),
+                 y_axis_label="Destination ranks" if binned else "Destination rank · transport",
+                 tools="save,wheel_zoom,pan,reset" if binned else "save", name="cluster_comm_matrix")
+    if binned:
+        fig.xaxis.major_label_orientation = 1.2
+        fig.xaxis.major_label_text_font_size = fig.yaxis.major_label_text_font_size = "7px"
     src = ColumnDataSource(df[["src", "dst", "dst_label", "transport", "time_ms", "size", "bandwidth", "link"]],
                            name="cluster_comm_matrix_src")
     fig.rect(x="src", y="dst_label", width=0.95, height=0.95, source=src,
@@ -176,6 +237,24 @@ def communication_figure(matrix: pd.DataFrame, measure: str = "bandwidth"):
                                                      title=fig.title, keys=keys), code=_MEASURE_JS))
     return column(toggle, theme.style(fig, legend=False), sizing_mode="stretch_width",
                   name="cluster_comm_matrix_panel")
+
+
+def _bin_order(label: str):
+    first = label.split("-", 1)[0]
+    return (0, int(first)) if first.isdigit() else (1, label)
+
+
+def _binned_links(df: pd.DataFrame, ranks: list[str]) -> pd.DataFrame:
+    """The links of `communication_figure` past `COMM_MATRIX_MAX_RANKS` ranks: source and destination ranks
+    binned (`analysis.cluster.rank_bins`, at most `MAX_RANK_BINS` bins), transports merged ("all"), time and
+    size summed over the bin pair's links, bandwidth = size / time."""
+    from ..analysis.cluster import rank_bins
+    bins = rank_bins(ranks, MAX_RANK_BINS)
+    g = df.assign(src=df["src"].map(bins), dst=df["dst"].map(bins)).groupby(["src", "dst"], as_index=False).agg(
+        time_ms=("time_ms", "sum"), size=("size", "sum"), links=("time_ms", "size"))
+    g["bandwidth"] = np.where(g["time_ms"] > 0, g["size"] / g["time_ms"].where(g["time_ms"] > 0), np.nan)
+    g["transport"] = "all"
+    return g
 
 
 # Colour the matrix by the chosen measure: the glyph's field, the mapper's range and the title.
@@ -198,13 +277,22 @@ def rank_communication_figure(by_rank: pd.DataFrame):
     parts = [c for c in ("transit_ms", "wait_ms", "idle_ms") if by_rank[c].fillna(0).abs().sum() > 0]
     if not parts:
         return None
+    from ..analysis.cluster import top_ranks
     df = by_rank.assign(rank=by_rank["rank"].astype(str)).fillna({c: 0.0 for c in parts})
-    ranks = sorted(df["rank"], key=_rank_order)
+    n = len(df)
+    if n > RANK_BARS_MAX:  # the ranks that spend longest communicating, most first
+        keep = top_ranks(df.set_index("rank")["elapse_ms"], TOP_RANKS)
+        df = df.set_index("rank").loc[keep].reset_index()
+        ranks = keep
+    else:
+        ranks = sorted(df["rank"], key=_rank_order)
     src = ColumnDataSource(df, name="cluster_rank_comm_src")
     labels = {"transit_ms": "Transit", "wait_ms": "Wait", "idle_ms": "Idle"}
     colors = {"transit_ms": theme.COMM_TRANSIT, "wait_ms": theme.COMM_WAIT, "idle_ms": theme.COMM_IDLE}
     fig = figure(x_range=FactorRange(*ranks), height=280, sizing_mode="stretch_width", tools="save",
-                 title="Communication per rank: " + " + ".join(labels[p].lower() for p in parts),
+                 title="Communication per rank: " + " + ".join(labels[p].lower() for p in parts) +
+                       (f" (the {len(ranks)} of {n:,} ranks that communicate longest, longest first)"
+                        if n > RANK_BARS_MAX else ""),
                  x_axis_label="Rank", y_axis_label=theme.axis_label("Time", "ms"), name="cluster_rank_comm")
     fig.vbar_stack(parts, x="rank", width=0.7, source=src, color=[colors[p] for p in parts],
                    legend_label=[labels[p] for p in parts])
@@ -261,7 +349,12 @@ def communication_layout(cluster):
     flagged = {(str(r.src), str(r.dst), str(r.transport)): f"{r.below_mean_pct:.2f} % below its transport's mean"
                for r in slow.itertuples()}
     rows = matrix.assign(src=matrix["src"].astype(str), dst=matrix["dst"].astype(str))
+    capped = len(rows) > LINKS_TABLE_MAX
+    if capped:  # the slowest links, where a problem shows
+        rows = rows.sort_values("bandwidth", kind="stable", na_position="last").head(LINKS_TABLE_MAX)
     rows["slow"] = [flagged.get((a, b, str(t)), "") for a, b, t in zip(rows["src"], rows["dst"], rows["transport"])]
+    note = Div(text=f'<div style="{theme.MUTED_CSS}">The {LINKS_TABLE_MAX} slowest of {len(matrix):,} links '
+                    "(lowest bandwidth first).</div>", name="cluster_links_note") if capped else None
     table = DataTable(source=ColumnDataSource(rows, name="cluster_links_src"),
                       columns=[TableColumn(field="src", title="Source"), TableColumn(field="dst", title="Destination"),
                                TableColumn(field="transport", title="Transport"),
@@ -272,10 +365,11 @@ def communication_layout(cluster):
                                            width=160, formatter=NumberFormatter(format="0,0.0")),
                                TableColumn(field="steps", title="Steps"),
                                TableColumn(field="slow", title="Slow link", width=220)],
-                      height=min(400, 30 * len(matrix) + 40), sizing_mode="stretch_width", index_position=None,
+                      height=min(400, 30 * len(rows) + 40), sizing_mode="stretch_width", index_position=None,
                       name="cluster_links_table")
-    return column(findings, *([per_rank] if per_rank is not None else []), communication_figure(matrix), table,
-                  sizing_mode="stretch_width", name="cluster_communication")
+    return column(findings, *([per_rank] if per_rank is not None else []), communication_figure(matrix),
+                  *([note] if note is not None else []), table, sizing_mode="stretch_width",
+                  name="cluster_communication")
 
 
 # The breakdown's stacked segments: the disjoint parts of a step, the exposed communication split where the
@@ -291,20 +385,22 @@ BREAKDOWN_SEGMENTS = {"computing_ms": ("Computing (alone)", theme.COMPUTING),
 BREAKDOWN_TOP_RANKS = 32
 
 
-def _breakdown_rows(frame: pd.DataFrame, groups: dict) -> pd.DataFrame:
-    """Per rank (slowest first): the segments of `BREAKDOWN_SEGMENTS` (NaN -> 0), ``step_ms``, ``group``."""
+def _breakdown_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per rank (slowest first): the segments of `BREAKDOWN_SEGMENTS` (NaN -> 0), ``step_ms``."""
     df = frame.copy()
     split = df["wait_ms"].notna()
     df["exposed_unsplit_ms"] = np.where(split, 0.0, df["comm_exposed_ms"])
     for c in BREAKDOWN_SEGMENTS:
         df[c] = df[c].astype(float).fillna(0.0)
     df["rank"] = df["rank"].astype(str)
-    df["group"] = [groups.get(r, "") for r in df["rank"]]
     return df.sort_values("step_ms", ascending=False, kind="stable", ignore_index=True)
 
 
-def _breakdown_data(rows: pd.DataFrame, group_order: list, top: int) -> tuple[dict, list]:
+def _breakdown_data(rows: pd.DataFrame, groups: dict, group_order: list, top: int) -> tuple[dict, list]:
+    """The bars' data of the ``top`` slowest ``rows`` (`_breakdown_rows`), each with its ``group`` label (only
+    for those: a group's label names its ranks and can be long, and thousands of copies of it are not)."""
     rows = rows.head(top)
+    rows = rows.assign(group=[groups.get(r, "") for r in rows["rank"]])
     if group_order:
         rows = rows.assign(_g=rows["group"].map({g: i for i, g in enumerate(group_order)}).fillna(len(group_order)))
         rows = rows.sort_values(["_g", "step_ms"], ascending=[True, False], kind="stable")
@@ -326,12 +422,12 @@ def breakdown_figure(frame: pd.DataFrame, groups: dict | None = None, group_orde
 
     from ..analysis.breakdown import rank_medians
     groups, group_order = groups or {}, group_order or []
-    choices = {"median": _breakdown_rows(rank_medians(frame), groups)}
+    choices = {"median": _breakdown_rows(rank_medians(frame))}
     for step, g in frame.groupby("step"):
-        choices[f"step {int(step)}"] = _breakdown_rows(g, groups)
+        choices[f"step {int(step)}"] = _breakdown_rows(g)
     datasets, ranges = {}, {}
     for k, rows in choices.items():
-        datasets[k], ranges[k] = _breakdown_data(rows, group_order, top)
+        datasets[k], ranges[k] = _breakdown_data(rows, groups, group_order, top)
     src = ColumnDataSource(datasets["median"], name="cluster_breakdown_src")
     nested = bool(group_order)
     n = len(choices["median"])
@@ -363,8 +459,10 @@ def breakdown_heatmap(frame: pd.DataFrame):
     """Every rank x part (median ms over the steps), slowest rank on top: the aggregated form for many ranks."""
     from ..analysis.breakdown import rank_medians
     med = rank_medians(frame)
-    rows = _breakdown_rows(med, {})
+    rows = _breakdown_rows(med)
     parts = [c for c in BREAKDOWN_SEGMENTS if rows[c].any()]
+    if len(rows) > MAX_RANK_BINS:
+        return _binned_breakdown_heatmap(rows, parts)
     long = rows.melt(id_vars=["rank"], value_vars=parts, var_name="part", value_name="ms")
     long["part_label"] = [BREAKDOWN_SEGMENTS[p][0] for p in long["part"]]
     long["share"] = long["ms"] / long["rank"].map(rows.set_index("rank")["step_ms"])
@@ -381,6 +479,32 @@ def breakdown_heatmap(frame: pd.DataFrame):
     fig.xaxis.major_label_orientation = 0.5
     fig.add_tools(HoverTool(tooltips=[("rank", "@rank"), ("part", "@part_label"), ("time", "@ms{0,0.000} ms"),
                                       ("share", "@share{0.0%}")]))
+    return theme.style(fig)
+
+
+def _binned_breakdown_heatmap(rows: pd.DataFrame, parts: list[str]):
+    """`breakdown_heatmap` past `MAX_RANK_BINS` ranks: consecutive ranks share a row
+    (`analysis.cluster.binned_ranks` of each part's share of the rank's median step); a cell's colour is the
+    largest share in the bin, hover names that rank and the bin's mean and smallest share."""
+    from ..analysis.cluster import binned_ranks
+    shares = rows.set_index("rank")[parts].div(rows.set_index("rank")["step_ms"].replace(0, np.nan), axis=0)
+    long = binned_ranks(shares)
+    long["part_label"] = [BREAKDOWN_SEGMENTS[p][0] for p in long["column"]]
+    bins = list(dict.fromkeys(long["bin"]))
+    labels = [BREAKDOWN_SEGMENTS[p][0] for p in parts]
+    mapper = LinearColorMapper(palette=Viridis256, low=0.0, high=1.0)
+    fig = figure(x_range=FactorRange(*labels), y_range=FactorRange(*reversed(bins)), height=900,
+                 sizing_mode="stretch_width", tools="save,ywheel_zoom,ypan,reset", name="cluster_breakdown_heatmap",
+                 title=f"Rank x part, {len(rows):,} ranks in {len(bins)} rows of {int(long['ranks'].max())} "
+                       "consecutive ranks (colour: the largest share of a rank's median step in the bin)")
+    fig.rect(x="part_label", y="bin", width=1, height=1, source=ColumnDataSource(long, name="cluster_breakdown_heat_src"),
+             fill_color={"field": "max", "transform": mapper}, line_color=None)
+    fig.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
+    fig.xaxis.major_label_orientation = 0.5
+    fig.yaxis.major_label_text_font_size = "7px"
+    fig.add_tools(HoverTool(tooltips=[("ranks", "@bin (@ranks ranks)"), ("part", "@part_label"),
+                                      ("largest", "rank @max_rank: @max{0.0%}"), ("mean", "@mean{0.0%}"),
+                                      ("smallest", "@min{0.0%}")]))
     return theme.style(fig)
 
 
@@ -606,6 +730,97 @@ def slow_rank_layout(cluster):
     return column(*parts, sizing_mode="stretch_width", name="cluster_slow_rank_layout")
 
 
+# The search box's rows: (column of `rank_lookup`, label).
+def _lookup_labels(table: pd.DataFrame) -> list[tuple[str, str]]:
+    labels = []
+    for c in table.columns:
+        if c == "rank":
+            continue
+        if c.startswith("breakdown:"):
+            part = c.split(":", 1)[1]
+            label = "Median step (breakdown)" if part == "step_ms" else \
+                "Breakdown: " + BREAKDOWN_SEGMENTS.get(part, (part,))[0].lower()
+        elif c.startswith("comm:"):
+            label = "Communication " + c.split(":", 1)[1].replace("_ms", "") + " (summed over ops)"
+        else:
+            label = "Average step" if c == "total_ms" else "Average " + theme.stage_label(c).lower()
+        labels.append((c, label + " (ms)"))
+    return labels
+
+
+def rank_lookup(steps: pd.DataFrame, stages: list[str], medians: pd.DataFrame | None = None,
+                by_rank: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per rank of what the search box shows: the step-trace averages (``steps``:
+    `analysis.cluster.rank_steps`), the breakdown's medians (``medians``: `analysis.breakdown.rank_medians`,
+    columns ``breakdown:<part>``) and the communication totals (``by_rank``:
+    `analysis.cluster.communication_by_rank`, columns ``comm:<time>``), ranks in numeric order."""
+    cols = [c for c in [*stages, "total_ms"] if c in steps.columns]
+    out = steps[cols].astype(float).copy()
+    out.index = out.index.astype(str)
+    if medians is not None and len(medians):
+        m = medians.assign(rank=medians["rank"].astype(str)).set_index("rank")
+        for c in ("step_ms", "computing_ms", "comm_overlapped_ms", "comm_exposed_ms", "wait_ms", "transit_ms",
+                  "free_ms", "host_bound_ms"):
+            if c in m and m[c].notna().any():
+                out[f"breakdown:{c}"] = m[c].reindex(out.index).astype(float)
+    if by_rank is not None and len(by_rank):
+        b = by_rank.assign(rank=by_rank["rank"].astype(str)).set_index("rank")
+        for c in ("elapse_ms", "transit_ms", "wait_ms"):
+            if c in b and b[c].notna().any():
+                out[f"comm:{c}"] = b[c].reindex(out.index).astype(float)
+    return out.rename_axis("rank").reset_index()
+
+
+def rank_search_html(table: pd.DataFrame, rank: str) -> str:
+    """The search box's answer for ``rank`` (escaped): its row of `rank_lookup` as a two-column table, or
+    that the cluster has no such rank. `_SEARCH_JS` writes the same in the browser."""
+    rank = str(rank).strip()
+    if not rank:
+        return ""
+    hit = table.index[table["rank"] == rank]
+    if not len(hit):
+        return f'<div style="{theme.MUTED_CSS}">No rank {html.escape(rank)} in this cluster.</div>'
+    row = table.loc[hit[0]]
+    cells = "".join(f"<tr><td>{html.escape(label)}</td><td style='text-align:right'>"
+                    f"{'-' if pd.isna(row[c]) else format(float(row[c]), ',.3f')}</td></tr>"
+                    for c, label in _lookup_labels(table))
+    return f"<b>Rank {html.escape(rank)}</b><table class='nbprofiler-rank-search'>{cells}</table>"
+
+
+# The search box in the browser: the typed rank's row of the lookup source, as `rank_search_html` writes it.
+_SEARCH_JS = """
+const q = String(cb_obj.value || '').trim();
+const esc = s => String(s).replace(/[&<>"']/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
+const col = k => (src.data.get ? src.data.get(k) : src.data[k]);
+if (!q) { out.text = ''; return; }
+const i = Array.from(col('rank')).indexOf(q);
+if (i < 0) { out.text = '<div style="' + muted + '">No rank ' + esc(q) + ' in this cluster.</div>'; return; }
+let cells = '';
+for (const [k, label] of labels) {
+  const v = col(k)[i];
+  const txt = (v === null || !Number.isFinite(v)) ? '-' :
+      v.toLocaleString('en-US', {minimumFractionDigits: 3, maximumFractionDigits: 3});
+  cells += "<tr><td>" + esc(label) + "</td><td style='text-align:right'>" + txt + "</td></tr>";
+}
+out.text = '<b>Rank ' + esc(q) + "</b><table class='nbprofiler-rank-search'>" + cells + '</table>';
+"""
+
+
+def rank_search(table: pd.DataFrame, rank: str | None = None):
+    """A search by rank: a text box (``cluster_rank_search``) and below it the typed rank's values
+    (``cluster_rank_search_result``) from the source ``cluster_rank_lookup_src`` (`rank_lookup`), answered in
+    the browser (CustomJS: the offline report too); ``rank`` is shown first (default: none)."""
+    from bokeh.models import TextInput
+    src = ColumnDataSource(table, name="cluster_rank_lookup_src")
+    out = Div(text=rank_search_html(table, rank or ""), name="cluster_rank_search_result",
+              sizing_mode="stretch_width")
+    box = TextInput(title=f"Find a rank (any of {len(table):,}: its averages, breakdown and communication)",
+                    value=str(rank or ""), placeholder="rank id, e.g. 0", width=360, name="cluster_rank_search")
+    box.js_on_change("value", CustomJS(args={"src": src, "out": out, "labels": _lookup_labels(table),
+                                             "muted": theme.MUTED_CSS}, code=_SEARCH_JS))
+    return column(box, out, sizing_mode="stretch_width", name="cluster_rank_search_panel")
+
+
 # The ranks a cluster page's timeline stacks at first (their tracks fit a screen); any others with
 # TimelineView(cluster, ranks=[...]).
 TIMELINE_RANKS = 8
@@ -613,9 +828,11 @@ TIMELINE_RANKS = 8
 
 class ClusterView(LayoutView):
     """``ClusterView(cluster, engine=None).display()``: per-rank bars, heatmap and slow-rank table, the
-    communication matrix and links, and (where the ranks have timelines) a folded timeline of the first
-    `TIMELINE_RANKS` ranks stacked on one clock, built when unfolded (``.timeline``, a `TimelineView`;
-    ``align`` and ``anchor`` its alignment when it opens, as `TimelineView` takes them),
+    communication matrix and links; past `RANK_BARS_MAX` ranks the bars show the `TOP_RANKS` slowest, the
+    heatmaps and the matrix bin ranks (at most `MAX_RANK_BINS` rows) and a search box (`rank_search`,
+    ``.lookup`` its table) shows any rank's values; and (where the ranks have timelines) a folded timeline of
+    the first `TIMELINE_RANKS` ranks stacked on one clock, built when unfolded (``.timeline``, a
+    `TimelineView`; ``align`` and ``anchor`` its alignment when it opens, as `TimelineView` takes them),
     with a choice of alignment (their own clocks, or the collectives they share, optionally pinned on one)
     and, above it, how they were aligned and the residual misalignment (`alignment_note`) and the offsets
     used. For a pipeline-parallel job, the pipeline bubbles (`views.pipeline.pipeline_layout`); ``pipeline``:
@@ -643,8 +860,24 @@ class ClusterView(LayoutView):
                             communication_layout(cluster)) if p is not None]
         if len(more) == 1 and isinstance(more[0], Div):
             more = []  # only the parallel section's "not available": the page already says the ranks hold no data
+        search = self._search()
+        if search is not None:
+            more.insert(0, search)
         if more:
             self.layout = column(self.layout, *more, sizing_mode="stretch_width", name="cluster_page")
+
+    def _search(self):
+        """The search by rank (`rank_search`) past `RANK_BARS_MAX` ranks, where the bars show only the slowest
+        ranks, opened on the slowest rank; None for fewer ranks or without step traces."""
+        from ..analysis import cluster as C
+        from ..analysis.breakdown import rank_breakdown, rank_medians
+        steps = C.rank_steps(self.summary)
+        if len(steps) <= RANK_BARS_MAX or "total_ms" not in steps:
+            return None
+        frame = rank_breakdown(self.cluster)
+        self.lookup = rank_lookup(steps, self.summary["stages"], rank_medians(frame) if len(frame) else None,
+                                  C.communication_by_rank(self.cluster))
+        return rank_search(self.lookup, C.slowest_rank(self.summary))
 
     @property
     def widget(self):
@@ -742,4 +975,5 @@ class ClusterView(LayoutView):
 __all__ = ["rank_bars_figure", "rank_stage_heatmap", "slow_rank_table", "findings_div", "cluster_layout",
            "communication_figure", "rank_communication_figure", "links_div", "communication_layout", "breakdown_figure",
            "breakdown_heatmap", "breakdown_layout", "dimension_bars_figure", "rank_dimension_figure",
-           "parallel_layout", "slow_rank_layout", "ClusterView"]
+           "parallel_layout", "slow_rank_layout", "rank_lookup", "rank_search", "rank_search_html", "ClusterView",
+           "RANK_BARS_MAX", "TOP_RANKS", "COMM_MATRIX_MAX_RANKS", "LINKS_TABLE_MAX"]
