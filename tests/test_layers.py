@@ -45,6 +45,7 @@ LAZY_HOOKS = {
     ("nbprofiler.model.profile", "nbprofiler.analysis.pipeline"),  # Cluster.sql's pipeline_bubbles table
     ("nbprofiler.model.profile", "nbprofiler.analysis.slow_rank_cause"),  # Cluster.sql's slow-rank tables
     ("nbprofiler.model.profile", "nbprofiler.analysis.dispatch"),  # Profile.dispatch, its sql table
+    ("nbprofiler.model.profile", "nbprofiler.analysis.cluster_reduce"),  # Cluster.concat of many ranks
     ("nbprofiler.model.profile", "nbprofiler.views.dashboard"),    # Profile.show
     ("nbprofiler.model.profile", "nbprofiler.views.windows"),      # Profile.show of a rank with several windows
     ("nbprofiler.model.profile", "nbprofiler.faces.report"),       # Profile.to_html

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..model.parallel import map_chunks
-from .cluster_reduce import gather_rank_summaries
+from .cluster_reduce import communication_parts, gather_rank_summaries
 
 Z_THRESHOLD = 3.5
 # MAD -> standard deviation of a normal distribution; the mean absolute deviation stands in when more
@@ -235,69 +235,6 @@ def communication_summary(cluster, engine: str | None = None) -> dict:
         return out
 
     return cluster.cached("communication_summary", build) if hasattr(cluster, "cached") else build()
-
-
-LINK_KEYS = ["src", "dst", "transport", "recorded_by"]
-BY_RANK_TIMES = ["elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"]
-
-
-def communication_parts(frames: dict) -> dict:
-    """Some ranks' communication frames (``frames``: name -> the ranks' frames stacked with ``label``, the
-    rank's key, as `cluster_reduce.rank_frames` gives them) reduced to what `communication_matrix`,
-    `communication_by_rank`, `link_bandwidth` and `slow_links` need; ranks reduced apart combine by
-    concatenation. Keys: ``links`` (per link and recording rank: ``time_ms``, ``size``, ``steps``; from
-    legacy ``hccl_raw`` link data where a rank has it, else the communication matrix; ``links_legacy``
-    says whether any came from hccl_raw), ``by_rank`` and ``by_rank_source`` (see
-    `communication_by_rank`), ``bandwidth`` (`link_bandwidth` rows), ``average_links`` (each rank's
-    ``hccl_raw`` average links with ``recorded_by``)."""
-    empty = pd.DataFrame(columns=["label"])
-    hccl_links = frames.get("hccl_links", empty)
-    hccl_links = hccl_links[hccl_links["src"].notna()] if "src" in hccl_links.columns else empty
-    matrix = frames.get("communication_matrix", empty)
-    link_frames = []
-    if len(hccl_links):
-        link_frames.append(hccl_links.rename(columns={"label": "recorded_by"}))
-    if len(matrix) and "src" in matrix.columns:
-        matrix = matrix[~matrix["label"].isin(set(hccl_links["label"]) if len(hccl_links) else set())]
-        link_frames.append(pd.DataFrame({"step": matrix["step"].astype(str).str.extract(r"(\d+)$")[0],
-                                         "src": matrix["src"], "dst": matrix["dst"], "transport": matrix["transport"],
-                                         "time_ms": matrix["transit_ms"], "size": matrix["size_mb"],
-                                         "recorded_by": matrix["label"]}))
-    link_frames = [f for f in link_frames if len(f)]
-    if link_frames:
-        links = pd.concat(link_frames, ignore_index=True)
-        links = links[pd.to_numeric(links["step"], errors="coerce").notna()]
-        links = links.groupby(LINK_KEYS, as_index=False).agg(time_ms=("time_ms", "sum"), size=("size", "sum"),
-                                                             steps=("step", "nunique"))
-    else:
-        links = pd.DataFrame(columns=[*LINK_KEYS, "time_ms", "size", "steps"])
-    by_rank, source = pd.DataFrame(columns=["rank", "ops", *BY_RANK_TIMES]), ""
-    comm = frames.get("communication", empty)
-    hccl = frames.get("hccl", empty)
-    if len(comm):
-        by_rank = comm.assign(rank=comm["label"]).groupby("rank", as_index=False, sort=False).agg(
-            ops=("op_name", "nunique"), **{c: (c, "sum") for c in BY_RANK_TIMES})
-        source = "communication.json / cluster_communication.json"
-    elif len(hccl):
-        g = hccl.assign(rank=hccl["label"]).groupby("rank", as_index=False, sort=False).agg(
-            transit_ms=("communication_cost_ms", "sum"), wait_ms=("wait_cost_ms", "sum"))
-        g = g.assign(ops=np.nan, elapse_ms=g["transit_ms"] + g["wait_ms"], sync_ms=np.nan, idle_ms=0.0)
-        by_rank, source = g[["rank", "ops", *BY_RANK_TIMES]], "hccl_raw_*.csv"
-    bw = frames.get("communication_links", empty)
-    if len(bw):
-        bw = bw.assign(rank=bw["label"]).groupby(["rank", "transport"], as_index=False).agg(
-            size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"), ops=("op_name", "nunique"))
-        bw = bw[bw["transit_ms"] > 0].copy()
-        bw["bandwidth_gbps"] = bw["size_mb"] / bw["transit_ms"]
-        bw = bw[["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"]].reset_index(drop=True)
-    else:
-        bw = pd.DataFrame(columns=["rank", "transport", "size_mb", "transit_ms", "bandwidth_gbps", "ops"])
-    avg = frames.get("hccl_links_average", empty)
-    groups = frames.get("communication_groups", empty)
-    groups = groups.drop_duplicates(["kind", "group"]).drop(columns="label") if len(groups) else pd.DataFrame()
-    return {"groups": groups, "links": links, "links_legacy": bool(len(hccl_links)), "by_rank": by_rank, "by_rank_source": source,
-            "bandwidth": bw, "average_links": avg.rename(columns={"label": "recorded_by"}) if len(avg) else
-            pd.DataFrame()}
 
 
 def pipeline_flops_imbalance(cluster, stages: dict[int, list[str]] | None = None) -> dict | None:
