@@ -136,9 +136,12 @@ def _build(cluster) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _frame(cluster, name: str) -> pd.DataFrame:
-    parts = [(key, getattr(p, name)) for key, p in cluster.profiles.items()]
-    parts = [df.assign(rank=str(key)) for key, df in parts if df is not None and len(df)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    """Frame ``name`` of every rank stacked with its ``rank`` (`Cluster.concat`: many ranks are stacked where
+    they are parsed), read once per cluster; empty when no rank has it."""
+    def build():
+        df = cluster.concat(name)
+        return df if len(df) else pd.DataFrame()
+    return cluster.cached(f"parallel_groups:{name}", build) if hasattr(cluster, "cached") else build()
 
 
 def _legacy_pipeline(cluster, world: list[int]):

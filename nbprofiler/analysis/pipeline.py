@@ -94,7 +94,10 @@ def pipeline_stages(cluster, stages: dict | None = None) -> tuple[dict[int, list
         if twice:
             raise ValueError(f"stages= puts ranks {twice} in more than one stage")
         return dict(sorted(out.items())), "stages= given"
-    groups = cluster.concat("communication_groups")
+    from .cluster import communication_summary
+    # the cluster's groups, each once (every rank of a cluster_analysis folder holds them all)
+    groups = communication_summary(cluster).get("groups", pd.DataFrame()) if hasattr(cluster, "profiles") \
+        else cluster.concat("communication_groups")
     if len(groups) and "kind" in groups:
         p2p = groups[groups["kind"] == "p2p"]
         found = sorted({tuple(str(r) for r in g) for g in p2p["ranks"]}, key=lambda g: min(_num(r) for r in g))
@@ -175,14 +178,22 @@ def _stage_rows(cluster, found: dict, use_timelines: bool) -> pd.DataFrame:
     timed = {r: cluster[r] for r in ranks if use_timelines and _has_p2p_timeline(cluster[r])}
     if timed:
         frames.append(_timeline_rows(timed))
-    for r in ranks:
-        if r in timed:
+    rest = [str(r) for r in ranks if r not in timed]
+    # every rank's step trace at once (`Cluster.concat`: many ranks are stacked where they are parsed)
+    traces = cluster.concat("step_trace") if rest and hasattr(cluster, "concat") else pd.DataFrame()
+    rows = None
+    if len(traces):
+        traces = traces[traces["rank"].astype(str).isin(rest)]
+        rows = _step_trace_rows(traces, _trace_name(cluster[rest[0]])) if len(traces) else None
+    done = set(rows["rank"]) if rows is not None else set()
+    if rows is not None:
+        frames.append(rows)
+    for r in rest:
+        if r in done:
             continue
-        df = _step_trace_rows(cluster[r])
-        if df is None:
-            df = _legacy_rows(cluster[r])
+        df = _legacy_rows(cluster[r])
         if df is not None and len(df):
-            frames.append(df.assign(rank=str(r)))
+            frames.append(df.assign(rank=r))
     frames = [f for f in frames if len(f)]
     if not frames:
         return _empty()
@@ -196,20 +207,32 @@ def _stage_rows(cluster, found: dict, use_timelines: bool) -> pd.DataFrame:
 
 
 # -- from the step traces -----------------------------------------------------------------------------------
-def _step_trace_rows(prof) -> pd.DataFrame | None:
+def _trace_name(prof) -> str:
+    """The file name of a rank's step trace (the rows' ``source``)."""
     st = prof.step_trace
-    need = {"step", "total_ms", "computing_ms", "communication_not_overlapped_ms", "bubble_ms"}
-    if st is None or st.empty or not need <= set(st.columns) or st["bubble_ms"].isna().all():
+    path = st.attrs.get("path", "step trace") if st is not None else "step trace"
+    return str(path).replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _step_trace_rows(st: pd.DataFrame, name: str) -> pd.DataFrame | None:
+    """Rows of the ranks whose step trace has a Bubble column, from their stacked step traces ``st`` (with
+    ``rank``; ``name``: the file they come from); None when none has one."""
+    need = {"rank", "step", "total_ms", "computing_ms", "communication_not_overlapped_ms", "bubble_ms"}
+    if st.empty or not need <= set(st.columns):
         return None
     st = st[st["step"].notna()]
+    with_bubble = st["bubble_ms"].notna().groupby(st["rank"].astype(str)).transform("any")
+    st = st[with_bubble.to_numpy()]
+    if st.empty:
+        return None
     get = lambda c: st[c].astype(float).to_numpy() if c in st else np.zeros(len(st))  # noqa: E731
     exposed = np.nan_to_num(get("communication_not_overlapped_ms"))
     p2p = np.minimum(np.nan_to_num(get("bubble_ms")), exposed)
-    name = str(st.attrs.get("path", "step trace")).replace("\\", "/").rsplit("/", 1)[-1]
     return pd.DataFrame({"step": st["step"].astype("int64").to_numpy(), "step_ms": get("total_ms"),
                          "busy_ms": get("computing_ms"), "p2p_ms": p2p, "collective_ms": exposed - p2p,
                          "free_ms": np.nan_to_num(get("free_ms")) + np.nan_to_num(get("preparing_ms")),
-                         "source": f"{name} (Computing, Bubble, Communication(Not Overlapped), Free)"})
+                         "source": f"{name} (Computing, Bubble, Communication(Not Overlapped), Free)",
+                         "rank": st["rank"].astype(str).to_numpy()})
 
 
 def _legacy_rows(prof) -> pd.DataFrame | None:

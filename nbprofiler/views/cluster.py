@@ -609,12 +609,16 @@ def rank_dimension_figure(comm: pd.DataFrame):
     per = comm.pivot_table(index="rank", columns="dimension", values=field, aggfunc="sum", sort=False)
     per = per.div(steps.reindex(per.index).clip(lower=1), axis=0).fillna(0.0)
     dims = [d for d in DIMENSIONS if d in per.columns]
-    ranks = sorted(per.index.astype(str), key=lambda r: (0, int(r)) if r.isdigit() else (1, r))
     per.index = per.index.astype(str)
+    title = "Communication per step of each rank, by parallel dimension"
+    if len(per) > RANK_BARS_MAX:  # thousands of bars are unreadable: the ranks that communicate most
+        title = f"Communication per step of the {TOP_RANKS} ranks (of {len(per):,}) that communicate most, by dimension"
+        per = per.iloc[np.argsort(-per.to_numpy(dtype=float).sum(axis=1), kind="stable")[:TOP_RANKS]]
+    ranks = sorted(per.index, key=lambda r: (0, int(r)) if r.isdigit() else (1, r))
     per = per.loc[ranks]
     src = ColumnDataSource({"rank": ranks, **{d: per[d].tolist() for d in dims}}, name="cluster_parallel_ranks_src")
     fig = figure(x_range=FactorRange(*ranks), height=300, sizing_mode="stretch_width",
-                 title="Communication per step of each rank, by parallel dimension", x_axis_label="Rank",
+                 title=title, x_axis_label="Rank",
                  y_axis_label=theme.axis_label("Elapsed" if field == "elapse_ms" else "Exposed", "ms"),
                  tools="xpan,xwheel_zoom,reset,save",
                  name="cluster_parallel_ranks")
