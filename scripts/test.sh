@@ -55,8 +55,10 @@ if [[ ! -d "${NBPROFILER_SHARED:-$REPO/../shared}/data" ]]; then
 fi
 mkdir -p test-output
 set +e
+# Two workers (pytest-xdist): the browser tests go to one of them as one group (one JupyterLab, one
+# Chromium), the rest of the suite to both. NBPROFILER_TEST_WORKERS=0 runs everything in this process.
 "$VENV/bin/python" -m pytest -p no:cacheprovider -o cache_dir="$CACHE/pytest" \
-  --junitxml=test-output/junit.xml "$@"
+  -n "${NBPROFILER_TEST_WORKERS:-2}" --dist loadgroup --junitxml=test-output/junit.xml "$@"
 rc=$?
 set -e
 if [[ $rc == 5 ]]; then
