@@ -35,7 +35,7 @@ def test_memory_tab_shows_what_is_alive_at_the_peak(lab, page):
         "import warnings; warnings.simplefilter('ignore')\nimport nbprofiler",
         "from nbprofiler.views.dashboard import Dashboard\n"
         f"dash = Dashboard(nbprofiler.load({str(TEXT_2RANK)!r}, device='0'))\ndash.select('Memory')\ndash.display()"])
-    out = open_and_run_all(page, lab, "memory_peak.ipynb", 2).nth(1)
+    open_and_run_all(page, lab, "memory_peak.ipynb", 2)
     page.wait_for_function(_SOURCE_LEN_JS, arg=["memory_categories_src", "t"])
     text = page.evaluate(_DIV_TEXT_JS, "memory_peak")[0]
     assert f"{peak:,.2f} MB" in text and "not explained by operator allocations" in text, text
@@ -89,7 +89,7 @@ def test_cluster_page_pipeline_bubbles_of_each_stage(lab, page):
     write_notebook(lab.root / "pipeline.ipynb", [
         "import warnings; warnings.simplefilter('ignore')\nimport nbprofiler",
         f"nbprofiler.load({str(path)!r}).show()"])
-    out = open_and_run_all(page, lab, "pipeline.ipynb", 2).nth(1)
+    open_and_run_all(page, lab, "pipeline.ipynb", 2)
     page.wait_for_function(_SOURCE_LEN_JS, arg=["cluster_pipeline_ratio_src", "label"])
     labels = bokeh_data(page, "cluster_pipeline_ratio_src", "label")[0]
     shown = bokeh_data(page, "cluster_pipeline_ratio_src", "ratio")[0]
