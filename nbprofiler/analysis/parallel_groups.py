@@ -403,7 +403,9 @@ def _bytes(cluster) -> pd.DataFrame:
     if links.empty or "transport" not in links:
         return pd.DataFrame(columns=[*keys, "size_mb"])
     links = links.assign(step=links["step"].astype("Int64"), group=links["group"].astype(str))
-    wide = links.pivot_table(index=keys, columns="transport", values="size_mb", aggfunc="sum", dropna=False)
+    # the key combinations that occur only (a pivot_table with dropna=False would make their full product:
+    # ranks x steps x groups x op names, gigabytes at thousands of ranks), NaN keys kept
+    wide = links.groupby([*keys, "transport"], dropna=False, sort=False)["size_mb"].sum().unstack("transport")
     get = lambda t: wide[t].fillna(0.0) if t in wide else 0.0  # noqa: E731
     on_node = get("HCCS") + get("PCIE") + get("SIO")
     sdma = get("SDMA")
