@@ -7,7 +7,9 @@ the view that shows it:
 
 - ``stage``: a part of the step (`analysis.breakdown`: computing, communication overlapped, exposed
   communication waiting for the other ranks or moving data, free, host-bound) where the rank's median over its
-  steps exceeds the median over the ranks of that part (view ``breakdown``). The exposed communication is split
+  steps exceeds the median over its peers of that part (view ``breakdown``). The peers are the ranks of the
+  rank's pipeline stage where the job is pipeline-parallel (`analysis.pipeline.pipeline_stages`: stages do
+  different work and idle differently by design), else every rank. The exposed communication is split
   into wait and transit where the rank and at least one other rank have the split, each against the median of
   the ranks that have it; else it is one cause. Waiting for the other ranks inside a collective is never a
   cause: a rank waits there because another rank arrived late (the rank's note says how much longer it waits
@@ -214,12 +216,18 @@ def _causes(cluster) -> pd.DataFrame:
     slow_links = links[links["slow"]]
     op_steps = _op_type_per_step(summary)
     median_step = float(steps["total_ms"].median())
+    stage_of = _stage_peers(cluster)
     rows, notes = [], {}
     for rank, outlier in targets:
-        causes = _stage_causes(med, rank)
-        why = [_wait_note(med, rank)] if _wait_note(med, rank) else []
-        if rank in op_steps.columns and op_steps.shape[1] > 1:
-            causes += _op_causes(op_steps, rank)
+        peers = stage_of.get(rank)
+        peer_med = med.loc[med.index.intersection(peers)] if peers else med
+        peer_ops = op_steps[[c for c in op_steps.columns if c in peers]] if peers and len(op_steps) else op_steps
+        causes = _stage_causes(peer_med, rank)
+        why = [_wait_note(peer_med, rank)] if _wait_note(peer_med, rank) else []
+        if peers:
+            why.insert(0, f"compared with the {len(peers)} ranks of its pipeline stage")
+        if rank in peer_ops.columns and peer_ops.shape[1] > 1:
+            causes += _op_causes(peer_ops, rank)
         else:
             why.append("operator types not loaded (" + ("no operator data on this rank" if rank not in
                                                        op_steps.columns else "no other rank has operator data")
@@ -240,6 +248,17 @@ def _causes(cluster) -> pd.DataFrame:
              "view": str, "evidence": str})
     out.attrs["notes"] = notes
     return out
+
+
+def _stage_peers(cluster) -> dict[str, list[str]]:
+    """Rank -> the ranks of its pipeline stage, where the job is pipeline-parallel and the stage has another
+    rank to compare with; empty otherwise."""
+    from .pipeline import pipeline_stages
+    try:
+        stages, _ = pipeline_stages(cluster)
+    except (AttributeError, KeyError, ValueError):
+        return {}
+    return {str(r): [str(x) for x in ranks] for ranks in stages.values() if len(ranks) > 1 for r in ranks}
 
 
 def _cause(cause, kind, part, label, ms, value, median, evidence) -> dict:
@@ -388,11 +407,13 @@ def _sentence(rows: pd.DataFrame, note: str = "") -> tuple[str, dict]:
     excess = float(lead["step_ms"]) - float(lead["median_step_ms"])
     if not lead["outlier"] and lead["ms"] < EXPLAINS_SHARE * excess:
         # within the ranks' spread and nothing of its own work accounts for the difference: say so
-        waits = note.split("; ")[0] if note.startswith("waits ") else ""
+        waits = next((n for n in note.split("; ") if n.startswith("waits ")), "")
         return (f"{head}; no part of its own work accounts for the {fmt_ms(excess)} ms: the largest difference is "
                 f"{lead['label']}, +{fmt_ms(lead['ms'])} ms a step (see {place})"
                 + (f"; it {waits}" if waits else "") + "."), _plain(lead)
-    text = f"{head}; its leading cause is {lead['label']}, +{fmt_ms(lead['ms'])} ms a step (see {place})"
+    basis = note.split("; ")[0] if note.startswith("compared with the ") else ""
+    text = (f"{head}; its leading cause is {lead['label']}, +{fmt_ms(lead['ms'])} ms a step"
+            + (f" {basis.replace('compared with', 'against')}" if basis else "") + f" (see {place})")
     rest = rows.iloc[1:3]
     if len(rest):
         text += "; then " + ", ".join(f"{r.label} +{fmt_ms(r.ms)} ms" for r in rest.itertuples())
