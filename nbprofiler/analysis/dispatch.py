@@ -238,9 +238,11 @@ def _steps(step_windows, timeline, tracks) -> tuple[pd.DataFrame, str]:
 
 
 def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame | None,
-                  timeline_flows: pd.DataFrame | None, step_windows: pd.DataFrame | None = None,
+                  timeline_flows: pd.DataFrame | None, step_windows=None,
                   tolerance_us: float = TOLERANCE_US) -> Dispatch:
-    """The launches of a profile's device tasks and the device idle the host caused (module docstring)."""
+    """The launches of a profile's device tasks and the device idle the host caused (module docstring).
+    ``step_windows``: the step windows frame, or a function returning it (called only when there are
+    launches to place: a run without them answers "not available" without its steps being worked out)."""
     if timeline is None or timeline.empty or timeline_tracks is None or timeline_tracks.empty:
         return not_available("the run has no timeline (trace_view.json or a profiler database)")
     tracks = timeline_tracks
@@ -265,7 +267,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     order = np.argsort(start, kind="stable")
     dev, start, end = dev.iloc[order], start[order], end[order]
     busy = np.concatenate([[-np.inf], np.maximum.accumulate(end)[:-1]])  # latest end of the earlier tasks
-    windows, step_source = _steps(step_windows, timeline, tracks)
+    windows, step_source = _steps(step_windows() if callable(step_windows) else step_windows, timeline, tracks)
     if len(windows):
         step = _place_in_steps(start, windows)
         w_start = windows.set_index("step")["start_us"].reindex(step).to_numpy(float)
@@ -357,7 +359,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
 def profile_dispatch(prof, tolerance_us: float = TOLERANCE_US) -> Dispatch:
     """`host_dispatch` of a `Profile`'s frames (cached on it for the default tolerance)."""
     def build():
-        return host_dispatch(prof.timeline, prof.timeline_tracks, prof.timeline_flows, prof.step_windows,
+        return host_dispatch(prof.timeline, prof.timeline_tracks, prof.timeline_flows, lambda: prof.step_windows,
                              tolerance_us)
     return prof.cached("dispatch", build) if tolerance_us == TOLERANCE_US else build()
 
