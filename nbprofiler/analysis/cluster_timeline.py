@@ -101,15 +101,20 @@ def _anchor_key(anchor, shared: pd.Index):
     return (str(anchor), runs[0]) if runs else None
 
 
+def check_alignment(align: str, anchor=None) -> None:
+    """ValueError unless ``align`` is one of `ALIGNMENTS` and an ``anchor`` comes with "communication"."""
+    if align not in ALIGNMENTS:
+        raise ValueError(f"align must be one of {ALIGNMENTS}, not {align!r}")
+    if anchor is not None and align != "communication":
+        raise ValueError(f"anchor={anchor!r} pins a collective to align on: use align='communication'")
+
+
 def rank_alignment(profiles: dict, align: str = "clock", anchor=None) -> Alignment:
     """The `Alignment` of ``profiles`` (rank -> Profile) by ``align`` (one of `ALIGNMENTS`), pinned on
     ``anchor`` if given (a collective every rank ran; ValueError otherwise, or with ``align="clock"``).
     "communication" leaves a rank that shares no collective with the reference on its own clock (offset 0)
     and says why in ``unaligned``."""
-    if align not in ALIGNMENTS:
-        raise ValueError(f"align must be one of {ALIGNMENTS}, not {align!r}")
-    if anchor is not None and align != "communication":
-        raise ValueError(f"anchor={anchor!r} pins a collective to align on: use align='communication'")
+    check_alignment(align, anchor)
     offsets = {rank: 0.0 for rank in profiles}
     ref = min(profiles, key=lambda r: float(profiles[r].origin_us))
     if align == "clock" or len(profiles) < 2:

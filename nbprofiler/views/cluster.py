@@ -846,13 +846,10 @@ class ClusterView(LayoutView):
     def __init__(self, cluster, engine: str | None = None, align: str = "clock", anchor=None,
                  pipeline: dict | None = None):
         from ..analysis.cluster import rank_summary
-        from ..analysis.cluster_timeline import ALIGNMENTS
+        from ..analysis.cluster_timeline import check_alignment
         from ..analysis.diagnosis import diagnose_cluster
         from .pipeline import pipeline_layout
-        if align not in ALIGNMENTS:
-            raise ValueError(f"align must be one of {ALIGNMENTS}, not {align!r}")
-        if anchor is not None and align != "communication":
-            raise ValueError(f"anchor={anchor!r} pins a collective to align on: use align='communication'")
+        check_alignment(align, anchor)  # now: the timeline of ranks is built only when unfolded
         self.cluster = cluster
         self._align, self._anchor = align, anchor
         self.summary = rank_summary(cluster, engine=engine)
