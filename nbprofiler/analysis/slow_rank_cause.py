@@ -197,8 +197,10 @@ def slow_rank_targets(summary: dict) -> list[tuple[str, bool]]:
 
 def slow_rank_causes(cluster) -> pd.DataFrame:
     """The ``slow_rank_causes`` frame of ``cluster`` (see the module docstring): per slow rank its causes,
-    leading cause first (``order`` 1). ``attrs["notes"]``: rank -> what could not be looked at (operator data
-    not loaded, no link data). Cached on the cluster."""
+    leading cause first (``order`` 1). ``attrs["notes"]``: rank -> what its causes were measured against and
+    what could not be looked at (its stage's ranks, how much longer it waits, operator data not loaded, no
+    link data); of those, ``attrs["waits"]`` (rank -> the wait note, "" when none) and ``attrs["stage_peers"]``
+    (rank -> its pipeline stage's size, 0 when compared with every rank). Cached on the cluster."""
     return cluster.cached("slow_rank_causes", lambda: _causes(cluster)) if hasattr(cluster, "cached") \
         else _causes(cluster)
 
@@ -217,15 +219,16 @@ def _causes(cluster) -> pd.DataFrame:
     op_steps = _op_type_per_step(summary)
     median_step = float(steps["total_ms"].median())
     stage_of = _stage_peers(cluster)
-    rows, notes = [], {}
+    rows, notes, waits, peer_counts = [], {}, {}, {}
     for rank, outlier in targets:
         peers = stage_of.get(rank)
         peer_med = med.loc[med.index.intersection(peers)] if peers else med
         peer_ops = op_steps[[c for c in op_steps.columns if c in peers]] if peers and len(op_steps) else op_steps
         causes = _stage_causes(peer_med, rank)
-        why = [_wait_note(peer_med, rank)] if _wait_note(peer_med, rank) else []
-        if peers:
-            why.insert(0, f"compared with the {len(peers)} ranks of its pipeline stage")
+        waits[rank] = _wait_note(peer_med, rank)
+        peer_counts[rank] = len(peers) if peers else 0
+        why = [w for w in (f"compared with the {len(peers)} ranks of its pipeline stage" if peers else "",
+                           waits[rank]) if w]
         if rank in peer_ops.columns and peer_ops.shape[1] > 1:
             causes += _op_causes(peer_ops, rank)
         else:
@@ -246,7 +249,8 @@ def _causes(cluster) -> pd.DataFrame:
         out = pd.DataFrame(rows)[CAUSES_SPEC.column_names].astype(
             {"rank": str, "order": "int64", "outlier": bool, "cause": str, "kind": str, "part": str, "label": str,
              "view": str, "evidence": str})
-    out.attrs["notes"] = notes
+    # the note's parts a sentence quotes, kept apart: how much longer the rank waits, its stage's size
+    out.attrs.update(notes=notes, waits=waits, stage_peers=peer_counts)
     return out
 
 
@@ -393,11 +397,15 @@ def leading_sentences(cluster) -> list[tuple[str, dict]]:
     names the rank, how far its step is above the ranks' median, its leading cause with the ms it explains
     and where to look, then the next two causes."""
     frame = slow_rank_causes(cluster)
-    notes = frame.attrs.get("notes", {})
-    return [_sentence(frame[frame["rank"] == rank], notes.get(rank, "")) for rank in frame["rank"].drop_duplicates()]
+    waits, peers = frame.attrs.get("waits", {}), frame.attrs.get("stage_peers", {})
+    return [_sentence(frame[frame["rank"] == rank], waits.get(rank, ""), peers.get(rank, 0))
+            for rank in frame["rank"].drop_duplicates()]
 
 
-def _sentence(rows: pd.DataFrame, note: str = "") -> tuple[str, dict]:
+def _sentence(rows: pd.DataFrame, waits: str = "", stage_peers: int = 0) -> tuple[str, dict]:
+    """The finding's sentence of one rank's causes (``rows``, leading first); ``waits``: its wait note (""
+    when it waits no longer than its peers), ``stage_peers``: the size of the pipeline stage it is compared
+    within (0: compared with every rank)."""
     lead = rows.iloc[0]
     rank = lead["rank"]
     status = "an outlier" if lead["outlier"] else "the slowest rank, not an outlier by robust z"
@@ -407,13 +415,11 @@ def _sentence(rows: pd.DataFrame, note: str = "") -> tuple[str, dict]:
     excess = float(lead["step_ms"]) - float(lead["median_step_ms"])
     if not lead["outlier"] and lead["ms"] < EXPLAINS_SHARE * excess:
         # within the ranks' spread and nothing of its own work accounts for the difference: say so
-        waits = next((n for n in note.split("; ") if n.startswith("waits ")), "")
         return (f"{head}; no part of its own work accounts for the {fmt_ms(excess)} ms: the largest difference is "
                 f"{lead['label']}, +{fmt_ms(lead['ms'])} ms a step (see {place})"
                 + (f"; it {waits}" if waits else "") + "."), _plain(lead)
-    basis = note.split("; ")[0] if note.startswith("compared with the ") else ""
     text = (f"{head}; its leading cause is {lead['label']}, +{fmt_ms(lead['ms'])} ms a step"
-            + (f" {basis.replace('compared with', 'against')}" if basis else "") + f" (see {place})")
+            + (f" against the {stage_peers} ranks of its pipeline stage" if stage_peers else "") + f" (see {place})")
     rest = rows.iloc[1:3]
     if len(rest):
         text += "; then " + ", ".join(f"{r.label} +{fmt_ms(r.ms)} ms" for r in rest.itertuples())
