@@ -91,6 +91,29 @@ def wait_bokeh_data(page, source_name: str, column: str, expected: list, timeout
                            timeout=timeout_ms)
 
 
+def wait_bokeh_filled(page, source_name: str, column: str, timeout_ms: float = 30_000) -> None:
+    """Wait until some BokehJS source named ``source_name`` has a non-empty ``column``."""
+    page.wait_for_function(f"(arg) => ({_BOKEH_DATA_JS})(arg).some(c => c.length > 0)",
+                           arg=[source_name, column], timeout=timeout_ms)
+
+
+def bokeh_texts(page, name: str) -> list[str]:
+    """The ``text`` of every BokehJS model named ``name`` (a Div, a Paragraph), one per document."""
+    return page.evaluate("""(name) => (window.Bokeh ? Bokeh.documents : []).flatMap(d => {
+        const m = d.get_model_by_name(name); return m ? [m.text] : []; })""", name)
+
+
+def scroll_to_model(page, name: str) -> None:
+    """Scroll the view of the BokehJS model named ``name`` to the middle of the window."""
+    page.evaluate("(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);"
+                  " if (m) Bokeh.index.find_one(m).el.scrollIntoView({block: 'center'}); } }", name)
+
+
+# [start, end] of each timeline's x range on the page (the named Range1d), one per document
+TIMELINE_X_RANGE_JS = """() => (window.Bokeh ? Bokeh.documents : []).flatMap(d => {
+    const r = d.get_model_by_name('timeline_x_range'); return r ? [[r.start, r.end]] : []; })"""
+
+
 def bokeh_model_names(page) -> list[str]:
     """Names of all named models in all BokehJS documents on the page."""
     return page.evaluate("""() => (window.Bokeh ? Bokeh.documents : []).flatMap(d =>

@@ -4,14 +4,11 @@ numbers on screen are the frames'. Screenshots: test-output/screenshots/{operato
 cluster_timeline}.png."""
 from __future__ import annotations
 
-from helpers import REPO, bokeh_data, open_and_run_all, save_screenshot, wait_painted, write_notebook
+from helpers import REPO, bokeh_data, open_and_run_all, save_screenshot, wait_bokeh_filled, wait_painted, write_notebook
 
 import nbprofiler
 
 DATA = (REPO.parent / "shared" / "data").resolve()
-
-_SOURCE_LEN_JS = """([name, col]) => Bokeh.documents.some(d => { const s = d.get_model_by_name(name);
-    if (!s) return false; const v = s.data.get ? s.data.get(col) : s.data[col]; return v && v.length > 0; })"""
 
 
 def test_npu_operator_tabs_by_core(lab, page):
@@ -26,7 +23,7 @@ def test_npu_operator_tabs_by_core(lab, page):
     for title in ("NPU · AI Vector Core", "NPU · AI CPU", "NPU · MIX AIV", "Communication"):
         assert out.get_by_text(title, exact=True).count() >= 1, title
     tab.click()
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["op_table_src_npu_ai_core", "op_name"])
+    wait_bokeh_filled(page, "op_table_src_npu_ai_core", "op_name")
     prof = nbprofiler.load(path)
     k = prof.kernels
     counts = bokeh_data(page, "op_table_src_npu_ai_core", "count")[0]
@@ -45,7 +42,7 @@ def test_cluster_page_timeline_of_ranks(lab, page):
     fold = out.get_by_text("Timeline of ranks 0, 1 on one clock").first
     fold.wait_for()
     fold.click()
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["timeline_src", "left"])
+    wait_bokeh_filled(page, "timeline_src", "left")
     # both ranks' tracks are offered to pin, each named after its rank
     # (ipywidgets writes the labels with no-break spaces)
     options = [o.replace("\xa0", " ") for o in
@@ -65,7 +62,7 @@ def test_cluster_communication_matrix_measure_toggle(lab, page):
              f"cluster = nbprofiler.load({str(path)!r})\ncluster.show()"]
     write_notebook(lab.root / "cluster_comm.ipynb", cells)
     out = open_and_run_all(page, lab, "cluster_comm.ipynb", 2).nth(1)
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["cluster_rank_comm_src", "rank"])
+    wait_bokeh_filled(page, "cluster_rank_comm_src", "rank")
     assert sorted(bokeh_data(page, "cluster_rank_comm_src", "rank")[0]) == ["0", "1", "2", "3"]
     out.get_by_text("Time", exact=True).first.click()
     page.wait_for_function("() => Bokeh.documents.some(d => { const f = d.get_model_by_name('cluster_comm_matrix');"
@@ -94,7 +91,7 @@ def test_cluster_page_breakdown_of_each_ranks_step(lab, page):
              f"cluster = nbprofiler.load({str(path)!r})\ncluster.show()"]
     write_notebook(lab.root / "cluster_breakdown.ipynb", cells)
     out = open_and_run_all(page, lab, "cluster_breakdown.ipynb", 2).nth(1)
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["cluster_breakdown_src", "rank"])
+    wait_bokeh_filled(page, "cluster_breakdown_src", "rank")
     ranks = bokeh_data(page, "cluster_breakdown_src", "rank")[0]
     steps = bokeh_data(page, "cluster_breakdown_src", "step_ms")[0]
     exposed = [a + b + c for a, b, c in zip(*(bokeh_data(page, "cluster_breakdown_src", k)[0]

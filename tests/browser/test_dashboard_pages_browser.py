@@ -6,7 +6,7 @@ test-output/screenshots/dashboard_{memory,flops,op_steps}*.png."""
 from __future__ import annotations
 
 import pytest
-from helpers import REPO, bokeh_data, open_and_run_all, save_screenshot, write_notebook
+from helpers import REPO, TIMELINE_X_RANGE_JS, bokeh_data, open_and_run_all, save_screenshot, write_notebook
 
 import nbprofiler
 
@@ -28,8 +28,6 @@ _POINT_JS = """([fig, src, step, opType]) => { for (const d of Bokeh.documents) 
       return [c.left + v.frame.x_scale.compute(steps[i]), c.top + v.frame.y_scale.compute(ms[i])]; } }
   return null; }"""
 
-_X_RANGE_JS = """() => (window.Bokeh ? Bokeh.documents : []).flatMap(d => {
-    const r = d.get_model_by_name('timeline_x_range'); return r ? [[r.start, r.end]] : []; })"""
 # Data x of a screen x on a named figure (its own scale, inverted).
 _DATA_X_JS = """([name, px]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
     if (!m) continue; const v = Bokeh.index.find_one(m); if (!v) continue;
@@ -74,17 +72,16 @@ def test_memory_range_moves_the_timeline_and_the_figures_are_the_frames(lab, pag
     page.mouse.move(x1, y, steps=5)
     page.mouse.up()
     _tab(out, "Timeline")
-    page.wait_for_function(f"() => ({_X_RANGE_JS})().length > 0")
+    page.wait_for_function(f"() => ({TIMELINE_X_RANGE_JS})().length > 0")
     total_us = float((prof.timeline["start_us"] + prof.timeline["dur_us"]).max())
 
-    page.wait_for_function(f"(total) => {{ const r = ({_X_RANGE_JS})(); return r.length && "
+    page.wait_for_function(f"(total) => {{ const r = ({TIMELINE_X_RANGE_JS})(); return r.length && "
                            "(r[0][1] - r[0][0]) < 0.6 * total; }", arg=total_us)
-    start, end = page.evaluate(_X_RANGE_JS)[0]
+    start, end = page.evaluate(TIMELINE_X_RANGE_JS)[0]
     # the timeline shows the range dragged on the memory curve (both on the timeline's clock)
     assert (start, end) == pytest.approx(want, rel=0.02), (start, end, want)
     save_screenshot(out, "dashboard_memory_window_timeline")
     assert not page.page_errors, page.page_errors
-
 
 
 def test_step_chosen_before_the_timeline_opens_is_the_window_it_shows(lab, page):
@@ -101,7 +98,7 @@ def test_step_chosen_before_the_timeline_opens_is_the_window_it_shows(lab, page)
                            " const v = s.data.get ? s.data.get('sel') : s.data.sel;"
                            " return v.length && Array.from(v).every(x => x === 3); })")
     _tab(out, "Timeline")
-    page.wait_for_function(f"() => {{ const r = ({_X_RANGE_JS})(); return r.length === 1 && "
+    page.wait_for_function(f"() => {{ const r = ({TIMELINE_X_RANGE_JS})(); return r.length === 1 && "
                            "Math.abs(r[0][0] - 490044.3) < 1 && Math.abs(r[0][1] - 693767.9) < 1; }")
     _wait_model_shown(page, "timeline_fig")
     save_screenshot(page, "dashboard_step3_timeline")

@@ -7,22 +7,12 @@ from __future__ import annotations
 
 import csv
 
-from helpers import REPO, bokeh_data, open_and_run_all, save_screenshot, wait_painted, write_notebook
+from helpers import (
+    REPO, TIMELINE_X_RANGE_JS, bokeh_data, bokeh_texts, open_and_run_all, save_screenshot, scroll_to_model,
+    wait_bokeh_filled, wait_painted, write_notebook)
 
 DATA = (REPO.parent / "shared" / "data").resolve()
 TEXT_2RANK = DATA / "npu" / "ascend_pt_text_2rank"
-
-_SOURCE_LEN_JS = """([name, col]) => Bokeh.documents.some(d => { const s = d.get_model_by_name(name);
-    if (!s) return false; const v = s.data.get ? s.data.get(col) : s.data[col]; return v && v.length > 0; })"""
-_DIV_TEXT_JS = """(name) => Bokeh.documents.flatMap(d => { const m = d.get_model_by_name(name);
-    return m ? [m.text] : []; })"""
-_X_RANGE_JS = """() => (window.Bokeh ? Bokeh.documents : []).flatMap(d => {
-    const r = d.get_model_by_name('timeline_x_range'); return r ? [[r.start, r.end]] : []; })"""
-
-
-def _scroll_to(page, name):
-    page.evaluate("(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);"
-                  " if (m) Bokeh.index.find_one(m).el.scrollIntoView({block: 'center'}); } }", name)
 
 
 def test_memory_tab_shows_what_is_alive_at_the_peak(lab, page):
@@ -36,10 +26,10 @@ def test_memory_tab_shows_what_is_alive_at_the_peak(lab, page):
         "from nbprofiler.views.dashboard import Dashboard\n"
         f"dash = Dashboard(nbprofiler.load({str(TEXT_2RANK)!r}, device='0'))\ndash.select('Memory')\ndash.display()"])
     open_and_run_all(page, lab, "memory_peak.ipynb", 2)
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["memory_categories_src", "t"])
-    text = page.evaluate(_DIV_TEXT_JS, "memory_peak")[0]
+    wait_bokeh_filled(page, "memory_categories_src", "t")
+    text = bokeh_texts(page, "memory_peak")[0]
     assert f"{peak:,.2f} MB" in text and "not explained by operator allocations" in text, text
-    _scroll_to(page, "memory_categories")
+    scroll_to_model(page, "memory_categories")
     wait_painted(page)
     save_screenshot(page, "memory_peak")
     assert not page.page_errors, page.page_errors
@@ -54,7 +44,7 @@ def test_timeline_diff_outlines_the_changed_operators_and_a_row_click_zooms_to_o
         "view = nbprofiler.compare(a, b).timeline()\nview.display()",
         "print(view.diff.headline); print(int(view.diff.ops['flagged'].sum())); print(*view.timeline.clamp(*view.op_window(0)))"])
     out = open_and_run_all(page, lab, "timeline_diff.ipynb", 3)
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["timeline_marks_src", "left"])
+    wait_bokeh_filled(page, "timeline_marks_src", "left")
     headline, flagged, window = out.nth(2).locator(".jp-OutputArea-output").inner_text().strip().splitlines()
     want = [float(x) for x in window.split()]
     assert "(device 1)'s step" in headline and "faster than" in headline, headline
@@ -66,7 +56,7 @@ def test_timeline_diff_outlines_the_changed_operators_and_a_row_click_zooms_to_o
     page.wait_for_function("() => Bokeh.documents.some(d => { const s = d.get_model_by_name('timeline_diff_ops_src');"
                            " return s && s.selected.indices.length === 1 && s.selected.indices[0] === 0; })")
     # the timeline moves to the row's operator in both runs (`TimelineDiffView.op_window`, inside the axis)
-    page.wait_for_function(f"(w) => {{ const r = ({_X_RANGE_JS})(); return r.length && "
+    page.wait_for_function(f"(w) => {{ const r = ({TIMELINE_X_RANGE_JS})(); return r.length && "
                            "Math.abs(r[0][0] - w[0]) < 1e-3 && Math.abs(r[0][1] - w[1]) < 1e-3; }", arg=want)
     wait_painted(page)
     save_screenshot(out.nth(1), "timeline_diff_op")
@@ -90,15 +80,15 @@ def test_cluster_page_pipeline_bubbles_of_each_stage(lab, page):
         "import warnings; warnings.simplefilter('ignore')\nimport nbprofiler",
         f"nbprofiler.load({str(path)!r}).show()"])
     open_and_run_all(page, lab, "pipeline.ipynb", 2)
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["cluster_pipeline_ratio_src", "label"])
+    wait_bokeh_filled(page, "cluster_pipeline_ratio_src", "label")
     labels = bokeh_data(page, "cluster_pipeline_ratio_src", "label")[0]
     shown = bokeh_data(page, "cluster_pipeline_ratio_src", "ratio")[0]
     assert labels == ["stage 0", "stage 1"]
     for got, want in zip(shown, stage_ratio):
         assert abs(got - want) < 0.02, (shown, stage_ratio)
     idlest = "Stage 0 (ranks 0, 1) idles most" if stage_ratio[0] > stage_ratio[1] else "Stage 1 (ranks 2, 3) idles most"
-    assert idlest in page.evaluate(_DIV_TEXT_JS, "cluster_pipeline_finding")[0]
-    _scroll_to(page, "cluster_pipeline_ratio")
+    assert idlest in bokeh_texts(page, "cluster_pipeline_finding")[0]
+    scroll_to_model(page, "cluster_pipeline_ratio")
     wait_painted(page)
     save_screenshot(page, "cluster_pipeline")
     assert not page.page_errors, page.page_errors
@@ -121,7 +111,7 @@ def test_cluster_timeline_aligned_on_collectives_states_its_residual(lab, page):
     aligned = out.get_by_text("Ranks aligned on 4 shared collectives").first
     aligned.wait_for()
     assert "residual misalignment median" in aligned.inner_text()
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["timeline_src", "left"])
+    wait_bokeh_filled(page, "timeline_src", "left")
     aligned.scroll_into_view_if_needed()
     wait_painted(page)
     save_screenshot(page, "cluster_timeline_aligned")

@@ -9,21 +9,13 @@ import csv
 import json
 import shutil
 
-from helpers import REPO, bokeh_data, open_and_run_all, save_screenshot, wait_painted, write_notebook
+from helpers import (
+    REPO, bokeh_data, bokeh_texts, open_and_run_all, save_screenshot, scroll_to_model, wait_bokeh_filled,
+    wait_painted, write_notebook)
 
 DATA = (REPO.parent / "shared" / "data").resolve()
 RANK0 = DATA / "npu" / "ascend_pt_text_2rank" / "rank0_ascend_pt"
 RECORDED_SCRIPT = "/home/z30057886/imagenet_script/main.py"   # where the recorded job's script was
-
-_SOURCE_LEN_JS = """([name, col]) => Bokeh.documents.some(d => { const s = d.get_model_by_name(name);
-    if (!s) return false; const v = s.data.get ? s.data.get(col) : s.data[col]; return v && v.length > 0; })"""
-_DIV_TEXT_JS = """(name) => Bokeh.documents.flatMap(d => { const m = d.get_model_by_name(name);
-    return m ? [m.text] : []; })"""
-
-
-def _scroll_to(page, name):
-    page.evaluate("(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);"
-                  " if (m) Bokeh.index.find_one(m).el.scrollIntoView({block: 'center'}); } }", name)
 
 
 def test_open_link_of_an_operators_source_opens_its_script_at_the_line(lab, page):
@@ -85,10 +77,10 @@ def test_timeline_tab_folds_where_the_device_waited_for_the_host(lab, page):
     fold = cells.nth(1).get_by_text("Where the device waited for the host").first
     fold.wait_for()
     fold.click()
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["dispatch_ops_src", "op"])
-    shown = page.evaluate(_DIV_TEXT_JS, "dispatch_headline")[0]
+    wait_bokeh_filled(page, "dispatch_ops_src", "op")
+    shown = bokeh_texts(page, "dispatch_headline")[0]
     assert sentence.split(";")[0].replace("&", "&amp;") in shown, (sentence, shown)
-    _scroll_to(page, "dispatch_steps_fig")
+    scroll_to_model(page, "dispatch_steps_fig")
     wait_painted(page)
     save_screenshot(page, "dispatch_fold")
     assert not page.page_errors, page.page_errors
@@ -111,21 +103,21 @@ def test_cluster_page_parallel_dimensions_and_slow_rank_causes(lab, page):
         "import warnings; warnings.simplefilter('ignore')\nimport nbprofiler",
         f"nbprofiler.load({str(path)!r}).show()"])
     out = open_and_run_all(page, lab, "cluster16.ipynb", 2).nth(1)
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["cluster_parallel_groups_src", "group"])
+    wait_bokeh_filled(page, "cluster_parallel_groups_src", "group")
     # every group of communication_group.json, under its place in the file
     shown = bokeh_data(page, "cluster_parallel_groups_src", "group")[0]
     assert sorted(g for g in shown if g.startswith(("collective[", "p2p["))) == sorted(
         [f"collective[{i}]" for i in range(len(groups["collective"]))] + [f"p2p[{i}]" for i in range(len(groups["p2p"]))])
     dims = set(bokeh_data(page, "cluster_parallel_groups_src", "dimension")[0])
     assert {"TP", "PP", "stage"} <= dims, dims
-    assert "costs most" in page.evaluate(_DIV_TEXT_JS, "cluster_parallel_finding")[0] or \
-        "cost most" in page.evaluate(_DIV_TEXT_JS, "cluster_parallel_finding")[0]
-    _scroll_to(page, "cluster_parallel_ranks")
+    assert "costs most" in bokeh_texts(page, "cluster_parallel_finding")[0] or \
+        "cost most" in bokeh_texts(page, "cluster_parallel_finding")[0]
+    scroll_to_model(page, "cluster_parallel_ranks")
     wait_painted(page)
     save_screenshot(page, "cluster_parallel")
-    page.wait_for_function(_SOURCE_LEN_JS, arg=["cluster_slow_causes_src", "rank"])
+    wait_bokeh_filled(page, "cluster_slow_causes_src", "rank")
     assert set(bokeh_data(page, "cluster_slow_causes_src", "rank")[0]) == {slowest}
-    _scroll_to(page, "cluster_slow_causes_table")
+    scroll_to_model(page, "cluster_slow_causes_table")
     wait_painted(page)
     save_screenshot(page, "cluster_slow_rank")
     assert out.get_by_text("Why the slow ranks are slow").count() >= 1
