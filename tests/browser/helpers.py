@@ -22,9 +22,23 @@ _BOKEH_DATA_JS = """([name, column]) => (window.Bokeh ? Bokeh.documents : []).fl
     const col = m.data.get ? m.data.get(column) : m.data[column];
     return col === undefined ? [] : [Array.from(col)]; })"""
 
+# Counts the open notebook's execute replies from now on (its kernel's ``anyMessage`` signal): a run is over
+# when every cell it ran has its reply. Prompts alone cannot say so: the moment Run All is clicked, a re-run
+# still shows the last run's ``[k]:``, and a new kernel numbers its cells from 1 again.
+_WATCH_REPLIES_JS = """() => { const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const w = window.__nbpReplies; if (w) w.kernel.anyMessage.disconnect(w.on);
+  const watch = {kernel: k, n: 0, on: (_, m) => { if (m.direction === 'recv'
+      && m.msg.header.msg_type === 'execute_reply') watch.n += 1; }};
+  k.anyMessage.connect(watch.on); window.__nbpReplies = watch; }"""
 _RUN_FINISHED_JS = """(n) => { const p = Array.from(document.querySelectorAll(
     '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell.jp-CodeCell .jp-InputPrompt'));
-  return p.length === n && p.every(e => /^\\[\\d+\\]:$/.test(e.textContent.trim())); }"""
+  return window.__nbpReplies.n >= n && p.length === n
+    && p.every(e => /^\\[\\d+\\]:$/.test(e.textContent.trim())); }"""
+
+
+def watch_replies(page) -> None:
+    """Count the open notebook's execute replies from now on (`_RUN_FINISHED_JS` waits for them)."""
+    page.evaluate(_WATCH_REPLIES_JS)
 
 
 def write_notebook(path, cells, kernel: str = "python3") -> Path:
@@ -58,7 +72,9 @@ def open_notebook(page, lab, nb_name: str) -> None:
 
 
 def run_all(page, n_code_cells: int, timeout_ms: float = 120_000) -> None:
-    """Run ▸ Run All Cells, then wait until every input prompt shows ``[n]:`` (none ``[*]:``)."""
+    """Run ▸ Run All Cells, then wait until every cell's execution has replied and every input prompt shows
+    ``[n]:`` (none ``[*]:``)."""
+    watch_replies(page)
     page.click('.lm-MenuBar-itemLabel:text-is("Run")')
     page.click('.lm-Menu-item[data-command="runmenu:run-all"]')
     page.wait_for_function(_RUN_FINISHED_JS, arg=n_code_cells, timeout=timeout_ms)

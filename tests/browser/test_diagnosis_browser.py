@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 
 from helpers import (REPO, _RUN_FINISHED_JS, bokeh_data, count_canvases, open_and_run_all, save_screenshot,
-                     set_theme, wait_painted, write_notebook)
+                     set_theme, wait_painted, watch_replies, write_notebook)
 
 import nbprofiler
 from nbprofiler.analysis.diagnosis import diagnose, diagnose_cluster
@@ -65,6 +65,7 @@ def _open_and_run_all_nb7(page, server, name: str, n_cells: int) -> None:
     page.wait_for_function("() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
                            " const k = w && w.sessionContext && w.sessionContext.session"
                            " && w.sessionContext.session.kernel; return k && k.status === 'idle'; }")
+    watch_replies(page)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function(_RUN_FINISHED_JS, arg=n_cells, timeout=180_000)
 
