@@ -30,8 +30,8 @@ import pandas as pd
 import traitlets
 from bokeh.layouts import column, row
 from bokeh.models import (BoxSelectTool, CDSView, ColumnDataSource, CustomJS, CustomJSHover, DataTable,
-                          Div, FixedTicker, GroupFilter, HBar, HoverTool, LinearColorMapper, NumberFormatter,
-                          Range1d, RangeTool, Select, TableColumn, TapTool)
+                          Div, FixedTicker, GroupFilter, HBar, HoverTool, LinearColorMapper, NumberFormatter, Quad,
+                          Range1d, RangeTool, Scatter, Segment, Select, TableColumn, TapTool)
 from bokeh.plotting import figure
 
 from . import theme
@@ -249,11 +249,11 @@ def timeline_figure(bars: pd.DataFrame, tracks_df: pd.DataFrame, dictionary: Dic
     flows = ColumnDataSource(flows_in_window(flows_prepared, x_range.start, x_range.end, texts=False),
                              name="timeline_flows_src")
     # a segment glyph and a head marker at the end, drawn as two batches (Arrow annotations drew each flow
-    # on its own: 500 cost a pan ~50 ms a frame against ~5 ms)
-    fig.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=flows, line_color=theme.AXIS, line_alpha=0.7,
-                line_width=1, name="timeline_flows")
-    fig.scatter(x="x1", y="y1", marker="triangle", angle="angle", source=flows, size=7, fill_color=theme.AXIS,
-                line_color=None, name="timeline_flow_heads")
+    # on its own: 500 cost a pan ~50 ms a frame against ~5 ms), bare: never selected, so no variants
+    fig.add_glyph(flows, Segment(x0="x0", y0="y0", x1="x1", y1="y1", line_color=theme.AXIS, line_alpha=0.7,
+                                 line_width=1), name="timeline_flows")
+    fig.add_glyph(flows, Scatter(x="x1", y="y1", marker="triangle", angle="angle", size=7, fill_color=theme.AXIS,
+                                 line_color=None), name="timeline_flow_heads")
     fig.add_tools(HoverTool(renderers=[bars_r], tooltips=[
         ("name", "@name_code{custom}"), ("type", "@type_code{custom}"), ("track", "@y{custom}"),
         ("start", "@left{0,0.000} us"), ("duration", "@dur_us{0,0.000} us"), ("events", "@count"),
@@ -283,7 +283,8 @@ def minimap_figure(density_df: pd.DataFrame, x_range: Range1d, width: int = MAX_
                  max_width=max(width, MIN_WIDTH_PX), x_range=Range1d(lo, hi), tools="",
                  toolbar_location=None, y_axis_label="events")
     src = ColumnDataSource({c: density_df[c].to_numpy() for c in density_df.columns}, name="timeline_minimap_src")
-    fig.quad(left="left", right="right", bottom=0, top="events", source=src, color=theme.AXIS, alpha=0.7)
+    fig.add_glyph(src, Quad(left="left", right="right", bottom=0, top="events", fill_color=theme.AXIS,
+                            line_color=theme.AXIS, fill_alpha=0.7, line_alpha=0.7))
     tool = RangeTool(x_range=x_range)
     tool.overlay.fill_color = theme.HIGHLIGHT
     tool.overlay.fill_alpha = 0.15
