@@ -316,11 +316,11 @@ def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px
     raw = (np.concatenate([np.arange(lt.first[k], lt.last[k]) for k in opened]) if len(opened)
            else np.zeros(0, np.int64))
     raw = raw[(index.dur[raw] < lt.px) & (index.start[raw] <= t1) & (index.end_of(raw) >= t0)]
-    start = np.r_[lt.start[whole], index.start[raw]]
-    end = np.r_[lt.end[whole], index.end_of(raw)]
-    count = np.r_[lt.count[whole], np.ones(len(raw), np.int64)]
-    busy = np.r_[lt.busy[whole], index.dur[raw]]
-    single = np.r_[lt.single[whole], raw]
+    start = _cat(lt.start[whole], index.start[raw])
+    end = _cat(lt.end[whole], index.end_of(raw))
+    count = _cat(lt.count[whole], np.ones(len(raw), np.int64))
+    busy = _cat(lt.busy[whole], index.dur[raw])
+    single = _cat(lt.single[whole], raw)
     # the votes of these elements: the whole entries' own (votes are sorted by entry), one per opened event
     if len(whole):
         a, b = np.searchsorted(lt.vote_entry, [whole[0], whole[-1] + 1])
@@ -330,9 +330,9 @@ def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px
         mine, v_t, v_w = at[keep], lt.vote_type[a:b][keep], lt.vote_weight[a:b][keep]
     else:
         mine, v_t, v_w = (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
-    v_elem = np.r_[mine, np.arange(len(whole), len(whole) + len(raw))]
-    v_type = np.r_[v_t, index.type_codes[raw]]
-    v_weight = np.r_[v_w, index.dur[raw] + VOTE_EPS]
+    v_elem = _cat(mine, np.arange(len(whole), len(whole) + len(raw)))
+    v_type = _cat(v_t, index.type_codes[raw])
+    v_weight = _cat(v_w, index.dur[raw] + VOTE_EPS)
     # one event at least a pixel long is drawn as itself; the rest merge into runs as events do
     big = np.zeros(len(start), bool)
     one = single >= 0
@@ -340,7 +340,7 @@ def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px
     sm = np.flatnonzero(~big)
     sm = sm[np.argsort(start[sm], kind="stable")]
     s, e = start[sm], end[sm]
-    new_run = np.r_[True, s[1:] - np.maximum.accumulate(e)[:-1] > px] if len(sm) else np.zeros(0, bool)
+    new_run = _cat(True, s[1:] - np.maximum.accumulate(e)[:-1] > px) if len(sm) else np.zeros(0, bool)
     firsts = np.flatnonzero(new_run)
     run_of_elem = np.full(len(start), -1, np.int64)
     run_of_elem[sm] = np.cumsum(new_run) - 1
@@ -351,15 +351,21 @@ def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px
     r_type = _dominant(vr[on], v_type[on], v_weight[on], len(firsts), len(index.type_values))
     names = np.where(r_count == 1, _name_codes(index, np.maximum(r_single, 0)), -1)
     bg = np.flatnonzero(big)
-    parts = {"start_us": np.r_[start[bg], s[firsts] if len(sm) else np.zeros(0)],
-             "end_us": np.r_[end[bg], np.maximum.reduceat(e, firsts) if len(sm) else np.zeros(0)],
-             "count": np.r_[np.ones(len(bg), np.int64), r_count].astype(np.int64),
-             "name_code": np.r_[_name_codes(index, single[bg]), names].astype(np.int32),
-             "type_code": np.r_[_type_codes(index, single[bg]), r_type].astype(np.int32),
-             "busy_us": np.r_[index.dur[single[bg]], np.add.reduceat(busy[sm], firsts) if len(sm) else np.zeros(0)],
-             "row": np.r_[index.rows(single[bg]), np.where(r_single >= 0, index.rows(np.maximum(r_single, 0)), -1)]}
+    parts = {"start_us": _cat(start[bg], s[firsts] if len(sm) else np.zeros(0)),
+             "end_us": _cat(end[bg], np.maximum.reduceat(e, firsts) if len(sm) else np.zeros(0)),
+             "count": _cat(np.ones(len(bg), np.int64), r_count).astype(np.int64),
+             "name_code": _cat(_name_codes(index, single[bg]), names).astype(np.int32),
+             "type_code": _cat(_type_codes(index, single[bg]), r_type).astype(np.int32),
+             "busy_us": _cat(index.dur[single[bg]], np.add.reduceat(busy[sm], firsts) if len(sm) else np.zeros(0)),
+             "row": _cat(index.rows(single[bg]), np.where(r_single >= 0, index.rows(np.maximum(r_single, 0)), -1))}
     order = np.argsort(parts["start_us"], kind="stable")
     return {k: v[order] for k, v in parts.items()}
+
+
+def _cat(*parts) -> np.ndarray:
+    """``np.r_[parts]`` for arrays and scalars, without its indexing machinery (~20 µs a call: a query
+    makes hundreds)."""
+    return np.concatenate([p if isinstance(p, np.ndarray) else np.atleast_1d(p) for p in parts])
 
 
 def _name_codes(index: TimelineIndex, pos: np.ndarray) -> np.ndarray:
@@ -394,9 +400,9 @@ def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t
             s, e = index.start[sp], index.end_of(sp)
             # a new run starts where an event begins more than a pixel after every earlier one ended
             prev_end = np.maximum.accumulate(e)
-            new_run = np.r_[True, s[1:] - prev_end[:-1] > px]
+            new_run = _cat(True, s[1:] - prev_end[:-1] > px)
             firsts = np.flatnonzero(new_run)
-            count = np.diff(np.r_[firsts, len(sp)])
+            count = np.diff(_cat(firsts, len(sp)))
             single = count == 1
             starts.append(s[firsts])
             ends.append(np.maximum.reduceat(e, firsts))
@@ -433,7 +439,7 @@ def _dominant(run: np.ndarray, type_codes: np.ndarray, weight: np.ndarray, n_run
         w = np.bincount(inv.ravel(), weights=weight)
         run_of = uniq // n_types
         order = np.lexsort((-w, run_of))
-        first = np.r_[True, run_of[order][1:] != run_of[order][:-1]]
+        first = _cat(True, run_of[order][1:] != run_of[order][:-1])
         codes = np.full(n_runs, -1, dtype=np.int64)
         codes[run_of[order][first]] = (uniq[order][first] % n_types) - 1
     return codes.astype(np.int32)

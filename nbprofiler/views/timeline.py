@@ -538,7 +538,7 @@ class TimelineView(traitlets.HasTraits, View):
         super().__init__()
         import ipywidgets as W
         from bokeh.events import SelectionGeometry
-        from jupyter_bokeh import BokehModel
+        from .bokeh_widget import BokehWidget
         frames = _frames_of(prof_or_frames, ranks, align, offsets_us, anchor)
         # one Profile: a tapped event's call stack can be looked up (`show_source`)
         self._prof = (None if isinstance(prof_or_frames, (dict, tuple, list)) or hasattr(prof_or_frames, "ranks")
@@ -622,6 +622,8 @@ class TimelineView(traitlets.HasTraits, View):
         self.x_range.on_change("end", self._on_range)
         self.fig.on_event(SelectionGeometry, self._on_select)
 
+        # the page's copy of the layout; a re-query's changes reach it as one message (`BokehWidget.batched`)
+        self._bokeh = BokehWidget(self.layout)
         self.search_box = W.Text(placeholder="regex, e.g. MatMul|Conv", description="Search",
                                  continuous_update=False, layout=W.Layout(width="300px"))
         self.search_box.observe(lambda ch: self.search(ch["new"]), names="value")
@@ -641,7 +643,7 @@ class TimelineView(traitlets.HasTraits, View):
         self.source_panel = W.HTML("", layout=W.Layout(width="100%"))   # a tapped event's stack (`show_source`)
         self.widget = W.VBox([W.HBox([self.search_box, self.prev_button, self.next_button, self.pin_box,
                                       self.unpin_button], layout=W.Layout(flex_flow="row wrap")),
-                              self.status, self.legend, BokehModel(self.layout), self.source_panel],
+                              self.status, self.legend, self._bokeh, self.source_panel],
                              layout=W.Layout(width="100%"))
         self._set_status()
         self.levels_built.start()
@@ -695,11 +697,12 @@ class TimelineView(traitlets.HasTraits, View):
         lod = self._query(*held)
         self.queries += 1
         self.held = held
-        self.source.tags = [*held, self.width]
-        self.source.data = bar_data(lod, self.tracks, held[2])
-        self._send_flows()
-        self._send_counters()
-        self._update_highlight()
+        with self._bokeh.batched():
+            self.source.tags = [*held, self.width]
+            self.source.data = bar_data(lod, self.tracks, held[2])
+            self._send_flows()
+            self._send_counters()
+            self._update_highlight()
         self._set_status()
 
     def refresh(self) -> None:
@@ -707,7 +710,8 @@ class TimelineView(traitlets.HasTraits, View):
         else send only the window's flows and say what is shown."""
         self._pending = None
         if self.covers(float(self.x_range.start), float(self.x_range.end)):
-            self._send_flows()
+            with self._bokeh.batched():
+                self._send_flows()
             self._set_status()
         else:
             self.requery()
@@ -760,11 +764,12 @@ class TimelineView(traitlets.HasTraits, View):
         if self._pending is not None:
             self._pending.cancel()
         self._setting_window = True
-        try:
-            self.x_range.update(start=float(t0_us), end=float(t1_us))
-        finally:
-            self._setting_window = False
-        self.requery()
+        with self._bokeh.batched():   # the new axis and its bars in one message
+            try:
+                self.x_range.update(start=float(t0_us), end=float(t1_us))
+            finally:
+                self._setting_window = False
+            self.requery()
 
     def bars(self) -> pd.DataFrame:
         """The bars the page holds, with their names, op types, track labels and colours (`bar_table`)."""
