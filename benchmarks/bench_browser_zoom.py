@@ -44,10 +44,10 @@ view = TimelineView(prof)
 view.levels_built.join()
 _requery = view.requery
 def timed_requery():
-    cpu, wall = time.process_time(), time.perf_counter()
+    cpu, wall, began = time.process_time(), time.perf_counter(), time.time()
     _requery()
     with open({log!r}, "a") as f:
-        f.write(json.dumps([time.process_time() - cpu, time.perf_counter() - wall]) + "\\n")
+        f.write(json.dumps([time.process_time() - cpu, time.perf_counter() - wall, began, time.time()]) + "\\n")
 view.requery = timed_requery
 view"""
 
@@ -93,7 +93,8 @@ WATCH_JS = """([kind, want_data]) => { window.nbpWatch = new Promise((resolve, r
       if (done) {
         clearTimeout(give_up);
         resolve({paint_ms: painted - t_input, data_ms: arrived === null ? null : now - t_input,
-                 arrive_ms: changed === null ? null : changed - t_input, bars_arrived: src.data !== data0});
+                 arrive_ms: changed === null ? null : changed - t_input, bars_arrived: src.data !== data0,
+                 input_epoch_ms: performance.timeOrigin + t_input});
         return;
       }
     }
@@ -101,6 +102,20 @@ WATCH_JS = """([kind, want_data]) => { window.nbpWatch = new Promise((resolve, r
   };
   requestAnimationFrame(frame);
 }); }""" % _DOC_JS
+
+
+def _phases(r: dict, lines: list[str]) -> dict | None:
+    """Where a new-detail zoom's time went (ms), from the page's input time and the kernel's log of the
+    re-query that answered it (the last one after the input; the kernel's and the page's clocks are the
+    same machine's): input to the re-query's start (the page's first frame, the message to the kernel, its
+    debounce), the re-query (wall), its end to the bars set in the page (messages through the server), and
+    the bars set to the frame that shows them (BokehJS's layout and paint)."""
+    rows = [json.loads(x) for x in lines if x.strip()]
+    if not rows or r.get("arrive_ms") is None or r.get("data_ms") is None:
+        return None
+    _, wall, began, ended = rows[-1]
+    return {"to_kernel": began * 1000 - r["input_epoch_ms"], "requery": wall * 1000,
+            "to_page": r["arrive_ms"] - (ended * 1000 - r["input_epoch_ms"]), "paint": r["data_ms"] - r["arrive_ms"]}
 
 
 def _p95(values: list[float]) -> float:
@@ -164,6 +179,8 @@ def main(argv=None) -> dict:
                                 page.evaluate(WATCH_JS, ["wheel", gesture == "zoom_new_detail"])
                                 page.mouse.wheel(0, -100 if gesture == "zoom_held" else -400)
                             r = page.evaluate("() => window.nbpWatch")
+                            if gesture == "zoom_new_detail":
+                                r["phases"] = _phases(r, log.read_text().splitlines()[queries:])
                             if gesture != "zoom_new_detail":
                                 # a kernel asked would answer within the debounce and a re-query: look after it
                                 page.wait_for_timeout(500)
@@ -177,12 +194,16 @@ def main(argv=None) -> dict:
                                                    "bars_in_median_ms": statistics.median(arrive) if arrive else None,
                                                    "asked_kernel": sum(bool(r.get("note")) for r in rs),
                                                    "gestures": len(rs)}
+                        phases = [r["phases"] for r in rs if r.get("phases")]
+                        if phases:
+                            out[gesture][str(frac)]["phases_median_ms"] = {
+                                k: statistics.median(ph[k] for ph in phases) for k in phases[0]}
                 browser.close()
             times = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         finally:
             stop_lab(lab)
-    cpu = [c * 1000 for c, _ in times]
-    wall = [w * 1000 for _, w in times]
+    cpu = [t[0] * 1000 for t in times]
+    wall = [t[1] * 1000 for t in times]
     out["kernel_requery"] = {"n": len(times), "cpu_median_ms": statistics.median(cpu), "cpu_p95_ms": _p95(cpu),
                              "wall_median_ms": statistics.median(wall), "wall_p95_ms": _p95(wall)}
     out["load_avg"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
@@ -194,6 +215,10 @@ def main(argv=None) -> dict:
         for frac, r in out[gesture].items():
             print(f"| {gesture.replace('_', ' ')} | {float(frac):.2%} | {r['median_ms']:.0f} ms | {r['p95_ms']:.0f} ms"
                   f" | {r['asked_kernel'] if gesture != 'zoom_new_detail' else '-'} |")
+    for frac, r in out["zoom_new_detail"].items():
+        if r.get("phases_median_ms"):
+            print(f"zoom new detail {float(frac):.2%}, medians: " + ", ".join(
+                f"{k.replace('_', ' ')} {v:.0f} ms" for k, v in r["phases_median_ms"].items()))
     kr = out["kernel_requery"]
     print(f"\nkernel per re-query ({kr['n']}): CPU median {kr['cpu_median_ms']:.1f} ms, p95 {kr['cpu_p95_ms']:.1f} ms; "
           f"wall median {kr['wall_median_ms']:.1f} ms, p95 {kr['wall_p95_ms']:.1f} ms; load average "
