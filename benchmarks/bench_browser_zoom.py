@@ -39,7 +39,10 @@ import json, time, warnings
 warnings.simplefilter("ignore")
 import nbprofiler
 from nbprofiler.views.timeline import TimelineView
+from nbprofiler.io import cache
 prof = nbprofiler.load({run!r})
+len(prof.timeline_flows)   # the load's own threads (flows paired, the cache entry written) finish first:
+cache.wait()               # the gestures are timed on a kernel doing nothing else
 view = TimelineView(prof)
 view.levels_built.join()
 _requery = view.requery

@@ -34,8 +34,11 @@ import json, os, statistics, time, warnings
 warnings.simplefilter("ignore")
 import nbprofiler
 from nbprofiler.views.timeline import TimelineView
+from nbprofiler.io import cache
 prof = nbprofiler.load({run!r})
 tl = prof.timeline
+len(prof.timeline_flows)   # the load's own threads (flows paired, the cache entry written) finish first:
+cache.wait()               # process_time counts every thread
 view = TimelineView(prof, debounce_s=0)
 view.levels_built.join()  # the coarse levels a view builds in the background after it is shown
 lo, hi = float(tl["start_us"].min()), float((tl["start_us"] + tl["dur_us"]).max())
