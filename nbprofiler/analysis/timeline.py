@@ -324,9 +324,11 @@ def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px
     # the votes of these elements: the whole entries' own (votes are sorted by entry), one per opened event
     if len(whole):
         a, b = np.searchsorted(lt.vote_entry, [whole[0], whole[-1] + 1])
-        cand = lt.vote_entry[a:b]
-        at = np.minimum(np.searchsorted(whole, cand), len(whole) - 1)
-        keep = np.flatnonzero(whole[at] == cand)
+        cand = lt.vote_entry[a:b] - whole[0]
+        at_of = np.full(int(whole[-1] - whole[0]) + 1, -1, np.int64)   # entry -> its place in whole
+        at_of[whole - whole[0]] = np.arange(len(whole))
+        at = at_of[cand]
+        keep = np.flatnonzero(at >= 0)
         mine, v_t, v_w = at[keep], lt.vote_type[a:b][keep], lt.vote_weight[a:b][keep]
     else:
         mine, v_t, v_w = (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
