@@ -218,7 +218,8 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
     n_levels = int(flat["depth"].max()) + 1 if len(flat) else 1
     texts = [f"Queue_{int(i)}\n100.00%" for i in labels_by_id]   # the widest a queue label can be
     geo = graph_geometry(labels_by_id.values(), texts, n_levels)
-    layout = pipeline_layout(pipeline_df, geo["levels_per_band"])
+    # wrapped only when the levels do not fit in one band (else the flat layout is the one drawn)
+    layout = flat if geo["levels_per_band"] >= n_levels else pipeline_layout(pipeline_df, geo["levels_per_band"])
     unit, node_w, queue_w = geo["unit_px"], geo["node_w"], geo["queue_w"]
     nodes = layout.merge(pipeline_df[["op_id", "op_type", "num_workers"]], on="op_id", how="left")
     nodes["label"] = [labels_by_id[int(i)] for i in nodes["op_id"]]
@@ -779,7 +780,8 @@ class MindDataView(traitlets.HasTraits, View):
             advice = [s for s in diagnose(prof_or_frames).findings if s.area == "minddata"]
         self._result = minddata_analysis(self.frames, advice)
         top, self._edges_src = _page_top(self.frames, self._result, usage=False)
-        self.layout = theme.themed(column(*top, sizing_mode="stretch_width", name="minddata_layout"))
+        layout = column(*top, sizing_mode="stretch_width", name="minddata_layout")
+        self.layout = theme.themed(layout, theme.ui_elements(layout))
         self._sections: dict[str, object] = {}
         self._cpu_range = None
         self._shown: set[str] = set()
@@ -840,8 +842,8 @@ class MindDataView(traitlets.HasTraits, View):
                 parts = _page_queues(f, self._result, usage=True, steps=self._has_steps())
             else:
                 parts = [cpu_figure(f.get("cpu_utilization"), f.get("op_cpu_utilization"), f.get("minddata_pipeline"))]
-            self._sections[name] = theme.themed(column(*parts, sizing_mode="stretch_width",
-                                                       name=f"minddata_{name}_section"))
+            layout = column(*parts, sizing_mode="stretch_width", name=f"minddata_{name}_section")
+            self._sections[name] = theme.themed(layout, theme.ui_elements(layout))
             if name == "cpu" and self._cpu_range is not None:
                 self.set_cpu_steps(*self._cpu_range)
         return self._sections[name]
