@@ -85,9 +85,14 @@ def test_selected_queue_does_not_fade_labels_or_edges(bottleneck):
     on_edges = [r for r in fig.select(GlyphRenderer) if r.data_source is edges]
     assert len(on_edges) == 2                            # the edges (polylines through the boxes), the boxes
     for r in on_edges:
-        for prop in ("text_alpha", "line_alpha", "fill_alpha"):
+        # no nonselection glyph: BokehJS draws the unselected items with (a copy of) the glyph itself
+        assert r.nonselection_glyph is None, r.glyph
+        for prop in ("line_alpha", "fill_alpha"):
             if hasattr(r.glyph, prop):
-                assert getattr(r.nonselection_glyph, prop) == 1.0, (r.glyph, prop)
+                assert getattr(r.glyph, prop) == 1.0, (r.glyph, prop)
+    boxes = fig.select_one({"name": "minddata_queue_boxes"})     # the clicked queue: an orange outline
+    assert boxes.selection_glyph.line_color == V.SELECTED_COLOR and boxes.selection_glyph.line_width == 4
+    assert boxes.selection_glyph.fill_color == boxes.glyph.fill_color
     # the labels are an annotation (never faded by a selection), below the box (the y axis points down),
     # not over its yellow fill
     label = fig.select_one({"name": "minddata_queue_labels"})
