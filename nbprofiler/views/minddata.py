@@ -224,28 +224,36 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
     # wrapped only when the levels do not fit in one band (else the flat layout is the one drawn)
     layout = flat if geo["levels_per_band"] >= n_levels else pipeline_layout(pipeline_df, geo["levels_per_band"])
     unit, node_w, queue_w = geo["unit_px"], geo["node_w"], geo["queue_w"]
-    # `pipeline_layout` keeps the frame's rows in their order: the ops' columns line up with it
-    nodes = layout.assign(op_type=pipeline_df["op_type"].to_numpy(), num_workers=pipeline_df["num_workers"].to_numpy())
-    nodes["label"] = [labels_by_id[int(i)] for i in nodes["op_id"]]
-    nodes["bottleneck"] = nodes["op_id"].isin([int(i) for i in bottleneck_ids])
-    nodes["line_color"] = np.where(nodes["bottleneck"], theme.HIGHLIGHT, theme.AXIS)
-    queues = pipeline_queues(pipeline_df, bottleneck_ids, layout)
-    queues["line_color"] = np.where(queues["flagged"], theme.HIGHLIGHT, theme.AXIS)
-    queues["line_width"] = np.where(queues["flagged"], 3.0, 1.0)
+    # The sources' columns as arrays (a frame's column assignments and lookups cost more than the graph's
+    # arithmetic). `pipeline_layout` keeps the frame's rows in their order: the ops' columns line up with it.
+    op_ids = layout["op_id"].to_numpy()
+    flagged_ops = np.isin(op_ids, [int(i) for i in bottleneck_ids])
+    nodes = {"op_id": op_ids, "label": np.array([labels_by_id[int(i)] for i in op_ids], dtype=object),
+             "op_type": pipeline_df["op_type"].to_numpy(), "num_workers": pipeline_df["num_workers"].to_numpy(),
+             "x": layout["x"].to_numpy(), "y": layout["y"].to_numpy(),
+             "line_color": np.where(flagged_ops, theme.HIGHLIGHT, theme.AXIS).astype(object)}
+    queues_df = pipeline_queues(pipeline_df, bottleneck_ids, layout)
+    queues = {c: queues_df[c].to_numpy() for c in queues_df.columns}
+    flagged = queues["flagged"].astype(bool)
+    queues["line_color"] = np.where(flagged, theme.HIGHLIGHT, theme.AXIS).astype(object)
+    queues["line_width"] = np.where(flagged, 3.0, 1.0)
     # two lines, so the label fits between two op boxes however many levels the pipeline has
-    queues["text"] = [f"{q}\n{u:.2f}%" for q, u in zip(queues["queue"], queues["usage_pct"])]
+    queues["text"] = np.array([f"{q}\n{u:.2f}%" for q, u in zip(queues["queue"], queues["usage_pct"])], dtype=object)
     queues["label_y"] = queues["ym"] + QUEUE_H / 2      # the y axis points down: the box's lower edge
+    # each edge one polyline, child -> queue box -> parent (the box sits on the child's row)
+    queues["xs"] = [list(p) for p in zip(queues["x0"].tolist(), queues["xm"].tolist(), queues["x1"].tolist())]
+    queues["ys"] = [list(p) for p in zip(queues["y0"].tolist(), queues["ym"].tolist(), queues["y1"].tolist())]
 
     # Ranges: every box and label inside, with a margin; the plot area is the ranges at `unit` px per unit.
     pad = 12 / unit
-    if len(nodes):
+    if len(op_ids):
         x0 = float((nodes["x"] - node_w / 2).min())
         x1 = float((nodes["x"] + node_w / 2).max())
         y0 = float(nodes["y"].min()) - NODE_H / 2
         y1 = float(nodes["y"].max()) + NODE_H / 2
     else:
         x0, x1, y0, y1 = -node_w / 2, node_w / 2, -NODE_H / 2, NODE_H / 2
-    if len(queues):
+    if len(flagged):
         half = np.array([text_width_px(t, QUEUE_FONT_PX) for t in queues["text"]]) / unit / 2
         x0 = min(x0, float((queues["xm"] - np.maximum(half, queue_w / 2)).min()))
         x1 = max(x1, float((queues["xm"] + np.maximum(half, queue_w / 2)).max()))
@@ -264,15 +272,12 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
     # Drawn to scale in a plot area of its own size: not moved right to line up with the queue chart's frame
     # below it (that shifted the plot and cut the colour bar's labels at its right edge).
     fig.frame_align = False
-    nodes_src = _cds(nodes[["op_id", "label", "op_type", "num_workers", "x", "y", "line_color"]], "minddata_nodes_src")
-    edges_src = _cds(queues, "minddata_edges_src")
+    nodes_src = ColumnDataSource(nodes, name="minddata_nodes_src")
+    edges_src = ColumnDataSource(queues, name="minddata_edges_src")
     mapper = _usage_mapper()
     # The edges, labels and boxes share one source; a selected queue is shown by its box's outline only,
     # so no other glyph fades (Bokeh's default dims every unselected glyph to 0.2-0.55). Nothing is muted
     # (no legend), so the renderers on it leave their muted glyphs to BokehJS ("auto").
-    # each edge one polyline, child -> queue box -> parent (the box sits on the child's row)
-    edges_src.data["xs"] = [[a, m, b] for a, m, b in zip(queues["x0"], queues["xm"], queues["x1"])]
-    edges_src.data["ys"] = [[a, m, b] for a, m, b in zip(queues["y0"], queues["ym"], queues["y1"])]
     # No nonselection glyph (None): BokehJS then draws unselected items with the glyph itself, unfaded.
     fig.add_glyph(edges_src, MultiLine(xs="xs", ys="ys", line_width=3,
                                        line_color={"field": "usage_pct", "transform": mapper}),
