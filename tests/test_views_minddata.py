@@ -85,9 +85,14 @@ def test_selected_queue_does_not_fade_labels_or_edges(bottleneck):
     on_edges = [r for r in fig.select(GlyphRenderer) if r.data_source is edges]
     assert len(on_edges) == 2                            # the edges (polylines through the boxes), the boxes
     for r in on_edges:
-        for prop in ("text_alpha", "line_alpha", "fill_alpha"):
+        # no nonselection glyph: BokehJS draws the unselected items with (a copy of) the glyph itself
+        assert r.nonselection_glyph is None, r.glyph
+        for prop in ("line_alpha", "fill_alpha"):
             if hasattr(r.glyph, prop):
-                assert getattr(r.nonselection_glyph, prop) == 1.0, (r.glyph, prop)
+                assert getattr(r.glyph, prop) == 1.0, (r.glyph, prop)
+    boxes = fig.select_one({"name": "minddata_queue_boxes"})     # the clicked queue: an orange outline
+    assert boxes.selection_glyph.line_color == V.SELECTED_COLOR and boxes.selection_glyph.line_width == 4
+    assert boxes.selection_glyph.fill_color == boxes.glyph.fill_color
     # the labels are an annotation (never faded by a selection), below the box (the y axis points down),
     # not over its yellow fill
     label = fig.select_one({"name": "minddata_queue_labels"})
@@ -338,3 +343,35 @@ def test_folds_follow_the_frames(bottleneck):
     only_host = titles({"host_queue": bottleneck.host_queue})
     assert only_host == ["Queues and data transmission per step (host queue empty at 62/62 steps)"]
     assert titles({"cpu_utilization": bottleneck.cpu_utilization}) == ["CPU utilisation"]
+
+
+@pytest.mark.parametrize("run", ["bottleneck", "lenet_legacy"])
+def test_view_themes_every_ui_element_it_shows(run, request):
+    """The view finds its UI elements without searching every model (`theme.ui_elements`): each element a
+    search finds, in the top and in each folded section, has the theme's sheet, once."""
+    from bokeh.models import InlineStyleSheet, UIElement
+    from nbprofiler.views import theme
+    view = V.MindDataView(request.getfixturevalue(run))
+    for layout in (view.layout, view.section("queues"), view.section("cpu")):
+        found = list(layout.select({"type": UIElement}))
+        assert {id(m) for m in theme.ui_elements(layout)} == {id(m) for m in found}
+        for m in found:
+            sheets = [s for s in m.stylesheets if isinstance(s, InlineStyleSheet) and s.css == theme.BOKEH_CSS]
+            assert len(sheets) == 1, (layout.name, m)
+
+
+def test_ui_elements_searches_what_it_does_not_know():
+    """Tabs, tables and a hover tool's tooltip model (here holding a button) are searched as `select` does;
+    rows, columns, plots, Divs and buttons are followed through the properties that hold UI elements."""
+    from bokeh.layouts import column, row
+    from bokeh.models import Button, ColumnDataSource, DataTable, Div, HoverTool, TabPanel, Tabs, UIElement
+    from bokeh.models.dom import Div as DOMDiv
+    from bokeh.plotting import figure
+    from nbprofiler.views import theme
+    fig = figure()
+    fig.add_tools(HoverTool(tooltips=DOMDiv(children=[Button(label="in the tooltip")])))
+    table = DataTable(source=ColumnDataSource({"a": [1]}))
+    tabs = Tabs(tabs=[TabPanel(child=column(figure(), table), title="t")])
+    layout = column(row(fig, Div(text="x")), Button(label="b"), tabs)
+    found = {id(m) for m in layout.select({"type": UIElement})}
+    assert {id(m) for m in theme.ui_elements(layout)} == found and len(found) >= 12

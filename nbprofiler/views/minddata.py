@@ -157,21 +157,22 @@ def pipeline_queues(pipeline_df: pd.DataFrame, bottleneck_ids=(), layout: pd.Dat
     ``layout``: the positions to use (`pipeline_layout`'s frame; default: `pipeline_layout(pipeline_df)`).
     """
     from ..analysis.minddata import pipeline_edges
-    layout = (pipeline_layout(pipeline_df) if layout is None else layout).set_index("op_id")
+    layout = pipeline_layout(pipeline_df) if layout is None else layout
+    at = dict(zip(layout["op_id"].tolist(), zip(layout["x"].tolist(), layout["y"].tolist())))
     flagged = {int(i) for i in bottleneck_ids}
-    labels = {int(r.op_id): op_label(r.op_type, r.op_id) for r in pipeline_df.itertuples()}
+    labels = {int(i): op_label(t, i) for i, t in zip(pipeline_df["op_id"].tolist(), pipeline_df["op_type"])}
+    e = pipeline_edges(pipeline_df)
     rows = []
-    for e in pipeline_edges(pipeline_df).itertuples():
-        op_id, parent = int(e.child_id), int(e.parent_id)
-        if parent not in layout.index or pd.isna(e.output_queue_length):
+    for op_id, parent, usage, length, avg in zip(e["child_id"].tolist(), e["parent_id"].tolist(),
+                                                 e["usage_rate"].tolist(), e["output_queue_length"],
+                                                 e["output_queue_average_size"].tolist()):
+        if parent not in at or pd.isna(length):
             continue
-        x0, y0 = layout.at[op_id, "x"], layout.at[op_id, "y"]
-        x1, y1 = layout.at[parent, "x"], layout.at[parent, "y"]
+        (x0, y0), (x1, y1) = at[op_id], at[parent]
         rows.append({"op_id": op_id, "parent_id": parent, "queue": f"Queue_{op_id}", "op": labels[op_id],
-                     "parent": labels[parent], "usage_pct": float(e.usage_rate) * 100.0,
-                     "average_size": float(e.output_queue_average_size)
-                     if pd.notna(e.output_queue_average_size) else 0.0,
-                     "capacity": int(e.output_queue_length), "flagged": op_id in flagged,
+                     "parent": labels[parent], "usage_pct": float(usage) * 100.0,
+                     "average_size": float(avg) if pd.notna(avg) else 0.0,
+                     "capacity": int(length), "flagged": op_id in flagged,
                      "x0": x0, "y0": y0, "x1": x1, "y1": y1, "xm": (x0 + x1) / 2,
                      # on the child's row, so that the queues of siblings never overlap; an edge from one
                      # band of a wrapped pipeline to the next: halfway
@@ -182,7 +183,9 @@ def pipeline_queues(pipeline_df: pd.DataFrame, bottleneck_ids=(), layout: pd.Dat
 
 
 def _usage_mapper() -> LinearColorMapper:
-    return LinearColorMapper(palette=USAGE_PALETTE, low=0.0, high=100.0)
+    from bokeh.core.property.validation import validate
+    with validate(False):   # Bokeh's own palette: checking its 256 colours one by one took ~3.5 ms a mapper
+        return LinearColorMapper(palette=USAGE_PALETTE, low=0.0, high=100.0)
 
 
 def text_width_px(text: str, font_px: float) -> float:
@@ -212,35 +215,45 @@ def graph_geometry(labels, queue_texts, n_levels: int) -> dict:
 
 def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | None = None):
     """`pipeline_graph`, and its edges source (the page links to it without searching the figure)."""
-    from bokeh.models import LabelSet, Rect
+    from bokeh.models import LabelSet, MultiLine, Rect
     labels_by_id = {int(i): op_label(t, i) for t, i in zip(pipeline_df["op_type"], pipeline_df["op_id"])}
     flat = pipeline_layout(pipeline_df)
     n_levels = int(flat["depth"].max()) + 1 if len(flat) else 1
     texts = [f"Queue_{int(i)}\n100.00%" for i in labels_by_id]   # the widest a queue label can be
     geo = graph_geometry(labels_by_id.values(), texts, n_levels)
-    layout = pipeline_layout(pipeline_df, geo["levels_per_band"])
+    # wrapped only when the levels do not fit in one band (else the flat layout is the one drawn)
+    layout = flat if geo["levels_per_band"] >= n_levels else pipeline_layout(pipeline_df, geo["levels_per_band"])
     unit, node_w, queue_w = geo["unit_px"], geo["node_w"], geo["queue_w"]
-    nodes = layout.merge(pipeline_df[["op_id", "op_type", "num_workers"]], on="op_id", how="left")
-    nodes["label"] = [labels_by_id[int(i)] for i in nodes["op_id"]]
-    nodes["bottleneck"] = nodes["op_id"].isin([int(i) for i in bottleneck_ids])
-    nodes["line_color"] = np.where(nodes["bottleneck"], theme.HIGHLIGHT, theme.AXIS)
-    queues = pipeline_queues(pipeline_df, bottleneck_ids, layout)
-    queues["line_color"] = np.where(queues["flagged"], theme.HIGHLIGHT, theme.AXIS)
-    queues["line_width"] = np.where(queues["flagged"], 3.0, 1.0)
+    # The sources' columns as arrays (a frame's column assignments and lookups cost more than the graph's
+    # arithmetic). `pipeline_layout` keeps the frame's rows in their order: the ops' columns line up with it.
+    op_ids = layout["op_id"].to_numpy()
+    flagged_ops = np.isin(op_ids, [int(i) for i in bottleneck_ids])
+    nodes = {"op_id": op_ids, "label": np.array([labels_by_id[int(i)] for i in op_ids], dtype=object),
+             "op_type": pipeline_df["op_type"].to_numpy(), "num_workers": pipeline_df["num_workers"].to_numpy(),
+             "x": layout["x"].to_numpy(), "y": layout["y"].to_numpy(),
+             "line_color": np.where(flagged_ops, theme.HIGHLIGHT, theme.AXIS).astype(object)}
+    queues_df = pipeline_queues(pipeline_df, bottleneck_ids, layout)
+    queues = {c: queues_df[c].to_numpy() for c in queues_df.columns}
+    flagged = queues["flagged"].astype(bool)
+    queues["line_color"] = np.where(flagged, theme.HIGHLIGHT, theme.AXIS).astype(object)
+    queues["line_width"] = np.where(flagged, 3.0, 1.0)
     # two lines, so the label fits between two op boxes however many levels the pipeline has
-    queues["text"] = [f"{q}\n{u:.2f}%" for q, u in zip(queues["queue"], queues["usage_pct"])]
+    queues["text"] = np.array([f"{q}\n{u:.2f}%" for q, u in zip(queues["queue"], queues["usage_pct"])], dtype=object)
     queues["label_y"] = queues["ym"] + QUEUE_H / 2      # the y axis points down: the box's lower edge
+    # each edge one polyline, child -> queue box -> parent (the box sits on the child's row)
+    queues["xs"] = [list(p) for p in zip(queues["x0"].tolist(), queues["xm"].tolist(), queues["x1"].tolist())]
+    queues["ys"] = [list(p) for p in zip(queues["y0"].tolist(), queues["ym"].tolist(), queues["y1"].tolist())]
 
     # Ranges: every box and label inside, with a margin; the plot area is the ranges at `unit` px per unit.
     pad = 12 / unit
-    if len(nodes):
+    if len(op_ids):
         x0 = float((nodes["x"] - node_w / 2).min())
         x1 = float((nodes["x"] + node_w / 2).max())
         y0 = float(nodes["y"].min()) - NODE_H / 2
         y1 = float(nodes["y"].max()) + NODE_H / 2
     else:
         x0, x1, y0, y1 = -node_w / 2, node_w / 2, -NODE_H / 2, NODE_H / 2
-    if len(queues):
+    if len(flagged):
         half = np.array([text_width_px(t, QUEUE_FONT_PX) for t in queues["text"]]) / unit / 2
         x0 = min(x0, float((queues["xm"] - np.maximum(half, queue_w / 2)).min()))
         x1 = max(x1, float((queues["xm"] + np.maximum(half, queue_w / 2)).max()))
@@ -259,17 +272,16 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
     # Drawn to scale in a plot area of its own size: not moved right to line up with the queue chart's frame
     # below it (that shifted the plot and cut the colour bar's labels at its right edge).
     fig.frame_align = False
-    nodes_src = _cds(nodes[["op_id", "label", "op_type", "num_workers", "x", "y", "line_color"]], "minddata_nodes_src")
-    edges_src = _cds(queues, "minddata_edges_src")
+    nodes_src = ColumnDataSource(nodes, name="minddata_nodes_src")
+    edges_src = ColumnDataSource(queues, name="minddata_edges_src")
     mapper = _usage_mapper()
     # The edges, labels and boxes share one source; a selected queue is shown by its box's outline only,
     # so no other glyph fades (Bokeh's default dims every unselected glyph to 0.2-0.55). Nothing is muted
     # (no legend), so the renderers on it leave their muted glyphs to BokehJS ("auto").
-    # each edge one polyline, child -> queue box -> parent (the box sits on the child's row)
-    edges_src.data["xs"] = [[a, m, b] for a, m, b in zip(queues["x0"], queues["xm"], queues["x1"])]
-    edges_src.data["ys"] = [[a, m, b] for a, m, b in zip(queues["y0"], queues["ym"], queues["y1"])]
-    edge_r = fig.multi_line("xs", "ys", source=edges_src, line_width=3, nonselection_line_alpha=1.0,
-                            line_color={"field": "usage_pct", "transform": mapper})
+    # No nonselection glyph (None): BokehJS then draws unselected items with the glyph itself, unfaded.
+    fig.add_glyph(edges_src, MultiLine(xs="xs", ys="ys", line_width=3,
+                                       line_color={"field": "usage_pct", "transform": mapper}),
+                  nonselection_glyph=None)
     # The ops' boxes and names: no selection on their source, so no selection glyphs either.
     node_r = fig.add_glyph(nodes_src, Rect(x="x", y="y", width=node_w, height=NODE_H, fill_color="#e8eaf2",
                                            fill_alpha=0.9, line_color="line_color", line_width=2, border_radius=12))
@@ -277,17 +289,15 @@ def _pipeline_graph(pipeline_df: pd.DataFrame, bottleneck_ids=(), height: int | 
     fig.add_layout(LabelSet(x="x", y="y", text="label", source=nodes_src, text_align="center",
                             text_baseline="middle", text_font={"value": theme.FONT},
                             text_font_size=f"{NODE_FONT_PX}px", text_color="#333333", name="minddata_node_labels"))
-    queue_r = fig.rect("xm", "ym", queue_w, QUEUE_H, source=edges_src, name="minddata_queue_boxes",
-                       fill_color={"field": "usage_pct", "transform": mapper}, line_color="line_color",
-                       line_width="line_width", selection_line_color=SELECTED_COLOR, selection_line_width=4,
-                       nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0)
+    box = dict(x="xm", y="ym", width=queue_w, height=QUEUE_H, fill_color={"field": "usage_pct", "transform": mapper})
+    queue_r = fig.add_glyph(edges_src, Rect(**box, line_color="line_color", line_width="line_width"),
+                            selection_glyph=Rect(**box, line_color=SELECTED_COLOR, line_width=4),
+                            nonselection_glyph=None, name="minddata_queue_boxes")
     # Below the box, clear of it (a yellow, nearly full queue box washed out text drawn over its edge).
     fig.add_layout(LabelSet(x="xm", y="label_y", text="text", source=edges_src, y_offset=-3, text_align="center",
                             text_baseline="top", text_font={"value": theme.FONT},
                             text_font_size=f"{QUEUE_FONT_PX}px", text_font_style="bold", text_color=theme.TEXT,
                             name="minddata_queue_labels"))
-    for r in (edge_r, queue_r):
-        r.muted_glyph = "auto"
     fig.add_tools(TapTool(renderers=[queue_r]))
     fig.add_tools(HoverTool(renderers=[queue_r], tooltips=[
         ("queue", "@queue"), ("from", "@op"), ("to", "@parent"), ("usage", "@usage_pct{0.00} %"),
@@ -779,7 +789,8 @@ class MindDataView(traitlets.HasTraits, View):
             advice = [s for s in diagnose(prof_or_frames).findings if s.area == "minddata"]
         self._result = minddata_analysis(self.frames, advice)
         top, self._edges_src = _page_top(self.frames, self._result, usage=False)
-        self.layout = theme.themed(column(*top, sizing_mode="stretch_width", name="minddata_layout"))
+        layout = column(*top, sizing_mode="stretch_width", name="minddata_layout")
+        self.layout = theme.themed(layout, theme.ui_elements(layout))
         self._sections: dict[str, object] = {}
         self._cpu_range = None
         self._shown: set[str] = set()
@@ -840,8 +851,8 @@ class MindDataView(traitlets.HasTraits, View):
                 parts = _page_queues(f, self._result, usage=True, steps=self._has_steps())
             else:
                 parts = [cpu_figure(f.get("cpu_utilization"), f.get("op_cpu_utilization"), f.get("minddata_pipeline"))]
-            self._sections[name] = theme.themed(column(*parts, sizing_mode="stretch_width",
-                                                       name=f"minddata_{name}_section"))
+            layout = column(*parts, sizing_mode="stretch_width", name=f"minddata_{name}_section")
+            self._sections[name] = theme.themed(layout, theme.ui_elements(layout))
             if name == "cpu" and self._cpu_range is not None:
                 self.set_cpu_steps(*self._cpu_range)
         return self._sections[name]

@@ -289,16 +289,51 @@ BOKEH_CSS = """
 """
 
 
-def themed(layout):
+def themed(layout, elements=None):
     """Add one ``InlineStyleSheet`` of `BOKEH_CSS` to ``layout`` and to every UI element in it (plots,
     widgets, tables, Divs): CSS custom properties set on one shadow host are reset by each nested
     host, so each needs the sheet. One sheet per call: a Bokeh model belongs to one document only.
-    Returns ``layout``."""
+    ``elements``: those UI elements when the caller has them (`ui_elements`); by default every model of
+    the layout is searched. Returns ``layout``."""
     from bokeh.models import InlineStyleSheet, UIElement
     sheet = InlineStyleSheet(css=BOKEH_CSS)
-    for model in layout.select({"type": UIElement}):
+    for model in (layout.select({"type": UIElement}) if elements is None else elements):
         model.stylesheets = [*model.stylesheets, sheet]
     return layout
+
+
+def ui_elements(layout) -> list:
+    """The UI elements ``layout`` shows, found through the properties that hold them: the children of rows
+    and columns, a plot's toolbar, any element's ``elements`` and context menu, a button's icon. A search of
+    every model of a page (``layout.select({"type": UIElement})``: sources, glyphs, tools, ranges, callbacks)
+    costs ~10 ms of a tab's first open; this visits a dozen. A model of another kind (tabs, tables, a menu, a
+    tooltip that is a model) is searched as ``select`` does. Not looked into: a plot's renderers and
+    annotations, and callbacks' arguments (a page's UI elements are in its layout)."""
+    from bokeh.models import AbstractButton, Column, HoverTool, Markup, Model, Plot, Row, Toolbar, UIElement
+    out, seen, todo = [], set(), [layout]
+    while todo:
+        m = todo.pop()
+        if id(m) in seen or not isinstance(m, Model):
+            continue
+        seen.add(id(m))
+        if isinstance(m, (Column, Row)):
+            todo.extend(m.children)
+        elif isinstance(m, Plot):
+            todo.append(m.toolbar)
+        elif isinstance(m, Toolbar):
+            todo.extend(t.tooltips for t in m.tools if isinstance(t, HoverTool) and isinstance(t.tooltips, Model))
+        elif isinstance(m, AbstractButton):
+            todo.append(m.icon)
+        elif not isinstance(m, Markup):
+            for x in m.select({"type": UIElement}):   # m itself among them when it is one
+                if x is m or id(x) not in seen:
+                    seen.add(id(x))
+                    out.append(x)
+            continue
+        if isinstance(m, UIElement):
+            out.append(m)
+            todo.extend([*getattr(m, "elements", ()), m.context_menu])
+    return out
 
 
 # Table headers: a column is at least as wide as its title (Bokeh's DataTable otherwise squeezes every
