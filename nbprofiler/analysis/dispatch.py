@@ -190,6 +190,11 @@ def _enclosing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray, innermost: b
     out = np.full(len(t), -1, dtype=np.int64)
     if not len(starts):
         return out
+    if len(t) > 1 and not (t[1:] >= t[:-1]).all():
+        # in time order: searching a million sorted times took a tenth of the time unsorted ones did
+        order = np.argsort(t, kind="stable")
+        out[order] = _enclosing(starts, ends, t[order], innermost)
+        return out
     last = np.searchsorted(starts, t, side="right") - 1
     if innermost:
         todo = np.arange(len(t))   # the times not placed yet: each pass looks one event further back
@@ -214,7 +219,9 @@ def _tail_rows(track_col: np.ndarray, start_col: np.ndarray, end_col, tracks: np
     where none. ``end_col``: the rows' ends, a function of a row range."""
     rows = np.full(len(t), -1, dtype=np.int64)
     for tr in pd.unique(tracks):
-        lo, hi = np.searchsorted(track_col, tr, side="left"), np.searchsorted(track_col, tr, side="right")
+        # in the column's own type: an int64 key would have the whole int32 column converted to search it
+        key = track_col.dtype.type(tr)
+        lo, hi = np.searchsorted(track_col, key, side="left"), np.searchsorted(track_col, key, side="right")
         mine = np.flatnonzero(tracks == tr)
         at = _enclosing(start_col[lo:hi], end_col(lo, hi), t[mine], innermost)
         rows[mine[at >= 0]] = lo + at[at >= 0]
@@ -259,10 +266,11 @@ def _steps(step_windows, timeline) -> tuple[pd.DataFrame, str]:
         return step_windows[["step", "start_us", "end_us"]].astype({"step": "int64"}), source
     # matched on the names' codes, not on a text per event
     codes, labels = _labels(timeline["name"])
-    number = pd.Series(labels[:-1]).str.extract(STEP_EVENT, expand=False)
-    if number.notna().any():
+    text = pd.Series(labels[:-1], dtype="str")   # Arrow's regex over the names, then the numbers of the hits
+    hit = np.flatnonzero(text.str.match(STEP_EVENT).to_numpy(dtype=bool))
+    if len(hit):
         step_of = np.full(len(labels), -1, dtype=np.int64)
-        step_of[np.flatnonzero(number.notna().to_numpy())] = number.dropna().astype("int64").to_numpy()
+        step_of[hit] = text.iloc[hit].str.extract(STEP_EVENT, expand=False).astype("int64").to_numpy()
         rows = np.flatnonzero(step_of[codes] >= 0)
         start = timeline["start_us"].to_numpy(float)[rows]
         w = pd.DataFrame({"step": step_of[codes[rows]], "start_us": start,
