@@ -149,9 +149,11 @@ class Dispatch:
                 "host_idle_ms_per_step": self.host_idle_per_step_us / 1000, "idle_share": self.idle_share,
                 "latency_us": {"median": float(lat.median()), "p90": float(lat.quantile(0.9)),
                                "max": float(lat.max()), "negative": int((lat < 0).sum())},
-                "per_step": [{"step": None if pd.isna(r.step) else int(r.step), "host_idle_ms": r.host_idle_us / 1000,
-                              "step_ms": r.step_us / 1000, "idle_share": r.idle_share, "top_op": r.top_op}
-                             for r in self.steps.itertuples()],
+                "per_step": [{"step": step, "host_idle_ms": idle, "step_ms": span, "idle_share": share, "top_op": top}
+                             for step, idle, span, share, top in zip(
+                                 [None if pd.isna(k) else int(k) for k in self.steps["step"]],
+                                 (self.steps["host_idle_us"] / 1000).tolist(), (self.steps["step_us"] / 1000).tolist(),
+                                 self.steps["idle_share"].tolist(), self.steps["top_op"].tolist())],
                 "top_ops": [{"op": r.responsible_op, "host_idle_ms": r.host_idle_us / 1000,
                              "waited_tasks": int(r.waited_tasks), "share_of_host_idle": r.share_of_host_idle}
                             for r in self.ops.head(top).itertuples()]}
