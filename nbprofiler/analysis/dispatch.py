@@ -260,22 +260,22 @@ def _first_per_task(task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return t[first], flow[order][first]
 
 
-def _steps(step_windows, timeline) -> tuple[pd.DataFrame, str]:
+def _steps(step_windows, timeline, name_codes, names) -> tuple[pd.DataFrame, str]:
     """The step windows on the timeline's clock and where they come from: ``step_windows``, else the
-    host's ``ProfilerStep#N`` events, else none (an empty frame)."""
+    host's ``ProfilerStep#N`` events (``name_codes``, ``names``: the timeline's names as `_labels`), else
+    none (an empty frame)."""
     if step_windows is not None and len(step_windows):
         source = f"step_windows ({step_windows['source'].iloc[0]})" if "source" in step_windows else "step_windows"
         return step_windows[["step", "start_us", "end_us"]].astype({"step": "int64"}), source
     # matched on the names' codes, not on a text per event
-    codes, labels = _labels(timeline["name"])
-    text = pd.Series(labels[:-1], dtype="str")   # Arrow's regex over the names, then the numbers of the hits
+    text = pd.Series(names[:-1], dtype="str")   # Arrow's regex over the names, then the numbers of the hits
     hit = np.flatnonzero(text.str.match(STEP_EVENT).to_numpy(dtype=bool))
     if len(hit):
-        step_of = np.full(len(labels), -1, dtype=np.int64)
+        step_of = np.full(len(names), -1, dtype=np.int64)
         step_of[hit] = text.iloc[hit].str.extract(STEP_EVENT, expand=False).astype("int64").to_numpy()
-        rows = np.flatnonzero(step_of[codes] >= 0)
+        rows = np.flatnonzero((step_of >= 0)[name_codes])   # a small table of flags: fast to look up
         start = timeline["start_us"].to_numpy(float)[rows]
-        w = pd.DataFrame({"step": step_of[codes[rows]], "start_us": start,
+        w = pd.DataFrame({"step": step_of[name_codes[rows]], "start_us": start,
                           "end_us": start + np.nan_to_num(timeline["dur_us"].to_numpy(float)[rows])})
         return w.drop_duplicates("step").sort_values("start_us").reset_index(drop=True), "ProfilerStep#N events"
     return pd.DataFrame({"step": pd.Series(dtype="int64"), "start_us": pd.Series(dtype=float),
@@ -315,7 +315,9 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     track_col = timeline["track"].to_numpy()
     start_col = timeline["start_us"].to_numpy(float)
     dur_col = timeline["dur_us"].to_numpy(float)
-    on_device = np.isin(track_col, device)
+    on_device = np.zeros(max(int(track_col.max()), int(device.max())) + 1, dtype=bool)
+    on_device[device] = True
+    on_device = on_device[track_col]
     if "ph" in timeline:
         on_device &= (timeline["ph"] == "X").to_numpy()
     dev_rows = np.flatnonzero(on_device)
@@ -324,7 +326,9 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     dev_rows, start = dev_rows[order], start[order]
     end = start + np.nan_to_num(dur_col[dev_rows])
     busy = np.concatenate([[-np.inf], np.maximum.accumulate(end)[:-1]])  # latest end of the earlier tasks
-    windows, step_source = _steps(step_windows() if callable(step_windows) else step_windows, timeline)
+    name_codes, names = _labels(timeline["name"])
+    windows, step_source = _steps(step_windows() if callable(step_windows) else step_windows, timeline,
+                                  name_codes, names)
     if len(windows):
         step = _place_in_steps(start, windows)
         w_start = windows.set_index("step")["start_us"].reindex(step).to_numpy(float)
@@ -359,7 +363,6 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
 
     # the op each task's idle is put on, as a code into ``op_labels``: the framework op, else the host op,
     # else the launch flow's name
-    name_codes, names = _labels(timeline["name"])
     named = names != ""
     host_code = np.where(host_row >= 0, name_codes[host_row], -2)
     fw_code = np.where(fw_row >= 0, name_codes[fw_row], -2)
