@@ -220,14 +220,24 @@ def _tail_rows(track_col: np.ndarray, start_col: np.ndarray, end_col, tracks: np
     """Per (track, time), the timeline row (the timeline is in track order) of the event enclosing it, −1
     where none. ``end_col``: the rows' ends, a function of a row range."""
     rows = np.full(len(t), -1, dtype=np.int64)
-    for tr in pd.unique(tracks):
+    for tr, mine in _by_track(tracks):
         # in the column's own type: an int64 key would have the whole int32 column converted to search it
         key = track_col.dtype.type(tr)
         lo, hi = np.searchsorted(track_col, key, side="left"), np.searchsorted(track_col, key, side="right")
-        mine = np.flatnonzero(tracks == tr)
         at = _enclosing(start_col[lo:hi], end_col(lo, hi), t[mine], innermost)
         rows[mine[at >= 0]] = lo + at[at >= 0]
     return rows
+
+
+def _by_track(tracks: np.ndarray):
+    """(track, the positions of its entries in ``tracks``, in order) for each track in ``tracks``: one
+    stable sort rather than a pass over every entry per track."""
+    order = np.argsort(tracks, kind="stable")
+    sorted_tracks = tracks[order]
+    cuts = np.flatnonzero(sorted_tracks[1:] != sorted_tracks[:-1]) + 1
+    for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(order)]])):
+        if hi > lo:
+            yield sorted_tracks[lo], order[lo:hi]
 
 
 def _task_at(head_track: np.ndarray, head_us: np.ndarray, dev_track: np.ndarray, start: np.ndarray,
@@ -236,9 +246,9 @@ def _task_at(head_track: np.ndarray, head_us: np.ndarray, dev_track: np.ndarray,
     lands in: the task of the head's track that encloses it (a flow's end binds to the enclosing slice; the
     writers put it at the task's start), −1 where none."""
     out = np.full(len(head_track), -1, dtype=np.int64)
-    for tr in pd.unique(head_track):
-        mine = np.flatnonzero(head_track == tr)
-        pos = np.flatnonzero(dev_track == tr)   # ``start`` is sorted, so is each track's share of it
+    tasks_of = dict(_by_track(dev_track))   # ``start`` is sorted, so is each track's share of it
+    for tr, mine in _by_track(head_track):
+        pos = tasks_of.get(tr, np.zeros(0, dtype=np.int64))
         at = _enclosing(start[pos], end[pos], head_us[mine], innermost=True)
         out[mine[at >= 0]] = pos[at[at >= 0]]
     return out
@@ -330,8 +340,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     windows, step_source = _steps(step_windows() if callable(step_windows) else step_windows, timeline,
                                   name_codes, names)
     if len(windows):
-        step = _place_in_steps(start, windows)
-        w_start = windows.set_index("step")["start_us"].reindex(step).to_numpy(float)
+        step, w_start = _place_in_steps(start, windows, with_start=True)
         busy = np.where(step >= 0, np.fmax(busy, w_start), busy)
     else:
         step = np.full(len(start), -1)
