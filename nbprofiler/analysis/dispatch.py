@@ -386,9 +386,10 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     else:
         win = pd.DataFrame({"step": [pd.NA], "start_us": [float(start.min())], "end_us": [float(end.max())]})
         win_step = np.array([-1])
-    keys = _distinct(win_step, t_step)   # every step key a task or a window has (−1: none)
+    keys = _distinct(win_step, np.array([-1]))   # a task's step is a window's, or −1: none
     k_task, k_dev = np.searchsorted(keys, t_step), np.searchsorted(keys, step)
-    sums = pd.Series(idle).groupby(k_task).sum().reindex(range(len(keys)), fill_value=0.0).to_numpy()
+    hit = np.flatnonzero(idle > 0)   # the idle is summed over the tasks that waited: the others add nothing
+    sums = pd.Series(idle[hit]).groupby(k_task[hit]).sum().reindex(range(len(keys)), fill_value=0.0).to_numpy()
     counts = np.bincount(k_task, minlength=len(keys))
     waits = np.bincount(k_task, weights=waited, minlength=len(keys)).astype(np.int64)
     if len(windows):
@@ -398,11 +399,12 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
         dev_idle = np.zeros(len(keys))
         dev_idle[np.searchsorted(keys, -1)] = float(np.nansum(gap))
     n_ops = len(texts)
-    per_op = pd.Series(idle).groupby(k_task * n_ops + op).sum()
-    pair = per_op.index.to_numpy()
+    per_op = pd.Series(idle[hit]).groupby(k_task[hit] * n_ops + op[hit]).sum()
+    pair = per_op.index.to_numpy(dtype=np.int64)
     best = np.lexsort((pair % n_ops, -per_op.to_numpy(), pair // n_ops))   # per step: most idle, then by name
     pair = pair[best]
-    first = np.concatenate([[True], pair[1:] // n_ops != pair[:-1] // n_ops])
+    first = np.ones(len(pair), dtype=bool)
+    first[1:] = pair[1:] // n_ops != pair[:-1] // n_ops
     top_of = np.full(len(keys), -1, dtype=np.int64)
     top_of[pair[first] // n_ops] = pair[first] % n_ops
     k_win = np.searchsorted(keys, win_step)
@@ -422,7 +424,8 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     c_op = op[counted]
     appear = np.full(n_ops, len(counted), dtype=np.int64)
     np.minimum.at(appear, c_op, np.arange(len(counted)))
-    op_idle = pd.Series(idle[counted]).groupby(c_op).sum().reindex(range(n_ops), fill_value=0.0).to_numpy()
+    c_hit = counted[idle[counted] > 0]
+    op_idle = pd.Series(idle[c_hit]).groupby(op[c_hit]).sum().reindex(range(n_ops), fill_value=0.0).to_numpy()
     op_waits = np.bincount(c_op, weights=waited[counted], minlength=n_ops).astype(np.int64)
     keep = np.flatnonzero(op_waits > 0)
     keep = keep[np.argsort(appear[keep], kind="stable")]
