@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -68,21 +69,34 @@ OP_COLUMNS = {"responsible_op": "str", "host_idle_us": "float64", "waited_tasks"
 
 @dataclasses.dataclass
 class Dispatch:
-    """The result of `host_dispatch`: ``tasks`` (the ``dispatch`` frame), ``steps`` (one row per step:
+    """The result of `host_dispatch`: ``tasks`` (the ``dispatch`` frame, made when first read: the summary
+    and the advisor need only the counts below), ``steps`` (one row per step:
     ``step`` (<NA>: the whole run, no steps known), window ``start_us``/``end_us``, ``step_us``, ``tasks``,
     ``waited_tasks``, ``host_idle_us``, ``idle_share`` (0-1 of the step), ``device_idle_us``, ``top_op``),
     ``ops`` (per responsible op: ``host_idle_us``, ``waited_tasks``, ``idle_per_step_us``,
     ``share_of_host_idle`` 0-1, most idle first), ``why`` (None when available, else why not),
     ``step_source`` (where the steps come from), ``tolerance_us`` and ``device_tasks`` (every task of the device's
-    streams, launched or not: the tasks no flow joins to a launch are not counted as waiting)."""
+    streams, launched or not: the tasks no flow joins to a launch are not counted as waiting); ``launched``
+    (the tasks joined to a launch: the frame's rows), ``waited_tasks`` (those that waited for it) and
+    ``latency_us`` (their launch latencies, in the frame's order)."""
 
-    tasks: pd.DataFrame
+    table: pd.DataFrame | Callable[[], pd.DataFrame]
     steps: pd.DataFrame
     ops: pd.DataFrame
     why: str | None = None
     step_source: str = ""
     tolerance_us: float = TOLERANCE_US
     device_tasks: int = 0
+    launched: int = 0
+    waited_tasks: int = 0
+    latency_us: np.ndarray | None = None
+
+    @property
+    def tasks(self) -> pd.DataFrame:
+        """The ``dispatch`` frame: one row per launched device task."""
+        if callable(self.table):
+            self.table = self.table()
+        return self.table
 
     @property
     def available(self) -> bool:
@@ -118,8 +132,8 @@ class Dispatch:
             text += (f"; most of it for launches of {top['responsible_op']} ({top['share_of_host_idle'] * 100:.0f}% "
                      f"of the wait, {int(top['waited_tasks']):,} launches)")
         text += "."
-        if len(self.tasks) < COVERAGE * self.device_tasks:
-            text += (f" {len(self.tasks):,} of {self.device_tasks:,} device tasks have a flow from the host call "
+        if self.launched < COVERAGE * self.device_tasks:
+            text += (f" {self.launched:,} of {self.device_tasks:,} device tasks have a flow from the host call "
                      "that launched them (a launch's further tasks and communication tasks have none): the waits "
                      "before the others are not counted.")
         return text
@@ -128,17 +142,18 @@ class Dispatch:
         """The summary JSON's ``dispatch`` section."""
         if not self.available:
             return {"available": False, "why": self.why}
-        lat = self.tasks["launch_latency_us"]
-        return {"available": True, "sentence": self.sentence(), "tasks": int(len(self.tasks)),
-                "device_tasks": self.device_tasks,
-                "waited_tasks": int((self.tasks["host_idle_us"] > 0).sum()), "steps": int(len(self.steps)),
+        lat = pd.Series(self.latency_us, dtype="float64")
+        return {"available": True, "sentence": self.sentence(), "tasks": self.launched,
+                "device_tasks": self.device_tasks, "waited_tasks": self.waited_tasks, "steps": int(len(self.steps)),
                 "step_source": self.step_source, "tolerance_us": self.tolerance_us,
                 "host_idle_ms_per_step": self.host_idle_per_step_us / 1000, "idle_share": self.idle_share,
                 "latency_us": {"median": float(lat.median()), "p90": float(lat.quantile(0.9)),
                                "max": float(lat.max()), "negative": int((lat < 0).sum())},
-                "per_step": [{"step": None if pd.isna(r.step) else int(r.step), "host_idle_ms": r.host_idle_us / 1000,
-                              "step_ms": r.step_us / 1000, "idle_share": r.idle_share, "top_op": r.top_op}
-                             for r in self.steps.itertuples()],
+                "per_step": [{"step": step, "host_idle_ms": idle, "step_ms": span, "idle_share": share, "top_op": top}
+                             for step, idle, span, share, top in zip(
+                                 [None if pd.isna(k) else int(k) for k in self.steps["step"]],
+                                 (self.steps["host_idle_us"] / 1000).tolist(), (self.steps["step_us"] / 1000).tolist(),
+                                 self.steps["idle_share"].tolist(), self.steps["top_op"].tolist())],
                 "top_ops": [{"op": r.responsible_op, "host_idle_ms": r.host_idle_us / 1000,
                              "waited_tasks": int(r.waited_tasks), "share_of_host_idle": r.share_of_host_idle}
                             for r in self.ops.head(top).itertuples()]}
@@ -155,7 +170,19 @@ def _empty_tasks() -> pd.DataFrame:
 
 
 def not_available(why: str) -> Dispatch:
-    return Dispatch(_empty_tasks(), _frame(STEP_COLUMNS), _frame(OP_COLUMNS), why=why, step_source="none")
+    return Dispatch(_empty_tasks(), _frame(STEP_COLUMNS), _frame(OP_COLUMNS), why=why, step_source="none",
+                    latency_us=np.zeros(0))
+
+
+def _labels(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A text column as (codes, labels): per row the position of its text in ``labels``, an object array of
+    str whose last entry (code −1, a missing value) is "nan", as ``astype(str)`` writes it. A categorical's
+    own codes: no text per row is made."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes, values = col.cat.codes.to_numpy(), col.cat.categories
+    else:
+        codes, values = pd.factorize(col)
+    return codes, np.append(np.asarray(pd.Index(values).astype(str), dtype=object), "nan")
 
 
 def _enclosing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray, innermost: bool) -> np.ndarray:
@@ -167,13 +194,13 @@ def _enclosing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray, innermost: b
         return out
     last = np.searchsorted(starts, t, side="right") - 1
     if innermost:
-        todo = np.ones(len(t), dtype=bool)
+        todo = np.arange(len(t))   # the times not placed yet: each pass looks one event further back
         for k in range(NESTING_DEPTH):
-            at = last - k
-            hit = todo & (at >= 0) & (ends[np.clip(at, 0, None)] >= t)
-            out[hit] = at[hit]
-            todo &= ~hit
-            if not todo.any():
+            at = last[todo] - k
+            hit = (at >= 0) & (ends[np.clip(at, 0, None)] >= t[todo])
+            out[todo[hit]] = at[hit]
+            todo = todo[~hit & (at > 0)]
+            if not len(todo):
                 break
         return out
     reach = np.maximum.accumulate(ends)  # the first event whose end reaches t starts earliest among those
@@ -183,31 +210,28 @@ def _enclosing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray, innermost: b
     return out
 
 
-def _tail_events(timeline: pd.DataFrame, tracks: np.ndarray, t: np.ndarray, innermost: bool) -> pd.DataFrame:
-    """The events enclosing each (track, time): ``name``, ``start_us``, ``end_us`` ("" / NaN where none)."""
-    names = np.full(len(t), "", dtype=object)
-    start, end = np.full(len(t), np.nan), np.full(len(t), np.nan)
-    track_col = timeline["track"].to_numpy()
-    for tr in np.unique(tracks):
-        lo, hi = np.searchsorted(track_col, tr, side="left"), np.searchsorted(track_col, tr, side="right")
-        ev = timeline.iloc[lo:hi]
-        s = ev["start_us"].to_numpy(float)
-        e = s + np.nan_to_num(ev["dur_us"].to_numpy(float))
-        mine = np.flatnonzero(tracks == tr)
-        at = _enclosing(s, e, t[mine], innermost)
-        hit = at >= 0
-        names[mine[hit]] = ev["name"].iloc[at[hit]].astype(str).to_numpy(dtype=object)
-        start[mine[hit]], end[mine[hit]] = s[at[hit]], e[at[hit]]
-    return pd.DataFrame({"name": names, "start_us": start, "end_us": end})
+def _tail_rows(track_col: np.ndarray, start_col: np.ndarray, end_col, tracks: np.ndarray, t: np.ndarray,
+               innermost: bool) -> np.ndarray:
+    """Per (track, time), the timeline row (the timeline is in track order) of the event enclosing it, −1
+    where none. ``end_col``: the rows' ends, a function of a row range."""
+    rows = np.full(len(t), -1, dtype=np.int64)
+    for tr in pd.unique(tracks):
+        # in the column's own type: an int64 key would have the whole int32 column converted to search it
+        key = track_col.dtype.type(tr)
+        lo, hi = np.searchsorted(track_col, key, side="left"), np.searchsorted(track_col, key, side="right")
+        mine = np.flatnonzero(tracks == tr)   # a pass per track: cheaper than a stable sort by track
+        at = _enclosing(start_col[lo:hi], end_col(lo, hi), t[mine], innermost)
+        rows[mine[at >= 0]] = lo + at[at >= 0]
+    return rows
 
 
-def _task_at(flows: pd.DataFrame, dev_track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per flow, the position (in ``start`` order) of the device task its head lands in: the task of the
-    head's track that encloses it (a flow's end binds to the enclosing slice; the writers put it at the
-    task's start), −1 where none."""
-    out = np.full(len(flows), -1, dtype=np.int64)
-    head_track, head_us = flows["end_track"].to_numpy(), flows["end_us"].to_numpy(float)
-    for tr in np.unique(head_track):
+def _task_at(head_track: np.ndarray, head_us: np.ndarray, dev_track: np.ndarray, start: np.ndarray,
+             end: np.ndarray) -> np.ndarray:
+    """Per flow (its head's track and time), the position (in ``start`` order) of the device task its head
+    lands in: the task of the head's track that encloses it (a flow's end binds to the enclosing slice; the
+    writers put it at the task's start), −1 where none."""
+    out = np.full(len(head_track), -1, dtype=np.int64)
+    for tr in pd.unique(head_track):
         mine = np.flatnonzero(head_track == tr)
         pos = np.flatnonzero(dev_track == tr)   # ``start`` is sorted, so is each track's share of it
         at = _enclosing(start[pos], end[pos], head_us[mine], innermost=True)
@@ -215,23 +239,39 @@ def _task_at(flows: pd.DataFrame, dev_track: np.ndarray, start: np.ndarray, end:
     return out
 
 
-def _steps(step_windows, timeline, tracks) -> tuple[pd.DataFrame, str]:
+def _distinct(*arrays: np.ndarray) -> np.ndarray:
+    """The distinct values of integer ``arrays``, sorted (by sorting: numpy's hashed `np.unique` took 0.2 s
+    per million task ids)."""
+    a = np.sort(np.concatenate(arrays))
+    return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
+
+
+def _first_per_task(task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the tasks flows land in, sorted; per task the first flow, in flow order, landing in it)."""
+    flow = np.flatnonzero(task >= 0)
+    order = np.argsort(task[flow], kind="stable")
+    t = task[flow][order]
+    first = np.concatenate([[True], t[1:] != t[:-1]]) if len(t) else np.zeros(0, bool)
+    return t[first], flow[order][first]
+
+
+def _steps(step_windows, timeline, name_codes, names) -> tuple[pd.DataFrame, str]:
     """The step windows on the timeline's clock and where they come from: ``step_windows``, else the
-    host's ``ProfilerStep#N`` events, else none (an empty frame)."""
+    host's ``ProfilerStep#N`` events (``name_codes``, ``names``: the timeline's names as `_labels`), else
+    none (an empty frame)."""
     if step_windows is not None and len(step_windows):
         source = f"step_windows ({step_windows['source'].iloc[0]})" if "source" in step_windows else "step_windows"
         return step_windows[["step", "start_us", "end_us"]].astype({"step": "int64"}), source
-    # matched on the names' categories, not on a text per event
-    names = timeline["name"]
-    values = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else pd.Index(names.unique())
-    number = pd.Series(values.astype(str)).str.extract(STEP_EVENT, expand=False)
-    if number.notna().any():
-        step_of = dict(zip(values[number.notna().to_numpy()], number.dropna().astype("int64")))
-        hit = names.isin(list(step_of)).to_numpy()
-        ev = timeline[hit]
-        w = pd.DataFrame({"step": ev["name"].map(step_of).astype("int64").to_numpy(),
-                          "start_us": ev["start_us"].to_numpy(float),
-                          "end_us": (ev["start_us"] + ev["dur_us"].fillna(0)).to_numpy(float)})
+    # matched on the names' codes, not on a text per event
+    text = pd.Series(names[:-1], dtype="str")   # Arrow's regex over the names, then the numbers of the hits
+    hit = np.flatnonzero(text.str.match(STEP_EVENT).to_numpy(dtype=bool))
+    if len(hit):
+        step_of = np.full(len(names), -1, dtype=np.int64)
+        step_of[hit] = text.iloc[hit].str.extract(STEP_EVENT, expand=False).astype("int64").to_numpy()
+        rows = np.flatnonzero((step_of >= 0)[name_codes])   # a small table of flags: fast to look up
+        start = timeline["start_us"].to_numpy(float)[rows]
+        w = pd.DataFrame({"step": step_of[name_codes[rows]], "start_us": start,
+                          "end_us": start + np.nan_to_num(timeline["dur_us"].to_numpy(float)[rows])})
         return w.drop_duplicates("step").sort_values("start_us").reset_index(drop=True), "ProfilerStep#N events"
     return pd.DataFrame({"step": pd.Series(dtype="int64"), "start_us": pd.Series(dtype=float),
                          "end_us": pd.Series(dtype=float)}), "none"
@@ -242,7 +282,9 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
                   tolerance_us: float = TOLERANCE_US) -> Dispatch:
     """The launches of a profile's device tasks and the device idle the host caused (module docstring).
     ``step_windows``: the step windows frame, or a function returning it (called only when there are
-    launches to place: a run without them answers "not available" without its steps being worked out)."""
+    launches to place: a run without them answers "not available" without its steps being worked out).
+    Worked out on the timeline's columns and its names' codes; the ``dispatch`` frame itself (a text per
+    task) is made when ``.tasks`` is first read."""
     if timeline is None or timeline.empty or timeline_tracks is None or timeline_tracks.empty:
         return not_available("the run has no timeline (trace_view.json or a profiler database)")
     tracks = timeline_tracks
@@ -252,108 +294,183 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
         return not_available(f"the timeline has no device streams (no 'Ascend Hardware' process; it has "
                              f"{procs}): a host-only run launches no device tasks")
     flows = timeline_flows if timeline_flows is not None else pd.DataFrame()
-    into = flows[flows["end_track"].isin(device)] if len(flows) else flows
-    launches = into[into["cat"] == LAUNCH_FLOW] if len(into) else into
-    framework = into[into["cat"] == FRAMEWORK_FLOW] if len(into) else into
+    if len(flows):
+        into = np.isin(flows["end_track"].to_numpy(), device)
+        cat = flows["cat"]
+        launches, framework = np.flatnonzero(into & (cat == LAUNCH_FLOW).to_numpy()), \
+            np.flatnonzero(into & (cat == FRAMEWORK_FLOW).to_numpy())
+    else:
+        launches = framework = np.zeros(0, dtype=np.int64)
     if not len(launches) and not len(framework):
         return not_available("no flow joins a host call to a device task (the trace has no HostToDevice or "
                              "async_npu flows, the database no CANN_API/TASK connectionId)")
 
-    # every device task, in start order, with the device idle before it
-    dev = timeline[timeline["track"].isin(device).to_numpy()]
-    dev = dev[(dev["ph"] == "X").to_numpy()] if "ph" in dev else dev
-    start = dev["start_us"].to_numpy(float)
-    end = start + np.nan_to_num(dev["dur_us"].to_numpy(float))
+    # every device task, in start order, with the device idle before it (rows of the timeline, which is in
+    # track order; no other column is read)
+    track_col = timeline["track"].to_numpy()
+    start_col = timeline["start_us"].to_numpy(float)
+    dur_col = timeline["dur_us"].to_numpy(float)
+    on_device = np.zeros(max(int(track_col.max()), int(device.max())) + 1, dtype=bool)
+    on_device[device] = True
+    on_device = on_device[track_col]
+    if "ph" in timeline:
+        on_device &= (timeline["ph"] == "X").to_numpy()
+    dev_rows = np.flatnonzero(on_device)
+    start = start_col[dev_rows]
     order = np.argsort(start, kind="stable")
-    dev, start, end = dev.iloc[order], start[order], end[order]
+    dev_rows, start = dev_rows[order], start[order]
+    end = start + np.nan_to_num(dur_col[dev_rows])
     busy = np.concatenate([[-np.inf], np.maximum.accumulate(end)[:-1]])  # latest end of the earlier tasks
-    windows, step_source = _steps(step_windows() if callable(step_windows) else step_windows, timeline, tracks)
+    name_codes, names = _labels(timeline["name"])
+    windows, step_source = _steps(step_windows() if callable(step_windows) else step_windows, timeline,
+                                  name_codes, names)
     if len(windows):
-        step = _place_in_steps(start, windows)
-        w_start = windows.set_index("step")["start_us"].reindex(step).to_numpy(float)
+        step, w_start = _place_in_steps(start, windows, with_start=True)
         busy = np.where(step >= 0, np.fmax(busy, w_start), busy)
     else:
         step = np.full(len(start), -1)
     gap = np.where(np.isfinite(busy), np.clip(start - busy, 0, None), np.nan)
 
-    # the launch and framework flows of each task (the first of each kind that lands in it)
-    dev_track = dev["track"].to_numpy()
-    ln = launches.assign(_i=_task_at(launches, dev_track, start, end))
-    fw = framework.assign(_i=_task_at(framework, dev_track, start, end))
-    ln, fw = ln[ln["_i"] >= 0].drop_duplicates("_i"), fw[fw["_i"] >= 0].drop_duplicates("_i")
-    if ln.empty and fw.empty:
+    # the launch and framework flows of each task (the first of each kind, in flow order, that lands in it)
+    dev_track = track_col[dev_rows]
+    head_track, head_us = flows["end_track"].to_numpy(), flows["end_us"].to_numpy(float)
+    ln_task, ln_flow = _first_per_task(_task_at(head_track[launches], head_us[launches], dev_track, start, end))
+    fw_task, fw_flow = _first_per_task(_task_at(head_track[framework], head_us[framework], dev_track, start, end))
+    ln_flow, fw_flow = launches[ln_flow], framework[fw_flow]
+    if not len(ln_task) and not len(fw_task):
         return not_available("the flows' heads match no device task on the timeline")
-    idx = np.union1d(ln["_i"].to_numpy(), fw["_i"].to_numpy()).astype(np.int64)
-    ln, fw = ln.set_index("_i").reindex(idx), fw.set_index("_i").reindex(idx)
-    launch_us = ln["start_us"].fillna(fw["start_us"]).to_numpy(float)
-    launch_track = ln["start_track"].fillna(fw["start_track"]).to_numpy(np.int64)
-    thread_of = dict(zip(tracks["track"].to_numpy(), (tracks["process"].astype(str) + " / "
-                                                       + tracks["thread"].astype(str)).to_numpy()))
-    host = _tail_events(timeline, launch_track, launch_us, innermost=False)
-    has_fw = fw["start_us"].notna().to_numpy()
-    fw_ev = _tail_events(timeline, fw["start_track"].fillna(-1).to_numpy(np.int64)[has_fw],
-                         fw["start_us"].to_numpy(float)[has_fw], innermost=True)
-    framework_op = np.full(len(idx), "", dtype=object)
-    framework_op[has_fw] = fw_ev["name"].to_numpy(dtype=object)
-    host_op = host["name"].to_numpy(dtype=object)
-    responsible = np.where(framework_op != "", framework_op, host_op)
-    flow_name = ln["name"].fillna(fw["name"]).astype(str).to_numpy(dtype=object)
-    responsible = np.where(responsible != "", responsible, flow_name)
+    idx = _distinct(ln_task, fw_task).astype(np.int64)
+    has_ln, has_fw = np.isin(idx, ln_task), np.isin(idx, fw_task)
+    ln_of = np.full(len(idx), -1, dtype=np.int64)   # per task its launch flow's row, −1 none
+    ln_of[has_ln] = ln_flow
+    fw_of = np.full(len(idx), -1, dtype=np.int64)
+    fw_of[has_fw] = fw_flow
+    flow_of = np.where(has_ln, ln_of, fw_of)        # the flow giving the launch
+    tail_us, tail_track = flows["start_us"].to_numpy(float), flows["start_track"].to_numpy(np.int64)
+    launch_us, launch_track = tail_us[flow_of], tail_track[flow_of]
 
-    t_start, t_end, t_gap, t_busy = start[idx], end[idx], gap[idx], busy[idx]
+    def ends(lo, hi):
+        return start_col[lo:hi] + np.nan_to_num(dur_col[lo:hi])
+    host_row = _tail_rows(track_col, start_col, ends, launch_track, launch_us, innermost=False)
+    fw_row = np.full(len(idx), -1, dtype=np.int64)
+    fw_row[has_fw] = _tail_rows(track_col, start_col, ends, tail_track[fw_flow], tail_us[fw_flow], innermost=True)
+
+    # the op each task's idle is put on, as a code into ``op_labels``: the framework op, else the host op,
+    # else the launch flow's name
+    named = names != ""
+    host_code = np.where(host_row >= 0, name_codes[host_row], -2)
+    fw_code = np.where(fw_row >= 0, name_codes[fw_row], -2)
+    op_code = np.where((fw_code > -2) & named[fw_code], fw_code,
+                       np.where((host_code > -2) & named[host_code], host_code, -2))
+    op_code = np.where(op_code == -1, len(names) - 1, op_code)   # a missing name: its "nan" label
+    by_flow = np.flatnonzero(op_code == -2)
+    flow_names = flows["name"].iloc[flow_of[by_flow]].astype(str).to_numpy(dtype=object)
+    extra = pd.unique(flow_names)
+    op_labels = np.concatenate([names, np.asarray(extra, dtype=object)])
+    op_code[by_flow] = len(names) + pd.Index(extra).get_indexer(flow_names)
+    # one group per op text (a flow's name can be a timeline name too), numbered in text order
+    used = _distinct(op_code)
+    texts, group = np.unique(op_labels[used].astype(str), return_inverse=True)
+    group_of = np.zeros(len(op_labels), dtype=np.int64)
+    group_of[used] = group
+    op = group_of[op_code]
+
+    t_start, t_end, t_gap, t_busy, t_step = start[idx], end[idx], gap[idx], busy[idx], step[idx]
     waited = np.isfinite(t_busy) & (launch_us >= t_busy - tolerance_us) & (np.nan_to_num(t_gap) > 0)
-    t_step = step[idx]
-    tasks = pd.DataFrame({
-        "step": pd.array(np.where(t_step >= 0, t_step, 0), dtype="Int64"),
-        "task": dev["name"].iloc[idx].astype(str).to_numpy(dtype=object),
-        "stream": np.array([thread_of.get(t, "") for t in dev["track"].to_numpy()[idx]], dtype=object),
-        "task_start_us": t_start, "task_end_us": t_end,
-        "launch_flow": np.where(ln["start_us"].notna().to_numpy(), LAUNCH_FLOW, FRAMEWORK_FLOW).astype(object),
-        "launch_us": launch_us, "launch_latency_us": t_start - launch_us,
-        "host_op": host_op, "host_thread": np.array([thread_of.get(t, "") for t in launch_track], dtype=object),
-        "host_start_us": host["start_us"].to_numpy(float), "host_end_us": host["end_us"].to_numpy(float),
-        "framework_op": framework_op, "responsible_op": responsible.astype(object),
-        "gap_us": t_gap, "waited": waited, "host_idle_us": np.where(waited, t_gap, 0.0)})
-    tasks.loc[t_step < 0, "step"] = pd.NA
-    tasks = tasks[COLUMNS]
+    idle = np.where(waited, t_gap, 0.0)
 
-    # per step: the windows (or the run as one), their host-bound and total device idle
+    # per step: the windows (or the run as one), their host-bound and total device idle, the op behind most
     if len(windows):
         win = windows.sort_values("start_us").reset_index(drop=True)
-        in_step = step >= 0
-        dev_idle = pd.Series(np.nan_to_num(gap[in_step])).groupby(step[in_step]).sum()
+        win_step = win["step"].to_numpy(np.int64)
     else:
         win = pd.DataFrame({"step": [pd.NA], "start_us": [float(start.min())], "end_us": [float(end.max())]})
-        dev_idle = pd.Series([float(np.nansum(gap))], index=[-1])
-    key_steps = tasks["step"].fillna(-1).astype("int64")
-    by_step = tasks.groupby(key_steps.to_numpy())
-    sums = by_step["host_idle_us"].sum()
-    counts, waits = by_step.size(), by_step["waited"].sum()
-    per_op = tasks.groupby([key_steps.to_numpy(), tasks["responsible_op"].to_numpy()])["host_idle_us"].sum()
-    rows = []
-    for r in win.itertuples():
-        k = -1 if pd.isna(r.step) else int(r.step)
-        idle = float(sums.get(k, 0.0))
-        span = float(r.end_us - r.start_us)
-        top = ""
-        if idle > 0:
-            top = str(per_op.loc[k].idxmax())
-        rows.append({"step": None if k < 0 else k, "start_us": float(r.start_us), "end_us": float(r.end_us),
-                     "step_us": span, "tasks": int(counts.get(k, 0)), "waited_tasks": int(waits.get(k, 0)),
-                     "host_idle_us": idle, "idle_share": idle / span if span > 0 else np.nan,
-                     "device_idle_us": float(dev_idle.get(k, 0.0)), "top_op": top})
-    steps = _frame(STEP_COLUMNS, {c: [row[c] for row in rows] for c in STEP_COLUMNS})
+        win_step = np.array([-1])
+    keys = _distinct(win_step, np.array([-1]))   # a task's step is a window's, or −1: none
+    k_task, k_dev = np.searchsorted(keys, t_step), np.searchsorted(keys, step)
+    hit = np.flatnonzero(idle > 0)   # the idle is summed over the tasks that waited: the others add nothing
+    sums = pd.Series(idle[hit]).groupby(k_task[hit]).sum().reindex(range(len(keys)), fill_value=0.0).to_numpy()
+    counts = np.bincount(k_task, minlength=len(keys))
+    waits = np.bincount(k_task, weights=waited, minlength=len(keys)).astype(np.int64)
+    if len(windows):
+        in_step = step >= 0
+        dev_idle = np.bincount(k_dev[in_step], weights=np.nan_to_num(gap[in_step]), minlength=len(keys))
+    else:
+        dev_idle = np.zeros(len(keys))
+        dev_idle[np.searchsorted(keys, -1)] = float(np.nansum(gap))
+    n_ops = len(texts)
+    per_op = pd.Series(idle[hit]).groupby(k_task[hit] * n_ops + op[hit]).sum()
+    pair = per_op.index.to_numpy(dtype=np.int64)
+    best = np.lexsort((pair % n_ops, -per_op.to_numpy(), pair // n_ops))   # per step: most idle, then by name
+    pair = pair[best]
+    first = np.ones(len(pair), dtype=bool)
+    first[1:] = pair[1:] // n_ops != pair[:-1] // n_ops
+    top_of = np.full(len(keys), -1, dtype=np.int64)
+    top_of[pair[first] // n_ops] = pair[first] % n_ops
+    k_win = np.searchsorted(keys, win_step)
+    span = (win["end_us"] - win["start_us"]).to_numpy(float)
+    w_idle = sums[k_win]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(span > 0, w_idle / span, np.nan)
+    steps = _frame(STEP_COLUMNS, {
+        "step": [None if k < 0 else int(k) for k in win_step], "start_us": win["start_us"].to_numpy(float),
+        "end_us": win["end_us"].to_numpy(float), "step_us": span, "tasks": counts[k_win],
+        "waited_tasks": waits[k_win], "host_idle_us": w_idle, "idle_share": share,
+        "device_idle_us": dev_idle[k_win],
+        "top_op": np.where(w_idle > 0, texts[np.clip(top_of[k_win], 0, None)], "").astype(object)})
 
-    counted = tasks[tasks["step"].notna()] if len(windows) else tasks
-    g = counted.groupby("responsible_op", sort=False)
-    ops = pd.DataFrame({"host_idle_us": g["host_idle_us"].sum(), "waited_tasks": g["waited"].sum()})
-    ops = ops[ops["waited_tasks"] > 0].sort_values("host_idle_us", ascending=False, kind="stable")
-    total = float(ops["host_idle_us"].sum())
-    ops = ops.reset_index().rename(columns={"index": "responsible_op"})
-    ops["idle_per_step_us"] = ops["host_idle_us"] / max(len(steps), 1)
-    ops["share_of_host_idle"] = ops["host_idle_us"] / total if total > 0 else 0.0
-    ops = _frame(OP_COLUMNS, {c: ops[c].tolist() for c in OP_COLUMNS})
-    return Dispatch(tasks.reset_index(drop=True), steps, ops, None, step_source, float(tolerance_us), len(dev))
+    # per responsible op (of the tasks in a step, where there are steps), in the order they first appear
+    counted = np.flatnonzero(t_step >= 0) if len(windows) else np.arange(len(idx))
+    c_op = op[counted]
+    appear = np.full(n_ops, len(counted), dtype=np.int64)
+    np.minimum.at(appear, c_op, np.arange(len(counted)))
+    c_hit = counted[idle[counted] > 0]
+    op_idle = pd.Series(idle[c_hit]).groupby(op[c_hit]).sum().reindex(range(n_ops), fill_value=0.0).to_numpy()
+    op_waits = np.bincount(c_op, weights=waited[counted], minlength=n_ops).astype(np.int64)
+    keep = np.flatnonzero(op_waits > 0)
+    keep = keep[np.argsort(appear[keep], kind="stable")]
+    keep = keep[np.argsort(-op_idle[keep], kind="stable")]
+    total = float(op_idle[keep].sum())
+    ops = _frame(OP_COLUMNS, {"responsible_op": texts[keep].tolist(), "host_idle_us": op_idle[keep],
+                              "waited_tasks": op_waits[keep],
+                              "idle_per_step_us": op_idle[keep] / max(len(steps), 1),
+                              "share_of_host_idle": op_idle[keep] / total if total > 0 else 0.0})
+
+    def tasks() -> pd.DataFrame:
+        thread_of = _track_labels(tracks)
+        task_rows = dev_rows[idx]
+        host_op = np.where(host_row >= 0, names[host_code], "").astype(object)
+        framework_op = np.where(fw_row >= 0, names[fw_code], "").astype(object)
+        host_start = np.where(host_row >= 0, start_col[host_row], np.nan)
+        host_end = host_start + np.where(host_row >= 0, np.nan_to_num(dur_col[host_row]), np.nan)
+        frame = pd.DataFrame({
+            "step": pd.array(np.where(t_step >= 0, t_step, 0), dtype="Int64"),
+            "task": names[name_codes[task_rows]], "stream": thread_of(track_col[task_rows]),
+            "task_start_us": t_start, "task_end_us": t_end,
+            "launch_flow": np.where(has_ln, LAUNCH_FLOW, FRAMEWORK_FLOW).astype(object),
+            "launch_us": launch_us, "launch_latency_us": t_start - launch_us,
+            "host_op": host_op, "host_thread": thread_of(launch_track),
+            "host_start_us": host_start, "host_end_us": host_end,
+            "framework_op": framework_op, "responsible_op": op_labels[op_code],
+            "gap_us": t_gap, "waited": waited, "host_idle_us": idle})
+        frame.loc[t_step < 0, "step"] = pd.NA
+        return frame[COLUMNS]
+
+    return Dispatch(tasks, steps, ops, None, step_source, float(tolerance_us), len(dev_rows),
+                    launched=len(idx), waited_tasks=int(waited.sum()), latency_us=t_start - launch_us)
+
+
+def _track_labels(tracks: pd.DataFrame):
+    """A function from track ids to their "process / thread" texts ("" for an unknown track)."""
+    ids = tracks["track"].to_numpy(np.int64)
+    text = (tracks["process"].astype(str) + " / " + tracks["thread"].astype(str)).to_numpy(dtype=object)
+    lut = np.full(int(ids.max()) + 2 if len(ids) else 1, "", dtype=object)   # the last entry: unknown
+    lut[ids] = text
+
+    def labels(track: np.ndarray) -> np.ndarray:
+        track = np.asarray(track, dtype=np.int64)
+        return lut[np.where((track >= 0) & (track < len(lut) - 1), track, len(lut) - 1)]
+    return labels
 
 
 def profile_dispatch(prof, tolerance_us: float = TOLERANCE_US) -> Dispatch:

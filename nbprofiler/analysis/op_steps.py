@@ -58,14 +58,16 @@ def _device_op_events(timeline: pd.DataFrame | None, tracks: pd.DataFrame | None
     return events if len(events) else None
 
 
-def _place_in_steps(start_us: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
-    """The step of each start time (−1 outside every window); windows may not overlap."""
+def _place_in_steps(start_us: np.ndarray, windows: pd.DataFrame, with_start: bool = False):
+    """The step of each start time (−1 outside every window); windows may not overlap. ``with_start``:
+    also the start of each one's window (NaN outside every window)."""
     w = windows.sort_values("start_us", kind="stable")
     starts, ends, steps = (w["start_us"].to_numpy(float), w["end_us"].to_numpy(float),
                            w["step"].to_numpy(np.int64))
     at = np.searchsorted(starts, start_us, side="right") - 1
     inside = (at >= 0) & (start_us < ends[np.clip(at, 0, None)])
-    return np.where(inside, steps[np.clip(at, 0, None)], -1)
+    step = np.where(inside, steps[np.clip(at, 0, None)], -1)
+    return (step, np.where(inside, starts[np.clip(at, 0, None)], np.nan)) if with_start else step
 
 
 def _step_rows(kernels, timeline, tracks, step_windows) -> tuple[pd.DataFrame | None, str | None]:

@@ -211,16 +211,20 @@ def _timeline(prof) -> dict | None:
     # scope-layer bars span the operators under them: counted apart, never as an operator type
     scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)
     passes = row_passes(len(ev))
+    scope_rows = np.flatnonzero(scope)
 
     def totals(column: str, in_scope: bool) -> dict:
         codes, values = (ev[column].cat.codes.to_numpy(), ev[column].cat.categories) \
             if isinstance(ev[column].dtype, pd.CategoricalDtype) else pd.factorize(ev[column], sort=True)
-        count, total = np.zeros(len(values), np.int64), np.zeros(len(values), np.float64)
-        for p in passes:
-            keep = (scope[p] == in_scope) & (codes[p] >= 0)
-            c, d = codes[p][keep], dur[p][keep]
-            count += np.bincount(c, minlength=len(values))
-            total += np.bincount(c, weights=np.nan_to_num(d), minlength=len(values))
+        # bins shifted by one: a missing value (code −1) and, out of scope, a scope bar land in bin 0
+        count, total = np.zeros(len(values) + 1, np.int64), np.zeros(len(values) + 1, np.float64)
+        for p in ([scope_rows] if in_scope else passes):
+            c, d = codes[p].astype(np.intp) + 1, dur[p]
+            if not in_scope and len(scope_rows):
+                c[scope[p]] = 0
+            count += np.bincount(c, minlength=len(values) + 1)
+            total += np.bincount(c, weights=np.where(np.isnan(d), 0.0, d), minlength=len(values) + 1)
+        count, total = count[1:], total[1:]
         used = np.flatnonzero(count)
         order = used[np.argsort(-total[used], kind="stable")]
         return {str(values[i]): {"count": int(count[i]), "total_us": float(total[i])} for i in order}

@@ -24,8 +24,8 @@ def host_bound(rule: Rule, ctx: Context):
                    column="host_idle_us", steps=span),
           Evidence("host_idle_us", f"Host-bound device idle per {unit}", per_step, "us", frame="dispatch",
                    column="host_idle_us", steps=span),
-          Evidence("waited_tasks", "Device tasks that waited for their launch", int(d.tasks["waited"].sum()),
-                   detail=f"of {len(d.tasks):,} launched tasks", frame="dispatch", column="waited")]
+          Evidence("waited_tasks", "Device tasks that waited for their launch", d.waited_tasks,
+                   detail=f"of {d.launched:,} launched tasks", frame="dispatch", column="waited")]
     worst = d.worst_step()
     known = not pd.isna(worst["step"])
     label = f"step {int(worst['step'])}" if known else "the run"
