@@ -176,6 +176,16 @@ def test_density_counts_every_event(widedeep):
     assert (per_track == widedeep.groupby("track").size()).all()
 
 
+def test_minimap_density_from_the_index_is_a_histogram_of_the_starts(widedeep):
+    """The minimap's counts come from searches of the index's sorted starts; they must be the histogram of
+    the events' starts over the run (np.histogram's bins: half open, the last one closed)."""
+    edges, counts = build_index(widedeep).density(50)
+    start = widedeep["start_us"].to_numpy(float)
+    assert edges[0] == start.min() and edges[-1] == (start + widedeep["dur_us"].to_numpy(float)).max()
+    np.testing.assert_array_equal(counts, np.histogram(start, bins=edges)[0])
+    assert counts.sum() == len(widedeep)
+
+
 def test_benchmark_lod_quick_mode():
     """benchmarks/bench_lod.py --quick runs and stays within the glyph budget (timings are reported by
     the benchmark itself, not asserted here)."""

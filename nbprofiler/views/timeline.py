@@ -135,16 +135,13 @@ def flow_data(flows_df: pd.DataFrame | None, tracks: pd.DataFrame, t0: float, t1
     return flows_in_window(prepare_flows(flows_df, tracks), t0, t1)
 
 
-def density(timeline_df: pd.DataFrame, bins: int = 800) -> pd.DataFrame:
+def density(index, bins: int = 800) -> pd.DataFrame:
     """Events per time bin over the whole trace, all tracks together, for the minimap: ``left``,
-    ``right`` (us bin edges) and ``events`` (count), from the engine's per-track `density`."""
-    from ..analysis.timeline import density as track_density
-    if timeline_df is None or len(timeline_df) == 0:
+    ``right`` (us bin edges) and ``events`` (count), from a `TimelineIndex` (`TimelineIndex.density`)."""
+    if index.n == 0:
         return pd.DataFrame({"left": [], "right": [], "events": []})
-    d = track_density(timeline_df, bins=bins)
-    g = d.groupby("bin", sort=True).agg(left=("start_us", "first"), right=("end_us", "first"),
-                                        events=("count", "sum")).reset_index(drop=True)
-    return g
+    edges, counts = index.density(bins)
+    return pd.DataFrame({"left": edges[:-1], "right": edges[1:], "events": counts})
 
 
 def search_events(timeline_df: pd.DataFrame, pattern: str, limit: int = MAX_MATCHES) -> pd.DataFrame:
@@ -357,9 +354,16 @@ def prepare_counters(counters_df: pd.DataFrame | None) -> dict | None:
     and the end). None without counters."""
     if counters_df is None or counters_df.empty:
         return None
-    label = (counters_df["name"].astype(str) + " (" + counters_df["series"].astype(str) + ")").str.replace(
+    # a label per distinct (name, series), not per sample: hundreds of thousands of samples, a few series
+    # (a missing name or series reads "nan")
+    names, name_values = pd.factorize(counters_df["name"], use_na_sentinel=False)
+    series, series_values = pd.factorize(counters_df["series"], use_na_sentinel=False)
+    k = len(series_values)
+    pair, keys = pd.factorize(names.astype(np.int64) * k + series)
+    pair_label = pd.Series([f"{name_values[p // k]} ({series_values[p % k]})" for p in keys]).str.replace(
         r" \(value\)$", "", regex=True)
-    code, labels = pd.factorize(label)
+    label_of_pair, labels = pd.factorize(pair_label)
+    code = label_of_pair[pair]
     start = counters_df["start_us"].to_numpy(float)
     order = np.lexsort((start, code))
     code = code[order].astype(np.int32)
@@ -563,7 +567,7 @@ class TimelineView(traitlets.HasTraits, View):
         self.levels_built = threading.Thread(target=self._index.build_levels, name="nbprofiler-lod-levels",
                                              daemon=True)
         self.dictionary = dictionary_of(self._index)
-        dens = density(self.events)
+        dens = density(self._index)
         lo = float(dens["left"].min()) if len(dens) else 0.0
         hi = float(dens["right"].max()) if len(dens) else 1.0
         pad = max((hi - lo) * 0.01, 1.0)
