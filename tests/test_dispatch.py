@@ -159,6 +159,14 @@ def test_db_latencies_and_idle_match_the_tables(db_copy):
     assert d.tasks["launch_latency_us"].median() > 500 and 0.1 < d.idle_share < 0.25
 
 
+def test_a_run_whose_launches_never_wait_has_no_op_rows():
+    """npu/msprof_db: one task joined to its launch, which it did not wait for: no op is responsible for any
+    idle, so the op table is empty (not a row of gaps) and the summary lists no op."""
+    d = _prof("npu/msprof_db").dispatch
+    assert d.available and (d.launched, d.waited_tasks) == (1, 0)
+    assert d.ops.empty and d.to_dict()["top_ops"] == []
+
+
 def test_frame_matches_its_declaration_and_sql():
     prof = _prof(TORCH)
     spec = ANALYSIS_FRAMES["dispatch"]

@@ -434,7 +434,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     ops = _frame(OP_COLUMNS, {"responsible_op": texts[keep].tolist(), "host_idle_us": op_idle[keep],
                               "waited_tasks": op_waits[keep],
                               "idle_per_step_us": op_idle[keep] / max(len(steps), 1),
-                              "share_of_host_idle": op_idle[keep] / total if total > 0 else 0.0})
+                              "share_of_host_idle": op_idle[keep] / total if total > 0 else np.zeros(len(keep))})
 
     def tasks() -> pd.DataFrame:
         thread_of = _track_labels(tracks)
