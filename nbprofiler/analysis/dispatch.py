@@ -42,6 +42,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from .._memory import release_pages
 from ..schema import ANALYSIS_FRAMES
 from .op_steps import _place_in_steps
 
@@ -321,6 +322,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     dev_rows, start = dev_rows[order], start[order]
     end = start + np.nan_to_num(dur_col[dev_rows])
     busy = np.concatenate([[-np.inf], np.maximum.accumulate(end)[:-1]])  # latest end of the earlier tasks
+    release_pages(timeline)   # on disk: the pages of the columns read so far leave (the copies above stay)
     name_codes, names = _labels(timeline["name"])
     windows, step_source = _steps(step_windows() if callable(step_windows) else step_windows, timeline,
                                   name_codes, names)
@@ -354,6 +356,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     host_row = _tail_rows(track_col, start_col, ends, launch_track, launch_us, innermost=False)
     fw_row = np.full(len(idx), -1, dtype=np.int64)
     fw_row[has_fw] = _tail_rows(track_col, start_col, ends, tail_track[fw_flow], tail_us[fw_flow], innermost=True)
+    release_pages(timeline)
 
     # the op each task's idle is put on, as a code into ``op_labels``: the framework op, else the host op,
     # else the launch flow's name
@@ -436,9 +439,12 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
                               "idle_per_step_us": op_idle[keep] / max(len(steps), 1),
                               "share_of_host_idle": op_idle[keep] / total if total > 0 else np.zeros(len(keep))})
 
+    task_rows, n_device = dev_rows[idx], len(dev_rows)   # (the launched tasks' rows are kept, not every task's)
+    del dev_rows, on_device, busy, step, gap, end, dev_track
+    release_pages(timeline)     # a timeline on disk: its mapped columns' pages leave this process
+
     def tasks() -> pd.DataFrame:
         thread_of = _track_labels(tracks)
-        task_rows = dev_rows[idx]
         host_op = np.where(host_row >= 0, names[host_code], "").astype(object)
         framework_op = np.where(fw_row >= 0, names[fw_code], "").astype(object)
         host_start = np.where(host_row >= 0, start_col[host_row], np.nan)
@@ -456,7 +462,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
         frame.loc[t_step < 0, "step"] = pd.NA
         return frame[COLUMNS]
 
-    return Dispatch(tasks, steps, ops, None, step_source, float(tolerance_us), len(dev_rows),
+    return Dispatch(tasks, steps, ops, None, step_source, float(tolerance_us), n_device,
                     launched=len(idx), waited_tasks=int(waited.sum()), latency_us=t_start - launch_us)
 
 
