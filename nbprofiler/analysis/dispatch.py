@@ -439,8 +439,8 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
                               "idle_per_step_us": op_idle[keep] / max(len(steps), 1),
                               "share_of_host_idle": op_idle[keep] / total if total > 0 else np.zeros(len(keep))})
 
-    task_rows, n_device = dev_rows[idx], len(dev_rows)   # (the launched tasks' rows are kept, not every task's)
-    del dev_rows, on_device, busy, step, gap, end, dev_track
+    # the frame, made later, keeps the launched tasks' rows, not every device task's
+    task_rows, n_device = dev_rows[idx], len(dev_rows)
     release_pages(timeline)     # a timeline on disk: its mapped columns' pages leave this process
 
     def tasks() -> pd.DataFrame:
