@@ -7,9 +7,8 @@ get; when that has come, nothing of the bars' source may have come before it."""
 from __future__ import annotations
 
 import json
-import time
 
-from helpers import REPO, open_and_run_all, save_screenshot, wait_bokeh_filled, write_notebook
+from helpers import REPO, open_and_run_all, save_screenshot, wait_bokeh_filled, wait_stable, write_notebook
 
 DATA = (REPO.parent / "shared" / "data").resolve()
 
@@ -47,11 +46,10 @@ def test_the_page_does_not_send_a_requerys_bars_back(lab, page):
     # one more move inside what the page holds: its start is the marker the kernel must receive
     marker = mid - span / 4
     page.evaluate(_SET_JS, [marker, marker + span / 2])
-    end = time.monotonic() + 30
-    while not any(r[:2] == ["timeline_x_range", "start"] and r[2] == marker for r in _log(log)):
-        assert time.monotonic() < end, _log(log)
-        page.wait_for_timeout(100)  # polling the kernel's log file, not a wait for a state
-    got = _log(log)
+
+    def moved(rows):
+        return any(r[:2] == ["timeline_x_range", "start"] and r[2] == marker for r in rows)
+    got = wait_stable(page, lambda: (rows := _log(log)) and moved(rows) and rows, "the kernel's record of the move")
     assert [r for r in got if r[0] == "timeline_src"] == [], got
     assert ["timeline_x_range", "start", mid - span / 2] in got   # the page's own moves do reach the kernel
     save_screenshot(page, "timeline_no_echo")
