@@ -13,6 +13,7 @@ from collections import Counter
 from decimal import Decimal
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from nbprofiler.analysis import advisor as A
@@ -278,3 +279,40 @@ def test_cli_text_summary_says_it(capsys):
     assert main(["summary", str(DATA / TORCH)]) == 0
     out = capsys.readouterr().out
     assert f"dispatch: {_prof(TORCH).dispatch.sentence()}" in out.splitlines()
+
+
+def test_torch_trace_steps_are_the_same_on_every_page():
+    """The trace's only step marks are its ProfilerStep#N events: the step time, the first sentence and the
+    host-dispatch finding all count from them, and the sentence names the wait that sets the step."""
+    from nbprofiler.analysis.diagnosis import diagnose, fmt_ms
+    from nbprofiler.analysis.steps import PROFILER_STEP_SPANS_SOURCE, step_times
+    from nbprofiler.views.overview import overview_html
+    prof = _prof(TORCH)
+    tasks, launch_of, windows, _ = _torch_raw()
+    step_ms = float(windows[1][1] - windows[1][0]) / 1000
+    idle_ms = float(_host_idle(tasks, launch_of, windows)[1]) / 1000
+    t = step_times(prof)
+    assert (t.source, t.count) == (PROFILER_STEP_SPANS_SOURCE, len(windows))
+    assert t.average_ms == pytest.approx(step_ms, abs=1e-6)
+    assert list(prof.step_windows["step"]) == [1] and prof.dispatch.step_source == "ProfilerStep#N events"
+    d = diagnose(prof)
+    assert d.headline == (f"The average step takes {fmt_ms(step_ms)} ms (1 step, from the timeline's ProfilerStep#N "
+                          f"spans): the device waits {fmt_ms(idle_ms)} ms of it ({idle_ms / step_ms * 100:.0f} %) "
+                          "for the host to launch its tasks, most for aclnnInplaceZero. Look at where the device "
+                          "waited for the host (Timeline).")
+    s = prof.summary()
+    assert s["step_time"]["source"] == PROFILER_STEP_SPANS_SOURCE and s["step_time"]["steps"] == 1
+    assert s["dispatch"]["host_idle_ms_per_step"] == pytest.approx(idle_ms, abs=1e-6)
+    assert "No step timing" not in overview_html(s, root=prof.root)
+
+
+def test_step_marks_are_read_from_codes_and_texts_alike():
+    from nbprofiler.model.derive import PROFILER_STEP_SOURCE, profiler_step_windows
+    names = ["ProfilerStep#3", "aten::add", None, "ProfilerStep#2", "ProfilerStep#2x", "ProfilerStep#3"]
+    tl = pd.DataFrame({"name": names, "start_us": [50.0, 1.0, 2.0, 10.0, 12.0, 90.0],
+                       "dur_us": [30.0, 1.0, np.nan, 40.0, 1.0, 5.0]})
+    for frame in (tl, tl.astype({"name": "category"})):
+        w = profiler_step_windows(frame)
+        assert w[["step", "start_us", "end_us"]].values.tolist() == [[2, 10.0, 50.0], [3, 50.0, 80.0]]
+        assert set(w["source"]) == {PROFILER_STEP_SOURCE}
+    assert profiler_step_windows(tl[tl["name"] == "aten::add"]) is None

@@ -51,6 +51,9 @@ STAGE_MEANING = {
 }
 # Stages in which the device waits for the data pipeline.
 DATA_WAIT_STAGES = ("iteration_interval_ms", "preparing_ms")
+# Without stages, a wait (for the next batch, for the host's launches) sets the step when it takes at least
+# this share of the step.
+SETS_THE_STEP_PCT = 50.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +97,7 @@ def own_stages(prof) -> dict:
 def stage_sentence(stages: dict, step_ms: float, steps: int, source: str) -> tuple[str | None, str]:
     """(the limiting stage, the sentence naming it) for ``stages`` (column -> ms) of an average step."""
     if not stages or not step_ms or step_ms <= 0:
-        return None, f"The average step takes {fmt_ms(step_ms or 0)} ms ({steps:,} steps, from the {source})."
+        return None, f"The average step takes {fmt_ms(step_ms or 0)} ms ({_steps(steps)}, from the {source})."
     limiter = max(stages, key=stages.get)
     name, meaning, look = STAGE_MEANING.get(limiter, (STAGE_LABELS.get(limiter, limiter), "", ""))
     share = stages[limiter] / step_ms * 100
@@ -170,10 +173,10 @@ def operator_sentence(prof, step_ms: float | None, steps: int, source: str | Non
     """The first sentence of a run without stages (CPU and PyNative runs, MindData-only runs): its step time
     where it has one, and the operator time of its busiest device kind, per step where steps are known."""
     if source is None:
-        head = "No step timing was recorded (no step trace, no host-queue timestamps)"
+        head = "No step timing was recorded (no step trace, no host-queue timestamps, no ProfilerStep#N events)"
     else:
-        head = f"The average step takes {fmt_ms(step_ms)} ms ({steps:,} steps, from the {source})"
-    wait = _data_wait_clause(prof, step_ms)
+        head = f"The average step takes {fmt_ms(step_ms)} ms ({_steps(steps)}, from the {source})"
+    wait = _data_wait_clause(prof, step_ms) or _host_dispatch_clause(prof, step_ms)
     if wait:
         return f"{head}: {wait}"
     t = prof.op_types
@@ -196,17 +199,38 @@ def operator_sentence(prof, step_ms: float | None, steps: int, source: str | Non
             f"{top_ms / kind_ms * 100:.0f} %.")
 
 
+def _steps(n: int) -> str:
+    return f"{n:,} step" if n == 1 else f"{n:,} steps"
+
+
 def _data_wait_clause(prof, step_ms: float | None) -> str | None:
     """"it waits N ms (P %) for the next batch ..." where the host queue's get time is most of the step."""
     hq = _host_queue(prof)
     if not step_ms or not hq or hq.get("avg_get_ms") is None:
         return None
     share = hq["avg_get_ms"] / step_ms * 100
-    if share < 50:
+    if share < SETS_THE_STEP_PCT:
         return None
     return (f"it waits {fmt_ms(hq['avg_get_ms'])} ms of it ({share:.0f} %) for the next batch from the data "
             f"pipeline (the host queue was empty at {hq['empty_steps']:,} of {hq['steps']:,} steps). Look at the "
             "MindData pipeline (MindData).")
+
+
+def _host_dispatch_clause(prof, step_ms: float | None) -> str | None:
+    """"the device waits N ms of it (P %) for the host to launch its tasks ..." where the host-bound idle
+    (`dispatch.profile_dispatch`, over the same step windows) is most of the step."""
+    from .dispatch import profile_dispatch
+    if not step_ms:
+        return None
+    d = profile_dispatch(prof)
+    if not d.available or d.step_source == "none" or d.idle_share * 100 < SETS_THE_STEP_PCT:
+        return None
+    idle_ms = d.host_idle_per_step_us / 1000
+    text = (f"the device waits {fmt_ms(idle_ms)} ms of it ({d.idle_share * 100:.0f} %) for the host to launch "
+            "its tasks")
+    if len(d.ops) and d.ops["host_idle_us"].iloc[0] > 0:
+        text += f", most for {d.ops['responsible_op'].iloc[0]}"
+    return text + ". Look at where the device waited for the host (Timeline)."
 
 
 def kind_label(kind: str) -> str:

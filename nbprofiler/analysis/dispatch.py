@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .._memory import release_pages
+from ..model.derive import profiler_step_windows
 from ..schema import ANALYSIS_FRAMES
 from .op_steps import _place_in_steps
 
@@ -56,7 +57,6 @@ DEVICE_PROCESS = re.compile(r"^Ascend Hardware\b")
 # How far before the device ran idle a launch still counts as late: the disagreement of the host's and the
 # device's clocks seen in real traces (tasks starting up to 19 us before their own launch).
 TOLERANCE_US = 20.0
-STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
 # The innermost event enclosing a time is looked for among this many events starting before it.
 NESTING_DEPTH = 64
 # Under this share of the device's tasks joined to a launch, the sentence says the rest are not counted.
@@ -258,22 +258,13 @@ def _first_per_task(task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _steps(step_windows, timeline, name_codes, names) -> tuple[pd.DataFrame, str]:
     """The step windows on the timeline's clock and where they come from: ``step_windows``, else the
-    host's ``ProfilerStep#N`` events (``name_codes``, ``names``: the timeline's names as `_labels`), else
-    none (an empty frame)."""
+    host's ``ProfilerStep#N`` events (`derive.profiler_step_windows`; ``name_codes``, ``names``: the
+    timeline's names as `_labels`), else none (an empty frame)."""
+    if step_windows is None or not len(step_windows):
+        step_windows = profiler_step_windows(timeline, name_codes, names[:-1])
     if step_windows is not None and len(step_windows):
-        source = f"step_windows ({step_windows['source'].iloc[0]})" if "source" in step_windows else "step_windows"
+        source = str(step_windows["source"].iloc[0]) if "source" in step_windows else "step_windows"
         return step_windows[["step", "start_us", "end_us"]].astype({"step": "int64"}), source
-    # matched on the names' codes, not on a text per event
-    text = pd.Series(names[:-1], dtype="str")   # Arrow's regex over the names, then the numbers of the hits
-    hit = np.flatnonzero(text.str.match(STEP_EVENT).to_numpy(dtype=bool))
-    if len(hit):
-        step_of = np.full(len(names), -1, dtype=np.int64)
-        step_of[hit] = text.iloc[hit].str.extract(STEP_EVENT, expand=False).astype("int64").to_numpy()
-        rows = np.flatnonzero((step_of >= 0)[name_codes])   # a small table of flags: fast to look up
-        start = timeline["start_us"].to_numpy(float)[rows]
-        w = pd.DataFrame({"step": step_of[name_codes[rows]], "start_us": start,
-                          "end_us": start + np.nan_to_num(timeline["dur_us"].to_numpy(float)[rows])})
-        return w.drop_duplicates("step").sort_values("start_us").reset_index(drop=True), "ProfilerStep#N events"
     return pd.DataFrame({"step": pd.Series(dtype="int64"), "start_us": pd.Series(dtype=float),
                          "end_us": pd.Series(dtype=float)}), "none"
 

@@ -85,13 +85,15 @@ def profile_step_average(prof, extras: tuple[str, ...] = ()) -> StepAverage:
 
 HOST_QUEUE_SOURCE = "host-queue batch timestamps"
 STEP_TRACE_SOURCE = "step trace"
+PROFILER_STEP_SPANS_SOURCE = "timeline's ProfilerStep#N spans"
 
 
 @dataclasses.dataclass(frozen=True)
 class StepTimes:
     """A run's step times from its one source (the same for the summary, `check`, `compare`, the
     diagnosis and the views): ``frame`` (``step``, ``total_ms`` plus the stage columns where the source
-    has them), ``source`` (`STEP_TRACE_SOURCE`, `HOST_QUEUE_SOURCE` or None), ``average_ms`` (the step
+    has them), ``source`` (`STEP_TRACE_SOURCE`, `HOST_QUEUE_SOURCE`, `PROFILER_STEP_SPANS_SOURCE` or None),
+    ``average_ms`` (the step
     trace's comparable average, else the mean; None without steps)."""
 
     frame: pd.DataFrame
@@ -123,20 +125,40 @@ def host_queue_steps(host_queue: pd.DataFrame | None) -> pd.DataFrame:
     return out[out["total_ms"] >= 0].reset_index(drop=True)
 
 
-def step_frame(step_trace: pd.DataFrame | None, host_queue: pd.DataFrame | None) -> tuple[pd.DataFrame, str | None]:
+def profiler_step_spans(step_windows: pd.DataFrame | None) -> pd.DataFrame:
+    """``step``, ``total_ms``: the spans of the trace's ``ProfilerStep#N`` events (``step_windows`` whose
+    source is `model.derive.PROFILER_STEP_SOURCE`), for runs whose only step marks are in the timeline (a
+    torch_npu trace, a trace without its step-trace file); empty otherwise."""
+    from ..model.derive import PROFILER_STEP_SOURCE
+    w = step_windows
+    if w is None or not len(w) or "source" not in w or str(w["source"].iloc[0]) != PROFILER_STEP_SOURCE:
+        return pd.DataFrame(columns=["step", "total_ms"])
+    return pd.DataFrame({"step": w["step"].to_numpy(), "total_ms": (w["end_us"] - w["start_us"]).to_numpy(float)
+                         / 1000.0}).sort_values("step", kind="stable").reset_index(drop=True)
+
+
+def step_frame(step_trace: pd.DataFrame | None, host_queue: pd.DataFrame | None,
+               step_windows=None) -> tuple[pd.DataFrame, str | None]:
     """(the run's steps, their source): the step trace where it has one, else the gaps between the batches
-    the host queue handed out (`host_queue_steps`), else no steps and None."""
+    the host queue handed out (`host_queue_steps`), else the trace's ``ProfilerStep#N`` spans
+    (`profiler_step_spans` of ``step_windows``: the frame, or a function returning it, called only then),
+    else no steps and None."""
     if step_trace is not None and len(step_trace) and "total_ms" in step_trace.columns:
         return step_trace, STEP_TRACE_SOURCE
     hq = host_queue_steps(host_queue)
-    return (hq, HOST_QUEUE_SOURCE) if len(hq) else (pd.DataFrame(columns=["step", "total_ms"]), None)
+    if len(hq):
+        return hq, HOST_QUEUE_SOURCE
+    spans = profiler_step_spans(step_windows() if callable(step_windows) else step_windows)
+    if len(spans):
+        return spans, PROFILER_STEP_SPANS_SOURCE
+    return pd.DataFrame(columns=["step", "total_ms"]), None
 
 
 def step_times(prof) -> StepTimes:
     """The run's step times (memoised on the Profile), from `step_frame`; the average of a step trace is its
     comparable one."""
     def build():
-        frame, source = step_frame(prof.step_trace, prof.host_queue)
+        frame, source = step_frame(prof.step_trace, prof.host_queue, lambda: prof.step_windows)
         if source == STEP_TRACE_SOURCE:
             return StepTimes(frame, source, profile_step_average(prof).comparable.get("total_ms"))
         return StepTimes(frame, source, float(frame["total_ms"].mean()) if source else None)

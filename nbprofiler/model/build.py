@@ -374,20 +374,23 @@ AFTER: dict[str, Callable[[pd.DataFrame | None], pd.DataFrame | None]] = {
 
 # -- the frames that join other frames ------------------------------------------------------------------------
 def _step_windows(prof: "Profile") -> pd.DataFrame | None:
-    """`derive.place_steps` with the profile's kernels, step trace, timeline and clocks. The kernels decide
-    alone where they carry step ids (the step trace and the timeline are not read then)."""
+    """`derive.place_steps` with the profile's kernels, step trace, timeline and clocks; else the trace's
+    ``ProfilerStep#N`` events (`derive.profiler_step_windows`). The kernels decide alone where they carry
+    step ids (the step trace and the timeline are not read then)."""
     kernels = prof.kernels
     if kernels is not None and not kernels.empty and kernels["step"].notna().any():
         return derive.place_steps(kernels=kernels, timeline=prof.timeline, origin_us=prof.origin_us,
                                   device=prof.device)
     steps = prof.step_trace
-    if steps is None or steps.empty or not {"start_ms", "end_ms"} <= set(steps.columns):
-        return None
-    cann_clock = prof.run.generation == "cann"
-    return derive.place_steps(steps=steps, timeline=prof.timeline,
-                              tracks=None if cann_clock else prof.timeline_tracks,
-                              origin_us=prof.origin_us, device=prof.device, cann_clock=cann_clock,
-                              first_device_op_ms=None if cann_clock else legacy.timeline_device_origin_ms(prof.run))
+    placed = None
+    if steps is not None and not steps.empty and {"start_ms", "end_ms"} <= set(steps.columns):
+        cann_clock = prof.run.generation == "cann"
+        placed = derive.place_steps(steps=steps, timeline=prof.timeline,
+                                    tracks=None if cann_clock else prof.timeline_tracks,
+                                    origin_us=prof.origin_us, device=prof.device, cann_clock=cann_clock,
+                                    first_device_op_ms=None if cann_clock else
+                                    legacy.timeline_device_origin_ms(prof.run))
+    return placed if placed is not None else derive.profiler_step_windows(prof.timeline)
 
 
 def _ops(prof: "Profile") -> pd.DataFrame | None:

@@ -5,13 +5,15 @@
   database's) and which kernels count from it (`KERNELS_ON_TIMELINE`);
 - a memory record without the rows MindSpore repeats from earlier schedule windows (`drop_repeats`,
   `repeating_schedule`, `records_before`);
-- a step's place on the timeline (`place_steps`);
+- a step's place on the timeline (`place_steps`; `profiler_step_windows` where only the trace's
+  ``ProfilerStep#N`` events mark the steps);
 - the operators joined with their input shapes (`join_input_shapes`).
 
 `nbprofiler.model.build` gathers these inputs from a `Profile` (whose cache memoises every parse) and calls them.
 """
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import numpy as np
@@ -127,6 +129,40 @@ def records_before(mem: pd.DataFrame, slack_us: float = WINDOW_SLACK_US) -> int:
 
 
 # -- steps on the timeline ----------------------------------------------------------------------------------
+# The host's step markers a torch_npu / MindSpore 2.x trace writes around each profiled step.
+PROFILER_STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
+PROFILER_STEP_SOURCE = "ProfilerStep#N events"
+
+
+def profiler_step_windows(timeline: pd.DataFrame | None, name_codes: np.ndarray | None = None,
+                          names: np.ndarray | None = None) -> pd.DataFrame | None:
+    """The `step_windows` frame from the timeline's ``ProfilerStep#N`` events (each step's span as the
+    host marked it), or None without them. ``name_codes``/``names``: the name column as codes into an array
+    of its distinct texts (code −1: missing), where the caller has them; else taken from the column (a
+    categorical's own codes, no text per event)."""
+    if timeline is None or timeline.empty or "name" not in timeline:
+        return None
+    if name_codes is None:
+        col = timeline["name"]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            name_codes, names = col.cat.codes.to_numpy(), np.asarray(col.cat.categories.astype(str), dtype=object)
+        else:
+            name_codes, uniques = pd.factorize(col)
+            names = np.asarray(pd.Index(uniques).astype(str), dtype=object)
+    text = pd.Series(names, dtype="str")   # Arrow's regex over the distinct names, then the hits' numbers
+    hit = np.flatnonzero(text.str.match(PROFILER_STEP_EVENT).to_numpy(dtype=bool))
+    if not len(hit):
+        return None
+    step_of = np.full(len(names) + 1, -1, dtype=np.int64)   # the last entry: code −1
+    step_of[hit] = text.iloc[hit].str.extract(PROFILER_STEP_EVENT, expand=False).astype("int64").to_numpy()
+    rows = np.flatnonzero(step_of[name_codes] >= 0)
+    start = timeline["start_us"].to_numpy(float)[rows]
+    out = pd.DataFrame({"step": step_of[name_codes[rows]], "start_us": start,
+                        "end_us": start + np.nan_to_num(timeline["dur_us"].to_numpy(float)[rows]),
+                        "source": PROFILER_STEP_SOURCE})
+    return out.drop_duplicates("step").sort_values("start_us", kind="stable").reset_index(drop=True)
+
+
 def place_steps(*, origin_us: float, device: str, kernels: pd.DataFrame | None = None,
                 steps: pd.DataFrame | None = None, timeline: pd.DataFrame | None = None,
                 tracks: pd.DataFrame | None = None, cann_clock: bool = False,

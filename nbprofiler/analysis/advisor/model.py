@@ -208,9 +208,9 @@ class Context:
     @cached_property
     def step_times(self) -> pd.DataFrame:
         """``step``, ``total_ms`` of the run's steps (`steps.step_frame`: the step trace, else the host
-        queue's batch gaps)."""
+        queue's batch gaps, else the trace's ``ProfilerStep#N`` spans)."""
         from ..steps import step_frame
-        return step_frame(self.step_trace, self.host_queue)[0]
+        return step_frame(self.step_trace, self.host_queue, lambda: self.step_windows)[0]
 
     @property
     def step_count(self) -> int:
