@@ -263,12 +263,14 @@ FRAMES: dict[str, FrameSpec] = {s.name: s for s in (
         col("step", "int64", "", "step number"),
         col("start_us", "float64", "us", "the step's start on the timeline"),
         col("end_us", "float64", "us", "the step's end on the timeline"),
-        col("source", "str", "", "how the clocks were matched"),
-    ), "timeline", ("ASCEND_PROFILER_OUTPUT/kernel_details.csv (step ids)", "a step trace and its timeline",
-                    "min_cycle_counter_*.txt", "output_timeline_data_*.txt"),
-        frozenset({"kernel_details", "step_trace", "min_cycle_counter", "output_timeline_data"}) | _DB,
-        note="Derived: from the kernels' step ids, else the step trace's points (CANN: the timeline's clock; "
-             "legacy: shifted by the first AI Core op's device time against the timeline).", builder="derive"),
+        col("source", "str", "", "where the steps come from and how the clocks were matched"),
+    ), "timeline", ("trace_view.json (ProfilerStep#N)", "ASCEND_PROFILER_OUTPUT/kernel_details.csv (step ids)",
+                    "a step trace and its timeline", "min_cycle_counter_*.txt", "output_timeline_data_*.txt"),
+        frozenset({"trace_view", "kernel_details", "step_trace", "min_cycle_counter", "output_timeline_data"}) | _DB,
+        note="Derived: from the trace's ProfilerStep#N events (the host's marks of each step, Preparing "
+             "included), else the kernels' step ids (the span of the step's device tasks), else the step "
+             "trace's points (CANN: the timeline's clock; legacy: shifted by the first AI Core op's device time "
+             "against the timeline).", builder="derive"),
     FrameSpec("op_types", "operator type and device kind", (
         col("kind", "str", "", "device kind (`nbprofiler.schema.OP_KINDS`)"),
         col("op_type", "str", "", "operator type"),

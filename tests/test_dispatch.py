@@ -137,13 +137,13 @@ def test_db_latencies_and_idle_match_the_tables(db_copy):
     assert len(rows) == len(d.tasks) == 191
     want = np.sort([lat / 1000 for _, lat, _ in rows])
     assert np.allclose(np.sort(d.tasks["launch_latency_us"].to_numpy()), want, atol=1e-3)
-    # device idle the host caused, over every TASK (ns -> us), in the step's window: its first to last compute
-    # kernel (the kernels carry the step ids), within STEP_TIME's step 50
+    # device idle the host caused, over every TASK (ns -> us), in the step's window: the host's own mark of
+    # step 50 (its ProfilerStep#50 call), which holds the step's Preparing
     us = lambda ns: Decimal(ns) / 1000  # noqa: E731
     tasks = [(us(a), us(b)) for a, b in db_copy.execute("SELECT startNs, endNs FROM TASK")]
     w0, w1 = db_copy.execute("""
-        SELECT min(t.startNs), max(t.endNs) FROM TASK t JOIN COMPUTE_TASK_INFO i USING (globalTaskId), STEP_TIME s
-        WHERE s.id = 50 AND t.startNs >= s.startNs AND t.startNs < s.endNs""").fetchone()
+        SELECT p.startNs, p.endNs FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name
+        WHERE s.value = 'ProfilerStep#50'""").fetchone()
     window = {50: (us(w0), us(w1))}
     assert d.steps["step_us"].iloc[0] == pytest.approx(float(us(w1) - us(w0)), abs=1e-3)
     idle = _host_idle(tasks, {us(t): us(c) for t, _, c in rows}, window)
@@ -158,6 +158,9 @@ def test_db_latencies_and_idle_match_the_tables(db_copy):
     assert d.steps["host_idle_us"].iloc[0] == pytest.approx(float(idle[50]), abs=1e-3)
     # this run keeps the device fed: most launches run far ahead, the host explains a sixth of the step
     assert d.tasks["launch_latency_us"].median() > 500 and 0.1 < d.idle_share < 0.25
+    # the window is the step the step trace times: it holds the Preparing before the step's first task
+    trace_ms = _prof(DB_RANK).step_trace["total_ms"].iloc[0]
+    assert abs(d.steps["step_us"].iloc[0] / 1000 - trace_ms) < 0.01 * trace_ms
 
 
 def test_a_run_whose_launches_never_wait_has_no_op_rows():

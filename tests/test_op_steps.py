@@ -126,3 +126,27 @@ def test_op_names_reach_the_page_as_data_not_html(widedeep):
     view = OpStepsView(widedeep)
     source = view.layout.select_one({"name": "op_steps_source"})
     assert "&lt;" not in source.text and "aligned on the first AI Core op" in source.text
+
+
+def test_a_host_bound_step_marked_by_the_trace_holds_all_its_device_tasks():
+    """trace_view_torch_npu: no kernels, no step trace; its one step is its ProfilerStep#1 event, whose device
+    work starts late (the host is the limiter). Every Ascend Hardware task in the step's span, counted from
+    the file with the json module, is in that step."""
+    import json
+    from collections import Counter
+    prof = nbprofiler.load(DATA / "npu/trace_view_torch_npu")
+    with open(DATA / "npu/trace_view_torch_npu/trace_view.json", encoding="utf-8") as f:
+        events = json.load(f)
+    hw = {e["pid"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"
+          and e["args"]["name"] == "Ascend Hardware"}
+    [step] = [e for e in events if e.get("ph") == "X" and e["name"] == "ProfilerStep#1"]
+    t0, t1 = float(step["ts"]), float(step["ts"]) + float(step["dur"])
+    tasks = [e for e in events if e.get("ph") == "X" and e["pid"] in hw and t0 <= float(e["ts"]) < t1]
+    first_task = min(float(e["ts"]) for e in tasks)
+    assert (first_task - t0) / (t1 - t0) > 0.1   # the device's work starts late in the step
+    assert has_op_steps(prof)
+    by_step = S.op_time_by_step(**frames(prof))
+    assert set(by_step["step"]) == {1} and int(by_step["count"].sum()) == len(tasks)
+    assert by_step["total_time_us"].sum() == pytest.approx(sum(float(e["dur"]) for e in tasks), abs=1e-3)
+    assert "ProfilerStep#N events" in by_step.attrs["source"]
+    assert Counter(S.step_operators(**frames(prof), per_step=10_000)["name"]) == Counter(e["name"] for e in tasks)

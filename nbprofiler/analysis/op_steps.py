@@ -18,6 +18,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..model.derive import PROFILER_STEP_SOURCE
+
 # Timeline processes whose events are device (or CPU) operator executions, as the trace writers name
 # them; host API, communication, overlap-analysis and step-marker tracks are not operators.
 DEVICE_OP_PROCESS = re.compile(r"^(Ascend Hardware|Ascend Device|GPU|CPU OP)\b")
@@ -86,10 +88,17 @@ def _step_rows(kernels, timeline, tracks, step_windows) -> tuple[pd.DataFrame | 
     events = _device_op_events(timeline, tracks)
     if events is None or step_windows is None or step_windows.empty:
         return None, None
-    # Only steps the device operators cover: a trace that stops mid-step would show that step's operators
-    # as a sudden drop in time that never happened. A step starts a little before its first operator and
-    # ends a little after its last, hence the slack.
-    first, last = float(events["start_us"].min()), float((events["start_us"] + events["dur_us"]).max())
+    # Only steps the trace covers: a trace that stops mid-step would show that step's operators as a sudden
+    # drop in time that never happened. Steps placed from another file (a step trace's points) are covered
+    # where the device operators span them: a step starts a little before its first operator and ends a
+    # little after its last, hence the slack. Steps the trace marks itself (ProfilerStep#N) are its own
+    # events, recorded whole: every event's span covers them (a host-bound step's device work starts late).
+    if "source" in step_windows and (step_windows["source"] == PROFILER_STEP_SOURCE).all():
+        start = timeline["start_us"].to_numpy(float)
+        first = float(np.nanmin(start))
+        last = float(np.nanmax(start + np.nan_to_num(timeline["dur_us"].to_numpy(float))))
+    else:
+        first, last = float(events["start_us"].min()), float((events["start_us"] + events["dur_us"]).max())
     slack = (1 - COVERED_FRACTION) * (step_windows["end_us"] - step_windows["start_us"])
     step_windows = step_windows[(step_windows["start_us"] + slack >= first) & (step_windows["end_us"] - slack <= last)]
     if step_windows.empty:

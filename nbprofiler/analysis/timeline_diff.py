@@ -308,8 +308,9 @@ def _ms(us_or_ms: float) -> str:
 def headline(pair: pd.Series, op_types: pd.DataFrame, a_label: str = "A", b_label: str = "B") -> str:
     """"B's step is X ms slower than A's; most of it in <op type> (+Y ms)": the step pair's duration
     change (``pair``: a `TimelineDiff.steps` row) and the op type whose time moved most the same way
-    ("most of it" where that type's change is at least half the step's; else it is named as the op type
-    that changed most that way)."""
+    ("most of it" where that type's change is at least half the step's, "more than all of it" where it
+    exceeds the step's: other time moved the other way; else it is named as the op type that changed most
+    that way)."""
     delta = float(pair["delta_ms"])
     sa, sb = int(pair["a_step"]), int(pair["b_step"])
     who = (f"{b_label}'s step {sb}", f"{a_label}'s") if sa == sb else \
@@ -325,6 +326,8 @@ def headline(pair: pd.Series, op_types: pd.DataFrame, a_label: str = "A", b_labe
     top = same.iloc[0]
     dms = float(top["delta_us"]) / 1000.0
     change = f"{top['op_type']} ({'+' if dms > 0 else '-'}{_ms(dms)} ms)"
+    if abs(dms) > abs(delta):
+        return head + f"; more than all of it in {change}: other time moved the other way"
     if abs(dms) >= abs(delta) / 2:
         return head + f"; most of it in {change}"
     return head + f"; of the op types, {change} changed most that way"

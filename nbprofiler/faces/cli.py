@@ -51,7 +51,8 @@ def _print_summary(s: dict) -> None:
     if diag.get("headline"):
         print(diag["headline"])
     if diag.get("stages"):
-        print(f"step: {diag['steps']} steps from the {diag['step_source']}, average {diag['step_ms']:.4f} ms = "
+        steps = f"{diag['steps']} step" + ("" if diag["steps"] == 1 else "s")
+        print(f"step: {steps} from the {diag['step_source']}, average {diag['step_ms']:.4f} ms = "
               + " + ".join(f"{st['label'].lower()} {st['ms']:.4f}" for st in diag["stages"]))
     for kind, rows in (s.get("op_types") or {}).items():
         top = ", ".join(f"{r['op_type']} {r['percent']:.1f}%" for r in rows[:5])

@@ -374,23 +374,24 @@ AFTER: dict[str, Callable[[pd.DataFrame | None], pd.DataFrame | None]] = {
 
 # -- the frames that join other frames ------------------------------------------------------------------------
 def _step_windows(prof: "Profile") -> pd.DataFrame | None:
-    """`derive.place_steps` with the profile's kernels, step trace, timeline and clocks; else the trace's
-    ``ProfilerStep#N`` events (`derive.profiler_step_windows`). The kernels decide alone where they carry
-    step ids (the step trace and the timeline are not read then)."""
+    """Each step's span on the timeline's clock: the trace's ``ProfilerStep#N`` events where it has them (the
+    host's own marks of the step, `derive.profiler_step_windows`: the step trace's Preparing lies inside
+    them), else `derive.place_steps` with the profile's kernels (their step ids: the span of the step's
+    device tasks), else its step trace and clocks."""
+    timeline = prof.timeline
+    marked = derive.profiler_step_windows(timeline)
+    if marked is not None:
+        return marked
     kernels = prof.kernels
     if kernels is not None and not kernels.empty and kernels["step"].notna().any():
-        return derive.place_steps(kernels=kernels, timeline=prof.timeline, origin_us=prof.origin_us,
-                                  device=prof.device)
+        return derive.place_steps(kernels=kernels, timeline=timeline, origin_us=prof.origin_us, device=prof.device)
     steps = prof.step_trace
-    placed = None
-    if steps is not None and not steps.empty and {"start_ms", "end_ms"} <= set(steps.columns):
-        cann_clock = prof.run.generation == "cann"
-        placed = derive.place_steps(steps=steps, timeline=prof.timeline,
-                                    tracks=None if cann_clock else prof.timeline_tracks,
-                                    origin_us=prof.origin_us, device=prof.device, cann_clock=cann_clock,
-                                    first_device_op_ms=None if cann_clock else
-                                    legacy.timeline_device_origin_ms(prof.run))
-    return placed if placed is not None else derive.profiler_step_windows(prof.timeline)
+    if steps is None or steps.empty or not {"start_ms", "end_ms"} <= set(steps.columns):
+        return None
+    cann_clock = prof.run.generation == "cann"
+    return derive.place_steps(steps=steps, timeline=timeline, tracks=None if cann_clock else prof.timeline_tracks,
+                              origin_us=prof.origin_us, device=prof.device, cann_clock=cann_clock,
+                              first_device_op_ms=None if cann_clock else legacy.timeline_device_origin_ms(prof.run))
 
 
 def _ops(prof: "Profile") -> pd.DataFrame | None:
