@@ -285,10 +285,11 @@ def _classified(prof) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def _pipeline_windows(profiles: dict, intervals: dict) -> dict[int, tuple[float, float]]:
-    """step -> (start, end) absolute µs: the earliest start and latest end of the step over the ranks
-    (`step_windows`); without steps, one step 0 from the first to the last device op of any rank
-    (``intervals``: rank -> `_classified`)."""
-    out: dict[int, tuple[float, float]] = {}
+    """step -> (start, end) absolute µs: the pipeline's step, from the first to the last device op of any
+    rank inside the step's window (`step_windows`, over the ranks: a host mark such as ProfilerStep#N also
+    holds the host's work before and after the device's); without steps, one step 0 from the first to the
+    last device op of any rank (``intervals``: rank -> `_classified`)."""
+    windows: dict[int, tuple[float, float]] = {}
     for prof in profiles.values():
         w = prof.step_windows
         if w is None or w.empty:
@@ -296,14 +297,17 @@ def _pipeline_windows(profiles: dict, intervals: dict) -> dict[int, tuple[float,
         origin = float(prof.origin_us)
         for row in w.itertuples():
             lo, hi = origin + float(row.start_us), origin + float(row.end_us)
-            old = out.get(int(row.step))
-            out[int(row.step)] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
-    if not out:
-        starts = [s for iv in intervals.values() for s, _ in iv.values() if len(s)]
-        ends = [e for iv in intervals.values() for _, e in iv.values() if len(e)]
-        if starts:
-            out[0] = (float(min(x.min() for x in starts)), float(max(x.max() for x in ends)))
-    return dict(sorted(out.items()))
+            old = windows.get(int(row.step))
+            windows[int(row.step)] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
+    starts = np.concatenate([s for iv in intervals.values() for s, _ in iv.values()] or [np.zeros(0)])
+    ends = np.concatenate([e for iv in intervals.values() for _, e in iv.values()] or [np.zeros(0)])
+    if not windows:
+        return {0: (float(starts.min()), float(ends.max()))} if len(starts) else {}
+    out = {}
+    for step, (lo, hi) in sorted(windows.items()):
+        inside = (starts >= lo) & (starts < hi)
+        out[step] = (float(starts[inside].min()), float(ends[inside].max())) if inside.any() else (lo, hi)
+    return out
 
 
 def _merge(start: np.ndarray, end: np.ndarray) -> np.ndarray:
