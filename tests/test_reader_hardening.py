@@ -203,8 +203,10 @@ def test_a_trace_that_grows_only_once_its_read_has_begun_is_stopped_too(tmp_path
     monkeypatch.setattr(trace_parse, "_connection", connect_then_grow)
     err, read = _load_while_growing(path, growth)
     assert err.path == path and f"from {len(data):,} bytes" in str(err)
-    # stopped, not read to the end: 18-50 MB read where it read all 1 GB the file grew by
-    assert read < min(growth.written, 256 << 20), (read, growth.written)
+    # stopped, not read to the end of a growth that goes on to 1 GB (it once read all of it): at most what
+    # was there when it stopped (18-50 MB on a quiet machine; on a busy one the growth may have written
+    # only a MB or two by then), never a quarter of the growth
+    assert read <= len(data) + growth.written + (16 << 20) and read < 256 << 20, (read, growth.written)
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes read with /proc/self/io")
