@@ -15,12 +15,13 @@ import weakref
 # tasks): its temporaries stay ~100 MB whatever the timeline's length.
 PASS_ROWS = 1 << 20
 
-# store -> weak references to the maps of its timeline's numeric columns (the frame's arrays keep them alive)
+# store -> weak references to the maps of its files (the frames' arrays keep them alive)
 _MAPS: dict[str, list[weakref.ref]] = {}
 
 
 def keep_maps(store, maps) -> None:
-    """Remember the maps of the timeline frame of ``store`` (the frame's ``attrs["store"]``), weakly."""
+    """Remember the maps of the files of ``store`` (the timeline frame's ``attrs["store"]``: its columns, its
+    flows, ...), weakly: numpy memmaps or `mmap.mmap` objects."""
     _MAPS[str(store)] = [weakref.ref(m) for m in maps]
 
 
@@ -30,14 +31,15 @@ def mapped(store) -> list:
 
 
 def release_pages(frame) -> None:
-    """After a pass over every event of a timeline loaded on disk: drop the pages of its mapped columns
-    from this process's resident memory. They stay in the page cache, so touching them again costs a
+    """After a pass over every event of a timeline loaded on disk: drop the pages of its store's mapped files
+    (the timeline's columns, its flows, tracks and counters) from this process's resident memory. They stay in the page cache, so touching them again costs a
     minor fault, and the pages one pass touched do not add up with the next pass's. No-op for a frame
     held in memory."""
     for ref in _MAPS.get(frame.attrs.get("store"), ()):
         m = ref()
-        if m is not None and hasattr(m, "_mmap") and hasattr(m._mmap, "madvise"):
-            m._mmap.madvise(mmap.MADV_DONTNEED)
+        m = getattr(m, "_mmap", m)   # a numpy memmap's map, or a map itself
+        if m is not None and hasattr(m, "madvise"):
+            m.madvise(mmap.MADV_DONTNEED)
 
 
 def row_slices(n: int, rows: int | None = None) -> list[slice]:
