@@ -91,3 +91,18 @@ def test_the_step_scan_in_slices_finds_the_same_steps(synthetic_on_disk, monkeyp
     assert len(whole) == sum(e["ph"] == "X" and e["name"].startswith("ProfilerStep#") for e in events)
     monkeypatch.setattr(_memory, "PASS_ROWS", 97)
     pd.testing.assert_frame_equal(profiler_step_windows(prof.timeline), whole, check_exact=True)
+
+
+@pytest.mark.parametrize("rows", [None, 5])
+def test_the_longest_waits_are_the_frames_own_without_the_frame(synthetic_on_disk, rows):
+    prof, _ = synthetic_on_disk
+    kw = {} if rows is None else {"chunk_rows": rows}
+    d = host_dispatch(*_frames(prof), **kw)
+    longest = {n: d.longest_waits(n) for n in (1, 30, d.waited_tasks + 5)}
+    assert callable(d.table)   # made from the longest waits' rows alone
+    frame = d.tasks
+    for n, rows_ in longest.items():
+        want = frame[frame["host_idle_us"] > 0].nlargest(n, "host_idle_us")
+        assert len(rows_) == min(n, d.waited_tasks)
+        pd.testing.assert_frame_equal(rows_, want, check_exact=True, check_index_type=False)
+    assert longest[1]["host_idle_us"].iloc[0] == frame["host_idle_us"].max() > 0

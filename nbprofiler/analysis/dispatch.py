@@ -65,6 +65,9 @@ _SAMPLE = 16
 # The outermost host call enclosing a launch is found through the running maximum of its thread's ends,
 # kept at the end of each block of this many rows.
 _BLOCK = 1 << 16
+# The sizes of this many longest waits are kept: `Dispatch.longest_waits` up to that many makes their rows
+# alone.
+_TOP_WAITS = 1000
 # Under this share of the device's tasks joined to a launch, the sentence says the rest are not counted.
 COVERAGE = 0.9
 STEP_COLUMNS = {"step": "Int64", "start_us": "float64", "end_us": "float64", "step_us": "float64",
@@ -85,7 +88,8 @@ class Dispatch:
     ``step_source`` (where the steps come from), ``tolerance_us`` and ``device_tasks`` (every task of the device's
     streams, launched or not: the tasks no flow joins to a launch are not counted as waiting); ``launched``
     (the tasks joined to a launch: the frame's rows), ``waited_tasks`` (those that waited for it) and
-    ``latency`` (their launch latencies' ``median``, ``p90``, ``max`` and how many are ``negative``)."""
+    ``latency`` (their launch latencies' ``median``, ``p90``, ``max`` and how many are ``negative``);
+    ``longest`` makes the rows of `longest_waits` without the whole frame."""
 
     table: pd.DataFrame | Callable[[], pd.DataFrame]
     steps: pd.DataFrame
@@ -97,6 +101,7 @@ class Dispatch:
     launched: int = 0
     waited_tasks: int = 0
     latency: dict | None = None
+    longest: Callable[[int], pd.DataFrame | None] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def tasks(self) -> pd.DataFrame:
@@ -104,6 +109,16 @@ class Dispatch:
         if callable(self.table):
             self.table = self.table()
         return self.table
+
+    def longest_waits(self, n: int) -> pd.DataFrame:
+        """The rows of the ``dispatch`` frame of the ``n`` tasks that waited longest for their launch (most
+        ``host_idle_us`` first). Where the frame is not made yet, those rows alone are made: a view of the
+        longest waits of millions of tasks does not hold the whole frame."""
+        if callable(self.table) and self.longest is not None:
+            rows = self.longest(n)
+            if rows is not None:
+                return rows
+        return self.tasks[self.tasks["host_idle_us"] > 0].nlargest(n, "host_idle_us")
 
     @property
     def available(self) -> bool:
@@ -490,12 +505,13 @@ class _Walk:
 
 
 def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, launched: int, ops: _Ops,
-          windows: pd.DataFrame, keys: np.ndarray, tolerance_us: float, collect: bool) -> _Walk:
+          windows: pd.DataFrame, keys: np.ndarray, tolerance_us: float, keep: float | None = None) -> _Walk:
     """The device idle before every task, in start order: the gap since the latest end of the tasks started
     before it (carried from slice to slice), or since its step's start when later; each launched task's
     launch (``ln_of``/``fw_of``: its launch and framework flows), the host ops behind it and its wait. Sums
     run in start order whatever the slices (``np.add.at`` sums as ``np.bincount`` does), so the result does
-    not depend on ``cols.chunk``."""
+    not depend on ``cols.chunk``. ``keep``: the columns of the launched tasks whose host-bound idle is at least
+    that are kept for the frame (−inf: all; None: none)."""
     acc = _Walk(counts=np.zeros(len(keys), dtype=np.int64), waits=np.zeros(len(keys), dtype=np.int64),
                 dev_idle=np.zeros(len(keys)), latency=np.empty(launched))
     busy_before, n_launched, n_counted = -np.inf, 0, 0
@@ -543,11 +559,13 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         counted = np.flatnonzero(t_step >= 0) if len(windows) else np.arange(len(sel))
         np.minimum.at(acc.appear, op[counted], n_counted + np.arange(len(counted)))
         np.add.at(acc.op_waits, op[counted], waited[counted].astype(np.int64))
+        if keep is not None:
+            k = np.flatnonzero(idle >= keep)
+            acc.columns.append({"pos": n_launched + k, "row": rows[sel][k], "start": t_start[k], "end": end[sel][k],
+                                "flow": flow[k], "is_launch": is_launch[k], "launch_us": launch_us[k],
+                                "step": t_step[k], "gap": t_gap[k], "waited": waited[k], "idle": idle[k], "op": op[k],
+                                "host_row": host[k], "fw_row": fw_row[k]})
         n_launched, n_counted = n_launched + len(sel), n_counted + len(counted)
-        if collect:
-            acc.columns.append({"row": rows[sel], "start": t_start, "end": end[sel], "flow": flow,
-                                "is_launch": is_launch, "launch_us": launch_us, "step": t_step, "gap": t_gap,
-                                "waited": waited, "idle": idle, "op": op, "host_row": host, "fw_row": fw_row})
         cols.release()
     return acc
 
@@ -617,7 +635,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
         win, win_step = None, np.array([-1])
     keys = _distinct(win_step, np.array([-1]))
     ops = _Ops(cols, flows, name_codes, names)
-    acc = _walk(cols, dev, ln_of, fw_of, launched, ops, windows, keys, tolerance_us, collect=False)
+    acc = _walk(cols, dev, ln_of, fw_of, launched, ops, windows, keys, tolerance_us)
     del ln_of, fw_of
     if win is None:
         win = pd.DataFrame({"step": [pd.NA], "start_us": [float(acc.first_start)], "end_us": [float(acc.last_end)]})
@@ -674,38 +692,49 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     latency = {"median": float(lat.median()), "p90": float(lat.quantile(0.9)), "max": float(lat.max()),
                "negative": int((lat < 0).sum())}
     waited = acc.waited
+    top_idle = -np.sort(-hit_idle)[:_TOP_WAITS]   # the longest waits' sizes, most first
     del acc, lat, hit_key, hit_op, hit_idle, hit_in_step
     release_heap()
 
-    def tasks() -> pd.DataFrame:
-        """The ``dispatch`` frame: the walk again, keeping the launched tasks' columns."""
+    def table(keep: float) -> pd.DataFrame:
+        """The ``dispatch`` frame's rows of the tasks whose host-bound idle is at least ``keep``: the walk
+        again, keeping their columns."""
         ops = _Ops(cols, flows, name_codes, names)
-        c = _walk(cols, dev, *launches(), ops, windows, keys, tolerance_us, collect=True).columns
-        c = {k: np.concatenate([part[k] for part in c]) for k in c[0]}
+        parts = _walk(cols, dev, *launches(), ops, windows, keys, tolerance_us, keep=keep).columns
+        c = {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
         thread_of = _track_labels(tracks)
         host_row, fw_row, step = c["host_row"], c["fw_row"], c["step"]
         host_code = np.where(host_row >= 0, name_codes[host_row], -2)
         fw_code = np.where(fw_row >= 0, name_codes[fw_row], -2)
         host_start = np.where(host_row >= 0, cols.start[host_row], np.nan)
         host_end = host_start + np.where(host_row >= 0, _finite(cols.dur[host_row]), np.nan)
+        flow_kind = np.array([FRAMEWORK_FLOW, LAUNCH_FLOW], dtype=object)   # a text per kind, not per row
         frame = pd.DataFrame({
             "step": pd.array(np.where(step >= 0, step, 0), dtype="Int64"),
             "task": names[name_codes[c["row"]]], "stream": thread_of(cols.track[c["row"]]),
             "task_start_us": c["start"], "task_end_us": c["end"],
-            "launch_flow": np.where(c["is_launch"], LAUNCH_FLOW, FRAMEWORK_FLOW).astype(object),
+            "launch_flow": flow_kind[c["is_launch"].astype(np.int8)],
             "launch_us": c["launch_us"], "launch_latency_us": c["start"] - c["launch_us"],
             "host_op": np.where(host_row >= 0, names[host_code], "").astype(object),
             "host_thread": thread_of(ops.tail_track[c["flow"]]),
             "host_start_us": host_start, "host_end_us": host_end,
             "framework_op": np.where(fw_row >= 0, names[fw_code], "").astype(object),
             "responsible_op": ops.labels[c["op"]],
-            "gap_us": c["gap"], "waited": c["waited"], "host_idle_us": c["idle"]})
+            "gap_us": c["gap"], "waited": c["waited"], "host_idle_us": c["idle"]},
+            index=None if keep == -np.inf else c["pos"])
         frame.loc[step < 0, "step"] = pd.NA
         cols.release()
         return frame[COLUMNS]
 
-    return Dispatch(tasks, steps, ops_frame, None, step_source, float(tolerance_us), dev.n,
-                    launched=launched, waited_tasks=waited, latency=latency)
+    def longest(n: int) -> pd.DataFrame | None:
+        """The rows of the ``n`` longest waits (None: more than the analysis kept the sizes of)."""
+        if n > len(top_idle) and len(top_idle) == _TOP_WAITS:
+            return None
+        keep = top_idle[min(n, len(top_idle)) - 1] if len(top_idle) and n > 0 else np.inf
+        return table(keep).nlargest(n, "host_idle_us")
+
+    return Dispatch(lambda: table(-np.inf), steps, ops_frame, None, step_source, float(tolerance_us), dev.n,
+                    launched=launched, waited_tasks=waited, latency=latency, longest=longest)
 
 
 def _track_labels(tracks: pd.DataFrame):
