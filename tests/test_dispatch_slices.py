@@ -9,6 +9,7 @@ import json
 import warnings
 from decimal import Decimal
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -106,3 +107,21 @@ def test_the_longest_waits_are_the_frames_own_without_the_frame(synthetic_on_dis
         assert len(rows_) == min(n, d.waited_tasks)
         pd.testing.assert_frame_equal(rows_, want, check_exact=True, check_index_type=False)
     assert longest[1]["host_idle_us"].iloc[0] == frame["host_idle_us"].max() > 0
+
+
+def test_rows_of_a_stream_that_are_not_complete_events_are_no_tasks():
+    """A device stream's rows that are not X events (here every third of one stream, marked B) are not tasks:
+    the analysis, whole or in slices, equals the one of the timeline without them."""
+    tl, tracks, flows, windows = _frames(load_quietly("npu/trace_view_torch_npu"))
+    stream = tracks.loc[tracks["process"] == "Ascend Hardware", "track"].iloc[0]
+    rows = np.flatnonzero(tl["track"].to_numpy() == stream)[::3]
+    assert len(rows) > 10
+    marked = tl.copy()
+    marked["ph"] = marked["ph"].cat.add_categories(["B"])
+    marked.loc[marked.index[rows], "ph"] = "B"
+    without = tl.drop(index=tl.index[rows]).reset_index(drop=True)
+    want = host_dispatch(without, tracks, flows, windows)
+    assert want.device_tasks == host_dispatch(tl, tracks, flows, windows).device_tasks - len(rows)
+    for chunk in (None, 4):
+        kw = {} if chunk is None else {"chunk_rows": chunk}
+        _assert_same(host_dispatch(marked, tracks, flows, windows, **kw), want)
