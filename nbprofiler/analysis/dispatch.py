@@ -701,7 +701,8 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
         again, keeping their columns."""
         ops = _Ops(cols, flows, name_codes, names)
         parts = _walk(cols, dev, *launches(), ops, windows, keys, tolerance_us, keep=keep).columns
-        c = {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+        # column by column, each slice's piece let go once joined: one column at a time is held twice
+        c = {k: np.concatenate([part.pop(k) for part in parts]) for k in list(parts[0])}
         thread_of = _track_labels(tracks)
         host_row, fw_row, step = c["host_row"], c["fw_row"], c["step"]
         host_code = np.where(host_row >= 0, name_codes[host_row], -2)
@@ -721,7 +722,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
             "framework_op": np.where(fw_row >= 0, names[fw_code], "").astype(object),
             "responsible_op": ops.labels[c["op"]],
             "gap_us": c["gap"], "waited": c["waited"], "host_idle_us": c["idle"]},
-            index=None if keep == -np.inf else c["pos"])
+            index=None if keep == -np.inf else c["pos"], copy=False)   # the walk's arrays, not copies
         frame.loc[step < 0, "step"] = pd.NA
         cols.release()
         return frame[COLUMNS]
