@@ -4,6 +4,12 @@ peak RSS of each, next to a streaming duckdb parse of the same file (the floor, 
 
     python benchmarks/bench_big_trace.py              # 10 GB (generated once, ~2 min, 10 GB of disk)
     python benchmarks/bench_big_trace.py --gb 1       # the same path on 1 GB (forced on disk)
+    python benchmarks/bench_big_trace.py --dispatch --against /tmp/before   # the host-dispatch analysis alone
+
+``--dispatch``: in fresh processes after a cached open (the store kept in ``--cache``, built by a first
+open), ``profile_dispatch(prof)`` alone: its CPU and wall time, the peak RSS above the open (Linux: the
+peak is reset after the open) and what it leaves held; ``--against`` a checkout of another tree, run
+alternately with this one, ``--repeat`` times each.
 
 The trace is written to ``--scratch`` (default: $TMPDIR/nbprofiler-bench-big) and kept for later runs.
 Targets: peak RSS <= 3 GB for the first open + dashboard + zooms; the cached re-open <= 1 s.
@@ -58,6 +64,34 @@ out["load_1min_end"] = os.getloadavg()[0]
 print(json.dumps(out))
 """
 
+DISPATCH = r"""
+import json, os, sys, time, warnings
+warnings.simplefilter("ignore")
+run, cache_dir, force = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+os.environ["NBPROFILER_CACHE_DIR"] = cache_dir
+if force:
+    os.environ["NBPROFILER_TRACE_ON_DISK"] = "1"
+import nbprofiler
+from nbprofiler.analysis.dispatch import profile_dispatch
+def rss():
+    d = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    return int(d["VmRSS"].split()[0]) / 1024, int(d["VmHWM"].split()[0]) / 1024
+out = {"load_1min": os.getloadavg()[0]}
+t, c = time.perf_counter(), time.process_time()
+prof = nbprofiler.load(run)
+prof.timeline, prof.timeline_tracks, prof.timeline_flows
+out["open_s"], out["open_cpu_s"] = time.perf_counter() - t, time.process_time() - c
+out["on_disk"], out["open_mb"] = "store" in prof.timeline.attrs, rss()[0]
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # the peak from here on is the analysis's
+t, c = time.perf_counter(), time.process_time()
+d = profile_dispatch(prof)
+out["wall_s"], out["cpu_s"] = time.perf_counter() - t, time.process_time() - c
+out["after_mb"], out["peak_mb"] = rss()
+out["sentence"], out["source"] = d.sentence(), nbprofiler.__file__
+print(json.dumps(out))
+"""
+
 FLOOR = r"""
 import json, resource, sys, time
 import duckdb
@@ -84,9 +118,11 @@ def ensure_trace(scratch: Path, gb: float) -> Path:
     return run
 
 
-def _child(code: str, *args: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+def _child(code: str, *args: str, tree: Path = REPO) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
+    # not in the repository: `-c` puts the working directory first on the path, before ``tree``
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                         cwd=tempfile.gettempdir())
     if out.returncode:
         raise SystemExit(f"benchmark child failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -96,10 +132,17 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gb", type=float, default=10.0, help="trace size in GB (default 10)")
     ap.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "nbprofiler-bench-big")
+    ap.add_argument("--dispatch", action="store_true", help="time the host-dispatch analysis alone")
+    ap.add_argument("--against", type=Path, help="with --dispatch: another checkout to compare with")
+    ap.add_argument("--repeat", type=int, default=3, help="with --dispatch: fresh processes per tree")
+    ap.add_argument("--cache", type=Path, help="with --dispatch: where the store is kept (default: in --scratch)")
     args = ap.parse_args(argv)
     run = ensure_trace(args.scratch, args.gb)
     size = next(run.rglob("trace_view.json")).stat().st_size
     force = "1" if args.gb < 5 else "0"  # below that the machine holds it in memory: force the disk path
+    if args.dispatch:
+        return dispatch_alone(run, args.cache or args.scratch / f"cache_{args.gb:g}GB", force, args.against,
+                              args.repeat)
     floor = _child(FLOOR, str(next(run.rglob("trace_view.json"))))
     with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-", dir=args.scratch) as cache:
         first = _child(CHILD, str(run), cache, force)
@@ -119,6 +162,34 @@ def main(argv=None) -> dict:
           f"{again['peak_mb'] / 1024:.2f} GiB ({first['peak_mb'] * 2**20 / 1e9:.2f} / "
           f"{again['peak_mb'] * 2**20 / 1e9:.2f} GB) | {first['load_1min']:.1f}-{first['load_1min_end']:.1f} |")
     return result
+
+
+def dispatch_alone(run: Path, cache: Path, force: str, against: Path | None, repeat: int) -> dict:
+    """``profile_dispatch`` alone after a cached open, ``repeat`` fresh processes per tree, alternating."""
+    trees = {"this tree": REPO} | ({"against": against} if against else {})
+    _child(DISPATCH, str(run), str(cache), force)  # builds the store if there is none yet; not counted
+    runs = {name: [] for name in trees}
+    for _ in range(repeat):
+        for name, tree in trees.items():
+            runs[name].append(_child(DISPATCH, str(run), str(cache), force, tree=tree))
+    print(json.dumps(runs))
+    print("\n| tree | CPU s | wall s | peak RSS above the open | held after, vs the open | the cached open, CPU / wall s "
+          "| load avg |")
+    print("|---|---|---|---|---|---|---|")
+    for name, rs in runs.items():
+        def col(f, fmt):
+            vals = sorted(f(r) for r in rs)
+            return f"{fmt.format(vals[len(vals) // 2])} ({' / '.join(fmt.format(f(r)) for r in rs)})"
+        print(f"| {name} | {col(lambda r: r['cpu_s'], '{:.2f}')} | {col(lambda r: r['wall_s'], '{:.1f}')} | "
+              f"{col(lambda r: (r['peak_mb'] - r['open_mb']) * 2**20 / 1e9, '{:+.2f} GB')} | "
+              f"{col(lambda r: (r['after_mb'] - r['open_mb']) * 2**20 / 1e9, '{:+.2f} GB')} | "
+              f"{col(lambda r: r['open_cpu_s'], '{:.2f}')} / {col(lambda r: r['open_s'], '{:.2f}')} | "
+              f"{min(r['load_1min'] for r in rs):.1f}-{max(r['load_1min'] for r in rs):.1f} |")
+    if len({r["sentence"] for rs in runs.values() for r in rs}) > 1:
+        print("the trees' findings differ")
+    for name, rs in runs.items():
+        print(f"{name}: {rs[0]['source']}")
+    return runs
 
 
 if __name__ == "__main__":

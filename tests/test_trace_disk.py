@@ -8,6 +8,7 @@ import json
 import mmap
 import shutil
 import warnings
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -244,9 +245,10 @@ def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path,
     assert len(mem.flows) > 20 and {"07", "007", "+7", "x8", "1704161511422904204"} <= set(mem.flows["id"])
 
 
-def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path):
-    """The timeline index's passes over every event drop the mapped columns' pages from resident memory
-    afterwards (madvise), so one pass's pages do not add up with the next one's; in memory, nothing to do."""
+def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path, monkeypatch):
+    """The timeline index's passes over every event drop the pages of the store's mapped files (its columns,
+    flows, tracks, counters) from resident memory afterwards (madvise), so one pass's pages do not add up with
+    the next one's; in memory, nothing to do."""
     from nbprofiler.analysis.timeline import TimelineIndex
     store = tmp_path / "store"
     trace_disk.build(REAL[0], store, legacy=False, progress=False)
@@ -261,10 +263,13 @@ def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path):
             advised.append(option)
             return self.real.madvise(option, *args)
 
+    # the timeline's columns, then the tracks, flows and counters files (a map no frame's column holds, as an
+    # empty frame's, is gone)
     maps = _memory.mapped(store)
-    assert len(maps) == len(trace_disk._COLUMNS) and all(m is not None for m in maps)
-    for m in maps:
-        m._mmap = Recorder(m._mmap)
+    assert len(maps) == len(trace_disk._COLUMNS) + 3 and all(m is not None for m in maps[:len(trace_disk._COLUMNS)])
+    maps = [m for m in maps if m is not None]
+    recorders = [Recorder(getattr(m, "_mmap", m)) for m in maps]
+    monkeypatch.setitem(_memory._MAPS, str(store), [weakref.ref(r) for r in recorders])
     index = TimelineIndex(disk.timeline)
     assert len(advised) >= len(maps) and set(advised) == {mmap.MADV_DONTNEED}
     assert len(index.levels) and index.n == len(disk.timeline)

@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .._memory import release_pages
+from .._memory import PASS_ROWS, release_heap, release_pages, row_slices
 from ..model.derive import profiler_step_windows
 from ..schema import ANALYSIS_FRAMES
 from .op_steps import _place_in_steps
@@ -59,6 +59,15 @@ DEVICE_PROCESS = re.compile(r"^Ascend Hardware\b")
 TOLERANCE_US = 20.0
 # The innermost event enclosing a time is looked for among this many events starting before it.
 NESTING_DEPTH = 64
+# The walk over the device's tasks in start order takes slices of about `PASS_ROWS` tasks, bounded by every
+# _SAMPLE-th of a sample of the starts (each sample stands for PASS_ROWS / _SAMPLE tasks of a track).
+_SAMPLE = 16
+# The outermost host call enclosing a launch is found through the running maximum of its thread's ends,
+# kept at the end of each block of this many rows.
+_BLOCK = 1 << 16
+# The sizes of this many longest waits are kept: `Dispatch.longest_waits` up to that many makes their rows
+# alone.
+_TOP_WAITS = 1000
 # Under this share of the device's tasks joined to a launch, the sentence says the rest are not counted.
 COVERAGE = 0.9
 STEP_COLUMNS = {"step": "Int64", "start_us": "float64", "end_us": "float64", "step_us": "float64",
@@ -79,7 +88,8 @@ class Dispatch:
     ``step_source`` (where the steps come from), ``tolerance_us`` and ``device_tasks`` (every task of the device's
     streams, launched or not: the tasks no flow joins to a launch are not counted as waiting); ``launched``
     (the tasks joined to a launch: the frame's rows), ``waited_tasks`` (those that waited for it) and
-    ``latency_us`` (their launch latencies, in the frame's order)."""
+    ``latency`` (their launch latencies' ``median``, ``p90``, ``max`` and how many are ``negative``);
+    ``longest`` makes the rows of `longest_waits` without the whole frame."""
 
     table: pd.DataFrame | Callable[[], pd.DataFrame]
     steps: pd.DataFrame
@@ -90,7 +100,8 @@ class Dispatch:
     device_tasks: int = 0
     launched: int = 0
     waited_tasks: int = 0
-    latency_us: np.ndarray | None = None
+    latency: dict | None = None
+    longest: Callable[[int], pd.DataFrame | None] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def tasks(self) -> pd.DataFrame:
@@ -98,6 +109,16 @@ class Dispatch:
         if callable(self.table):
             self.table = self.table()
         return self.table
+
+    def longest_waits(self, n: int) -> pd.DataFrame:
+        """The rows of the ``dispatch`` frame of the ``n`` tasks that waited longest for their launch (most
+        ``host_idle_us`` first). Where the frame is not made yet, those rows alone are made: a view of the
+        longest waits of millions of tasks does not hold the whole frame."""
+        if callable(self.table) and self.longest is not None:
+            rows = self.longest(n)
+            if rows is not None:
+                return rows
+        return self.tasks[self.tasks["host_idle_us"] > 0].nlargest(n, "host_idle_us")
 
     @property
     def available(self) -> bool:
@@ -143,13 +164,11 @@ class Dispatch:
         """The summary JSON's ``dispatch`` section."""
         if not self.available:
             return {"available": False, "why": self.why}
-        lat = pd.Series(self.latency_us, dtype="float64")
         return {"available": True, "sentence": self.sentence(), "tasks": self.launched,
                 "device_tasks": self.device_tasks, "waited_tasks": self.waited_tasks, "steps": int(len(self.steps)),
                 "step_source": self.step_source, "tolerance_us": self.tolerance_us,
                 "host_idle_ms_per_step": self.host_idle_per_step_us / 1000, "idle_share": self.idle_share,
-                "latency_us": {"median": float(lat.median()), "p90": float(lat.quantile(0.9)),
-                               "max": float(lat.max()), "negative": int((lat < 0).sum())},
+                "latency_us": dict(self.latency),
                 "per_step": [{"step": step, "host_idle_ms": idle, "step_ms": span, "idle_share": share, "top_op": top}
                              for step, idle, span, share, top in zip(
                                  [None if pd.isna(k) else int(k) for k in self.steps["step"]],
@@ -171,73 +190,19 @@ def _empty_tasks() -> pd.DataFrame:
 
 
 def not_available(why: str) -> Dispatch:
-    return Dispatch(_empty_tasks(), _frame(STEP_COLUMNS), _frame(OP_COLUMNS), why=why, step_source="none",
-                    latency_us=np.zeros(0))
+    return Dispatch(_empty_tasks(), _frame(STEP_COLUMNS), _frame(OP_COLUMNS), why=why, step_source="none")
 
 
 def _labels(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """A text column as (codes, labels): per row the position of its text in ``labels``, an object array of
     str whose last entry (code −1, a missing value) is "nan", as ``astype(str)`` writes it. A categorical's
-    own codes: no text per row is made."""
+    own codes, no text per row: ``Categorical.codes``, a view (of the mapped file, on disk), where pandas'
+    ``.cat.codes`` is a new Series, which copies them."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        codes, values = col.cat.codes.to_numpy(), col.cat.categories
+        codes, values = col.array.codes, col.cat.categories
     else:
         codes, values = pd.factorize(col)
     return codes, np.append(np.asarray(pd.Index(values).astype(str), dtype=object), "nan")
-
-
-def _enclosing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray, innermost: bool) -> np.ndarray:
-    """Per time in ``t``, the position of the event (``starts`` sorted) enclosing it, −1 where none: the
-    innermost (latest start among the `NESTING_DEPTH` events starting before it) or the outermost
-    (earliest start)."""
-    out = np.full(len(t), -1, dtype=np.int64)
-    if not len(starts):
-        return out
-    last = np.searchsorted(starts, t, side="right") - 1
-    if innermost:
-        todo = np.arange(len(t))   # the times not placed yet: each pass looks one event further back
-        for k in range(NESTING_DEPTH):
-            at = last[todo] - k
-            hit = (at >= 0) & (ends[np.clip(at, 0, None)] >= t[todo])
-            out[todo[hit]] = at[hit]
-            todo = todo[~hit & (at > 0)]
-            if not len(todo):
-                break
-        return out
-    reach = np.maximum.accumulate(ends)  # the first event whose end reaches t starts earliest among those
-    first = np.searchsorted(reach, t, side="left")
-    ok = (first < len(starts)) & (first <= last)
-    out[ok] = first[ok]
-    return out
-
-
-def _tail_rows(track_col: np.ndarray, start_col: np.ndarray, end_col, tracks: np.ndarray, t: np.ndarray,
-               innermost: bool) -> np.ndarray:
-    """Per (track, time), the timeline row (the timeline is in track order) of the event enclosing it, −1
-    where none. ``end_col``: the rows' ends, a function of a row range."""
-    rows = np.full(len(t), -1, dtype=np.int64)
-    for tr in pd.unique(tracks):
-        # in the column's own type: an int64 key would have the whole int32 column converted to search it
-        key = track_col.dtype.type(tr)
-        lo, hi = np.searchsorted(track_col, key, side="left"), np.searchsorted(track_col, key, side="right")
-        mine = np.flatnonzero(tracks == tr)   # a pass per track: cheaper than a stable sort by track
-        at = _enclosing(start_col[lo:hi], end_col(lo, hi), t[mine], innermost)
-        rows[mine[at >= 0]] = lo + at[at >= 0]
-    return rows
-
-
-def _task_at(head_track: np.ndarray, head_us: np.ndarray, dev_track: np.ndarray, start: np.ndarray,
-             end: np.ndarray) -> np.ndarray:
-    """Per flow (its head's track and time), the position (in ``start`` order) of the device task its head
-    lands in: the task of the head's track that encloses it (a flow's end binds to the enclosing slice; the
-    writers put it at the task's start), −1 where none."""
-    out = np.full(len(head_track), -1, dtype=np.int64)
-    for tr in pd.unique(head_track):
-        mine = np.flatnonzero(head_track == tr)
-        pos = np.flatnonzero(dev_track == tr)   # ``start`` is sorted, so is each track's share of it
-        at = _enclosing(start[pos], end[pos], head_us[mine], innermost=True)
-        out[mine[at >= 0]] = pos[at[at >= 0]]
-    return out
 
 
 def _distinct(*arrays: np.ndarray) -> np.ndarray:
@@ -247,21 +212,369 @@ def _distinct(*arrays: np.ndarray) -> np.ndarray:
     return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
 
 
-def _first_per_task(task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the tasks flows land in, sorted; per task the first flow, in flow order, landing in it)."""
-    flow = np.flatnonzero(task >= 0)
-    order = np.argsort(task[flow], kind="stable")
-    t = task[flow][order]
-    first = np.concatenate([[True], t[1:] != t[:-1]]) if len(t) else np.zeros(0, bool)
-    return t[first], flow[order][first]
+def _finite(x: np.ndarray) -> np.ndarray:
+    """``np.nan_to_num(x)`` (NaN -> 0, ±inf -> the largest finite float) in two passes instead of five."""
+    big = np.finfo(np.float64).max
+    return np.clip(np.where(np.isnan(x), 0.0, x), -big, big)
 
 
-def _steps(step_windows, timeline, name_codes, names) -> tuple[pd.DataFrame, str]:
+def _index_type(n: int) -> type:
+    """The smallest integer type numbering ``n`` rows (with −1 for none)."""
+    return np.int32 if n < 2 ** 31 else np.int64
+
+
+@dataclasses.dataclass
+class _Columns:
+    """The timeline columns the analysis reads (views of the mapped files of a timeline on disk: a read
+    touches only the pages it needs) and the rows of one pass (``chunk``)."""
+
+    frame: pd.DataFrame
+    track: np.ndarray
+    start: np.ndarray
+    dur: np.ndarray
+    chunk: int
+
+    @classmethod
+    def of(cls, timeline: pd.DataFrame, chunk: int) -> "_Columns":
+        return cls(timeline, timeline["track"].to_numpy(), timeline["start_us"].to_numpy(float),
+                   timeline["dur_us"].to_numpy(float), max(1, int(chunk)))
+
+    def span(self, track) -> tuple[int, int]:
+        """The rows [lo, hi) of a track (the timeline is sorted by track, then start)."""
+        # in the column's own type: an int64 key would have the whole int32 column converted to search it
+        key = self.track.dtype.type(track)
+        return (int(np.searchsorted(self.track, key, side="left")),
+                int(np.searchsorted(self.track, key, side="right")))
+
+    def ends(self, rows) -> np.ndarray:
+        """The ends of ``rows`` (a slice or positions); a missing duration counts as 0."""
+        return self.start[rows] + _finite(self.dur[rows])
+
+    def release(self) -> None:
+        release_pages(self.frame)   # a timeline on disk: the pages read so far leave this process
+
+
+@dataclasses.dataclass
+class _Device:
+    """The device's tasks: the X events of its streams' tracks, numbered track by track in timeline order
+    (a task's number: its track's ``base`` + its place among the track's tasks, which are sorted by start)."""
+
+    tracks: list
+    lo: list
+    xs: list       # per track: its tasks' offsets from ``lo`` where some of its rows are not X events, else None
+    base: np.ndarray
+    x_start: list  # per track with ``xs``: its tasks' starts
+
+    @property
+    def n(self) -> int:
+        return int(self.base[-1])
+
+    def starts(self, cols: _Columns, k: int) -> np.ndarray:
+        """The starts of the ``k``-th track's tasks, sorted (a view of the column where every row is a task)."""
+        if self.xs[k] is None:
+            return cols.start[self.lo[k]:self.lo[k] + int(self.base[k + 1] - self.base[k])]
+        return self.x_start[k]
+
+    def rows(self, k: int, pos) -> np.ndarray:
+        """The timeline rows of the ``k``-th track's tasks at positions ``pos`` (an array, or a slice)."""
+        if self.xs[k] is not None:
+            return self.lo[k] + self.xs[k][pos]
+        if isinstance(pos, slice):
+            return np.arange(self.lo[k] + pos.start, self.lo[k] + pos.stop)
+        return self.lo[k] + pos
+
+
+def _device_tasks(timeline: pd.DataFrame, cols: _Columns, device: np.ndarray) -> _Device:
+    """The tasks of the ``device`` tracks: each track's rows found by binary search (no pass over the
+    timeline), the X events among them through the ``ph`` codes of those rows only."""
+    ph = timeline["ph"] if "ph" in timeline else None
+    if ph is not None and isinstance(ph.dtype, pd.CategoricalDtype):
+        x_code, ph_codes = int(ph.cat.categories.get_indexer(["X"])[0]), ph.array.codes
+    tracks, lo, xs, counts, x_start = [], [], [], [], []
+    for tr in np.sort(device):
+        a, b = cols.span(tr)
+        if b == a:
+            continue
+        if ph is None:
+            is_x = None
+        elif isinstance(ph.dtype, pd.CategoricalDtype):
+            is_x = ph_codes[a:b] == x_code if x_code >= 0 else np.zeros(b - a, dtype=bool)
+        else:
+            is_x = (ph.iloc[a:b] == "X").to_numpy(dtype=bool)
+        keep = None if is_x is None or is_x.all() else np.flatnonzero(is_x)
+        if keep is not None and not len(keep):
+            continue
+        tracks.append(tr)
+        lo.append(a)
+        xs.append(keep)
+        counts.append(b - a if keep is None else len(keep))
+        x_start.append(None if keep is None else cols.start[a + keep])
+    base = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+    return _Device(tracks, lo, xs, base, x_start)
+
+
+def _innermost(starts: np.ndarray, ends_at, t: np.ndarray, chunk: int) -> np.ndarray:
+    """Per time in ``t``, the position of the innermost event enclosing it (the latest start among the
+    `NESTING_DEPTH` events starting before it whose end reaches it), −1 where none. ``starts``: sorted;
+    ``ends_at(positions)``: those events' ends. The times are taken ``chunk`` at a time."""
+    out = np.full(len(t), -1, dtype=np.int64)
+    if not len(starts):
+        return out
+    for q in range(0, len(t), chunk):
+        tq = t[q:q + chunk]
+        last = np.searchsorted(starts, tq, side="right") - 1
+        res = out[q:q + chunk]
+        todo = np.arange(len(tq))   # the times not placed yet: each pass looks one event further back
+        for k in range(NESTING_DEPTH):
+            at = last[todo] - k
+            hit = (at >= 0) & (ends_at(np.clip(at, 0, None)) >= tq[todo])
+            res[todo[hit]] = at[hit]
+            todo = todo[~hit & (at > 0)]
+            if not len(todo):
+                break
+    return out
+
+
+class _HostThread:
+    """One host track's events, for the outermost event enclosing a time: the earliest start among the
+    events starting before it whose end reaches it is the first event where the running maximum of the ends
+    reaches the time. That maximum is kept at the end of each block of ``block`` rows only (made in one pass
+    over the track): a lookup recomputes it within the blocks its times fall in."""
+
+    def __init__(self, cols: _Columns, lo: int, hi: int):
+        self.cols, self.lo, self.n = cols, lo, hi - lo
+        self.block = min(cols.chunk, _BLOCK)
+        step = self.block * max(1, cols.chunk // self.block)   # a pass's rows: whole blocks
+        tops = [np.fmax.reduceat(cols.ends(slice(lo + a, lo + min(a + step, self.n))),
+                                 np.arange(0, min(step, self.n - a), self.block))
+                for a in range(0, self.n, step)]
+        self.reach = np.fmax.accumulate(np.concatenate(tops)) if tops else np.zeros(0)
+
+    def outermost(self, t: np.ndarray) -> np.ndarray:
+        """Per time in ``t``, the row of the outermost event enclosing it, −1 where none."""
+        out = np.full(len(t), -1, dtype=np.int64)
+        if not self.n or not len(t):
+            return out
+        lo, b = self.lo, self.block
+        last = np.searchsorted(self.cols.start[lo:lo + self.n], t, side="right") - 1
+        blk = np.searchsorted(self.reach, t, side="left")   # the block where the maximum first reaches t
+        todo = np.flatnonzero((last >= 0) & (blk < len(self.reach)) & (blk * b <= last))
+        todo = todo[np.argsort(blk[todo], kind="stable")]
+        cut = np.flatnonzero(np.diff(blk[todo])) + 1
+        for group in np.split(todo, cut) if len(todo) else []:
+            k = int(blk[group[0]])
+            run = np.fmax.accumulate(np.fmax(self.cols.ends(slice(lo + k * b, lo + min((k + 1) * b, self.n))),
+                                             self.reach[k - 1] if k else -np.inf))
+            first = k * b + np.searchsorted(run, t[group], side="left")
+            ok = first <= last[group]
+            out[group[ok]] = lo + first[ok]
+        return out
+
+
+def _first_flows(cols: _Columns, dev: _Device, head_track: np.ndarray, head_us: np.ndarray,
+                 kind: np.ndarray) -> np.ndarray:
+    """Per device task, the first flow (its row in the flows frame, in flow order) of a kind (``kind``: a
+    flag per flow) whose head lands in it: the task of the head's track that encloses it (a flow's end binds
+    to the enclosing slice; the writers put it at the task's start); −1 where none."""
+    out = np.full(dev.n, -1, dtype=_index_type(len(head_us)))
+    for k, tr in enumerate(dev.tracks):
+        mine = np.flatnonzero(kind & (head_track == tr))
+        if not len(mine):
+            continue
+        at = _innermost(dev.starts(cols, k), lambda pos: cols.ends(dev.rows(k, pos)), head_us[mine], cols.chunk)
+        task, flow = at[at >= 0], mine[at >= 0]
+        order = np.argsort(task, kind="stable")
+        task, flow = task[order], flow[order]
+        first = np.concatenate([[True], task[1:] != task[:-1]])
+        out[dev.base[k] + task[first]] = flow[first]
+    cols.release()
+    return out
+
+
+class _Ops:
+    """The host side of the launches: per launched task the host call enclosing its launch (the outermost
+    event of the launch flow's tail thread), the framework op enclosing its framework flow's tail (the
+    innermost), and the op its idle is put on, as a code into `labels`: the timeline's names, then the
+    flows' names used (the framework op, else the host op, else the launch flow's name)."""
+
+    def __init__(self, cols: _Columns, flows: pd.DataFrame, name_codes: np.ndarray, names: np.ndarray):
+        self.cols, self.flows, self.name_codes, self.names = cols, flows, name_codes, names
+        self.named = names != ""
+        self.tail_us, self.tail_track = flows["start_us"].to_numpy(float), flows["start_track"].to_numpy()
+        self.threads: dict = {}
+        self.extra: dict = {}    # a flow's name -> its code − len(names), in the order first used
+
+    def thread(self, track) -> _HostThread:
+        if track not in self.threads:
+            self.threads[track] = _HostThread(self.cols, *self.cols.span(track))
+        return self.threads[track]
+
+    def host_rows(self, flow: np.ndarray) -> np.ndarray:
+        tracks, t = self.tail_track[flow], self.tail_us[flow]
+        rows = np.full(len(flow), -1, dtype=np.int64)
+        for tr in pd.unique(tracks):
+            mine = np.flatnonzero(tracks == tr)   # a pass per track: cheaper than a stable sort by track
+            rows[mine] = self.thread(tr).outermost(t[mine])
+        return rows
+
+    def framework_rows(self, flow: np.ndarray) -> np.ndarray:
+        tracks, t = self.tail_track[flow], self.tail_us[flow]
+        rows = np.full(len(flow), -1, dtype=np.int64)
+        for tr in pd.unique(tracks):
+            lo, hi = self.cols.span(tr)
+            mine = np.flatnonzero(tracks == tr)
+            at = _innermost(self.cols.start[lo:hi], lambda pos: self.cols.ends(lo + pos), t[mine], self.cols.chunk)
+            rows[mine[at >= 0]] = lo + at[at >= 0]
+        return rows
+
+    def codes(self, host: np.ndarray, fw: np.ndarray, flow: np.ndarray) -> np.ndarray:
+        host_code = np.where(host >= 0, self.name_codes[host], -2)
+        fw_code = np.where(fw >= 0, self.name_codes[fw], -2)
+        op = np.where((fw_code > -2) & self.named[fw_code], fw_code,
+                      np.where((host_code > -2) & self.named[host_code], host_code, -2)).astype(np.int64)
+        op[op == -1] = len(self.names) - 1   # a missing name: its "nan" label
+        by_flow = np.flatnonzero(op == -2)
+        if len(by_flow):   # the flows' names, as codes of the distinct texts
+            text = self.flows["name"].take(flow[by_flow]).astype(str).to_numpy(dtype=object)
+            for name in pd.unique(text):
+                self.extra.setdefault(name, len(self.extra))
+            op[by_flow] = len(self.names) + pd.Index(list(self.extra)).get_indexer(text)
+        return op
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.concatenate([self.names, np.asarray(list(self.extra), dtype=object)])
+
+
+def _slices(cols: _Columns, dev: _Device):
+    """The device's tasks in start order (ties in timeline order), ``cols.chunk`` or so at a time: (their
+    numbers, rows, starts). Each slice holds the tasks starting in a span of time, taken from each track
+    (sorted by start) by binary search; the spans' bounds are every `_SAMPLE`-th of a sample of the starts
+    taken every ``chunk // _SAMPLE``-th task of each track."""
+    n_tracks = len(dev.tracks)
+    if dev.n > cols.chunk:
+        every = max(1, cols.chunk // _SAMPLE)
+        sample = np.sort(np.concatenate([dev.starts(cols, k)[::every] for k in range(n_tracks)]))
+        bounds = np.unique(sample[np.isfinite(sample)][_SAMPLE::_SAMPLE])
+    else:
+        bounds = np.zeros(0)
+    sizes = np.diff(dev.base)
+    cuts = [np.concatenate([[0], np.searchsorted(dev.starts(cols, k), bounds, side="left"), [sizes[k]]])
+            for k in range(n_tracks)]
+    for j in range(len(bounds) + 1):
+        parts = [(k, int(cuts[k][j]), int(cuts[k][j + 1])) for k in range(n_tracks) if cuts[k][j + 1] > cuts[k][j]]
+        if not parts:
+            continue
+        task = np.concatenate([np.arange(dev.base[k] + a, dev.base[k] + b) for k, a, b in parts])
+        rows = np.concatenate([dev.rows(k, slice(a, b)) for k, a, b in parts])
+        start = np.concatenate([dev.starts(cols, k)[a:b] for k, a, b in parts])
+        order = np.argsort(start, kind="stable")
+        yield task[order], rows[order], start[order]
+
+
+@dataclasses.dataclass
+class _Walk:
+    """What one walk over the device's tasks in start order gathers: per step key (``keys``) the launched
+    tasks, those that waited and all device idle in steps; per op code (`_Ops`) whether a launch has it,
+    the launches waited for and where it first appears; the waits themselves (key, op code, idle, in a step)
+    and every launch latency; for the frame, the launched tasks' columns slice by slice."""
+
+    counts: np.ndarray
+    waits: np.ndarray
+    dev_idle: np.ndarray
+    latency: np.ndarray
+    seen: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=bool))
+    op_waits: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    appear: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    hit_key: list = dataclasses.field(default_factory=list)
+    hit_op: list = dataclasses.field(default_factory=list)
+    hit_idle: list = dataclasses.field(default_factory=list)
+    hit_in_step: list = dataclasses.field(default_factory=list)
+    waited: int = 0
+    first_start: float = np.inf   # the run's extent: its first task's start, its last end
+    last_end: float = -np.inf
+    columns: list = dataclasses.field(default_factory=list)
+
+    def grow(self, n_codes: int) -> None:
+        """Room for ``n_codes`` op codes (the flows' names add codes as the walk finds them)."""
+        more = n_codes - len(self.seen)
+        if more > 0:
+            self.seen = np.concatenate([self.seen, np.zeros(more, dtype=bool)])
+            self.op_waits = np.concatenate([self.op_waits, np.zeros(more, dtype=np.int64)])
+            self.appear = np.concatenate([self.appear, np.full(more, np.iinfo(np.int64).max, dtype=np.int64)])
+
+
+def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, launched: int, ops: _Ops,
+          windows: pd.DataFrame, keys: np.ndarray, tolerance_us: float, keep: float | None = None) -> _Walk:
+    """The device idle before every task, in start order: the gap since the latest end of the tasks started
+    before it (carried from slice to slice), or since its step's start when later; each launched task's
+    launch (``ln_of``/``fw_of``: its launch and framework flows), the host ops behind it and its wait. Sums
+    run in start order whatever the slices (``np.add.at`` sums as ``np.bincount`` does), so the result does
+    not depend on ``cols.chunk``. ``keep``: the columns of the launched tasks whose host-bound idle is at least
+    that are kept for the frame (−inf: all; None: none)."""
+    acc = _Walk(counts=np.zeros(len(keys), dtype=np.int64), waits=np.zeros(len(keys), dtype=np.int64),
+                dev_idle=np.zeros(len(keys)), latency=np.empty(launched))
+    busy_before, n_launched, n_counted = -np.inf, 0, 0
+    for task, rows, start in _slices(cols, dev):
+        end = start + _finite(cols.dur[rows])
+        run = np.maximum.accumulate(np.concatenate([[busy_before], end]))
+        busy, busy_before = run[:-1], run[-1]     # the latest end of the tasks started before each
+        if len(windows):
+            step, w_start = _place_in_steps(start, windows, with_start=True)
+            busy = np.where(step >= 0, np.fmax(busy, w_start), busy)
+        else:
+            step = np.full(len(start), -1, dtype=np.int64)
+        gap = np.where(np.isfinite(busy), np.clip(start - busy, 0, None), np.nan)
+        in_step = np.flatnonzero(step >= 0) if len(windows) else slice(None)   # no steps: the run is one
+        np.add.at(acc.dev_idle, np.searchsorted(keys, step[in_step]), _finite(gap[in_step]))
+        acc.first_start = np.minimum(acc.first_start, start.min())
+        acc.last_end = np.maximum(acc.last_end, end.max())
+
+        ln, fw = ln_of[task], fw_of[task]
+        sel = np.flatnonzero((ln >= 0) | (fw >= 0))     # the launched tasks of the slice, in start order
+        ln, fw = ln[sel], fw[sel]
+        is_launch = ln >= 0
+        flow = np.where(is_launch, ln, fw)             # the flow giving the launch
+        host = ops.host_rows(flow)
+        fw_row = np.full(len(sel), -1, dtype=np.int64)
+        fw_row[fw >= 0] = ops.framework_rows(fw[fw >= 0])
+        op = ops.codes(host, fw_row, flow)
+        acc.grow(len(ops.names) + len(ops.extra))
+        acc.seen[op] = True
+        t_start, t_busy, t_gap, t_step = start[sel], busy[sel], gap[sel], step[sel]
+        launch_us = ops.tail_us[flow]
+        waited = np.isfinite(t_busy) & (launch_us >= t_busy - tolerance_us) & (_finite(t_gap) > 0)
+        idle = np.where(waited, t_gap, 0.0)
+        key = np.searchsorted(keys, t_step)
+        acc.counts += np.bincount(key, minlength=len(keys))
+        acc.waits += np.bincount(key, weights=waited, minlength=len(keys)).astype(np.int64)
+        acc.latency[n_launched:n_launched + len(sel)] = t_start - launch_us
+        acc.waited += int(waited.sum())
+        hit = np.flatnonzero(idle > 0)   # the idle is summed over the tasks that waited: the others add nothing
+        acc.hit_key.append(key[hit])
+        acc.hit_op.append(op[hit])
+        acc.hit_idle.append(idle[hit])
+        acc.hit_in_step.append(t_step[hit] >= 0)
+        # per op (of the tasks in a step, where there are steps): its waits and where it first appears
+        counted = np.flatnonzero(t_step >= 0) if len(windows) else np.arange(len(sel))
+        np.minimum.at(acc.appear, op[counted], n_counted + np.arange(len(counted)))
+        np.add.at(acc.op_waits, op[counted], waited[counted].astype(np.int64))
+        if keep is not None:
+            k = np.flatnonzero(idle >= keep)
+            acc.columns.append({"pos": n_launched + k, "row": rows[sel][k], "start": t_start[k], "end": end[sel][k],
+                                "flow": flow[k], "is_launch": is_launch[k], "launch_us": launch_us[k],
+                                "step": t_step[k], "gap": t_gap[k], "waited": waited[k], "idle": idle[k], "op": op[k],
+                                "host_row": host[k], "fw_row": fw_row[k]})
+        n_launched, n_counted = n_launched + len(sel), n_counted + len(counted)
+        cols.release()
+    return acc
+
+
+def _steps(step_windows, timeline) -> tuple[pd.DataFrame, str]:
     """The step windows on the timeline's clock and where they come from: ``step_windows``, else the
-    host's ``ProfilerStep#N`` events (`derive.profiler_step_windows`; ``name_codes``, ``names``: the
-    timeline's names as `_labels`), else none (an empty frame)."""
+    host's ``ProfilerStep#N`` events (`derive.profiler_step_windows`), else none (an empty frame)."""
     if step_windows is None or not len(step_windows):
-        step_windows = profiler_step_windows(timeline, name_codes, names[:-1])
+        step_windows = profiler_step_windows(timeline)
     if step_windows is not None and len(step_windows):
         source = str(step_windows["source"].iloc[0]) if "source" in step_windows else "step_windows"
         return step_windows[["step", "start_us", "end_us"]].astype({"step": "int64"}), source
@@ -271,12 +584,15 @@ def _steps(step_windows, timeline, name_codes, names) -> tuple[pd.DataFrame, str
 
 def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame | None,
                   timeline_flows: pd.DataFrame | None, step_windows=None,
-                  tolerance_us: float = TOLERANCE_US) -> Dispatch:
+                  tolerance_us: float = TOLERANCE_US, chunk_rows: int = PASS_ROWS) -> Dispatch:
     """The launches of a profile's device tasks and the device idle the host caused (module docstring).
     ``step_windows``: the step windows frame, or a function returning it (called only when there are
     launches to place: a run without them answers "not available" without its steps being worked out).
-    Worked out on the timeline's columns and its names' codes; the ``dispatch`` frame itself (a text per
-    task) is made when ``.tasks`` is first read."""
+    Worked out on the timeline's columns and its names' codes, ``chunk_rows`` tasks (or rows, or times) at
+    a time, so its memory stays bounded on a timeline larger than memory (loaded on disk: the pages of the
+    mapped columns leave after each chunk); the result does not depend on ``chunk_rows``. The ``dispatch``
+    frame itself (a text per task) is made when ``.tasks`` is first read, by the same walk again: the
+    analysis keeps no column per task."""
     if timeline is None or timeline.empty or timeline_tracks is None or timeline_tracks.empty:
         return not_available("the run has no timeline (trace_view.json or a profiler database)")
     tracks = timeline_tracks
@@ -289,111 +605,58 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     if len(flows):
         into = np.isin(flows["end_track"].to_numpy(), device)
         cat = flows["cat"]
-        launches, framework = np.flatnonzero(into & (cat == LAUNCH_FLOW).to_numpy()), \
-            np.flatnonzero(into & (cat == FRAMEWORK_FLOW).to_numpy())
+        is_ln, is_fw = into & (cat == LAUNCH_FLOW).to_numpy(), into & (cat == FRAMEWORK_FLOW).to_numpy()
     else:
-        launches = framework = np.zeros(0, dtype=np.int64)
-    if not len(launches) and not len(framework):
+        is_ln = is_fw = np.zeros(0, dtype=bool)
+    if not is_ln.any() and not is_fw.any():
         return not_available("no flow joins a host call to a device task (the trace has no HostToDevice or "
                              "async_npu flows, the database no CANN_API/TASK connectionId)")
 
-    # every device task, in start order, with the device idle before it (rows of the timeline, which is in
-    # track order; no other column is read)
-    track_col = timeline["track"].to_numpy()
-    start_col = timeline["start_us"].to_numpy(float)
-    dur_col = timeline["dur_us"].to_numpy(float)
-    on_device = np.zeros(max(int(track_col.max()), int(device.max())) + 1, dtype=bool)
-    on_device[device] = True
-    on_device = on_device[track_col]
-    if "ph" in timeline:
-        on_device &= (timeline["ph"] == "X").to_numpy()
-    dev_rows = np.flatnonzero(on_device)
-    start = start_col[dev_rows]
-    order = np.argsort(start, kind="stable")
-    dev_rows, start = dev_rows[order], start[order]
-    end = start + np.nan_to_num(dur_col[dev_rows])
-    busy = np.concatenate([[-np.inf], np.maximum.accumulate(end)[:-1]])  # latest end of the earlier tasks
-    release_pages(timeline)   # on disk: the pages of the columns read so far leave (the copies above stay)
+    cols = _Columns.of(timeline, chunk_rows)
+    dev = _device_tasks(timeline, cols, device)
     name_codes, names = _labels(timeline["name"])
-    windows, step_source = _steps(step_windows() if callable(step_windows) else step_windows, timeline,
-                                  name_codes, names)
-    if len(windows):
-        step, w_start = _place_in_steps(start, windows, with_start=True)
-        busy = np.where(step >= 0, np.fmax(busy, w_start), busy)
-    else:
-        step = np.full(len(start), -1)
-    gap = np.where(np.isfinite(busy), np.clip(start - busy, 0, None), np.nan)
 
-    # the launch and framework flows of each task (the first of each kind, in flow order, that lands in it)
-    dev_track = track_col[dev_rows]
-    head_track, head_us = flows["end_track"].to_numpy(), flows["end_us"].to_numpy(float)
-    ln_task, ln_flow = _first_per_task(_task_at(head_track[launches], head_us[launches], dev_track, start, end))
-    fw_task, fw_flow = _first_per_task(_task_at(head_track[framework], head_us[framework], dev_track, start, end))
-    ln_flow, fw_flow = launches[ln_flow], framework[fw_flow]
-    if not len(ln_task) and not len(fw_task):
+    def launches() -> tuple[np.ndarray, np.ndarray, int]:
+        """Per device task its first launch and framework flows (−1: none), and how many have one."""
+        head_track, head_us = flows["end_track"].to_numpy(), flows["end_us"].to_numpy(float)
+        ln_of = _first_flows(cols, dev, head_track, head_us, is_ln)
+        fw_of = _first_flows(cols, dev, head_track, head_us, is_fw)
+        return ln_of, fw_of, sum(int(((ln_of[p] >= 0) | (fw_of[p] >= 0)).sum()) for p in row_slices(dev.n))
+    ln_of, fw_of, launched = launches()
+    if not launched:
         return not_available("the flows' heads match no device task on the timeline")
-    idx = _distinct(ln_task, fw_task).astype(np.int64)
-    has_ln, has_fw = np.isin(idx, ln_task), np.isin(idx, fw_task)
-    ln_of = np.full(len(idx), -1, dtype=np.int64)   # per task its launch flow's row, −1 none
-    ln_of[has_ln] = ln_flow
-    fw_of = np.full(len(idx), -1, dtype=np.int64)
-    fw_of[has_fw] = fw_flow
-    flow_of = np.where(has_ln, ln_of, fw_of)        # the flow giving the launch
-    tail_us, tail_track = flows["start_us"].to_numpy(float), flows["start_track"].to_numpy(np.int64)
-    launch_us, launch_track = tail_us[flow_of], tail_track[flow_of]
-
-    def ends(lo, hi):
-        return start_col[lo:hi] + np.nan_to_num(dur_col[lo:hi])
-    host_row = _tail_rows(track_col, start_col, ends, launch_track, launch_us, innermost=False)
-    fw_row = np.full(len(idx), -1, dtype=np.int64)
-    fw_row[has_fw] = _tail_rows(track_col, start_col, ends, tail_track[fw_flow], tail_us[fw_flow], innermost=True)
-    release_pages(timeline)
-
-    # the op each task's idle is put on, as a code into ``op_labels``: the framework op, else the host op,
-    # else the launch flow's name
-    named = names != ""
-    host_code = np.where(host_row >= 0, name_codes[host_row], -2)
-    fw_code = np.where(fw_row >= 0, name_codes[fw_row], -2)
-    op_code = np.where((fw_code > -2) & named[fw_code], fw_code,
-                       np.where((host_code > -2) & named[host_code], host_code, -2))
-    op_code = np.where(op_code == -1, len(names) - 1, op_code)   # a missing name: its "nan" label
-    by_flow = np.flatnonzero(op_code == -2)
-    flow_names = flows["name"].iloc[flow_of[by_flow]].astype(str).to_numpy(dtype=object)
-    extra = pd.unique(flow_names)
-    op_labels = np.concatenate([names, np.asarray(extra, dtype=object)])
-    op_code[by_flow] = len(names) + pd.Index(extra).get_indexer(flow_names)
-    # one group per op text (a flow's name can be a timeline name too), numbered in text order
-    used = _distinct(op_code)
-    texts, group = np.unique(op_labels[used].astype(str), return_inverse=True)
-    group_of = np.zeros(len(op_labels), dtype=np.int64)
-    group_of[used] = group
-    op = group_of[op_code]
-
-    t_start, t_end, t_gap, t_busy, t_step = start[idx], end[idx], gap[idx], busy[idx], step[idx]
-    waited = np.isfinite(t_busy) & (launch_us >= t_busy - tolerance_us) & (np.nan_to_num(t_gap) > 0)
-    idle = np.where(waited, t_gap, 0.0)
-
-    # per step: the windows (or the run as one), their host-bound and total device idle, the op behind most
+    windows, step_source = _steps(step_windows() if callable(step_windows) else step_windows, timeline)
+    cols.release()
+    # per step: the windows (or the run as one); a task's step is a window's, or −1: none
     if len(windows):
         win = windows.sort_values("start_us").reset_index(drop=True)
         win_step = win["step"].to_numpy(np.int64)
     else:
-        win = pd.DataFrame({"step": [pd.NA], "start_us": [float(start.min())], "end_us": [float(end.max())]})
-        win_step = np.array([-1])
-    keys = _distinct(win_step, np.array([-1]))   # a task's step is a window's, or −1: none
-    k_task, k_dev = np.searchsorted(keys, t_step), np.searchsorted(keys, step)
-    hit = np.flatnonzero(idle > 0)   # the idle is summed over the tasks that waited: the others add nothing
-    sums = pd.Series(idle[hit]).groupby(k_task[hit]).sum().reindex(range(len(keys)), fill_value=0.0).to_numpy()
-    counts = np.bincount(k_task, minlength=len(keys))
-    waits = np.bincount(k_task, weights=waited, minlength=len(keys)).astype(np.int64)
-    if len(windows):
-        in_step = step >= 0
-        dev_idle = np.bincount(k_dev[in_step], weights=np.nan_to_num(gap[in_step]), minlength=len(keys))
-    else:
-        dev_idle = np.zeros(len(keys))
-        dev_idle[np.searchsorted(keys, -1)] = float(np.nansum(gap))
+        win, win_step = None, np.array([-1])
+    keys = _distinct(win_step, np.array([-1]))
+    ops = _Ops(cols, flows, name_codes, names)
+    acc = _walk(cols, dev, ln_of, fw_of, launched, ops, windows, keys, tolerance_us)
+    del ln_of, fw_of
+    if win is None:
+        win = pd.DataFrame({"step": [pd.NA], "start_us": [float(acc.first_start)], "end_us": [float(acc.last_end)]})
+
+    # one op per text (a flow's name can be a timeline name too), numbered in text order
+    labels = ops.labels
+    used = np.flatnonzero(acc.seen)
+    texts, group = np.unique(labels[used].astype(str), return_inverse=True)
+    group_of = np.zeros(len(labels), dtype=np.int64)
+    group_of[used] = group
     n_ops = len(texts)
-    per_op = pd.Series(idle[hit]).groupby(k_task[hit] * n_ops + op[hit]).sum()
+    op_waits = np.zeros(n_ops, dtype=np.int64)
+    np.add.at(op_waits, group, acc.op_waits[used])
+    appear = np.full(n_ops, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(appear, group, acc.appear[used])
+
+    # per step: the host-bound idle (summed over the waits in start order), the tasks, the op behind most
+    hit_key, hit_op = np.concatenate(acc.hit_key), group_of[np.concatenate(acc.hit_op)]
+    hit_idle, hit_in_step = np.concatenate(acc.hit_idle), np.concatenate(acc.hit_in_step)
+    sums = pd.Series(hit_idle).groupby(hit_key).sum().reindex(range(len(keys)), fill_value=0.0).to_numpy()
+    per_op = pd.Series(hit_idle).groupby(hit_key * n_ops + hit_op).sum()
     pair = per_op.index.to_numpy(dtype=np.int64)
     best = np.lexsort((pair % n_ops, -per_op.to_numpy(), pair // n_ops))   # per step: most idle, then by name
     pair = pair[best]
@@ -408,53 +671,71 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
         share = np.where(span > 0, w_idle / span, np.nan)
     steps = _frame(STEP_COLUMNS, {
         "step": [None if k < 0 else int(k) for k in win_step], "start_us": win["start_us"].to_numpy(float),
-        "end_us": win["end_us"].to_numpy(float), "step_us": span, "tasks": counts[k_win],
-        "waited_tasks": waits[k_win], "host_idle_us": w_idle, "idle_share": share,
-        "device_idle_us": dev_idle[k_win],
+        "end_us": win["end_us"].to_numpy(float), "step_us": span, "tasks": acc.counts[k_win],
+        "waited_tasks": acc.waits[k_win], "host_idle_us": w_idle, "idle_share": share,
+        "device_idle_us": acc.dev_idle[k_win],
         "top_op": np.where(w_idle > 0, texts[np.clip(top_of[k_win], 0, None)], "").astype(object)})
 
     # per responsible op (of the tasks in a step, where there are steps), in the order they first appear
-    counted = np.flatnonzero(t_step >= 0) if len(windows) else np.arange(len(idx))
-    c_op = op[counted]
-    appear = np.full(n_ops, len(counted), dtype=np.int64)
-    np.minimum.at(appear, c_op, np.arange(len(counted)))
-    c_hit = counted[idle[counted] > 0]
-    op_idle = pd.Series(idle[c_hit]).groupby(op[c_hit]).sum().reindex(range(n_ops), fill_value=0.0).to_numpy()
-    op_waits = np.bincount(c_op, weights=waited[counted], minlength=n_ops).astype(np.int64)
+    c_hit = hit_in_step if len(windows) else slice(None)
+    op_idle = (pd.Series(hit_idle[c_hit]).groupby(hit_op[c_hit]).sum()
+               .reindex(range(n_ops), fill_value=0.0).to_numpy())
     keep = np.flatnonzero(op_waits > 0)
     keep = keep[np.argsort(appear[keep], kind="stable")]
     keep = keep[np.argsort(-op_idle[keep], kind="stable")]
     total = float(op_idle[keep].sum())
-    ops = _frame(OP_COLUMNS, {"responsible_op": texts[keep].tolist(), "host_idle_us": op_idle[keep],
-                              "waited_tasks": op_waits[keep],
-                              "idle_per_step_us": op_idle[keep] / max(len(steps), 1),
-                              "share_of_host_idle": op_idle[keep] / total if total > 0 else np.zeros(len(keep))})
+    ops_frame = _frame(OP_COLUMNS, {"responsible_op": texts[keep].tolist(), "host_idle_us": op_idle[keep],
+                                    "waited_tasks": op_waits[keep],
+                                    "idle_per_step_us": op_idle[keep] / max(len(steps), 1),
+                                    "share_of_host_idle": op_idle[keep] / total if total > 0 else np.zeros(len(keep))})
+    lat = pd.Series(acc.latency)
+    latency = {"median": float(lat.median()), "p90": float(lat.quantile(0.9)), "max": float(lat.max()),
+               "negative": int((lat < 0).sum())}
+    waited = acc.waited
+    top_idle = -np.sort(-hit_idle)[:_TOP_WAITS]   # the longest waits' sizes, most first
+    del acc, lat, hit_key, hit_op, hit_idle, hit_in_step
+    release_heap()
 
-    # the frame, made later, keeps the launched tasks' rows, not every device task's
-    task_rows, n_device = dev_rows[idx], len(dev_rows)
-    release_pages(timeline)     # a timeline on disk: its mapped columns' pages leave this process
-
-    def tasks() -> pd.DataFrame:
+    def table(keep: float) -> pd.DataFrame:
+        """The ``dispatch`` frame's rows of the tasks whose host-bound idle is at least ``keep``: the walk
+        again, keeping their columns."""
+        ops = _Ops(cols, flows, name_codes, names)
+        parts = _walk(cols, dev, *launches(), ops, windows, keys, tolerance_us, keep=keep).columns
+        # column by column, each slice's piece let go once joined: one column at a time is held twice
+        c = {k: np.concatenate([part.pop(k) for part in parts]) for k in list(parts[0])}
         thread_of = _track_labels(tracks)
-        host_op = np.where(host_row >= 0, names[host_code], "").astype(object)
-        framework_op = np.where(fw_row >= 0, names[fw_code], "").astype(object)
-        host_start = np.where(host_row >= 0, start_col[host_row], np.nan)
-        host_end = host_start + np.where(host_row >= 0, np.nan_to_num(dur_col[host_row]), np.nan)
+        host_row, fw_row, step = c["host_row"], c["fw_row"], c["step"]
+        host_code = np.where(host_row >= 0, name_codes[host_row], -2)
+        fw_code = np.where(fw_row >= 0, name_codes[fw_row], -2)
+        host_start = np.where(host_row >= 0, cols.start[host_row], np.nan)
+        host_end = host_start + np.where(host_row >= 0, _finite(cols.dur[host_row]), np.nan)
+        flow_kind = np.array([FRAMEWORK_FLOW, LAUNCH_FLOW], dtype=object)   # a text per kind, not per row
         frame = pd.DataFrame({
-            "step": pd.array(np.where(t_step >= 0, t_step, 0), dtype="Int64"),
-            "task": names[name_codes[task_rows]], "stream": thread_of(track_col[task_rows]),
-            "task_start_us": t_start, "task_end_us": t_end,
-            "launch_flow": np.where(has_ln, LAUNCH_FLOW, FRAMEWORK_FLOW).astype(object),
-            "launch_us": launch_us, "launch_latency_us": t_start - launch_us,
-            "host_op": host_op, "host_thread": thread_of(launch_track),
+            "step": pd.array(np.where(step >= 0, step, 0), dtype="Int64"),
+            "task": names[name_codes[c["row"]]], "stream": thread_of(cols.track[c["row"]]),
+            "task_start_us": c["start"], "task_end_us": c["end"],
+            "launch_flow": flow_kind[c["is_launch"].astype(np.int8)],
+            "launch_us": c["launch_us"], "launch_latency_us": c["start"] - c["launch_us"],
+            "host_op": np.where(host_row >= 0, names[host_code], "").astype(object),
+            "host_thread": thread_of(ops.tail_track[c["flow"]]),
             "host_start_us": host_start, "host_end_us": host_end,
-            "framework_op": framework_op, "responsible_op": op_labels[op_code],
-            "gap_us": t_gap, "waited": waited, "host_idle_us": idle})
-        frame.loc[t_step < 0, "step"] = pd.NA
+            "framework_op": np.where(fw_row >= 0, names[fw_code], "").astype(object),
+            "responsible_op": ops.labels[c["op"]],
+            "gap_us": c["gap"], "waited": c["waited"], "host_idle_us": c["idle"]},
+            index=None if keep == -np.inf else c["pos"], copy=False)   # the walk's arrays, not copies
+        frame.loc[step < 0, "step"] = pd.NA
+        cols.release()
         return frame[COLUMNS]
 
-    return Dispatch(tasks, steps, ops, None, step_source, float(tolerance_us), n_device,
-                    launched=len(idx), waited_tasks=int(waited.sum()), latency_us=t_start - launch_us)
+    def longest(n: int) -> pd.DataFrame | None:
+        """The rows of the ``n`` longest waits (None: more than the analysis kept the sizes of)."""
+        if n > len(top_idle) and len(top_idle) == _TOP_WAITS:
+            return None
+        keep = top_idle[min(n, len(top_idle)) - 1] if len(top_idle) and n > 0 else np.inf
+        return table(keep).nlargest(n, "host_idle_us")
+
+    return Dispatch(lambda: table(-np.inf), steps, ops_frame, None, step_source, float(tolerance_us), dev.n,
+                    launched=launched, waited_tasks=waited, latency=latency, longest=longest)
 
 
 def _track_labels(tracks: pd.DataFrame):

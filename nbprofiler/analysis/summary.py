@@ -214,7 +214,8 @@ def _timeline(prof) -> dict | None:
     scope_rows = np.flatnonzero(scope)
 
     def totals(column: str, in_scope: bool) -> dict:
-        codes, values = (ev[column].cat.codes.to_numpy(), ev[column].cat.categories) \
+        # Categorical.codes: a view (of the mapped file, on disk); pandas' .cat.codes would copy them
+        codes, values = (ev[column].array.codes, ev[column].cat.categories) \
             if isinstance(ev[column].dtype, pd.CategoricalDtype) else pd.factorize(ev[column], sort=True)
         # bins shifted by one: a missing value (code −1) and, out of scope, a scope bar land in bin 0
         count, total = np.zeros(len(values) + 1, np.int64), np.zeros(len(values) + 1, np.float64)

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from .._memory import release_pages, row_slices
 from ..errors import MalformedFileError, ProfilerDataError
 from ..io._util import warn_partial
 
@@ -139,13 +140,14 @@ def profiler_step_windows(timeline: pd.DataFrame | None, name_codes: np.ndarray 
     """The `step_windows` frame from the timeline's ``ProfilerStep#N`` events (each step's span as the
     host marked it), or None without them. ``name_codes``/``names``: the name column as codes into an array
     of its distinct texts (code −1: missing), where the caller has them; else taken from the column (a
-    categorical's own codes, no text per event)."""
+    categorical's own codes, no text per event, nor a copy: ``Categorical.codes`` is a view, ``.cat.codes`` a
+    new Series)."""
     if timeline is None or timeline.empty or "name" not in timeline:
         return None
     if name_codes is None:
         col = timeline["name"]
         if isinstance(col.dtype, pd.CategoricalDtype):
-            name_codes, names = col.cat.codes.to_numpy(), np.asarray(col.cat.categories.astype(str), dtype=object)
+            name_codes, names = col.array.codes, np.asarray(col.cat.categories.astype(str), dtype=object)
         else:
             name_codes, uniques = pd.factorize(col)
             names = np.asarray(pd.Index(uniques).astype(str), dtype=object)
@@ -155,7 +157,13 @@ def profiler_step_windows(timeline: pd.DataFrame | None, name_codes: np.ndarray 
         return None
     step_of = np.full(len(names) + 1, -1, dtype=np.int64)   # the last entry: code −1
     step_of[hit] = text.iloc[hit].str.extract(PROFILER_STEP_EVENT, expand=False).astype("int64").to_numpy()
-    rows = np.flatnonzero(step_of[name_codes] >= 0)
+    # slice by slice through a table of flags: no temporary as long as the timeline (33M events: 264 MB of
+    # int64 steps), and a timeline on disk lets each slice's pages of the codes go
+    is_step, found = step_of >= 0, []
+    for p in row_slices(len(name_codes)):
+        found.append(p.start + np.flatnonzero(is_step[name_codes[p]]))
+        release_pages(timeline)
+    rows = np.concatenate(found)
     start = timeline["start_us"].to_numpy(float)[rows]
     out = pd.DataFrame({"step": step_of[name_codes[rows]], "start_us": start,
                         "end_us": start + np.nan_to_num(timeline["dur_us"].to_numpy(float)[rows]),

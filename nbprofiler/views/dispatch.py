@@ -38,7 +38,7 @@ def headline_div(d: Dispatch) -> Div:
     how = ("" if not d.available else
            f"<p style='{theme.MUTED_CSS}'>Host-bound idle: the device idle (no task on any stream) before a task "
            f"whose launch came after the device ran out of work (within {d.tolerance_us:g} us of clock "
-           f"disagreement). Steps from {html.escape(d.step_source)}. {len(d.tasks):,} device tasks are joined to "
+           f"disagreement). Steps from {html.escape(d.step_source)}. {d.launched:,} device tasks are joined to "
            f"their launch. Click a bar or a row to open the timeline there.</p>")
     return Div(text=f"<p><b>{html.escape(d.sentence())}</b></p>{how}", name="dispatch_headline",
                sizing_mode="stretch_width")
@@ -89,7 +89,7 @@ def ops_table(d: Dispatch) -> DataTable:
 
 def waits_table(d: Dispatch, n: int = LONGEST_WAITS) -> DataTable:
     """The longest single waits: the task, its launch and the host call and framework op behind it."""
-    w = d.tasks[d.tasks["host_idle_us"] > 0].nlargest(n, "host_idle_us")
+    w = d.longest_waits(n)   # their rows alone: the frame of every launched task is not made for them
     text = lambda c: w[c].astype(str).to_numpy(dtype=object)  # noqa: E731
     src = ColumnDataSource({"step": ["" if pd.isna(s) else str(int(s)) for s in w["step"]],
                             "task": text("task"), "stream": text("stream"), "host_op": text("host_op"),

@@ -850,6 +850,13 @@ def _copy_on_edit(df: pd.DataFrame) -> None:
     object.__setattr__(df, "_nbprofiler_shares_maps", df.copy(deep=False))
 
 
+def _mapped_table(path: Path) -> tuple[pa.Table, mmap.mmap]:
+    """A store's Feather (Arrow IPC) file as a table over a read-only map of it, and the map."""
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return pa.ipc.open_file(pa.py_buffer(mm)).read_all(), mm
+
+
 @_util.arrow_memory()  # see there: the small frames are converted from Arrow into fresh pages too
 def _open(store: Path) -> TraceData | None:
     """The frames of a complete store (its meta is written last), or None. The columns are views of the
@@ -874,10 +881,14 @@ def _open(store: Path) -> TraceData | None:
             return None
         timeline = _timeline_frame(arrays, args, cats)
         timeline.attrs["store"] = str(store)
-        keep_maps(store, maps)  # for `nbprofiler._memory.release_pages`
-        import pyarrow.feather as feather
-        small = {name: feather.read_table(store / f"{name}.arrow", memory_map=True).to_pandas(split_blocks=True)
-                 for name in ("tracks", "flows", "counters")}
+        small = {}
+        for name in ("tracks", "flows", "counters"):
+            table, mm = _mapped_table(store / f"{name}.arrow")
+            small[name] = table.to_pandas(split_blocks=True)   # numbers and text stay views of the map
+            maps.append(mm)
+        # for `nbprofiler._memory.release_pages`: a pass over the timeline, or over its flows (8M on a 10 GB
+        # trace), lets the pages it read of every file of the store go
+        keep_maps(store, maps)
         for df in (timeline, *small.values()):
             _copy_on_edit(df)
         return TraceData(origin_us=int(meta["origin_ns"]) / 1000, timeline=timeline, **small)

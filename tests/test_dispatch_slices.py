@@ -1,0 +1,127 @@
+"""Host dispatch (`nbprofiler.analysis.dispatch`) in slices: it walks the device's tasks, the host threads and
+the flows ``chunk_rows`` at a time, so that its memory stays bounded on a timeline loaded on disk. Its frames
+are the same whatever the slices, on real runs and on a synthetic trace forced on disk, where the device tasks,
+the launches, the steps and the host-bound idle per step equal the numbers computed here from the file itself
+(the json module, Decimal for its µs strings)."""
+from __future__ import annotations
+
+import json
+import warnings
+from decimal import Decimal
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import nbprofiler
+from nbprofiler import _memory
+from nbprofiler.analysis.dispatch import host_dispatch
+from nbprofiler.io import cache
+from nbprofiler.io.trace import disk as trace_disk
+from nbprofiler.model.derive import profiler_step_windows
+from nbprofiler.synthetic import write_trace
+
+from .conftest import load_quietly
+from .test_dispatch import _host_idle
+
+
+def _frames(prof):
+    return prof.timeline, prof.timeline_tracks, prof.timeline_flows, prof.step_windows
+
+
+def _assert_same(a, b):
+    assert a.why == b.why and json.dumps(a.to_dict()) == json.dumps(b.to_dict())
+    for x, y in ((a.steps, b.steps), (a.ops, b.ops), (a.tasks, b.tasks)):
+        pd.testing.assert_frame_equal(x, y, check_exact=True)
+
+
+@pytest.mark.parametrize("run", ["npu/trace_view_torch_npu", "npu/ascend_pt_text_2rank/rank1_ascend_pt"])
+def test_slices_of_any_size_give_the_same_frames_on_real_runs(run):
+    frames = _frames(load_quietly(run))
+    whole = host_dispatch(*frames)
+    assert whole.available and whole.waited_tasks > 10 and len(whole.ops)   # waits to sum, ops to rank
+    for rows in (1, 7, 50):
+        _assert_same(host_dispatch(*frames, chunk_rows=rows), whole)
+
+
+@pytest.fixture(scope="module")
+def synthetic_on_disk(tmp_path_factory):
+    """A small synthetic trace (`nbprofiler.synthetic`, 14 steps) loaded on disk, and the file's events."""
+    root = tmp_path_factory.mktemp("dispatch_disk")
+    path = root / "run" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    path.parent.mkdir(parents=True)
+    write_trace(path, 2_500_000, seed=3)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(cache.ENV, str(root / "cache"))
+        mp.setattr(cache, "MIN_BYTES", 0)
+        mp.setenv(trace_disk.ENV_FORCE, "1")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prof = nbprofiler.load(root / "run")
+            assert "store" in prof.timeline.attrs   # the columns are the store's mapped files
+            _frames(prof)
+    with open(path, encoding="utf-8") as f:
+        return prof, json.load(f)
+
+
+def test_slices_give_the_same_frames_on_a_synthetic_trace_on_disk(synthetic_on_disk):
+    prof, events = synthetic_on_disk
+    whole = host_dispatch(*_frames(prof))
+    # from the file: the device's tasks, the HostToDevice launches into them, the ProfilerStep windows
+    hw = next(e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"
+              and e["args"]["name"] == "Ascend Hardware")
+    device = [e for e in events if e["ph"] == "X" and e["pid"] == hw]
+    tails = {e["id"]: Decimal(e["ts"]) for e in events if e["ph"] == "s" and e["cat"] == "HostToDevice"}
+    launch_of = {Decimal(e["ts"]): tails[e["id"]] for e in events if e["ph"] == "f" and e["cat"] == "HostToDevice"}
+    windows = {int(e["name"].split("#")[1]): (Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"]))
+               for e in events if e["ph"] == "X" and e["name"].startswith("ProfilerStep#")}
+    idle = _host_idle([(Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(str(e["dur"]))) for e in device],
+                      launch_of, windows)
+    assert whole.device_tasks == len(device) and whole.launched == len(launch_of) == len(tails)
+    assert list(whole.steps["step"]) == sorted(windows) and len(windows) >= 10
+    assert whole.steps["host_idle_us"].tolist() == pytest.approx([float(idle[k]) for k in sorted(windows)],
+                                                                 abs=1e-3)
+    assert whole.waited_tasks > 0 and whole.ops["responsible_op"].iloc[0] == "AscendCL@aclopCompileAndExecute"
+    for rows in (3, 100, 1000):
+        _assert_same(host_dispatch(*_frames(prof), chunk_rows=rows), whole)
+
+
+def test_the_step_scan_in_slices_finds_the_same_steps(synthetic_on_disk, monkeypatch):
+    prof, events = synthetic_on_disk
+    whole = profiler_step_windows(prof.timeline)
+    assert len(whole) == sum(e["ph"] == "X" and e["name"].startswith("ProfilerStep#") for e in events)
+    monkeypatch.setattr(_memory, "PASS_ROWS", 97)
+    pd.testing.assert_frame_equal(profiler_step_windows(prof.timeline), whole, check_exact=True)
+
+
+@pytest.mark.parametrize("rows", [None, 5])
+def test_the_longest_waits_are_the_frames_own_without_the_frame(synthetic_on_disk, rows):
+    prof, _ = synthetic_on_disk
+    kw = {} if rows is None else {"chunk_rows": rows}
+    d = host_dispatch(*_frames(prof), **kw)
+    longest = {n: d.longest_waits(n) for n in (1, 30, d.waited_tasks + 5)}
+    assert callable(d.table)   # made from the longest waits' rows alone
+    frame = d.tasks
+    for n, rows_ in longest.items():
+        want = frame[frame["host_idle_us"] > 0].nlargest(n, "host_idle_us")
+        assert len(rows_) == min(n, d.waited_tasks)
+        pd.testing.assert_frame_equal(rows_, want, check_exact=True, check_index_type=False)
+    assert longest[1]["host_idle_us"].iloc[0] == frame["host_idle_us"].max() > 0
+
+
+def test_rows_of_a_stream_that_are_not_complete_events_are_no_tasks():
+    """A device stream's rows that are not X events (here every third of one stream, marked B) are not tasks:
+    the analysis, whole or in slices, equals the one of the timeline without them."""
+    tl, tracks, flows, windows = _frames(load_quietly("npu/trace_view_torch_npu"))
+    stream = tracks.loc[tracks["process"] == "Ascend Hardware", "track"].iloc[0]
+    rows = np.flatnonzero(tl["track"].to_numpy() == stream)[::3]
+    assert len(rows) > 10
+    marked = tl.copy()
+    marked["ph"] = marked["ph"].cat.add_categories(["B"])
+    marked.loc[marked.index[rows], "ph"] = "B"
+    without = tl.drop(index=tl.index[rows]).reset_index(drop=True)
+    want = host_dispatch(without, tracks, flows, windows)
+    assert want.device_tasks == host_dispatch(tl, tracks, flows, windows).device_tasks - len(rows)
+    for chunk in (None, 4):
+        kw = {} if chunk is None else {"chunk_rows": chunk}
+        _assert_same(host_dispatch(marked, tracks, flows, windows, **kw), want)
