@@ -37,7 +37,7 @@ from bokeh.plotting import figure
 from . import theme
 from .base import View
 from .pages import frames_of
-from .timeline_bars import Dictionary, bar_data, bar_table, dictionary_of, track_rows, track_table
+from .timeline_bars import Dictionary, bar_data, bar_table, dictionary_of, row_lookup, track_rows, track_table
 
 MAX_GLYPHS = 20_000          # never send more bars than this per window's width to the browser
 # The page holds the window shown and this many of its widths on each side, so a pan inside them needs
@@ -196,7 +196,7 @@ def timeline_figure(bars: pd.DataFrame, tracks_df: pd.DataFrame, dictionary: Dic
                     flows_prepared: dict | None = None, min_width_us: float | None = None):
     """The timeline: one row per track (labels "process / thread"), events as bars coloured by op type.
 
-    ``bars``: `lod_query` bars with codes (``codes=True``); ``dictionary``: the `Dictionary` their codes
+    ``bars``: `lod_query` bars with codes (``codes=True``, or `lod_columns`' arrays); ``dictionary``: the `Dictionary` their codes
     point into; ``tracks_df``: `Profile.timeline_tracks`; ``order``: pinned track ids; ``width``: the
     widest the plot grows (px): it stretches to its container, down to `MIN_WIDTH_PX`. Returns
     ``column(figure, details)``: the figure ``timeline_fig`` (wheel zoom, active on scroll, and pan on the
@@ -205,8 +205,8 @@ def timeline_figure(bars: pd.DataFrame, tracks_df: pd.DataFrame, dictionary: Dic
     pixel of the whole run at ``width``).
     """
     tracks = track_table(tracks_df, order)
-    if min_width_us is None and len(bars):
-        min_width_us = float(bars["end_us"].max() - bars["start_us"].min()) / max(width, 1)
+    if min_width_us is None and len(bars["start_us"]):
+        min_width_us = float(np.max(bars["end_us"]) - np.min(bars["start_us"])) / max(width, 1)
     data = bar_data(bars, tracks, min_width_us or 0.0)
     if x_range is None:
         lo = float(np.min(data["left"])) if len(data["left"]) else 0.0
@@ -573,6 +573,7 @@ class TimelineView(traitlets.HasTraits, View):
         pad = max((hi - lo) * 0.01, 1.0)
         self.x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range")
         self.tracks = track_table(self.tracks_df)
+        self._row_of = row_lookup(self.tracks)
         self._flows_prepared = prepare_flows(self.flows, self.tracks)
         self.held = (lo - pad, hi + pad, (hi - lo + 2 * pad) / width)
         self.plot = timeline_figure(self._query(*self.held), self.tracks_df, self.dictionary, self.x_range,
@@ -669,13 +670,14 @@ class TimelineView(traitlets.HasTraits, View):
         return self._stats
 
     # -- querying -----------------------------------------------------------------------------------
-    def _query(self, h0: float, h1: float, px: float) -> pd.DataFrame:
-        """The bars of [h0, h1] at ``px`` µs per pixel (no args: a click fetches the one event's, so a
-        zoom ships less)."""
+    def _query(self, h0: float, h1: float, px: float) -> dict:
+        """The bars of [h0, h1] at ``px`` µs per pixel, as `lod_columns` arrays (no args: a click fetches
+        the one event's, so a zoom ships less)."""
         pixels = max(int(round((h1 - h0) / px)), 1) if px > 0 else self.width
         budget = int(MAX_GLYPHS * max(pixels / self.width, 1.0))
-        lod = self._engine.lod_query(self._index, h0, h1, pixels, max_glyphs=budget, codes=True)
-        return lod.head(budget)   # the engine keeps to about max_glyphs; this makes it a hard cap
+        lod = self._engine.lod_columns(self._index, h0, h1, pixels, max_glyphs=budget)
+        # the engine keeps to about max_glyphs; this makes it a hard cap
+        return {c: v[:budget] for c, v in lod.items()}
 
     def _held_for(self, t0: float, t1: float) -> tuple[float, float, float]:
         """What the page is sent for the window [t0, t1]: it and `NEIGHBOURS` widths each side (inside the
@@ -703,7 +705,7 @@ class TimelineView(traitlets.HasTraits, View):
         self.held = held
         with self._bokeh.batched():
             self.source.tags = [*held, self.width]
-            self.source.data = bar_data(lod, self.tracks, held[2])
+            self.source.data = bar_data(lod, self.tracks, held[2], row_of=self._row_of)
             self._send_flows()
             self._send_counters()
             self._update_highlight()
@@ -794,6 +796,7 @@ class TimelineView(traitlets.HasTraits, View):
         """Put these tracks first, in this order; the others keep the trace's own order below them."""
         self.pinned = [int(t) for t in track_ids]
         self.tracks = track_table(self.tracks_df, self.pinned)
+        self._row_of = row_lookup(self.tracks)
         self._flows_prepared = prepare_flows(self.flows, self.tracks)
         self.fig.yaxis.major_label_overrides = {int(r): str(lbl) for r, lbl in
                                                 zip(self.tracks["row"], self.tracks["label"])}
@@ -855,7 +858,6 @@ class TimelineView(traitlets.HasTraits, View):
     def _update_highlight(self) -> None:
         src = self._sources["timeline_highlight_src"]
         current = self._sources["timeline_current_src"]
-        rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
         empty = {"y": [], "left": [], "right": []}
         if self.matches is None or not len(self.matches):
             # only when they show something: every change is a message to the page (~3 ms each to make)
@@ -863,6 +865,7 @@ class TimelineView(traitlets.HasTraits, View):
                 if len(s.data["left"]):
                     s.data = empty
             return
+        rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
         if self.match_index is not None and int(self.matches["track"].iloc[self.match_index]) in rows:
             c = self.matches.iloc[self.match_index]
             current.data = {"y": [rows[int(c["track"])]], "left": [float(c["start_us"])],
