@@ -47,7 +47,8 @@ HELD_ZOOM = 2.0
 # Flow arrows drawn at most: each is its own path and head, redrawn every frame of a pan (2,000 cost the
 # page ~110 ms a frame in headless Chromium, and more than a few hundred across a view are a tangle anyway)
 MAX_FLOWS = 500
-_FLOW_BLOCK = 65_536         # flows `flows_in_window` tests at a time
+_FLOW_BLOCK = 65_536         # flows `flows_in_window` tests at a time, at most
+_FLOW_FIRST_BLOCK = 2_048    # ... in its first block (a wide window finds its MAX_FLOWS in a few thousand)
 MAX_MATCHES = 1_000          # rows of the search table
 MAX_ARGS_CHARS = 2_000       # args text carried per bar (hover and details)
 DEBOUNCE_S = 0.04            # a wheel gesture's events arrive ~16 ms apart: one query for the gesture
@@ -98,16 +99,15 @@ def flows_in_window(prepared: dict, t0: float, t1: float, texts: bool = True) ->
     (the page draws no text of a flow, so the views send none)."""
     x0, x1 = prepared["x0"], prepared["x1"]
     # A flow with its end in the window starts in [t0 - back, t1 + ahead]: only those are looked at (x0 is
-    # sorted), a block at a time until MAX_FLOWS are found (a wide window stops at its first block).
+    # sorted), a block at a time, each 4 times the last, until MAX_FLOWS are found.
     lo = int(np.searchsorted(x0, t0 - prepared["back"], side="left"))
     hi = int(np.searchsorted(x0, t1 + prepared["ahead"], side="right"))
-    found, n = [], 0
-    for at in range(lo, hi, _FLOW_BLOCK):
-        a, b = x0[at:min(at + _FLOW_BLOCK, hi)], x1[at:min(at + _FLOW_BLOCK, hi)]
+    found, n, at, block = [], 0, lo, _FLOW_FIRST_BLOCK
+    while at < hi and n < MAX_FLOWS:
+        a, b = x0[at:min(at + block, hi)], x1[at:min(at + block, hi)]
         found.append(at + np.flatnonzero(((a >= t0) & (a <= t1)) | ((b >= t0) & (b <= t1))))
         n += len(found[-1])
-        if n >= MAX_FLOWS:
-            break
+        at, block = at + block, min(4 * block, _FLOW_BLOCK)
     hit = np.concatenate(found)[:MAX_FLOWS] if found else np.zeros(0, np.int64)
     rows = prepared["pos"][hit]
     y0, y1 = prepared["y0"][hit].astype(np.int64), prepared["y1"][hit].astype(np.int64)
