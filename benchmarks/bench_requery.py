@@ -108,7 +108,8 @@ def _result(text: str) -> dict:
 
 def report(label: str, runs: list[dict]) -> dict:
     """Print one checkout's table (every run's windows pooled) and return its figures."""
-    print(f"\n{label} ({Path(runs[0]['package']).parent}): {runs[0]['events']:,} events; load average per run (before, after): "
+    print(f"\n{label} ({Path(runs[0]['package']).parent}): {runs[0]['events']:,} events; "
+          "load average per run (before, after): "
           + ", ".join(f"{r['load_before']:.1f}-{r['load_after']:.1f}" for r in runs) + f"; {os.cpu_count()} cpu")
     print("\n| window | bars | CPU median | CPU p95 | wall median | wall p95 |")
     print("|---|---|---|---|---|---|")

@@ -746,5 +746,5 @@ def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: 
                          "count": counts.astype(np.int64)})
 
 
-__all__ = ["TimelineIndex", "build_index", "lod_query", "lod_columns", "decode", "search", "range_stats", "density", "LOD_COLUMNS",
-           "LOD_CODE_COLUMNS"]
+__all__ = ["TimelineIndex", "build_index", "lod_query", "lod_columns", "decode", "search", "range_stats", "density",
+           "LOD_COLUMNS", "LOD_CODE_COLUMNS"]

@@ -196,9 +196,9 @@ def timeline_figure(bars: pd.DataFrame, tracks_df: pd.DataFrame, dictionary: Dic
                     flows_prepared: dict | None = None, min_width_us: float | None = None):
     """The timeline: one row per track (labels "process / thread"), events as bars coloured by op type.
 
-    ``bars``: `lod_query` bars with codes (``codes=True``, or `lod_columns`' arrays); ``dictionary``: the `Dictionary` their codes
-    point into; ``tracks_df``: `Profile.timeline_tracks`; ``order``: pinned track ids; ``width``: the
-    widest the plot grows (px): it stretches to its container, down to `MIN_WIDTH_PX`. Returns
+    ``bars``: `lod_query` bars with codes (``codes=True``, or `lod_columns`' arrays); ``dictionary``: the
+    `Dictionary` their codes point into; ``tracks_df``: `Profile.timeline_tracks`; ``order``: pinned track
+    ids; ``width``: the widest the plot grows (px): it stretches to its container, down to `MIN_WIDTH_PX`. Returns
     ``column(figure, details)``: the figure ``timeline_fig`` (wheel zoom, active on scroll, and pan on the
     time axis, box select of a time range, hover, tap) and the ``timeline_details`` Div that shows the
     clicked event's details as text. ``min_width_us``: the least width a bar is drawn at (default: a
