@@ -241,3 +241,67 @@ def test_coarse_levels_match_the_events_on_any_timeline(evs, t0, span, width, bi
         _check_lod(ev, t0, t0 + span, width)
     finally:
         T.LEVEL_MIN_EVENTS, T.LEVEL_BINS = old
+
+
+def _bars_of_events(events: pd.DataFrame, t0: float, t1: float, px: float) -> list[tuple]:
+    """The bars of [t0, t1] at ``px`` us per pixel, from the events one by one: per track, the events that
+    intersect the window, those at least a pixel long as they are, the others in start order joined while
+    an event begins at most a pixel after every earlier one ended; a run's type is the one with the most
+    summed duration (+1e-12 per event; ties: the first in sorted order). (track, start, end, count, type)."""
+    out = []
+    for trk, grp in events.groupby("track", sort=True):
+        grp = grp.sort_values("start_us", kind="stable")
+        start, dur = grp["start_us"].to_numpy(), grp["dur_us"].to_numpy()
+        types = grp["op_type"].astype(str).to_numpy()
+        bars = []
+        run = None
+        for s, d, ty in zip(start, dur, types):
+            if not (s <= t1 and s + d >= t0):
+                continue
+            if d >= px:
+                bars.append((s, s + d, 1, {ty: d}))
+                continue
+            if run is not None and s - run[1] <= px:
+                run[1], run[2] = max(run[1], s + d), run[2] + 1
+                run[3][ty] = run[3].get(ty, 0.0) + d + 1e-12
+            else:
+                run = [s, s + d, 1, {ty: d + 1e-12}]
+                bars.append(run)
+        for s, e, n, votes in bars:
+            best = max(votes.values())
+            out.append((int(trk), float(s), float(e), int(n), min(t for t, w in votes.items() if w == best)))
+    return sorted(out, key=lambda b: (b[0], b[1]))
+
+
+@pytest.mark.parametrize("cut_entries", [3, 10 ** 9])
+def test_level_bars_are_those_of_their_events(monkeypatch, cut_entries):
+    """A ladder of levels 2x apart over bursts of events at every time scale: windows whose edges cut runs
+    that span many finer levels (cut through the finer levels' entries, or with ``cut_entries`` huge from
+    the events themselves) give, bar by bar, the span, count and type of the events they stand for."""
+    import nbprofiler.analysis.timeline as T
+    monkeypatch.setattr(T, "LEVEL_MIN_EVENTS", 0)
+    monkeypatch.setattr(T, "LEVEL_BINS", tuple(16 * 2 ** k for k in range(11)))
+    monkeypatch.setattr(T, "CUT_ENTRIES", cut_entries)
+    rng = np.random.default_rng(38)
+    track, start, dur = [], [], []
+    for trk in range(3):
+        gaps = rng.choice([0.5, 3.0, 20.0, 150.0, 900.0], p=[0.6, 0.2, 0.1, 0.07, 0.03], size=3000)
+        s = np.cumsum(gaps * rng.uniform(0.5, 1.5, 3000))
+        d = np.where(rng.uniform(size=3000) < 0.03, rng.uniform(20, 400, 3000), rng.uniform(0, 1.5, 3000))
+        track += [trk] * 3000
+        start += list(s)
+        dur += list(d)
+    ev = _frame(track, start, dur, types=[f"T{k}" for k in rng.integers(0, 4, len(start))])
+    idx = build_index(ev)
+    end = float((ev["start_us"] + ev["dur_us"]).max())
+    assert len(idx.levels) == 11
+    for _ in range(12):
+        width = float(end * rng.choice([0.03, 0.1, 0.3, 0.8]))
+        t0 = float(rng.uniform(-0.05 * end, end - width))
+        pixels = int(rng.integers(50, 300))
+        px = width / pixels
+        bars = lod_query(idx, t0, t0 + width, pixels, max_glyphs=10 ** 6)
+        assert any(p <= px for p, _ in idx.levels)  # served by a level
+        got = sorted(zip(bars["track"].astype(int), bars["start_us"], bars["end_us"], bars["count"].astype(int),
+                         bars["op_type"]), key=lambda b: (b[0], b[1]))
+        assert got == _bars_of_events(ev, t0, t0 + width, px)

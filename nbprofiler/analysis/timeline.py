@@ -15,9 +15,15 @@ before t0 but still reach into the window are found exactly: the few longest eve
 (`LONG_EVENTS_PER_TRACK`) are tested directly, so every other event is at most ``short_max_us`` long and
 can only intersect the window if it starts after ``t0 - short_max_us``.
 
+Levels: each busy track's runs merged at pixels a factor of 2 apart (`LEVEL_BINS`), so a window merges
+about twice its pixels' worth of entries instead of every event. A run of the level that crosses the
+window's edge is cut there, not opened whole: the entries of a finer level inside the window, and the
+events of the finest level's runs at the edge, found by binary search (`_run_in_window`).
+
 Memory: the index reads the frame's own columns in place when the frame is sorted by (track, start), as
 ``prof.timeline`` is (on a trace larger than memory they are memory-mapped files), and adds only the
-coarse levels, which hold a few numbers per merged run.
+levels, a few numbers per merged run and per op type in it (at 5M events, 1.1M entries and 3.4M votes,
+~130 MB, half of it the finest level).
 """
 from __future__ import annotations
 
@@ -41,10 +47,15 @@ VOTE_EPS = 1e-12
 # Coarse levels: each track's sub-pixel runs merged once at a pixel of the timeline's span / bins, so a
 # wide window merges a few thousand runs per track instead of every event. A level serves any window whose
 # pixel is at least the level's: inside a level run every gap is under the level's pixel, so merging at a
-# coarser pixel only joins whole level runs, and the result equals merging the events themselves.
-LEVEL_BINS = (2_048, 32_768)
+# coarser pixel only joins whole level runs, and the result equals merging the events themselves. A window
+# takes the coarsest level that serves it, so with a level at every factor of 2 it merges at most about
+# twice its pixels' worth of entries; the finest serves a window of 1600 px down to ~0.6 % of the run.
+LEVEL_BINS = tuple(2_048 * 2 ** k for k in range(8))   # 2,048 to 262,144
 # Tracks with fewer events than this get no level (merging them is already cheap).
 LEVEL_MIN_EVENTS = 4_096
+# A run of a level that crosses a window's edge is cut from the events themselves when it has at most this
+# many, else from the entries of a finer level with at most about this many pixels inside the window.
+CUT_ENTRIES = 1_024
 # Up to this many (run, type) pairs, a level sums its votes in a table instead of sorting them.
 _DENSE_VOTES = 4_000_000
 
@@ -59,19 +70,21 @@ class _Track:
 
 @dataclasses.dataclass
 class _LevelTrack:
-    """One track's entries at a level, sorted by start: an event at least the level's pixel long (as
-    itself), or a run of shorter events merged at that pixel."""
+    """One track's entries at a level, in the order of their first events (so by start): an event at least
+    the level's pixel long (as itself), or a run of shorter events merged at that pixel."""
     start: np.ndarray
     end: np.ndarray
+    end_max: np.ndarray   # the largest end up to each entry (ascending: the window's first entry is a search)
     count: np.ndarray     # events in the entry
     busy: np.ndarray      # their summed duration
     single: np.ndarray    # the event's position for a one-event entry, else -1
-    first: np.ndarray     # a run's events: the positions in [first, last) shorter than ``px``
-    last: np.ndarray
+    first: np.ndarray     # the position of the entry's first event (ascending)
+    last: np.ndarray      # a run's events: the positions in [first, last) shorter than ``px``
     px: float
-    vote_entry: np.ndarray  # the op-type votes of the entries (entry, type code, summed weight), by entry
+    vote_at: np.ndarray   # the op-type votes of entry k: vote_type/vote_weight[vote_at[k]:vote_at[k + 1]]
+    vote_entry: np.ndarray   # (int32: the entry of each vote)
     vote_type: np.ndarray
-    vote_weight: np.ndarray
+    vote_weight: np.ndarray   # the summed weight of the entry's events of that type
 
 
 def _level_track(index: "TimelineIndex", lo: int, hi: int, px: float) -> _LevelTrack:
@@ -96,9 +109,10 @@ def _level_track(index: "TimelineIndex", lo: int, hi: int, px: float) -> _LevelT
         r_start = r_end = r_busy = np.zeros(0)
         r_single = np.zeros(0, np.int64)
     n_runs = len(firsts)
-    # entries: the long events, then the runs, put in start order (entry_of: combined index -> entry)
-    start = np.r_[index.start[big], r_start]
-    order = np.argsort(start, kind="stable")
+    # entries: the long events, then the runs, put in the order of their first events (distinct positions;
+    # entry_of: combined index -> entry)
+    first = np.r_[big, sp[firsts] if n_runs else np.zeros(0, np.int64)]
+    order = np.argsort(first)
     entry_of = np.empty(len(order), np.int64)
     entry_of[order] = np.arange(len(order))
     entry_of_big, entry_of_run = entry_of[:len(big)], entry_of[len(big):]
@@ -117,17 +131,66 @@ def _level_track(index: "TimelineIndex", lo: int, hi: int, px: float) -> _LevelT
     vote_entry = np.r_[entry_of_big, entry_of_run[uniq // n_types]]
     vote_type = np.r_[index.type_codes[big], (uniq % n_types) - 1]
     vote_weight = np.r_[index.dur[big] + VOTE_EPS, w]
-    first = np.r_[np.full(len(big), 0), sp[firsts] if n_runs else np.zeros(0, np.int64)][order]
-    last = np.r_[np.full(len(big), 0), sp[np.r_[firsts[1:], len(sp)] - 1] + 1 if n_runs
-                 else np.zeros(0, np.int64)][order]
-    by_entry = np.argsort(vote_entry, kind="stable")  # a window's votes are then one slice
-    vote_entry, vote_type, vote_weight = vote_entry[by_entry], vote_type[by_entry], vote_weight[by_entry]
-    return _LevelTrack(start=start[order], end=np.r_[index.end_of(big), r_end][order],
+    last = np.r_[big + 1, sp[np.r_[firsts[1:], len(sp)] - 1] + 1 if n_runs else np.zeros(0, np.int64)][order]
+    by_entry = np.argsort(vote_entry, kind="stable")  # an entry's votes are then one slice
+    vote_at = np.r_[0, np.cumsum(np.bincount(vote_entry, minlength=len(order)))]
+    end = np.r_[index.end_of(big), r_end][order]
+    return _LevelTrack(start=np.r_[index.start[big], r_start][order], end=end, end_max=np.maximum.accumulate(end),
                        count=np.r_[np.ones(len(big), np.int64), r_count][order],
                        busy=np.r_[index.dur[big], r_busy][order], single=np.r_[big, r_single][order],
-                       first=first.astype(np.int64), last=last.astype(np.int64), px=px,
-                       vote_entry=vote_entry.astype(np.int64), vote_type=vote_type.astype(np.int64),
-                       vote_weight=vote_weight)
+                       first=first[order].astype(np.int64), last=last.astype(np.int64), px=px,
+                       vote_at=vote_at.astype(np.int64), vote_entry=vote_entry[by_entry].astype(np.int32),
+                       vote_type=vote_type[by_entry].astype(np.int16 if n_types < 2 ** 15 else np.int32),
+                       vote_weight=vote_weight[by_entry])
+
+
+def _coarser_track(index: "TimelineIndex", fine: _LevelTrack, px: float) -> _LevelTrack:
+    """A track's entries at pixel ``px`` from its entries at a finer pixel: what `_level_track` makes of the
+    events, as the runs' gaps are the same (an entry of the finer level lies inside one entry of this one),
+    with each run's votes summed from its entries'."""
+    big = np.flatnonzero((fine.count == 1) & (fine.busy >= px))   # events drawn as themselves at px too
+    sm = np.flatnonzero((fine.count > 1) | (fine.busy < px))      # (entries in start order)
+    s, e = fine.start[sm], fine.end[sm]
+    firsts = np.flatnonzero(_runs(s, e, px))
+    n_runs = len(firsts)
+    ends = np.r_[firsts[1:], len(sm)] if n_runs else firsts
+    r_count = np.add.reduceat(fine.count[sm], firsts) if n_runs else np.zeros(0, np.int64)
+    r_first = fine.first[sm[firsts]]
+    runs = {"start": s[firsts], "end": np.maximum.reduceat(e, firsts) if n_runs else np.zeros(0),
+            "count": r_count, "busy": np.add.reduceat(fine.busy[sm], firsts) if n_runs else np.zeros(0),
+            "single": np.where(r_count == 1, r_first, -1), "first": r_first,
+            "last": np.maximum.reduceat(fine.last[sm], firsts) if n_runs else np.zeros(0, np.int64)}
+    # entries: the long events, then the runs, put in the order of their first events
+    order = np.argsort(np.r_[fine.first[big], r_first])
+    cols = {k: np.r_[getattr(fine, k)[big], v][order] for k, v in runs.items()}
+    entry_of = np.empty(len(order), np.int64)
+    entry_of[order] = np.arange(len(order))
+    # votes: a long event's own; per (run, type) the sum of its entries' (a vote's entry -> its run)
+    n_types = len(index.type_values) + 1
+    run_of = np.full(len(fine.start), -1, np.int64)
+    run_of[sm] = np.repeat(np.arange(n_runs), ends - firsts)
+    v_run = run_of[fine.vote_entry]
+    mine = np.flatnonzero(v_run >= 0)
+    keys = v_run[mine] * n_types + (fine.vote_type[mine] + 1)
+    if n_runs * n_types <= _DENSE_VOTES:
+        table = np.bincount(keys, weights=fine.vote_weight[mine], minlength=n_runs * n_types)
+        uniq = np.flatnonzero(table)
+        w = table[uniq]
+    else:
+        uniq, inv = np.unique(keys, return_inverse=True)
+        w = np.bincount(inv.ravel(), weights=fine.vote_weight[mine]) if len(uniq) else np.zeros(0)
+    big_votes = fine.vote_at[big]   # a one-event entry has one vote
+    vote_entry = np.r_[entry_of[:len(big)], entry_of[len(big):][uniq // n_types]]
+    vote_type = np.r_[fine.vote_type[big_votes], (uniq % n_types) - 1]
+    vote_weight = np.r_[fine.vote_weight[big_votes], w]
+    by_entry = np.argsort(vote_entry, kind="stable")
+    end = cols["end"]
+    return _LevelTrack(start=cols["start"], end=end, end_max=np.maximum.accumulate(end),
+                       count=cols["count"].astype(np.int64), busy=cols["busy"], single=cols["single"].astype(np.int64),
+                       first=cols["first"].astype(np.int64), last=cols["last"].astype(np.int64), px=px,
+                       vote_at=np.r_[0, np.cumsum(np.bincount(vote_entry, minlength=len(order)))].astype(np.int64),
+                       vote_entry=vote_entry[by_entry].astype(np.int32),
+                       vote_type=vote_type[by_entry].astype(fine.vote_type.dtype), vote_weight=vote_weight[by_entry])
 
 
 class TimelineIndex:
@@ -191,22 +254,25 @@ class TimelineIndex:
         return pos if self._row is None else self._row[pos]
 
     def build_levels(self) -> None:
-        """Merge each busy track's sub-pixel runs at the `LEVEL_BINS` pixels (~0.1 s per million events);
-        the finished levels replace ``levels`` at once, so queries running meanwhile stay correct."""
+        """Merge each busy track's sub-pixel runs at the `LEVEL_BINS` pixels: the finest from the events
+        (~0.1 s per million), each coarser one from the entries of the one below it. The finished levels
+        replace ``levels`` at once, so queries running meanwhile stay correct."""
         span = self.t_max - self.t_min
-        if span <= 0:
-            return
         busy = {trk: tr for trk, tr in self.tracks.items() if tr.hi - tr.lo >= LEVEL_MIN_EVENTS}
+        if span <= 0 or not busy:
+            return
         built = []
-        for bins in LEVEL_BINS:
+        for bins in sorted(set(LEVEL_BINS), reverse=True):
             px = span / bins
             lvl = {}
             for trk, tr in busy.items():
-                lvl[trk] = _level_track(self, tr.lo, tr.hi, px)
-                self._release()  # one track's pages at a time
-            if lvl:
-                built.append((px, lvl))
-        self.levels = built
+                if built:
+                    lvl[trk] = _coarser_track(self, built[-1][1][trk], px)
+                else:
+                    lvl[trk] = _level_track(self, tr.lo, tr.hi, px)
+                    self._release()  # one track's pages at a time
+            built.append((px, lvl))
+        self.levels = built[::-1]
 
     def density(self, bins: int) -> tuple[np.ndarray, np.ndarray]:
         """Events starting in each of ``bins`` equal time bins of the whole timeline, every track together:
@@ -233,9 +299,10 @@ class TimelineIndex:
             return np.zeros(0, dtype=np.int64)
         s = self.start[tr.lo:tr.hi]
         a = tr.lo + int(np.searchsorted(s, t0 - tr.short_max_us, side="left"))
+        m = tr.lo + int(np.searchsorted(s, t0, side="left"))   # from here on every event starts in the window
         b = tr.lo + int(np.searchsorted(s, t1, side="right"))
-        cand = np.arange(a, b, dtype=np.int64)
-        cand = cand[self.end_of(cand) >= t0]
+        head = np.arange(a, min(m, b), dtype=np.int64)
+        cand = _cat(head[self.end_of(head) >= t0], np.arange(max(m, a), b, dtype=np.int64))
         # long events that start before the cut and still reach into the window (positions are in
         # start order, so they go first)
         lg = tr.long[:int(np.searchsorted(tr.long, a))]
@@ -279,19 +346,28 @@ def lod_query(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=
     ``index.type_values``; ``name_code`` -1 for an aggregate, ``type_code`` -1 for no type) in place of
     ``name`` and ``op_type``, with no text made per bar.
     """
+    out = pd.DataFrame(lod_columns(index, t0, t1, width_px, tracks, max_glyphs, levels), copy=False)
+    return out if codes else decode(index, out)
+
+
+def lod_columns(index: TimelineIndex, t0: float, t1: float, width_px: int, tracks=None,
+                max_glyphs: int = MAX_GLYPHS, levels: bool = True) -> dict[str, np.ndarray]:
+    """`lod_query`'s bars with codes as a dict of arrays (`LOD_CODE_COLUMNS`), no frame made: what a view
+    re-querying on every zoom needs."""
     if t1 < t0:
         t0, t1 = t1, t0
     width_px = max(int(width_px), 1)
     track_ids = sorted(index.tracks) if tracks is None else [int(t) for t in tracks]
     px = (t1 - t0) / width_px if t1 > t0 else 0.0
+    built = index.levels if levels else []  # one set of levels for the whole query (they may be replaced)
     # a track merged from a level needs no cut of its events; the others are cut once
-    picks = [None if _level_for(index, t, px) is not None else index.window(t, t0, t1) for t in track_ids]
+    picks = [None if _level_for(built, t, px) is not None else index.window(t, t0, t1) for t in track_ids]
     for _ in range(8):
-        out = _merge(index, track_ids, picks, px, t0, t1, levels)
-        if len(out) <= max_glyphs or px <= 0:
+        out = _merge(index, built, track_ids, picks, px, t0, t1)
+        if len(out["track"]) <= max_glyphs or px <= 0:
             break
-        px *= 2.0 * len(out) / max_glyphs
-    return out if codes else decode(index, out)
+        px *= 2.0 * len(out["track"]) / max_glyphs
+    return out
 
 
 def decode(index: TimelineIndex, bars: pd.DataFrame) -> pd.DataFrame:
@@ -314,70 +390,199 @@ def _lookup(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return np.where(codes >= 0, values[np.maximum(codes, 0)], "").astype(object)
 
 
-def _level_for(index: TimelineIndex, track: int, px: float) -> _LevelTrack | None:
-    """The coarsest level of ``track`` whose pixel is at most ``px`` (None: merge the events)."""
-    for level_px, lvl in index.levels:
+def _level_for(levels: list, track: int, px: float) -> int | None:
+    """The place in ``levels`` of the coarsest level of ``track`` whose pixel is at most ``px`` (None: merge
+    the events)."""
+    for j, (level_px, lvl) in enumerate(levels):
         if level_px <= px and track in lvl:
-            return lvl[track]
+            return j
     return None
 
 
-def _merge_level(index: TimelineIndex, lt: _LevelTrack, t0: float, t1: float, px: float):
-    """One track's bars from its level entries: the entries inside [t0, t1] as they are, a run that
-    crosses an edge opened into its events that intersect the window, then merged at ``px`` like the
-    events (`_merge`). Returns the bar columns in start order."""
-    ent = np.flatnonzero((lt.start <= t1) & (lt.end >= t0))
-    partial = (lt.count[ent] > 1) & ((lt.start[ent] < t0) | (lt.end[ent] > t1))
-    whole, opened = ent[~partial], ent[partial]
-    raw = (np.concatenate([np.arange(lt.first[k], lt.last[k]) for k in opened]) if len(opened)
-           else np.zeros(0, np.int64))
-    raw = raw[(index.dur[raw] < lt.px) & (index.start[raw] <= t1) & (index.end_of(raw) >= t0)]
-    start = _cat(lt.start[whole], index.start[raw])
-    end = _cat(lt.end[whole], index.end_of(raw))
-    count = _cat(lt.count[whole], np.ones(len(raw), np.int64))
-    busy = _cat(lt.busy[whole], index.dur[raw])
-    single = _cat(lt.single[whole], raw)
-    # the votes of these elements: the whole entries' own (votes are sorted by entry), one per opened event
-    if len(whole):
-        a, b = np.searchsorted(lt.vote_entry, [whole[0], whole[-1] + 1])
-        cand = lt.vote_entry[a:b] - whole[0]
-        at_of = np.full(int(whole[-1] - whole[0]) + 1, -1, np.int64)   # entry -> its place in whole
-        at_of[whole - whole[0]] = np.arange(len(whole))
-        at = at_of[cand]
-        keep = np.flatnonzero(at >= 0)
-        mine, v_t, v_w = at[keep], lt.vote_type[a:b][keep], lt.vote_weight[a:b][keep]
-    else:
-        mine, v_t, v_w = (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
-    v_elem = _cat(mine, np.arange(len(whole), len(whole) + len(raw)))
-    v_type = _cat(v_t, index.type_codes[raw])
-    v_weight = _cat(v_w, index.dur[raw] + VOTE_EPS)
-    # one event at least a pixel long is drawn as itself; the rest merge into runs as events do
-    big = np.zeros(len(start), bool)
-    one = single >= 0
-    big[one] = index.dur[single[one]] >= px
-    sm = np.flatnonzero(~big)
-    sm = sm[np.argsort(start[sm], kind="stable")]
-    s, e = start[sm], end[sm]
-    new_run = _cat(True, s[1:] - np.maximum.accumulate(e)[:-1] > px) if len(sm) else np.zeros(0, bool)
+# A level's bars are merged from elements: parallel arrays ``start``, ``end``, ``count``, ``busy`` and
+# ``single`` (the event's position where the element is one event, else -1), and the op-type votes
+# ``v_elem`` (the element voted for; -1: none of them), ``v_type``, ``v_weight``. An element is a level's
+# entry, or a run's events inside the window summed into one; every gap inside an element is less than the
+# pixel the bars are merged at, so merging elements gives the bars of their events.
+
+
+def _level_elements(index: TimelineIndex, levels: list, j: int, track: int, t0: float, t1: float) -> tuple:
+    """The elements of ``track`` in [t0, t1] from level ``j``: its entries inside the window as they are, and
+    each run that crosses an edge (at most one per edge: a level's runs do not overlap) cut to the window
+    (`_run_in_window`). The entries are found by two searches, not a pass over the level."""
+    lt = levels[j][1][track]
+    b = int(np.searchsorted(lt.start, t1, side="right"))
+    a = int(np.searchsorted(lt.end_max[:b], t0, side="left"))
+    start, end, count = lt.start[a:b], lt.end[a:b], lt.count[a:b]
+    hit = end >= t0
+    cut = hit & (count > 1) & ((start < t0) | (end > t1))
+    keep = np.flatnonzero(hit & ~cut)
+    # each vote of the entries [a, b) -> its element (-1: an entry not kept)
+    elem_of = np.full(b - a, -1, np.int64)
+    elem_of[keep] = np.arange(len(keep))
+    va, vb = int(lt.vote_at[a]), int(lt.vote_at[b])
+    v_elem = elem_of[lt.vote_entry[va:vb] - a]
+    parts = [(start[keep], end[keep], count[keep], lt.busy[a:b][keep], lt.single[a:b][keep], v_elem,
+              lt.vote_type[va:vb], lt.vote_weight[va:vb])]
+    n = len(keep)
+    for k in np.flatnonzero(cut) + a:
+        s, e, c, busy, single, v_type, v_weight = _run_in_window(index, levels, j, track, int(k), t0, t1)
+        if c:
+            parts.append((np.array([s]), np.array([e]), np.array([c]), np.array([busy]), np.array([single]),
+                          np.full(len(v_type), n, np.int64), v_type, v_weight))
+            n += 1
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate(p) for p in zip(*parts))
+
+
+def _run_in_window(index: TimelineIndex, levels: list, j: int, track: int, k: int, t0: float, t1: float):
+    """Run ``k`` of level ``j`` cut to [t0, t1]: its events that intersect the window, summed into one
+    element: (start, end, count, busy, single, its op types, their summed votes). They are one run at the level's
+    pixel (an event of the run that ends before t0 is covered by an earlier one that reaches the window),
+    so at any coarser pixel too. The sums come from the finer levels' entries inside the window, and from
+    events only where the finest level's runs cross an edge, found by a binary search of their starts:
+    a run is never opened whole (a coarse run can hold most of a track)."""
+    lo_s, hi_e, n, busy, single = np.inf, -np.inf, 0, 0.0, -1
+    n_types = len(index.type_values) + 1   # a vote's column: its type code + 1 (0: no type)
+    votes = np.zeros(n_types)
+    todo = [(j, k)]
+    while todo:
+        j, k = todo.pop()
+        lt = levels[j][1][track]
+        lo, hi = int(lt.first[k]), int(lt.last[k])
+        f = _finer(levels, j, track, float(min(lt.end[k], t1) - max(lt.start[k], t0)), int(lt.count[k]))
+        fine = levels[f][1][track] if f is not None else None
+        if fine is None:  # the events: shorter than the level's pixel, so ending in the window means
+            s = index.start[lo:hi]  # starting less than a pixel before it
+            a = lo + int(np.searchsorted(s, t0 - lt.px, side="left"))
+            b = lo + int(np.searchsorted(s, t1, side="right"))
+            pos = np.arange(a, b)
+            pos = pos[(index.dur[pos] < lt.px) & (index.end_of(pos) >= t0)]
+            if not len(pos):
+                continue
+            dur = index.dur[pos]
+            lo_s, hi_e = min(lo_s, float(index.start[pos[0]])), max(hi_e, float(index.end_of(pos).max()))
+            n, busy = n + len(pos), busy + float(dur.sum())
+            single = int(pos[0])
+            votes += np.bincount(index.type_codes[pos] + 1, weights=dur + VOTE_EPS, minlength=n_types)
+            continue
+        # the finer level's entries of this run: those whose first event lies in it, less the events at
+        # least this level's pixel long (entries of this level of their own)
+        a, b = (int(x) for x in np.searchsorted(fine.first, [lo, hi]))
+        b = a + int(np.searchsorted(fine.start[a:b], t1, side="right"))
+        a = a + int(np.searchsorted(fine.end_max[a:b], t0, side="left"))
+        start, end, count = fine.start[a:b], fine.end[a:b], fine.count[a:b]
+        mine = (end >= t0) & ((count > 1) | (fine.busy[a:b] < lt.px))
+        cut = mine & (count > 1) & ((start < t0) | (end > t1))
+        whole = mine & ~cut
+        todo.extend((f, int(c)) for c in np.flatnonzero(cut) + a)
+        w = np.flatnonzero(whole)
+        if not len(w):
+            continue
+        lo_s, hi_e = min(lo_s, float(start[w[0]])), max(hi_e, float(end[w].max()))
+        n, busy = n + int(count[w].sum()), busy + float(fine.busy[a:b][w].sum())
+        single = int(fine.single[a + w[0]])
+        va, vb = int(fine.vote_at[a]), int(fine.vote_at[b])
+        voted = whole[fine.vote_entry[va:vb] - a]   # (a vote of weight 0 adds nothing to its type's sum)
+        votes += np.bincount(fine.vote_type[va:vb] + 1, weights=np.where(voted, fine.vote_weight[va:vb], 0.0),
+                             minlength=n_types)
+    voted = np.flatnonzero(votes)
+    return lo_s, hi_e, n, busy, single if n == 1 else -1, voted - 1, votes[voted]
+
+
+def _finer(levels: list, j: int, track: int, extent: float, count: int) -> int | None:
+    """The level a run of level ``j`` that crosses the window's edge is cut with, given the span of it inside
+    the window (``extent``) and its events (``count``): None (its events, searched) when they are few or
+    there is no finer level, else the finest level that still has at most ~`CUT_ENTRIES` pixels in that
+    span (each level down costs a few searches; each entry of a finer level a few operations)."""
+    if count <= CUT_ENTRIES or j + 1 >= len(levels) or track not in levels[j + 1][1]:
+        return None
+    f = j + 1
+    while f + 1 < len(levels) and levels[f + 1][0] * CUT_ENTRIES >= extent and track in levels[f + 1][1]:
+        f += 1
+    return f
+
+
+def _runs(s: np.ndarray, e: np.ndarray, px: float) -> np.ndarray:
+    """Where runs begin among sub-pixel spans (``s``, ``e``) in start order: a new run starts where a span
+    begins more than ``px`` after every earlier one ended. A bool per span."""
+    new_run = np.empty(len(s), bool)
+    if len(s):
+        new_run[0] = True
+        np.greater(s[1:] - np.maximum.accumulate(e)[:-1], px, out=new_run[1:])
+    return new_run
+
+
+def _merge_events(index: TimelineIndex, pos: np.ndarray, px: float) -> dict:
+    """One track's bars from its events at ``pos`` (in start order): an event at least a pixel long drawn as
+    itself, the rest merged into runs (`_runs`)."""
+    dur = index.dur[pos]
+    small = dur < px
+    big, sp = pos[~small], pos[small]
+    s, e = index.start[sp], index.end_of(sp)
+    new_run = _runs(s, e, px)
     firsts = np.flatnonzero(new_run)
-    run_of_elem = np.full(len(start), -1, np.int64)
-    run_of_elem[sm] = np.cumsum(new_run) - 1
-    r_count = np.add.reduceat(count[sm], firsts) if len(sm) else np.zeros(0, np.int64)
-    r_single = np.where((r_count == 1), single[sm[firsts]] if len(sm) else np.zeros(0, np.int64), -1)
-    vr = run_of_elem[v_elem]
-    on = vr >= 0
-    r_type = _dominant(vr[on], v_type[on], v_weight[on], len(firsts), len(index.type_values))
-    names = np.where(r_count == 1, _name_codes(index, np.maximum(r_single, 0)), -1)
+    bounds = np.empty(len(firsts) + 1, np.int64)   # (np.diff with append= costs ~40 µs a call)
+    bounds[:-1], bounds[-1] = firsts, len(sp)
+    r_count = bounds[1:] - bounds[:-1]
+    r_type = _dominant(np.cumsum(new_run) - 1, index.type_codes[sp], dur[small] + VOTE_EPS, len(firsts),
+                       len(index.type_values))
+    runs = (s[firsts], np.maximum.reduceat(e, firsts) if len(sp) else np.zeros(0), r_count,
+            np.add.reduceat(dur[small], firsts) if len(sp) else np.zeros(0),
+            np.where(r_count == 1, sp[firsts], -1), r_type)
+    return _bar_columns(index, big, index.start[big], index.end_of(big), index.dur[big], runs)
+
+
+def _merge_elements(index: TimelineIndex, el: tuple, px: float) -> dict:
+    """One track's bars from a level's elements (as `_merge_events` merges events: a one-event element at
+    least a pixel long drawn as itself, the rest merged into runs)."""
+    start, end, count, busy, single, v_elem, v_type, v_weight = el
+    big = (single >= 0) & (busy >= px)   # (a single event's busy time is its duration)
+    sm = np.flatnonzero(~big)
+    s = start[sm]
+    if len(s) > 1 and not (s[1:] >= s[:-1]).all():   # elements come in start order, but for cut runs
+        sm = sm[np.argsort(s, kind="stable")]
+        s = start[sm]
+    e = end[sm]
+    new_run = _runs(s, e, px)
+    firsts = np.flatnonzero(new_run)
+    n_runs = len(firsts)
+    # element -> its run; the last slot (a vote's element -1) and the events drawn as themselves: n_runs,
+    # a row of votes that is dropped
+    run_of = np.full(len(start) + 1, n_runs, np.int64)
+    run_of[sm] = np.cumsum(new_run) - 1
+    r_count = np.add.reduceat(count[sm], firsts) if n_runs else np.zeros(0, np.int64)
+    runs = (s[firsts], np.maximum.reduceat(e, firsts) if n_runs else np.zeros(0), r_count,
+            np.add.reduceat(busy[sm], firsts) if n_runs else np.zeros(0),
+            np.where(r_count == 1, single[sm[firsts]], -1),
+            _dominant(run_of[v_elem], v_type, v_weight, n_runs, len(index.type_values)))
     bg = np.flatnonzero(big)
-    parts = {"start_us": _cat(start[bg], s[firsts] if len(sm) else np.zeros(0)),
-             "end_us": _cat(end[bg], np.maximum.reduceat(e, firsts) if len(sm) else np.zeros(0)),
-             "count": _cat(np.ones(len(bg), np.int64), r_count).astype(np.int64),
-             "name_code": _cat(_name_codes(index, single[bg]), names).astype(np.int32),
-             "type_code": _cat(_type_codes(index, single[bg]), r_type).astype(np.int32),
-             "busy_us": _cat(index.dur[single[bg]], np.add.reduceat(busy[sm], firsts) if len(sm) else np.zeros(0)),
-             "row": _cat(index.rows(single[bg]), np.where(r_single >= 0, index.rows(np.maximum(r_single, 0)), -1))}
-    order = np.argsort(parts["start_us"], kind="stable")
-    return {k: v[order] for k, v in parts.items()}
+    return _bar_columns(index, single[bg], start[bg], end[bg], busy[bg], runs)
+
+
+def _bar_columns(index: TimelineIndex, one: np.ndarray, start: np.ndarray, end: np.ndarray, dur: np.ndarray,
+                 runs: tuple) -> dict:
+    """The bar columns of a track in start order: the events drawn as themselves (their positions ``one``,
+    extents and durations) and the ``runs`` (start, end, count, busy, the event of a one-event run else -1,
+    dominant type code)."""
+    r_start, r_end, r_count, r_busy, r_single, r_type = runs
+    in_one = r_single >= 0
+    r_event = np.maximum(r_single, 0)
+    runs = {"start_us": r_start, "end_us": r_end, "count": r_count.astype(np.int64, copy=False),
+            "name_code": np.where(in_one, _name_codes(index, r_event), -1).astype(np.int32, copy=False),
+            "type_code": r_type.astype(np.int32, copy=False), "busy_us": r_busy,
+            "row": np.where(in_one, index.rows(r_event), -1)}
+    if not len(one):   # the runs are in start order already
+        return runs
+    ones = {"start_us": start, "end_us": end, "count": np.ones(len(one), np.int64),
+            "name_code": _name_codes(index, one).astype(np.int32, copy=False),
+            "type_code": _type_codes(index, one).astype(np.int32, copy=False), "busy_us": dur,
+            "row": index.rows(one)}
+    if not len(r_start):
+        return ones
+    order = np.argsort(np.concatenate((start, r_start)), kind="stable")
+    return {k: np.concatenate((v, runs[k]))[order] for k, v in ones.items()}
 
 
 def _cat(*parts) -> np.ndarray:
@@ -394,67 +599,46 @@ def _type_codes(index: TimelineIndex, pos: np.ndarray) -> np.ndarray:
     return index.type_codes[pos] if len(index.type_values) else np.full(len(pos), -1, np.int32)
 
 
-def _merge(index: TimelineIndex, track_ids, picks, px: float, t0: float = 0.0, t1: float = 0.0,
-           levels: bool = True) -> pd.DataFrame:
+_LOD_DTYPES = {"track": np.int32, "start_us": np.float64, "end_us": np.float64, "count": np.int64,
+               "name_code": np.int32, "type_code": np.int32, "busy_us": np.float64, "row": np.int64}
+
+
+def _merge(index: TimelineIndex, levels: list, track_ids, picks, px: float, t0: float, t1: float) -> dict:
     cols = {c: [] for c in LOD_CODE_COLUMNS}
     for trk, pos in zip(track_ids, picks):
-        lt = _level_for(index, trk, px) if levels else None
-        if lt is not None:
-            bars = _merge_level(index, lt, t0, t1, px)
-            cols["track"].append(np.full(len(bars["start_us"]), trk, dtype=np.int32))
-            for name, v in bars.items():
-                cols[name].append(v)
-            continue
-        if pos is None:
-            pos = index.window(trk, t0, t1)
-        if not len(pos):
-            continue
-        small = index.dur[pos] < px
-        big, sp = pos[~small], pos[small]
-        starts, ends, counts = [index.start[big]], [index.end_of(big)], [np.ones(len(big), np.int64)]
-        names, types, busy, rows = ([_name_codes(index, big)], [_type_codes(index, big)], [index.dur[big]],
-                                    [index.rows(big)])
-        if len(sp):
-            s, e = index.start[sp], index.end_of(sp)
-            # a new run starts where an event begins more than a pixel after every earlier one ended
-            prev_end = np.maximum.accumulate(e)
-            new_run = _cat(True, s[1:] - prev_end[:-1] > px)
-            firsts = np.flatnonzero(new_run)
-            count = np.diff(_cat(firsts, len(sp)))
-            single = count == 1
-            starts.append(s[firsts])
-            ends.append(np.maximum.reduceat(e, firsts))
-            counts.append(count.astype(np.int64))
-            names.append(np.where(single, _name_codes(index, sp[firsts]), -1))
-            types.append(_dominant(np.cumsum(new_run) - 1, index.type_codes[sp], index.dur[sp] + VOTE_EPS,
-                                   len(firsts), len(index.type_values)))
-            busy.append(np.add.reduceat(index.dur[sp], firsts))
-            rows.append(np.where(single, index.rows(sp[firsts]), -1).astype(np.int64))
-        st = np.concatenate(starts)
-        order = np.argsort(st, kind="stable")
-        cols["track"].append(np.full(len(st), trk, dtype=np.int32))
-        for name, parts in (("start_us", starts), ("end_us", ends), ("count", counts), ("name_code", names),
-                            ("type_code", types), ("busy_us", busy), ("row", rows)):
-            cols[name].append(np.concatenate(parts)[order])
-    dtypes = {"track": np.int32, "start_us": np.float64, "end_us": np.float64, "count": np.int64,
-              "name_code": np.int32, "type_code": np.int32, "busy_us": np.float64, "row": np.int64}
-    return pd.DataFrame({c: (np.concatenate(v) if v else np.zeros(0, dtypes[c])).astype(dtypes[c], copy=False)
-                         for c, v in cols.items()})
+        j = _level_for(levels, trk, px)
+        if j is not None:
+            el = _level_elements(index, levels, j, trk, t0, t1)
+            if not len(el[0]):
+                continue
+            bars = _merge_elements(index, el, px)
+        else:
+            pos = index.window(trk, t0, t1) if pos is None else pos
+            if not len(pos):
+                continue
+            bars = _merge_events(index, pos, px)
+        cols["track"].append(np.full(len(bars["start_us"]), trk, dtype=np.int32))
+        for name, v in bars.items():
+            cols[name].append(v)
+    return {c: (np.concatenate(v) if v else np.zeros(0, _LOD_DTYPES[c])).astype(_LOD_DTYPES[c], copy=False)
+            for c, v in cols.items()}
 
 
 def _dominant(run: np.ndarray, type_codes: np.ndarray, weight: np.ndarray, n_runs: int, n_values: int):
     """Per run, the code of the op type with the largest summed vote ``weight`` (an event's duration +
-    `VOTE_EPS`; ties: the smaller code); -1 where the run has no typed event."""
+    `VOTE_EPS`; ties: the smaller code); -1 where the run has no typed event. A vote of run ``n_runs``
+    counts for none."""
     if not n_values:
         return np.full(n_runs, -1, dtype=np.int32)
     n_types = n_values + 1  # code -1 (no type) gets column 0
     key = run * n_types + (type_codes + 1)
-    if n_runs * n_types <= _DENSE_VOTES:
-        table = np.bincount(key, weights=weight, minlength=n_runs * n_types).reshape(n_runs, n_types)
-        codes = table.argmax(axis=1) - 1
+    if (n_runs + 1) * n_types <= _DENSE_VOTES:
+        table = np.bincount(key, weights=weight, minlength=(n_runs + 1) * n_types)[:n_runs * n_types]
+        codes = table.reshape(n_runs, n_types).argmax(axis=1) - 1
     else:  # many runs and many types: sum over the (run, type) pairs that occur
-        uniq, inv = np.unique(key, return_inverse=True)
-        w = np.bincount(inv.ravel(), weights=weight)
+        ours = run < n_runs
+        uniq, inv = np.unique(key[ours], return_inverse=True)
+        w = np.bincount(inv.ravel(), weights=weight[ours])
         run_of = uniq // n_types
         order = np.lexsort((-w, run_of))
         first = _cat(True, run_of[order][1:] != run_of[order][:-1])
@@ -562,5 +746,5 @@ def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: 
                          "count": counts.astype(np.int64)})
 
 
-__all__ = ["TimelineIndex", "build_index", "lod_query", "decode", "search", "range_stats", "density", "LOD_COLUMNS",
-           "LOD_CODE_COLUMNS"]
+__all__ = ["TimelineIndex", "build_index", "lod_query", "lod_columns", "decode", "search", "range_stats", "density",
+           "LOD_COLUMNS", "LOD_CODE_COLUMNS"]

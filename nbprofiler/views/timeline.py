@@ -37,7 +37,7 @@ from bokeh.plotting import figure
 from . import theme
 from .base import View
 from .pages import frames_of
-from .timeline_bars import Dictionary, bar_data, bar_table, dictionary_of, track_rows, track_table
+from .timeline_bars import Dictionary, bar_data, bar_table, dictionary_of, row_lookup, track_rows, track_table
 
 MAX_GLYPHS = 20_000          # never send more bars than this per window's width to the browser
 # The page holds the window shown and this many of its widths on each side, so a pan inside them needs
@@ -47,7 +47,8 @@ HELD_ZOOM = 2.0
 # Flow arrows drawn at most: each is its own path and head, redrawn every frame of a pan (2,000 cost the
 # page ~110 ms a frame in headless Chromium, and more than a few hundred across a view are a tangle anyway)
 MAX_FLOWS = 500
-_FLOW_BLOCK = 65_536         # flows `flows_in_window` tests at a time
+_FLOW_BLOCK = 65_536         # flows `flows_in_window` tests at a time, at most
+_FLOW_FIRST_BLOCK = 2_048    # ... in its first block (a wide window finds its MAX_FLOWS in a few thousand)
 MAX_MATCHES = 1_000          # rows of the search table
 MAX_ARGS_CHARS = 2_000       # args text carried per bar (hover and details)
 DEBOUNCE_S = 0.04            # a wheel gesture's events arrive ~16 ms apart: one query for the gesture
@@ -98,16 +99,15 @@ def flows_in_window(prepared: dict, t0: float, t1: float, texts: bool = True) ->
     (the page draws no text of a flow, so the views send none)."""
     x0, x1 = prepared["x0"], prepared["x1"]
     # A flow with its end in the window starts in [t0 - back, t1 + ahead]: only those are looked at (x0 is
-    # sorted), a block at a time until MAX_FLOWS are found (a wide window stops at its first block).
+    # sorted), a block at a time, each 4 times the last, until MAX_FLOWS are found.
     lo = int(np.searchsorted(x0, t0 - prepared["back"], side="left"))
     hi = int(np.searchsorted(x0, t1 + prepared["ahead"], side="right"))
-    found, n = [], 0
-    for at in range(lo, hi, _FLOW_BLOCK):
-        a, b = x0[at:min(at + _FLOW_BLOCK, hi)], x1[at:min(at + _FLOW_BLOCK, hi)]
+    found, n, at, block = [], 0, lo, _FLOW_FIRST_BLOCK
+    while at < hi and n < MAX_FLOWS:
+        a, b = x0[at:min(at + block, hi)], x1[at:min(at + block, hi)]
         found.append(at + np.flatnonzero(((a >= t0) & (a <= t1)) | ((b >= t0) & (b <= t1))))
         n += len(found[-1])
-        if n >= MAX_FLOWS:
-            break
+        at, block = at + block, min(4 * block, _FLOW_BLOCK)
     hit = np.concatenate(found)[:MAX_FLOWS] if found else np.zeros(0, np.int64)
     rows = prepared["pos"][hit]
     y0, y1 = prepared["y0"][hit].astype(np.int64), prepared["y1"][hit].astype(np.int64)
@@ -196,17 +196,17 @@ def timeline_figure(bars: pd.DataFrame, tracks_df: pd.DataFrame, dictionary: Dic
                     flows_prepared: dict | None = None, min_width_us: float | None = None):
     """The timeline: one row per track (labels "process / thread"), events as bars coloured by op type.
 
-    ``bars``: `lod_query` bars with codes (``codes=True``); ``dictionary``: the `Dictionary` their codes
-    point into; ``tracks_df``: `Profile.timeline_tracks`; ``order``: pinned track ids; ``width``: the
-    widest the plot grows (px): it stretches to its container, down to `MIN_WIDTH_PX`. Returns
+    ``bars``: `lod_query` bars with codes (``codes=True``, or `lod_columns`' arrays); ``dictionary``: the
+    `Dictionary` their codes point into; ``tracks_df``: `Profile.timeline_tracks`; ``order``: pinned track
+    ids; ``width``: the widest the plot grows (px): it stretches to its container, down to `MIN_WIDTH_PX`. Returns
     ``column(figure, details)``: the figure ``timeline_fig`` (wheel zoom, active on scroll, and pan on the
     time axis, box select of a time range, hover, tap) and the ``timeline_details`` Div that shows the
     clicked event's details as text. ``min_width_us``: the least width a bar is drawn at (default: a
     pixel of the whole run at ``width``).
     """
     tracks = track_table(tracks_df, order)
-    if min_width_us is None and len(bars):
-        min_width_us = float(bars["end_us"].max() - bars["start_us"].min()) / max(width, 1)
+    if min_width_us is None and len(bars["start_us"]):
+        min_width_us = float(np.max(bars["end_us"]) - np.min(bars["start_us"])) / max(width, 1)
     data = bar_data(bars, tracks, min_width_us or 0.0)
     if x_range is None:
         lo = float(np.min(data["left"])) if len(data["left"]) else 0.0
@@ -393,12 +393,22 @@ def counter_window(prepared: dict, t0: float, t1: float, columns: int, series: i
         group = np.repeat(np.arange(len(start)), end - start + 1)
         vals = v[a:b]
         picked = [start, end]
+        place = np.arange(b - a)
         for extreme in (np.minimum, np.maximum):
-            at = np.flatnonzero(vals == extreme.reduceat(vals, start)[group])  # NaN samples keep first/last only
-            picked.append(at[np.unique(group[at], return_index=True)[1]])
-        keep.append(a + np.unique(np.concatenate(picked)))
+            # each column's first sample equal to its extreme (none where it is NaN: first/last only)
+            at = np.minimum.reduceat(np.where(vals == extreme.reduceat(vals, start)[group], place, b - a), start)
+            picked.append(at[at < b - a])
+        picked = np.sort(np.concatenate(picked))   # (np.unique hashes: ~10x a sort of these few thousand)
+        keep.append(a + picked[_starts(picked)])
     rows = np.concatenate(keep) if keep else np.zeros(0, np.int64)
     return {"start_us": x[rows], "value": v[rows], "series": prepared["series"][rows]}
+
+
+def _starts(sorted_values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of a sorted array begins (bool per value)."""
+    out = np.ones(len(sorted_values), bool)
+    np.not_equal(sorted_values[1:], sorted_values[:-1], out=out[1:])
+    return out
 
 
 def counter_columns(width: int) -> int:
@@ -573,6 +583,7 @@ class TimelineView(traitlets.HasTraits, View):
         pad = max((hi - lo) * 0.01, 1.0)
         self.x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range")
         self.tracks = track_table(self.tracks_df)
+        self._row_of = row_lookup(self.tracks)
         self._flows_prepared = prepare_flows(self.flows, self.tracks)
         self.held = (lo - pad, hi + pad, (hi - lo + 2 * pad) / width)
         self.plot = timeline_figure(self._query(*self.held), self.tracks_df, self.dictionary, self.x_range,
@@ -669,13 +680,14 @@ class TimelineView(traitlets.HasTraits, View):
         return self._stats
 
     # -- querying -----------------------------------------------------------------------------------
-    def _query(self, h0: float, h1: float, px: float) -> pd.DataFrame:
-        """The bars of [h0, h1] at ``px`` µs per pixel (no args: a click fetches the one event's, so a
-        zoom ships less)."""
+    def _query(self, h0: float, h1: float, px: float) -> dict:
+        """The bars of [h0, h1] at ``px`` µs per pixel, as `lod_columns` arrays (no args: a click fetches
+        the one event's, so a zoom ships less)."""
         pixels = max(int(round((h1 - h0) / px)), 1) if px > 0 else self.width
         budget = int(MAX_GLYPHS * max(pixels / self.width, 1.0))
-        lod = self._engine.lod_query(self._index, h0, h1, pixels, max_glyphs=budget, codes=True)
-        return lod.head(budget)   # the engine keeps to about max_glyphs; this makes it a hard cap
+        lod = self._engine.lod_columns(self._index, h0, h1, pixels, max_glyphs=budget)
+        # the engine keeps to about max_glyphs; this makes it a hard cap
+        return {c: v[:budget] for c, v in lod.items()}
 
     def _held_for(self, t0: float, t1: float) -> tuple[float, float, float]:
         """What the page is sent for the window [t0, t1]: it and `NEIGHBOURS` widths each side (inside the
@@ -703,7 +715,7 @@ class TimelineView(traitlets.HasTraits, View):
         self.held = held
         with self._bokeh.batched():
             self.source.tags = [*held, self.width]
-            self.source.data = bar_data(lod, self.tracks, held[2])
+            self.source.data = bar_data(lod, self.tracks, held[2], row_of=self._row_of)
             self._send_flows()
             self._send_counters()
             self._update_highlight()
@@ -794,6 +806,7 @@ class TimelineView(traitlets.HasTraits, View):
         """Put these tracks first, in this order; the others keep the trace's own order below them."""
         self.pinned = [int(t) for t in track_ids]
         self.tracks = track_table(self.tracks_df, self.pinned)
+        self._row_of = row_lookup(self.tracks)
         self._flows_prepared = prepare_flows(self.flows, self.tracks)
         self.fig.yaxis.major_label_overrides = {int(r): str(lbl) for r, lbl in
                                                 zip(self.tracks["row"], self.tracks["label"])}
@@ -855,7 +868,6 @@ class TimelineView(traitlets.HasTraits, View):
     def _update_highlight(self) -> None:
         src = self._sources["timeline_highlight_src"]
         current = self._sources["timeline_current_src"]
-        rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
         empty = {"y": [], "left": [], "right": []}
         if self.matches is None or not len(self.matches):
             # only when they show something: every change is a message to the page (~3 ms each to make)
@@ -863,6 +875,7 @@ class TimelineView(traitlets.HasTraits, View):
                 if len(s.data["left"]):
                     s.data = empty
             return
+        rows = dict(zip(self.tracks["track"].astype(int), self.tracks["row"].astype(int)))
         if self.match_index is not None and int(self.matches["track"].iloc[self.match_index]) in rows:
             c = self.matches.iloc[self.match_index]
             current.data = {"y": [rows[int(c["track"])]], "left": [float(c["start_us"])],

@@ -37,8 +37,19 @@ def track_table(tracks_df: pd.DataFrame, order: list[int] | None = None) -> pd.D
 def track_rows(tracks: pd.DataFrame, track_ids) -> np.ndarray:
     """The display row (`track_table`'s ``row``) of each id in ``track_ids`` (int32; -1 for an id that is
     not a shown track, or NaN)."""
+    return rows_of(row_lookup(tracks), track_ids)
+
+
+def row_lookup(tracks: pd.DataFrame) -> np.ndarray:
+    """`track_table`'s rows as an array by track id, for `rows_of` (a view keeps it per track order: reading
+    the frame's columns costs more than the lookup itself)."""
     row_of = np.full(int(tracks["track"].max()) + 2 if len(tracks) else 1, -1, np.int32)
     row_of[tracks["track"].to_numpy(dtype=np.int64)] = tracks["row"].to_numpy(dtype=np.int64)
+    return row_of
+
+
+def rows_of(row_of: np.ndarray, track_ids) -> np.ndarray:
+    """The display row of each id in ``track_ids`` from a `row_lookup` (-1: not shown, or NaN)."""
     ids = np.asarray(track_ids)
     inside = (ids >= 0) & (ids < len(row_of) - 1)  # NaN is neither
     return row_of[np.where(inside, ids, len(row_of) - 1).astype(np.int64)]
@@ -85,33 +96,36 @@ def dictionary_of(index) -> Dictionary:
     return Dictionary(names=[str(x) for x in index.name_values], types=types, colors=colors)
 
 
-def bar_data(bars: pd.DataFrame, tracks: pd.DataFrame, min_width_us: float = 0.0) -> dict:
-    """Column data of ``timeline_src`` from `lod_query` bars with codes (``codes=True``): numbers only,
-    sent to the page as binary arrays. ``y`` (the track's row), ``left``, ``right``, ``dur_us``,
+def bar_data(bars, tracks: pd.DataFrame, min_width_us: float = 0.0, row_of: np.ndarray | None = None) -> dict:
+    """Column data of ``timeline_src`` from `lod_query` bars with codes (``codes=True``, or `lod_columns`'
+    arrays): numbers only, sent to the page as binary arrays. ``y`` (the track's row), ``left``, ``right``, ``dur_us``,
     ``busy_us`` (µs), ``count``, ``name_code`` (the event's name code; for a bar of several merged
     events, minus their count), ``type_code`` (the event's or the run's dominant op type; -1: none),
     ``alpha`` and ``row`` (the event's row in the timeline frame, -1 for a merged bar). Bars of tracks not
     in ``tracks`` are dropped. A merged bar is as opaque as its events keep it busy, never paler than
     `AGGREGATE_MIN_ALPHA` (a sub-pixel bar at low alpha all but vanishes). Every bar is drawn at least
     ``min_width_us`` wide (a pixel at the query's detail: the bars have no outline, which cost the page
-    as much as their fill), ``dur_us`` keeping its true length."""
-    if not len(bars) or not len(tracks):
+    as much as their fill), ``dur_us`` keeping its true length. ``row_of``: ``tracks``' `row_lookup`, where
+    the caller keeps it."""
+    if not len(bars["track"]) or not len(tracks):
         return {c: np.zeros(0) for c in _SOURCE_COLUMNS}
-    y = track_rows(tracks, bars["track"].to_numpy(dtype=np.int64))
+    col = {c: np.asarray(bars[c]) for c in ("track", "start_us", "end_us", "count", "busy_us", "name_code",
+                                            "type_code", "row")}
+    y = rows_of(row_lookup(tracks) if row_of is None else row_of, col["track"].astype(np.int64, copy=False))
     keep = y >= 0
     if not keep.all():
-        bars, y = bars[keep], y[keep]
-    start = bars["start_us"].to_numpy(dtype=np.float64)
-    dur = bars["end_us"].to_numpy(dtype=np.float64) - start
-    count = bars["count"].to_numpy(dtype=np.int64)
-    busy = bars["busy_us"].to_numpy(dtype=np.float64)
+        col, y = {c: v[keep] for c, v in col.items()}, y[keep]
+    start = col["start_us"].astype(np.float64, copy=False)
+    dur = col["end_us"].astype(np.float64, copy=False) - start
+    count = col["count"].astype(np.int64, copy=False)
+    busy = col["busy_us"].astype(np.float64, copy=False)
     merged = count > 1
     alpha = np.where(merged, np.clip(busy / np.maximum(dur, 1e-9), AGGREGATE_MIN_ALPHA, 1.0), 0.9)
     return {"y": y.astype(np.int32), "left": start, "right": start + np.maximum(dur, min_width_us), "dur_us": dur,
             "busy_us": busy, "count": count.astype(np.int32),
-            "name_code": np.where(merged, -count, bars["name_code"].to_numpy()).astype(np.int32),
-            "type_code": bars["type_code"].to_numpy(dtype=np.int32), "alpha": alpha.astype(np.float32),
-            "row": bars["row"].to_numpy(dtype=np.int64)}
+            "name_code": np.where(merged, -count, col["name_code"]).astype(np.int32),
+            "type_code": col["type_code"].astype(np.int32), "alpha": alpha.astype(np.float32),
+            "row": col["row"].astype(np.int64)}
 
 
 def bar_table(data: dict, dictionary: Dictionary, tracks: pd.DataFrame) -> pd.DataFrame:
