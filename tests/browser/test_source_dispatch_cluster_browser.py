@@ -74,7 +74,7 @@ def test_timeline_tab_folds_where_the_device_waited_for_the_host(lab, page):
     cells = open_and_run_all(page, lab, "dispatch.ipynb", 3)
     sentence, tasks = cells.nth(2).locator(".jp-OutputArea-output").inner_text().strip().splitlines()
     assert 0 < int(tasks) <= len(flows)
-    fold = cells.nth(1).get_by_text("Where the device waited for the host").first
+    fold = cells.nth(1).get_by_text("Where the device waited for the host", exact=True).first   # the fold's title, not the first sentence naming it
     fold.wait_for()
     fold.click()
     wait_bokeh_filled(page, "dispatch_ops_src", "op")
