@@ -17,6 +17,7 @@ measurement runs in its own subprocess (its peak RSS is its own) and reports the
 interleaved with the others, and each figure is the median of its runs; a method whose first run takes over
 60 s runs once (its row says so). ``--busy N`` keeps N other processes busy (numpy work, one core each) for
 the whole measurement: the "loaded" spell. Each row records the load average before and after its runs.
+``--timeout S`` stops a run of json + pandas or of a peer that has not finished after S seconds.
 Synthetic files go to ``--scratch``.
 
     python benchmarks/bench_peers.py --quick                                # 10 MB
@@ -145,10 +146,15 @@ def peer_python(name: str, venvs: Path) -> Path | None:
     return python
 
 
-def measure(python, method: str, *args) -> dict:
+def measure(python, method: str, *args, timeout: float | None = None) -> dict:
+    """One run of ``method`` in a fresh process: its child's figures, or ``{"stopped_after_s": timeout}``
+    when it had not finished after ``timeout`` seconds (the child is killed)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([str(python), "-c", CHILDREN[method], *map(str, args)], capture_output=True, text=True,
-                         env=env)
+    try:
+        out = subprocess.run([str(python), "-c", CHILDREN[method], *map(str, args)], capture_output=True,
+                             text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"stopped_after_s": timeout}
     if out.returncode:
         raise RuntimeError(f"{method} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -220,7 +226,11 @@ def _load_avg() -> list[float]:
 
 def _summary(runs: list[dict], repeat: int) -> dict:
     """One method's runs as its row: the median wall time, CPU time and peak RSS (each the median of its
-    own runs), every run's figures under ``runs_*``, and a ``note`` when it ran fewer than ``repeat`` times."""
+    own runs), every run's figures under ``runs_*``, and a ``note`` when it ran fewer than ``repeat`` times
+    or was stopped."""
+    if "stopped_after_s" in runs[0]:
+        return {"runs": 0, "stopped_after_s": runs[0]["stopped_after_s"],
+                "note": f"stopped after {runs[0]['stopped_after_s']:.0f} s without finishing"}
     out = {"events": runs[0]["events"], "runs": len(runs),
            "seconds": statistics.median(m["seconds"] for m in runs),
            "cpu_seconds": statistics.median(m["cpu_seconds"] for m in runs),
@@ -240,12 +250,13 @@ def _summary(runs: list[dict], repeat: int) -> dict:
 
 def _interleaved(repeat: int, long_run_s: float = LONG_RUN_S, **runs) -> dict:
     """Each of ``runs`` (name -> a function measuring once) ``repeat`` times, in turn, so that the machine's
-    mood falls on every method alike; a method whose first run took over ``long_run_s`` is not run again.
+    mood falls on every method alike; a method whose first run took over ``long_run_s`` (or was stopped) is
+    not run again.
     Per name its ``_summary``."""
     done = {name: [] for name in runs}
     for i in range(repeat):
         for name, once in runs.items():
-            if i and done[name][0]["seconds"] > long_run_s:
+            if i and done[name][0].get("seconds", long_run_s + 1) > long_run_s:
                 continue
             done[name].append(once())
     return {name: _summary(ms, repeat) for name, ms in done.items()}
@@ -253,6 +264,8 @@ def _interleaved(repeat: int, long_run_s: float = LONG_RUN_S, **runs) -> dict:
 
 def _row(m: dict, size_mb: float, base: dict) -> dict:
     """A method's figures for the JSON row, with its wall and CPU time over nbprofiler's (``base``)."""
+    if "stopped_after_s" in m:
+        return m
     row = {"events": m["events"], "seconds": round(m["seconds"], 3), "cpu_seconds": round(m["cpu_seconds"], 3),
            "mb_per_s": round(size_mb / m["seconds"], 1), "peak_rss_mb": round(m["peak_rss_mb"], 1),
            "peak_x_file": round(m["peak_rss_mb"] / size_mb, 2),
@@ -279,7 +292,8 @@ def _shape_row(shape: str, size_mb: float, repeat: int, busy: int, runs: dict) -
     return row
 
 
-def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5, busy: int = 0) -> list[dict]:
+def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5, busy: int = 0,
+        timeout: float | None = None) -> list[dict]:
     scratch.mkdir(parents=True, exist_ok=True)
     pythons = {name: peer_python(name, venvs) for name in PEERS}
     results = []
@@ -289,9 +303,9 @@ def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5, busy: int
             ms = f["files"]["ms"]
             runs = {"nbprofiler": lambda: measure(sys.executable, "nbprofiler", f["ms"], _fresh(cache_dir)),
                     "floor": lambda: measure(sys.executable, "floor", ms),
-                    "json_pandas": lambda: measure(sys.executable, "json_pandas", ms)}
+                    "json_pandas": lambda: measure(sys.executable, "json_pandas", ms, timeout=timeout)}
             if pythons["mindinsight"]:
-                runs["mindinsight"] = lambda: measure(pythons["mindinsight"], "mindinsight", f["ms"])
+                runs["mindinsight"] = lambda: measure(pythons["mindinsight"], "mindinsight", f["ms"], timeout=timeout)
             row = _shape_row("MindSpore (bare array)", ms.stat().st_size / 1e6, repeat, busy, runs)
             row["x_floor"] = round(1 / row["methods"]["floor"]["x_nbprofiler"], 2)
             results.append(row)
@@ -301,9 +315,9 @@ def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5, busy: int
             runs = {"nbprofiler": lambda: measure(sys.executable, "nbprofiler", f["kineto"], _fresh(cache_dir)),
                     "nbprofiler_bare_array": lambda: measure(sys.executable, "nbprofiler", f["kineto_bare"],
                                                              _fresh(cache_dir)),
-                    "json_pandas": lambda: measure(sys.executable, "json_pandas", kineto)}
+                    "json_pandas": lambda: measure(sys.executable, "json_pandas", kineto, timeout=timeout)}
             if pythons["hta"]:
-                runs["hta"] = lambda: measure(pythons["hta"], "hta", kineto, f["kineto"])
+                runs["hta"] = lambda: measure(pythons["hta"], "hta", kineto, f["kineto"], timeout=timeout)
             row = _shape_row("Kineto (object)", kineto.stat().st_size / 1e6, repeat, busy, runs)
             row["x_object_vs_array"] = round(1 / row["methods"]["nbprofiler_bare_array"]["x_nbprofiler"], 2)
             results.append(row)
@@ -319,11 +333,15 @@ def markdown(results: list[dict]) -> str:
     for r in results:
         shape = r["shape"].split(" ")[0]
         for i, (name, m) in enumerate(r["methods"].items()):
-            ratios = ("–", "–") if name == "nbprofiler" else (f"{m['x_nbprofiler']:.2f}×",
-                                                              f"{m['x_nbprofiler_cpu']:.2f}×")
             first = i == 0
             trace = f"{shape} shape, {r['size_mb']:.0f} MB" if first else ""
             load = f"{r['load_avg_before'][0]:.2f} → {r['load_avg_after'][0]:.2f}" if first else ""
+            if "stopped_after_s" in m:
+                lines.append(f"| {trace} | {NAMES[name]} | > {m['stopped_after_s']:.0f} s (stopped) | – | – | – | "
+                             f"– | 0 | {load} |")
+                continue
+            ratios = ("–", "–") if name == "nbprofiler" else (f"{m['x_nbprofiler']:.2f}×",
+                                                              f"{m['x_nbprofiler_cpu']:.2f}×")
             lines.append(f"| {trace} | {NAMES[name]} | "
                          f"{m['seconds']:.2f} s | {m['cpu_seconds']:.2f} s | {ratios[0]} | {ratios[1]} | "
                          f"{m['peak_rss_mb']:.0f} MB | {m['runs']} | {load} |")
@@ -338,11 +356,13 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--venvs", type=Path, default=REPO / ".cache" / "bench-venvs")
     ap.add_argument("--out", type=Path, help="also write the results as JSON here")
     ap.add_argument("--repeat", type=int, default=5,
-                    help=f"interleaved runs of every method (median reported; one run where it takes > {LONG_RUN_S:.0f} s)")
+                    help=f"interleaved runs of every method (their median; one where it takes > {LONG_RUN_S:.0f} s)")
     ap.add_argument("--busy", type=int, default=0, metavar="N",
                     help="keep N other processes busy (one core each) while measuring: the loaded spell")
+    ap.add_argument("--timeout", type=float, metavar="S",
+                    help="stop a run of json + pandas or a peer after S seconds (its row says so)")
     args = ap.parse_args(argv)
-    results = run([10] if args.quick else args.sizes, args.scratch, args.venvs, args.repeat, args.busy)
+    results = run([10] if args.quick else args.sizes, args.scratch, args.venvs, args.repeat, args.busy, args.timeout)
     print(markdown(results), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))

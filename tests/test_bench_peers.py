@@ -54,6 +54,16 @@ def test_rows_give_wall_and_cpu_ratios_to_nbprofiler_and_the_table_shows_both(be
     jp = row["methods"]["json_pandas"]
     assert (jp["x_nbprofiler"], jp["x_nbprofiler_cpu"], jp["mb_per_s"], jp["peak_x_file"]) == (4.0, 2.5, 50.0, 9.0)
     table = bench.markdown([row]).splitlines()
-    assert table[2] == ("| MindSpore shape, 100 MB | nbprofiler first open | 0.50 s | 0.80 s | – | – | 290 MB | 1 | "
-                        "1.20 → 1.90 |")
+    assert table[2] == ("| MindSpore shape, 100 MB | nbprofiler first open | 0.50 s | 0.80 s | – | – | 290 MB | "
+                        "1 | 1.20 → 1.90 |")
     assert table[3] == "|  | json + pandas | 2.00 s | 2.00 s | 4.00× | 2.50× | 900 MB | 1 |  |"
+
+
+def test_a_stopped_run_is_not_repeated_and_its_row_says_so(bench):
+    stopped = iter([{"stopped_after_s": 900.0}])
+    m = bench._interleaved(3, nbprofiler=_runs(*[(4.0, 6.0, 1000)] * 3), hta=lambda: next(stopped))
+    assert m["nbprofiler"]["runs"] == 3
+    assert m["hta"] == {"runs": 0, "stopped_after_s": 900.0, "note": "stopped after 900 s without finishing"}
+    row = {"shape": "Kineto (object)", "size_mb": 1000.0, "load_avg_before": [1, 1, 1], "load_avg_after": [1, 1, 1],
+           "methods": {name: bench._row(m[name], 1000.0, m["nbprofiler"]) for name in m}}
+    assert bench.markdown([row]).splitlines()[-1] == "|  | HTA 0.5 | > 900 s (stopped) | – | – | – | – | 0 |  |"
