@@ -1,21 +1,28 @@
-"""nbprofiler against its peers, in the same run, on the same files.
+"""nbprofiler against its peers, in the same run, on the same files, wall time and CPU time.
 
 * MindSpore shape (a bare JSON array with string ``ts``/``dur``, ``nbprofiler.synthetic.write_trace``),
   written as ``ascend_timeline_display_0.json``: MindInsight 2.3.1's timeline analyser
-  (``get_display_timeline``, what its timeline page loads), nbprofiler's first open (empty cache), and
-  the duckdb parse floor.
+  (``get_display_timeline``, what its timeline page loads), nbprofiler's first open (empty cache), stdlib
+  ``json.load`` + a pandas DataFrame of the "X" events (what a user would write by hand), and the duckdb
+  parse floor.
 * Kineto shape (``{"traceEvents": [...], ...}`` with numeric ``ts``/``dur``, ``kineto_trace.py``), as a
   ``trace_view.json``: Holistic Trace Analysis' trace parser (``Trace.parse_traces``), nbprofiler's first
-  open, and nbprofiler on the same events as a bare array (the object form should cost no more).
+  open, json + pandas, and nbprofiler on the same events as a bare array (the object form should cost no
+  more).
 
 MindInsight and HTA run in their own virtualenvs, created on demand under ``--venvs`` (default
 ``<repo>/.cache/bench-venvs``); a peer that cannot be installed is skipped with a message. Every
-measurement runs in its own subprocess (its peak RSS is its own); nbprofiler's runs and the floor are the
-median of ``--repeat`` interleaved runs, the peers' (seconds to minutes each) one run. Synthetic files go to
-``--scratch``.
+measurement runs in its own subprocess (its peak RSS is its own) and reports the wall time and the CPU time
+(``time.process_time``: every thread of the child) of the parse alone. Every method runs ``--repeat`` times,
+interleaved with the others, and each figure is the median of its runs; a method whose first run takes over
+60 s runs once (its row says so). ``--busy N`` keeps N other processes busy (numpy work, one core each) for
+the whole measurement: the "loaded" spell. Each row records the load average before and after its runs.
+``--timeout S`` stops a run of json + pandas or of a peer that has not finished after S seconds.
+Synthetic files go to ``--scratch``.
 
-    python benchmarks/bench_peers.py --quick          # 10 MB
-    python benchmarks/bench_peers.py --sizes 100 1000
+    python benchmarks/bench_peers.py --quick                                # 10 MB
+    python benchmarks/bench_peers.py --sizes 100 1000 --repeat 3            # quiet
+    python benchmarks/bench_peers.py --sizes 100 1000 --repeat 3 --busy 1   # loaded: one core busy
 
 Prints one JSON object per size and shape, then a Markdown table (the README's peers table).
 """
@@ -28,64 +35,93 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # HTA 0.5 assigns int64 indices into int16 columns, which pandas 3 refuses: it needs pandas 2.
-PEERS = {"mindinsight": ["mindinsight==2.3.1"], "hta": ["HolisticTraceAnalysis", "pandas<3"]}
+PEERS = {"mindinsight": ["mindinsight==2.3.1"], "hta": ["HolisticTraceAnalysis==0.5.*", "pandas<3"]}
+# A method whose first run takes longer than this runs once (minutes per run would make the spell hours).
+LONG_RUN_S = 60.0
+NAMES = {"nbprofiler": "nbprofiler first open", "nbprofiler_bare_array": "nbprofiler, same events as a bare array",
+         "mindinsight": "MindInsight 2.3.1", "hta": "HTA 0.5", "json_pandas": "json + pandas",
+         "floor": "duckdb parse floor"}
 
-# Each child prints {"events", "seconds", "peak_rss_mb"}: wall time of the parse only (imports excluded,
-# every method's alike: a notebook or a server has them loaded), peak RSS of the whole child.
+# Each child prints {"events", "seconds", "cpu_seconds", "peak_rss_mb"}: wall time and CPU time of the parse
+# only (imports excluded, every method's alike: a notebook or a server has them loaded), peak RSS of the
+# whole child. The peers also print their package's version.
+_CLOCK = r"""
+import json, os, resource, sys, time
+def report(n, wall, cpu, **more):
+    print(json.dumps({"events": n, "seconds": wall, "cpu_seconds": cpu,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **more}))
+"""
 CHILDREN = {
-    "nbprofiler": r"""
-import json, os, resource, sys, time, warnings
+    "nbprofiler": _CLOCK + r"""
+import warnings
 warnings.simplefilter("ignore")
 os.environ["NBPROFILER_CACHE_DIR"] = sys.argv[2]
 import nbprofiler
 import duckdb, psutil  # what a first load imports (~60 ms with the modules below): not timed, as for the peers
 from nbprofiler.io import cache, trace  # noqa: F401
-t = time.perf_counter()
-n = len(nbprofiler.load(sys.argv[1]).timeline)
-secs = time.perf_counter() - t
+t, c = time.perf_counter(), time.process_time()
+prof = nbprofiler.load(sys.argv[1])
+n = len(prof.timeline)
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+# The load returns before the work it leaves on threads of its own (pairing the flows, writing the cache
+# entry): timed apart, as what the first open costs in all.
+len(prof.timeline_flows)
 cache.wait()
-print(json.dumps({"events": n, "seconds": secs, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+report(n, wall, cpu, seconds_with_background=time.perf_counter() - t,
+       cpu_seconds_with_background=time.process_time() - c)
 """,
-    "floor": r"""
-import json, resource, sys, time
+    "floor": _CLOCK + r"""
 import duckdb  # not timed, as for the others
 from nbprofiler.io.trace import parse as trace_parse
 cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in trace_parse._COLUMNS.items()) + "}"
 lit = "'" + sys.argv[1].replace("'", "''") + "'"
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 # duckdb's read buffer as nbprofiler's first read sizes it (the fastest parse: see bench_trace_load)
 table = trace_parse.query(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
                            f"maximum_object_size={trace_parse._MAX_EVENT})")
 n = int((table.column("ph").to_numpy(zero_copy_only=False) == "X").sum())
-secs = time.perf_counter() - t
-print(json.dumps({"events": n, "seconds": secs, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+report(n, time.perf_counter() - t, time.process_time() - c)
 """,
-    "mindinsight": r"""
-import json, logging, os, resource, sys, tempfile, time
+    "json_pandas": _CLOCK + r"""
+import pandas as pd  # not timed, as for the others
+t, c = time.perf_counter(), time.process_time()
+with open(sys.argv[1], encoding="utf-8") as f:
+    doc = json.load(f)
+events = doc["traceEvents"] if isinstance(doc, dict) else doc
+df = pd.DataFrame([e for e in events if e.get("ph") == "X"])
+# MindSpore writes ts/dur as strings, Kineto as numbers: to_numeric takes both
+df["ts"] = pd.to_numeric(df["ts"])
+df["dur"] = pd.to_numeric(df["dur"])
+report(len(df), time.perf_counter() - t, time.process_time() - c, version="pandas " + pd.__version__)
+""",
+    "mindinsight": _CLOCK + r"""
+import logging, tempfile
+from importlib.metadata import version
 os.environ.setdefault("MINDINSIGHT_WORKSPACE", tempfile.mkdtemp(prefix="bench-mi-"))
 logging.disable(logging.CRITICAL)
 from mindinsight.profiler.analyser.analyser_factory import AnalyserFactory
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 events = AnalyserFactory.instance().get_analyser("timeline", sys.argv[1], "0").get_display_timeline("ascend", 0)
 n = sum(1 for e in events if e.get("ph") == "X")
-secs = time.perf_counter() - t
-print(json.dumps({"events": n, "seconds": secs, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+report(n, time.perf_counter() - t, time.process_time() - c, version="mindinsight " + version("mindinsight"))
 """,
-    "hta": r"""
-import json, logging, resource, sys, time
+    "hta": _CLOCK + r"""
+import logging
+from importlib.metadata import version
 logging.disable(logging.CRITICAL)
 from hta.common.trace import Trace
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 trace = Trace(trace_files={0: sys.argv[1]}, trace_dir=sys.argv[2])
 trace.parse_traces(use_multiprocessing=False, use_memory_profiling=False)
 n = len(trace.get_trace(0))
-secs = time.perf_counter() - t
-print(json.dumps({"events": n, "seconds": secs, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+report(n, time.perf_counter() - t, time.process_time() - c,
+       version=f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}, pandas {version('pandas')}")
 """,
 }
 
@@ -110,10 +146,15 @@ def peer_python(name: str, venvs: Path) -> Path | None:
     return python
 
 
-def measure(python, method: str, *args) -> dict:
+def measure(python, method: str, *args, timeout: float | None = None) -> dict:
+    """One run of ``method`` in a fresh process: its child's figures, or ``{"stopped_after_s": timeout}``
+    when it had not finished after ``timeout`` seconds (the child is killed)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([str(python), "-c", CHILDREN[method], *map(str, args)], capture_output=True, text=True,
-                         env=env)
+    try:
+        out = subprocess.run([str(python), "-c", CHILDREN[method], *map(str, args)], capture_output=True,
+                             text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"stopped_after_s": timeout}
     if out.returncode:
         raise RuntimeError(f"{method} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -144,10 +185,96 @@ def _files(scratch: Path, mb: int) -> dict:
     return out
 
 
-def _row(m: dict, size_mb: float) -> dict:
-    return {"events": m["events"], "seconds": round(m["seconds"], 3), "mb_per_s": round(size_mb / m["seconds"], 1),
-            "peak_rss_mb": round(m["peak_rss_mb"], 1), "peak_x_file": round(m["peak_rss_mb"] / size_mb, 2),
-            **{k: m[k] for k in ("runs_s", "runs_rss_mb") if k in m}}
+# One core's worth of someone else's work: numpy copying and sorting an 8 MB array (memory traffic as well
+# as arithmetic), on one thread.
+BUSY_WORK = r"""
+import numpy as np
+a = np.random.default_rng(0).random(1 << 20)
+b = np.empty_like(a)
+while True:
+    b[:] = a
+    b.sort()
+"""
+
+
+class Busy:
+    """``n`` processes each keeping one core busy for the duration of a ``with`` block (the loaded spell)."""
+
+    def __init__(self, n: int):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        self.procs = [subprocess.Popen([sys.executable, "-c", BUSY_WORK], env=env) for _ in range(self.n)]
+        if self.procs:
+            time.sleep(2.0)  # numpy imported and the loop running before anything is measured
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"a --busy process exited at once (code {p.returncode})")
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+
+
+def _load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _summary(runs: list[dict], repeat: int) -> dict:
+    """One method's runs as its row: the median wall time, CPU time and peak RSS (each the median of its
+    own runs), every run's figures under ``runs_*``, and a ``note`` when it ran fewer than ``repeat`` times
+    or was stopped."""
+    if "stopped_after_s" in runs[0]:
+        return {"runs": 0, "stopped_after_s": runs[0]["stopped_after_s"],
+                "note": f"stopped after {runs[0]['stopped_after_s']:.0f} s without finishing"}
+    out = {"events": runs[0]["events"], "runs": len(runs),
+           "seconds": statistics.median(m["seconds"] for m in runs),
+           "cpu_seconds": statistics.median(m["cpu_seconds"] for m in runs),
+           "peak_rss_mb": statistics.median(m["peak_rss_mb"] for m in runs),
+           "runs_s": sorted(round(m["seconds"], 3) for m in runs),
+           "runs_cpu_s": sorted(round(m["cpu_seconds"], 3) for m in runs),
+           "runs_rss_mb": sorted(round(m["peak_rss_mb"]) for m in runs)}
+    for key in ("seconds_with_background", "cpu_seconds_with_background"):
+        if key in runs[0]:
+            out[key] = statistics.median(m[key] for m in runs)
+    if "version" in runs[0]:
+        out["version"] = runs[0]["version"]
+    if len(runs) < repeat:
+        out["note"] = f"run once: its first run took {runs[0]['seconds']:.0f} s (> {LONG_RUN_S:.0f} s)"
+    return out
+
+
+def _interleaved(repeat: int, long_run_s: float = LONG_RUN_S, **runs) -> dict:
+    """Each of ``runs`` (name -> a function measuring once) ``repeat`` times, in turn, so that the machine's
+    mood falls on every method alike; a method whose first run took over ``long_run_s`` (or was stopped) is
+    not run again.
+    Per name its ``_summary``."""
+    done = {name: [] for name in runs}
+    for i in range(repeat):
+        for name, once in runs.items():
+            if i and done[name][0].get("seconds", long_run_s + 1) > long_run_s:
+                continue
+            done[name].append(once())
+    return {name: _summary(ms, repeat) for name, ms in done.items()}
+
+
+def _row(m: dict, size_mb: float, base: dict) -> dict:
+    """A method's figures for the JSON row, with its wall and CPU time over nbprofiler's (``base``)."""
+    if "stopped_after_s" in m:
+        return m
+    row = {"events": m["events"], "seconds": round(m["seconds"], 3), "cpu_seconds": round(m["cpu_seconds"], 3),
+           "mb_per_s": round(size_mb / m["seconds"], 1), "peak_rss_mb": round(m["peak_rss_mb"], 1),
+           "peak_x_file": round(m["peak_rss_mb"] / size_mb, 2),
+           "x_nbprofiler": round(m["seconds"] / base["seconds"], 2),
+           "x_nbprofiler_cpu": round(m["cpu_seconds"] / base["cpu_seconds"], 2)}
+    for key in ("seconds_with_background", "cpu_seconds_with_background"):
+        if key in m:
+            row[key] = round(m[key], 3)
+    return {**row, **{k: m[k] for k in ("runs", "note", "version", "runs_s", "runs_cpu_s", "runs_rss_mb") if k in m}}
 
 
 def _fresh(cache_dir: str) -> Path:
@@ -155,67 +282,69 @@ def _fresh(cache_dir: str) -> Path:
     return Path(tempfile.mkdtemp(dir=cache_dir))
 
 
-def _interleaved(repeat: int, **runs) -> dict:
-    """Each of ``runs`` (name -> a function measuring once) ``repeat`` times, in turn; per name the run of
-    median time with the median peak RSS (a run's peak varies: at 100 MB by ~35 MB, with how many batches
-    wait in the reader's queue), every run's seconds under ``runs_s`` and peaks under ``runs_rss_mb``."""
-    done = {name: [] for name in runs}
-    for _ in range(repeat):
-        for name, once in runs.items():
-            done[name].append(once())
-    return {name: {**sorted(ms, key=lambda m: m["seconds"])[len(ms) // 2],
-                   "peak_rss_mb": statistics.median(m["peak_rss_mb"] for m in ms),
-                   "runs_s": sorted(round(m["seconds"], 3) for m in ms),
-                   "runs_rss_mb": sorted(round(m["peak_rss_mb"]) for m in ms)} for name, ms in done.items()}
+def _shape_row(shape: str, size_mb: float, repeat: int, busy: int, runs: dict) -> dict:
+    """One shape's JSON row from the functions measuring each method once (nbprofiler's first)."""
+    load_before = _load_avg()
+    m = _interleaved(repeat, **runs)
+    row = {"shape": shape, "size_mb": round(size_mb, 1), "repeat": repeat, "busy": busy,
+           "load_avg_before": load_before, "load_avg_after": _load_avg(),
+           "methods": {name: _row(m[name], size_mb, m["nbprofiler"]) for name in runs}}
+    return row
 
 
-def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5) -> list[dict]:
+def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5, busy: int = 0,
+        timeout: float | None = None) -> list[dict]:
     scratch.mkdir(parents=True, exist_ok=True)
     pythons = {name: peer_python(name, venvs) for name in PEERS}
     results = []
     for mb in sizes:
-        f = _files(scratch, mb)
-        with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-") as cache_dir:
-            ms_mb = f["files"]["ms"].stat().st_size / 1e6
-            # nbprofiler and the floor: the median of ``repeat`` interleaved runs (the cache is cleared before
-            # each first open); the peers, seconds to minutes per run, once
-            m = _interleaved(repeat, floor=lambda: measure(sys.executable, "floor", f["files"]["ms"]),
-                             nbprofiler=lambda: measure(sys.executable, "nbprofiler", f["ms"], _fresh(cache_dir)))
-            row = {"shape": "MindSpore (bare array)", "size_mb": round(ms_mb, 1), "repeat": repeat,
-                   "floor": _row(m["floor"], ms_mb), "nbprofiler": _row(m["nbprofiler"], ms_mb)}
+        f = _files(scratch, mb)  # written before the busy processes start
+        with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-") as cache_dir, Busy(busy):
+            ms = f["files"]["ms"]
+            runs = {"nbprofiler": lambda: measure(sys.executable, "nbprofiler", f["ms"], _fresh(cache_dir)),
+                    "floor": lambda: measure(sys.executable, "floor", ms),
+                    "json_pandas": lambda: measure(sys.executable, "json_pandas", ms, timeout=timeout)}
             if pythons["mindinsight"]:
-                row["mindinsight"] = _row(measure(pythons["mindinsight"], "mindinsight", f["ms"]), ms_mb)
-                row["x_mindinsight"] = round(row["mindinsight"]["seconds"] / row["nbprofiler"]["seconds"], 2)
-            row["x_floor"] = round(row["nbprofiler"]["seconds"] / row["floor"]["seconds"], 2)
+                runs["mindinsight"] = lambda: measure(pythons["mindinsight"], "mindinsight", f["ms"], timeout=timeout)
+            row = _shape_row("MindSpore (bare array)", ms.stat().st_size / 1e6, repeat, busy, runs)
+            row["x_floor"] = round(1 / row["methods"]["floor"]["x_nbprofiler"], 2)
             results.append(row)
             print(json.dumps(row), flush=True)
-            k_mb = f["files"]["kineto"].stat().st_size / 1e6
-            m = _interleaved(repeat, object=lambda: measure(sys.executable, "nbprofiler", f["kineto"], _fresh(cache_dir)),
-                             array=lambda: measure(sys.executable, "nbprofiler", f["kineto_bare"], _fresh(cache_dir)))
-            row = {"shape": "Kineto (object)", "size_mb": round(k_mb, 1), "repeat": repeat,
-                   "nbprofiler": _row(m["object"], k_mb), "nbprofiler_bare_array": _row(m["array"], k_mb)}
-            row["x_object_vs_array"] = round(row["nbprofiler"]["seconds"] / row["nbprofiler_bare_array"]["seconds"], 2)
+
+            kineto = f["files"]["kineto"]
+            runs = {"nbprofiler": lambda: measure(sys.executable, "nbprofiler", f["kineto"], _fresh(cache_dir)),
+                    "nbprofiler_bare_array": lambda: measure(sys.executable, "nbprofiler", f["kineto_bare"],
+                                                             _fresh(cache_dir)),
+                    "json_pandas": lambda: measure(sys.executable, "json_pandas", kineto, timeout=timeout)}
             if pythons["hta"]:
-                row["hta"] = _row(measure(pythons["hta"], "hta", f["files"]["kineto"], f["kineto"]), k_mb)
-                row["x_hta"] = round(row["hta"]["seconds"] / row["nbprofiler"]["seconds"], 2)
+                runs["hta"] = lambda: measure(pythons["hta"], "hta", kineto, f["kineto"], timeout=timeout)
+            row = _shape_row("Kineto (object)", kineto.stat().st_size / 1e6, repeat, busy, runs)
+            row["x_object_vs_array"] = round(1 / row["methods"]["nbprofiler_bare_array"]["x_nbprofiler"], 2)
             results.append(row)
             print(json.dumps(row), flush=True)
     return results
 
 
 def markdown(results: list[dict]) -> str:
-    def cell(row, key, ratio=None):
-        m = row.get(key)
-        if not m:
-            return "–"
-        text = f"{m['seconds']:.2f} s, {m['peak_rss_mb']:.0f} MB"
-        return f"{text} ({row[ratio]}x nbprofiler's time)" if ratio and ratio in row else text
-    lines = ["| trace | nbprofiler first open | MindInsight 2.3.1 | HTA | duckdb parse floor | "
-             "nbprofiler, same events as a bare array |", "|---|---|---|---|---|---|"]
+    """The results as the README's table: one line per trace and method, wall and CPU time beside their
+    ratio to nbprofiler's first open of the same file, peak RSS, runs, and the load average around them."""
+    lines = ["| trace | method | wall | CPU | wall ÷ nbprofiler's | CPU ÷ nbprofiler's | peak RSS | runs | "
+             "load avg (1 min, before → after) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['shape']}, {r['size_mb']:.0f} MB | {cell(r, 'nbprofiler')} | "
-                     f"{cell(r, 'mindinsight', 'x_mindinsight')} | {cell(r, 'hta', 'x_hta')} | {cell(r, 'floor')} | "
-                     f"{cell(r, 'nbprofiler_bare_array')} |")
+        shape = r["shape"].split(" ")[0]
+        for i, (name, m) in enumerate(r["methods"].items()):
+            first = i == 0
+            trace = f"{shape} shape, {r['size_mb']:.0f} MB" if first else ""
+            load = f"{r['load_avg_before'][0]:.2f} → {r['load_avg_after'][0]:.2f}" if first else ""
+            if "stopped_after_s" in m:
+                lines.append(f"| {trace} | {NAMES[name]} | > {m['stopped_after_s']:.0f} s (stopped) | – | – | – | "
+                             f"– | 0 | {load} |")
+                continue
+            ratios = ("–", "–") if name == "nbprofiler" else (f"{m['x_nbprofiler']:.2f}×",
+                                                              f"{m['x_nbprofiler_cpu']:.2f}×")
+            lines.append(f"| {trace} | {NAMES[name]} | "
+                         f"{m['seconds']:.2f} s | {m['cpu_seconds']:.2f} s | {ratios[0]} | {ratios[1]} | "
+                         f"{m['peak_rss_mb']:.0f} MB | {m['runs']} | {load} |")
     return "\n".join(lines)
 
 
@@ -226,9 +355,14 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "nbprofiler-bench-peers")
     ap.add_argument("--venvs", type=Path, default=REPO / ".cache" / "bench-venvs")
     ap.add_argument("--out", type=Path, help="also write the results as JSON here")
-    ap.add_argument("--repeat", type=int, default=5, help="runs of nbprofiler and the floor (median reported)")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help=f"interleaved runs of every method (their median; one where it takes > {LONG_RUN_S:.0f} s)")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="keep N other processes busy (one core each) while measuring: the loaded spell")
+    ap.add_argument("--timeout", type=float, metavar="S",
+                    help="stop a run of json + pandas or a peer after S seconds (its row says so)")
     args = ap.parse_args(argv)
-    results = run([10] if args.quick else args.sizes, args.scratch, args.venvs, args.repeat)
+    results = run([10] if args.quick else args.sizes, args.scratch, args.venvs, args.repeat, args.busy, args.timeout)
     print(markdown(results), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))

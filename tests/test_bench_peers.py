@@ -1,0 +1,69 @@
+"""benchmarks/bench_peers.py's pure helpers: the interleaving of the methods' runs (a long one runs once), the
+medians and ratios of a row, the table (timings are the benchmark's to report, never asserted)."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location(
+        "bench_peers", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_peers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _runs(*figures):
+    """A stand-in for measuring a method once: returns the given (wall, cpu, rss) triples in turn."""
+    it = iter(figures)
+
+    def once():
+        wall, cpu, rss = next(it)
+        return {"events": 10, "seconds": wall, "cpu_seconds": cpu, "peak_rss_mb": rss}
+    return once
+
+
+def test_interleaved_runs_in_turn_and_a_long_method_once(bench):
+    order = []
+    fast = _runs((1.0, 1.5, 100), (3.0, 1.0, 300), (2.0, 2.5, 200))
+    slow = _runs((90.0, 80.0, 900))
+
+    def tracked(name, once):
+        def run():
+            order.append(name)
+            return once()
+        return run
+    out = bench._interleaved(3, fast=tracked("fast", fast), slow=tracked("slow", slow))
+    assert order == ["fast", "slow", "fast", "fast"]
+    # each figure is the median of its own runs, not the figures of the median run
+    assert (out["fast"]["seconds"], out["fast"]["cpu_seconds"], out["fast"]["peak_rss_mb"]) == (2.0, 1.5, 200)
+    assert out["fast"]["runs"] == 3 and "note" not in out["fast"]
+    assert out["fast"]["runs_s"] == [1.0, 2.0, 3.0] and out["fast"]["runs_cpu_s"] == [1.0, 1.5, 2.5]
+    assert out["slow"]["runs"] == 1 and out["slow"]["note"] == "run once: its first run took 90 s (> 60 s)"
+
+
+def test_rows_give_wall_and_cpu_ratios_to_nbprofiler_and_the_table_shows_both(bench):
+    m = bench._interleaved(1, nbprofiler=_runs((0.5, 0.8, 290)), json_pandas=_runs((2.0, 2.0, 900)))
+    row = {"shape": "MindSpore (bare array)", "size_mb": 100.0, "load_avg_before": [1.2, 1, 1],
+           "load_avg_after": [1.9, 1, 1],
+           "methods": {name: bench._row(m[name], 100.0, m["nbprofiler"]) for name in m}}
+    jp = row["methods"]["json_pandas"]
+    assert (jp["x_nbprofiler"], jp["x_nbprofiler_cpu"], jp["mb_per_s"], jp["peak_x_file"]) == (4.0, 2.5, 50.0, 9.0)
+    table = bench.markdown([row]).splitlines()
+    assert table[2] == ("| MindSpore shape, 100 MB | nbprofiler first open | 0.50 s | 0.80 s | – | – | 290 MB | "
+                        "1 | 1.20 → 1.90 |")
+    assert table[3] == "|  | json + pandas | 2.00 s | 2.00 s | 4.00× | 2.50× | 900 MB | 1 |  |"
+
+
+def test_a_stopped_run_is_not_repeated_and_its_row_says_so(bench):
+    stopped = iter([{"stopped_after_s": 900.0}])
+    m = bench._interleaved(3, nbprofiler=_runs(*[(4.0, 6.0, 1000)] * 3), hta=lambda: next(stopped))
+    assert m["nbprofiler"]["runs"] == 3
+    assert m["hta"] == {"runs": 0, "stopped_after_s": 900.0, "note": "stopped after 900 s without finishing"}
+    row = {"shape": "Kineto (object)", "size_mb": 1000.0, "load_avg_before": [1, 1, 1], "load_avg_after": [1, 1, 1],
+           "methods": {name: bench._row(m[name], 1000.0, m["nbprofiler"]) for name in m}}
+    assert bench.markdown([row]).splitlines()[-1] == "|  | HTA 0.5 | > 900 s (stopped) | – | – | – | – | 0 |  |"
