@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.derive import PROFILER_STEP_SOURCE
+from .timeline import events_end
 
 # Timeline processes whose events are device (or CPU) operator executions, as the trace writers name
 # them; host API, communication, overlap-analysis and step-marker tracks are not operators.
@@ -95,8 +96,7 @@ def _step_rows(kernels, timeline, tracks, step_windows) -> tuple[pd.DataFrame | 
     # events, recorded whole: every event's span covers them (a host-bound step's device work starts late).
     if "source" in step_windows and (step_windows["source"] == PROFILER_STEP_SOURCE).all():
         start = timeline["start_us"].to_numpy(float)
-        first = float(np.nanmin(start))
-        last = float(np.nanmax(start + np.nan_to_num(timeline["dur_us"].to_numpy(float))))
+        first, last = float(np.nanmin(start)), events_end(start, timeline["dur_us"].to_numpy(float))
     else:
         first, last = float(events["start_us"].min()), float((events["start_us"] + events["dur_us"]).max())
     slack = (1 - COVERED_FRACTION) * (step_windows["end_us"] - step_windows["start_us"])

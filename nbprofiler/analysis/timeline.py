@@ -33,7 +33,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .._memory import release_pages
+from .._memory import release_pages, row_slices
 
 # At most this many of a track's longest events are tested one by one instead of through the sorted cut.
 LONG_EVENTS_PER_TRACK = 256
@@ -702,7 +702,7 @@ _PASS_ROWS = 4_000_000
 
 def row_passes(n: int) -> list[slice]:
     """Slices of `_PASS_ROWS` rows covering ``n`` rows: a computation over every event done pass by pass."""
-    return [slice(a, min(a + _PASS_ROWS, n)) for a in range(0, n, _PASS_ROWS)]
+    return row_slices(n, _PASS_ROWS)
 
 
 def events_end(start: np.ndarray, dur: np.ndarray) -> float:
