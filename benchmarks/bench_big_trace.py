@@ -26,14 +26,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-CHILD = r"""
-import json, os, resource, sys, time, warnings
+# Both children: the run, its cache directory and whether the trace is forced on disk, from the command line.
+PRELUDE = r"""
+import json, os, sys, time, warnings
 warnings.simplefilter("ignore")
 run, cache_dir, force = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 os.environ["NBPROFILER_CACHE_DIR"] = cache_dir
 if force:
     os.environ["NBPROFILER_TRACE_ON_DISK"] = "1"
 import nbprofiler
+"""
+
+CHILD = PRELUDE + r"""
+import resource
 from benchmarks.bench_dashboard import time_dashboard
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -64,14 +69,7 @@ out["load_1min_end"] = os.getloadavg()[0]
 print(json.dumps(out))
 """
 
-DISPATCH = r"""
-import json, os, sys, time, warnings
-warnings.simplefilter("ignore")
-run, cache_dir, force = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-os.environ["NBPROFILER_CACHE_DIR"] = cache_dir
-if force:
-    os.environ["NBPROFILER_TRACE_ON_DISK"] = "1"
-import nbprofiler
+DISPATCH = PRELUDE + r"""
 from nbprofiler.analysis.dispatch import profile_dispatch
 def rss():
     d = dict(line.split(":", 1) for line in open("/proc/self/status"))
