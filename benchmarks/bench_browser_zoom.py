@@ -46,9 +46,9 @@ cache.wait()               # the gestures are timed on a kernel doing nothing el
 view = TimelineView(prof)
 view.levels_built.join()
 _requery = view.requery
-def timed_requery():
+def timed_requery(*args):
     cpu, wall, began = time.process_time(), time.perf_counter(), time.time()
-    _requery()
+    _requery(*args)
     with open({log!r}, "a") as f:
         f.write(json.dumps([time.process_time() - cpu, time.perf_counter() - wall, began, time.time()]) + "\\n")
 view.requery = timed_requery

@@ -4,6 +4,8 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pandas as pd
@@ -220,10 +222,10 @@ def test_view_requeries_on_zoom_and_links(torch_npu):
     view.set_window(t0, t0 + 100.0)
     assert view.queries == before + 1
     zoomed = view.source.data
-    # the window and one width on each side, at the window's detail
-    assert view.held == (t0 - 100.0, t0 + 200.0, 100.0 / view.width)
+    # the window and half its width on each side, at the window's detail
+    assert T.NEIGHBOURS == 0.5 and view.held == (t0 - 50.0, t0 + 150.0, 100.0 / view.width)
     assert 0 < len(zoomed["left"]) < full and all(c == 1 for c in zoomed["count"])
-    assert min(zoomed["right"]) >= t0 - 100.0 and max(zoomed["left"]) <= t0 + 200.0
+    assert min(zoomed["right"]) >= t0 - 50.0 and max(zoomed["left"]) <= t0 + 150.0
     inside = (np.asarray(zoomed["right"]) >= t0) & (np.asarray(zoomed["left"]) <= t0 + 100.0)
     assert inside.any() and not inside.all()
     # a pan and a 2x zoom inside what the page holds are drawn by the page: no query
@@ -240,10 +242,92 @@ def test_view_requeries_on_zoom_and_links(torch_npu):
     assert matches is not None and len(view.matches_table.source.data["name"]) == len(matches)
     view.pin_tracks([7])
     assert view.fig.yaxis.major_label_overrides[0] == "Ascend Hardware / Stream 3"
-    stats = view.select_range(t0, t0 + 100.0)
-    assert list(view.stats.source.data["op_type"]) == list(stats["op_type"])
-    assert view.stats.source.data["track_label"][0].startswith(("Ascend", "Python", "CANN", "HCCL", "Overlap"))
-    assert view.search("(") is None and "invalid regex" in view.status.value
+
+
+def test_the_pages_question_is_answered_for_its_window_whole(torch_npu):
+    """The page asks for a window it cannot draw as one change (``ask.tags`` = [start, end, n, the plot's
+    width in px]); the kernel answers it at once, with the bars held around that window merged at that
+    width, before the axis's own two messages (start, then end) have reached it; each question is answered
+    once (jupyter_bokeh calls back twice), a question like the last one asked again is answered again."""
+    view = T.TimelineView(torch_npu)   # the default debounce: only the question can answer at once
+    ev = torch_npu.timeline
+    hw = ev[ev["track"] == 7].sort_values("start_us")
+    t0 = float(hw["start_us"].iloc[10])
+    axis, before = (view.x_range.start, view.x_range.end), view.queries
+    view.ask.tags = [t0, t0 + 100.0, 1, 800]
+    assert view.queries == before + 1 and (view.x_range.start, view.x_range.end) == axis
+    assert view.plot_px == 800 and view.held == (t0 - 50.0, t0 + 150.0, 100.0 / 800)
+    assert list(view.source.tags) == [t0 - 50.0, t0 + 150.0, 100.0 / 800, 800]   # what the page checks against
+    left, right = np.asarray(view.source.data["left"]), np.asarray(view.source.data["right"])
+    want = hw[(hw["start_us"] + hw["dur_us"] >= t0 - 50.0) & (hw["start_us"] <= t0 + 150.0)]
+    assert len(want) and set(want["start_us"].round(3)) <= set(np.round(left, 3))
+    assert right.min() >= t0 - 50.0 and left.max() <= t0 + 150.0
+    shown = int(((left <= t0 + 100.0) & (right >= t0)).sum())
+    assert f" as {shown:,} bars;" in view.status.value   # the status speaks of the window asked for
+    assert view.covers(t0 + 25.0, t0 + 75.0) and not view.covers(t0 + 40.0, t0 + 60.0)
+    view._on_ask("tags", [], [t0, t0 + 100.0, 1, 800])   # the same question again (jupyter_bokeh's second call)
+    assert view.queries == before + 1
+    view.ask.tags = [t0, t0 + 100.0, 2, 5000]   # wider than the plot can be: its widest
+    assert view.queries == before + 2 and view.plot_px == view.width
+    view.ask.tags = [t0, t0, 3, 800]   # an empty window: nothing to ask for
+    assert view.queries == before + 2
+
+
+_ASK_SCRIPT = """
+const calls = [];
+const model = (props) => Object.assign({setv(p) { Object.assign(this, p); }}, props);
+const busy = model({text: '', visible: false});
+const ask_src = model({tags: []});
+const doc = {__nbprofilerPatched: undefined};
+const src = model({tags: %(held)s});
+const xr = model({start: 0, end: 0, document: doc});
+const fig = {inner_width: 800};
+const zoom = %(zoom)s;
+const ask_cb = new Function('busy', 'ask_src', 'src', 'xr', 'fig', 'zoom', %(ask)s);
+const answered_cb = new Function('busy', 'ask_src', 'src', 'xr', 'fig', 'zoom', %(answered)s);
+const move = (start, end) => {   // as BokehJS moves a range: start set, its callback, end set, its callback
+  xr.start = start; ask_cb(busy, ask_src, src, xr, fig, zoom);
+  xr.end = end; ask_cb(busy, ask_src, src, xr, fig, zoom);
+};
+const state = (what) => calls.push([what, Array.from(ask_src.tags), busy.text, busy.visible]);
+const tick = () => new Promise(r => setTimeout(r, 0));
+(async () => {
+  move(1100, 1400); await tick(); state('inside what is held');
+  move(1100, 1200); await tick(); state('zoomed 3x past it');
+  move(1200, 1300); await tick(); state('moved while asked');
+  src.tags = [1050, 1250, 0.125, 800];   // the answer to 1100-1200: held 1050-1250 at 0.125 us a px
+  answered_cb(busy, ask_src, src, xr, fig, zoom); await tick(); await tick(); state('answered');
+  src.tags = [1150, 1350, 0.125, 800];   // the answer to 1200-1300
+  answered_cb(busy, ask_src, src, xr, fig, zoom); await tick(); await tick(); state('answered again');
+  doc.__nbprofilerPatched = new Set(['x:start']);
+  move(5000, 6000); await tick(); state('moved by the kernel');
+  console.log(JSON.stringify(calls));
+})();
+"""
+
+
+def test_the_page_asks_once_a_move_is_whole_and_one_question_at_a_time():
+    """The page's side (`_ASK_JS`, `_ANSWERED_JS`) run in node: a move inside what the page holds asks
+    nothing; one past it asks once for the whole window (BokehJS calls back for the start before it has
+    set the end) with the plot's width, and shows the busy label; a move while a question is on its way
+    asks only when the answer comes, and only if the answer does not cover it; a move the kernel's own
+    patch makes asks nothing."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs node")
+    script = _ASK_SCRIPT % {"held": json.dumps([1000.0, 1600.0, 0.5, 800]), "zoom": T.HELD_ZOOM,
+                            "ask": json.dumps(T._ASK_JS), "answered": json.dumps(T._ANSWERED_JS)}
+    out = subprocess.run([node], input=script, capture_output=True, text=True, timeout=60, check=True).stdout
+    calls = json.loads(out)
+    assert calls == [
+        ["inside what is held", [], "", False],
+        ["zoomed 3x past it", [1100, 1200, 1, 800], "loading detail…", True],
+        ["moved while asked", [1100, 1200, 1, 800], "loading detail…", True],
+        # 1200-1300 is not inside the 1050-1250 the answer holds: asked for when the answer came
+        ["answered", [1200, 1300, 2, 800], "loading detail…", True],
+        ["answered again", [1200, 1300, 2, 800], "", False],
+        ["moved by the kernel", [1200, 1300, 2, 800], "", False],
+    ]
 
 
 def test_details_and_hover_never_render_html(pynative):

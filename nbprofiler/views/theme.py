@@ -361,12 +361,16 @@ def fit_headers(table, scroll: bool = True):
 
 # Microsecond ticks shown in the unit a person reads at that zoom (s, ms or us), chosen per redraw from the
 # largest tick, so a 66 s trace reads "12 s" and a zoomed-in window "812.5 us", never "100000000".
+# ``this`` is one object per formatting of the axis's ticks (BokehJS binds it): the unit and the number
+# format are chosen once for all the ticks (a format made per tick was the axis labels' largest cost in a CPU
+# profile of the page zooming the timeline)
 _TIME_US_TICKS_JS = """
-const m = Math.max(...ticks.map(Math.abs));
-const fmt = (v, d) => v.toLocaleString('en-US', {maximumFractionDigits: d});
-if (m >= 1e6) return fmt(tick / 1e6, 6) + ' s';
-if (m >= 1e3) return fmt(tick / 1e3, 3) + ' ms';
-return fmt(tick, 3) + ' us';
+if (this.unit === undefined) {
+  const m = Math.max(...ticks.map(Math.abs));
+  [this.scale, this.unit, this.digits] = m >= 1e6 ? [1e6, ' s', 6] : m >= 1e3 ? [1e3, ' ms', 3] : [1, ' us', 3];
+  this.format = new Intl.NumberFormat('en-US', {maximumFractionDigits: this.digits});
+}
+return this.format.format(tick / this.scale) + this.unit;
 """
 
 

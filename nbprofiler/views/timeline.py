@@ -12,8 +12,8 @@ Figure factories take DataFrames and return Bokeh models that also work in a sta
 - `TimelineView(prof_or_frames)`: the widget. It builds the level-of-detail index once and sends the page
   the bars of the window shown and of one window's width on each side, as numbers only (codes into the
   names and op types it sent once). A pan or zoom inside what the page holds is redrawn by the browser
-  alone; one that leaves it, or zooms in more than `HELD_ZOOM` times past its detail, re-queries the
-  index (debounced). Never more than `MAX_GLYPHS` bars a window's width. Also search with jump-to,
+  alone; for one that leaves it, or zooms in more than `HELD_ZOOM` times past its detail, the page asks
+  the kernel at once to re-query the index. Never more than `MAX_GLYPHS` bars a window's width. Also search with jump-to,
   pinned/reordered tracks, flows, range statistics and the minimap. ``set_window(t0_us, t1_us)`` links it
   from other views.
 
@@ -30,8 +30,8 @@ import pandas as pd
 import traitlets
 from bokeh.layouts import column, row
 from bokeh.models import (BoxSelectTool, CDSView, ColumnDataSource, CustomJS, CustomJSHover, DataTable,
-                          Div, FixedTicker, GroupFilter, HBar, HoverTool, LinearColorMapper, NumberFormatter, Quad,
-                          Range1d, RangeTool, Scatter, Segment, Select, TableColumn, TapTool)
+                          Div, FixedTicker, GroupFilter, HBar, HoverTool, Label, LinearColorMapper, NumberFormatter,
+                          Quad, Range1d, RangeTool, Scatter, Segment, Select, TableColumn, TapTool)
 from bokeh.plotting import figure
 
 from . import theme
@@ -42,7 +42,7 @@ from .timeline_bars import Dictionary, bar_data, bar_table, dictionary_of, row_l
 MAX_GLYPHS = 20_000          # never send more bars than this per window's width to the browser
 # The page holds the window shown and this many of its widths on each side, so a pan inside them needs
 # no kernel; a zoom may go this many times past the detail held before new detail is asked for.
-NEIGHBOURS = 1.0
+NEIGHBOURS = 0.5
 HELD_ZOOM = 2.0
 # Flow arrows drawn at most: each is its own path and head, redrawn every frame of a pan (2,000 cost the
 # page ~110 ms a frame in headless Chromium, and more than a few hundred across a view are a tangle anyway)
@@ -501,10 +501,44 @@ def report_timeline(timeline_df: pd.DataFrame, tracks_df: pd.DataFrame, counters
 
 # -- widget -----------------------------------------------------------------------------------------
 # The busy note, set by the page the moment the time axis leaves what it holds (`TimelineView.covers`).
-_BUSY_JS = """
-const [h0, h1, px, width] = src.tags.length ? src.tags : [0, 0, 0, 1];
-const covered = xr.start >= h0 && xr.end <= h1 && (xr.end - xr.start) / width * zoom >= px;
-busy.text = covered ? '' : 'loading detail…';
+# The page's side of a move of the time axis (wheel, drag, minimap, reset). A window it can draw from the
+# bars it holds (``src.tags``: start, end and µs per pixel held, and the plot's width; the rule of
+# `TimelineView.covers`) needs nothing else. Any other window the page asks the kernel for at once, as one
+# change carrying both ends (``ask.tags`` = [start, end, n]), one question at a time: a window that moved on
+# while the answer was on its way is asked for when the answer arrives (`_ANSWERED_JS`), and a question
+# left unanswered for 2 s is asked again. A move the kernel's own patch makes (`set_window`, which sends
+# the bars with it; the loader marks the document while it applies one) asks nothing. ``busy`` is a label
+# drawn on the plot: changing it costs a repaint, where a text outside the plot made BokehJS lay out the
+# whole view again (~50 ms of the page's time, twice a zoom).
+_ASK_FN = """
+function ask(busy, ask_src, src, xr, fig, zoom) {
+  const doc = xr.document;
+  if (doc != null && doc.__nbprofilerPatched != null && doc.__nbprofilerPatched.size > 0) { return; }
+  if (ask_src.__nbpQueued) { return; }
+  // once the move is whole: BokehJS calls back for its start before it has set its end
+  ask_src.__nbpQueued = true;
+  queueMicrotask(() => {
+    ask_src.__nbpQueued = false;
+    const [h0, h1, px, width] = src.tags.length ? src.tags : [0, 0, 0, 1];
+    const covered = xr.start >= h0 && xr.end <= h1 && (xr.end - xr.start) / width * zoom >= px;
+    busy.setv({text: covered ? '' : 'loading detail…', visible: !covered});
+    if (covered) { return; }
+    const now = Date.now();
+    if (ask_src.__nbpAsked && now - ask_src.__nbpAsked < 2000) { ask_src.__nbpAgain = true; return; }
+    ask_src.__nbpAsked = now;
+    ask_src.__nbpAgain = false;
+    const plot_px = fig.inner_width > 0 ? fig.inner_width : width;
+    ask_src.tags = [xr.start, xr.end, (ask_src.tags.length > 2 ? ask_src.tags[2] : 0) + 1, plot_px];
+  });
+}
+"""
+_ASK_JS = _ASK_FN + "ask(busy, ask_src, src, xr, fig, zoom);"
+_ANSWERED_JS = _ASK_FN + """
+busy.setv({text: '', visible: false});
+ask_src.__nbpAsked = 0;
+// after the patch that brought the answer is applied (a question asked while it is would be taken for
+// the kernel's own move)
+if (ask_src.__nbpAgain) { ask_src.__nbpAgain = false; setTimeout(() => ask(busy, ask_src, src, xr, fig, zoom), 0); }
 """
 
 
@@ -526,9 +560,11 @@ class TimelineView(traitlets.HasTraits, View):
     ``events.attrs["alignment"]``). The level-of-detail index is built once. The page holds
     the bars of the window shown and of `NEIGHBOURS` widths on each side (``held``: start, end and µs per
     pixel); a change of the time axis (wheel zoom, pan, minimap) that stays inside them, at no more than
-    `HELD_ZOOM` times their detail, is drawn by the page alone, and any other re-queries the index after
-    ``debounce_s`` seconds of quiet (`set_window` re-queries at once), replacing ``timeline_src``'s data
-    with at most `MAX_GLYPHS` bars per window's width. Also: regex search
+    `HELD_ZOOM` times their detail, is drawn by the page alone; for any other the page asks at once
+    (`_on_ask`) and the index is re-queried (`set_window` re-queries at once too), replacing
+    ``timeline_src``'s data with at most `MAX_GLYPHS` bars per window's width. Every change of
+    the axis is also answered after ``debounce_s`` seconds of quiet (`refresh`: the window's flows, and its
+    bars where the page holds none, as after a change made from Python). Also: regex search
     (`search`) highlighting matches and listing them with jump-to, pinned tracks (`pin_tracks`), flows,
     per-op-type statistics of a box-selected time range (`select_range`) and a minimap. ``queries`` counts
     the re-queries. ``marks``: events to outline, a frame with ``track``, ``start_us``, ``dur_us`` and
@@ -561,12 +597,14 @@ class TimelineView(traitlets.HasTraits, View):
         self.tracks_df = frames["timeline_tracks"]
         self.flows = frames["timeline_flows"]
         self.width = width
+        self.plot_px = width         # the plot's drawing width (px) as the page last said: the bars' resolution
         self.debounce_s = debounce_s
         self.queries = 0
         self.pinned: list[int] = []
         self.matches: pd.DataFrame | None = None
         self.match_index: int | None = None   # the match the view jumped to (row of `matches`)
         self._pending = None
+        self._answered = None        # the page's last question answered (`_on_ask`)
         self._setting_window = False
         self.held: tuple[float, float, float] | None = None
         from ..analysis import timeline as engine
@@ -596,7 +634,7 @@ class TimelineView(traitlets.HasTraits, View):
         hover = next(t for t in self.fig.tools if isinstance(t, HoverTool))
         named["timeline_labels_src"] = hover.formatters["@y"].args["labels"]
         self.source = named["timeline_src"]
-        self.source.tags = [*self.held, self.width]
+        self.source.tags = [*self.held, self.plot_px]
         self.marks = marks
         self._marks_src = None
         if marks is not None:   # drawn once, outlined over the bars (a few hundred at most: never re-queried)
@@ -609,15 +647,22 @@ class TimelineView(traitlets.HasTraits, View):
         # when first filled (`matches_table`, `stats`), into this row.
         self._tables = row(sizing_mode="stretch_width")
         self._matches_table = self._stats = None
-        # Shown by the browser the moment the time axis leaves what the page holds, cleared by the
-        # re-query's answer: the feedback does not wait for the kernel.
-        self.busy = Div(text="", name="timeline_busy", styles={"color": "var(--jp-ui-font-color2, #777)",
-                                                                 "font-size": "12px", "min-height": "16px"})
-        busy_js = CustomJS(args=dict(busy=self.busy, src=self.source, xr=self.x_range, zoom=HELD_ZOOM),
-                           code=_BUSY_JS)
-        self.x_range.js_on_change("start", busy_js)
-        self.x_range.js_on_change("end", busy_js)
-        self.source.js_on_change("data", CustomJS(args=dict(busy=self.busy), code="busy.text = '';"))
+        # Shown by the browser the moment the time axis leaves what the page holds (top left of the
+        # tracks), cleared by the re-query's answer: the feedback does not wait for the kernel.
+        self.busy = Label(text="", name="timeline_busy", x=4, x_units="screen", y=-0.5, y_units="data",
+                          text_baseline="top", text_font=theme.FONT, text_font_size="12px", text_color=theme.TEXT,
+                          background_fill_color=theme.AXIS, background_fill_alpha=0.15, level="overlay",
+                          visible=False)
+        self.fig.add_layout(self.busy)
+        # the page's questions (`_ASK_JS`): a source of no glyph, so that its change costs the page nothing
+        self.ask = ColumnDataSource(data={}, name="timeline_ask")
+        ask_args = dict(busy=self.busy, ask_src=self.ask, src=self.source, xr=self.x_range, fig=self.fig,
+                        zoom=HELD_ZOOM)
+        ask_js = CustomJS(args=ask_args, code=_ASK_JS)
+        self.x_range.js_on_change("start", ask_js)
+        self.x_range.js_on_change("end", ask_js)
+        self.source.js_on_change("data", CustomJS(args=ask_args, code=_ANSWERED_JS))
+        self.ask.on_change("tags", self._on_ask)
         self._counters = prepare_counters(frames.get("timeline_counters"))
         counters = counter_figure(self._counters, self.x_range, width=width, every_series=False)
         if counters is not None:  # the chosen series alone, sent again when another is chosen
@@ -625,7 +670,7 @@ class TimelineView(traitlets.HasTraits, View):
             self._counter_select, counter_fig = counters.children
             self._counters_src = counter_fig.renderers[0].data_source
             self._counter_select.on_change("value", lambda attr, old, new: self._send_counters())
-        self.layout = column(self.busy, self.minimap, self.plot, *([counters] if counters is not None else []),
+        self.layout = column(self.minimap, self.plot, *([counters] if counters is not None else []),
                              self._tables,
                              sizing_mode="stretch_width", name="timeline_layout")
         theme.themed(self.minimap)
@@ -684,7 +729,7 @@ class TimelineView(traitlets.HasTraits, View):
         """The bars of [h0, h1] at ``px`` µs per pixel, as `lod_columns` arrays (no args: a click fetches
         the one event's, so a zoom ships less)."""
         pixels = max(int(round((h1 - h0) / px)), 1) if px > 0 else self.width
-        budget = int(MAX_GLYPHS * max(pixels / self.width, 1.0))
+        budget = int(MAX_GLYPHS * max(pixels / self.plot_px, 1.0))
         lod = self._engine.lod_columns(self._index, h0, h1, pixels, max_glyphs=budget)
         # the engine keeps to about max_glyphs; this makes it a hard cap
         return {c: v[:budget] for c, v in lod.items()}
@@ -694,7 +739,7 @@ class TimelineView(traitlets.HasTraits, View):
         axis bounds), at the window's µs per pixel."""
         span = max(t1 - t0, 1e-9)
         lo, hi = self.x_range.bounds if self.x_range.bounds else (t0 - NEIGHBOURS * span, t1 + NEIGHBOURS * span)
-        return max(t0 - NEIGHBOURS * span, lo), min(t1 + NEIGHBOURS * span, hi), span / self.width
+        return max(t0 - NEIGHBOURS * span, lo), min(t1 + NEIGHBOURS * span, hi), span / self.plot_px
 
     def covers(self, t0: float, t1: float) -> bool:
         """True when the page can draw [t0, t1] from what it holds: inside ``held``, at no more than
@@ -702,24 +747,37 @@ class TimelineView(traitlets.HasTraits, View):
         if self.held is None:
             return False
         h0, h1, px = self.held
-        return t0 >= h0 and t1 <= h1 and (t1 - t0) / self.width * HELD_ZOOM >= px
+        return t0 >= h0 and t1 <= h1 and (t1 - t0) / self.plot_px * HELD_ZOOM >= px
 
-    def requery(self) -> None:
-        """Query the bars for the current time window and its neighbours and push them with the flows,
-        counters and highlights."""
+    def requery(self, t0: float | None = None, t1: float | None = None) -> None:
+        """Query the bars for the time window [t0, t1] (default: the time axis's) and its neighbours and
+        push them with the flows, counters and highlights."""
         self._pending = None
-        t0, t1 = float(self.x_range.start), float(self.x_range.end)
+        if t0 is None or t1 is None:
+            t0, t1 = float(self.x_range.start), float(self.x_range.end)
         held = self._held_for(t0, t1)
         lod = self._query(*held)
         self.queries += 1
         self.held = held
         with self._bokeh.batched():
-            self.source.tags = [*held, self.width]
+            self.source.tags = [*held, self.plot_px]
             self.source.data = bar_data(lod, self.tracks, held[2], row_of=self._row_of)
-            self._send_flows()
+            self._send_flows(t0, t1)
             self._send_counters()
             self._update_highlight()
-        self._set_status()
+        self._set_status(t0, t1)
+
+    def _on_ask(self, attr, old, new) -> None:
+        """The page asks for the bars of a window it cannot draw (`_ASK_JS`: ``ask.tags`` = [start, end,
+        n, the plot's width in px]): answered at once, merged at the plot's own pixels. The axis's own change reaches the kernel as two messages, start and end,
+        so the window comes with the question, whole. jupyter_bokeh calls back twice for each change the
+        page makes: a question is answered once."""
+        if len(new) < 3 or tuple(new) == self._answered or not float(new[1]) > float(new[0]):
+            return
+        self._answered = tuple(new)
+        if len(new) > 3 and float(new[3]) >= 1:   # the plot's width in the page: bars a pixel wide there
+            self.plot_px = min(int(new[3]), self.width)
+        self.requery(float(new[0]), float(new[1]))
 
     def refresh(self) -> None:
         """After the time axis moved: re-query when the page cannot draw the window from what it holds,
@@ -732,11 +790,12 @@ class TimelineView(traitlets.HasTraits, View):
         else:
             self.requery()
 
-    def _send_flows(self) -> None:
-        """The flows with an end in the window shown (not held around it: at most `MAX_FLOWS`, so a wide
-        held range would leave the window's own flows out)."""
-        self._sources["timeline_flows_src"].data = flows_in_window(
-            self._flows_prepared, float(self.x_range.start), float(self.x_range.end), texts=False)
+    def _send_flows(self, t0: float | None = None, t1: float | None = None) -> None:
+        """The flows with an end in the window shown ([t0, t1], default the time axis's; not held around it:
+        at most `MAX_FLOWS`, so a wide held range would leave the window's own flows out)."""
+        if t0 is None or t1 is None:
+            t0, t1 = float(self.x_range.start), float(self.x_range.end)
+        self._sources["timeline_flows_src"].data = flows_in_window(self._flows_prepared, t0, t1, texts=False)
 
     def _send_counters(self) -> None:
         """The chosen counter series' samples for the window held, at this width."""
@@ -945,9 +1004,10 @@ class TimelineView(traitlets.HasTraits, View):
             self.select_range(min(geometry["x0"], geometry["x1"]), max(geometry["x0"], geometry["x1"]))
 
     # -- display ------------------------------------------------------------------------------------
-    def _set_status(self) -> None:
+    def _set_status(self, t0: float | None = None, t1: float | None = None) -> None:
         d = self.source.data
-        t0, t1 = float(self.x_range.start), float(self.x_range.end)
+        if t0 is None or t1 is None:
+            t0, t1 = float(self.x_range.start), float(self.x_range.end)
         shown = np.flatnonzero((np.asarray(d["left"]) <= t1) & (np.asarray(d["right"]) >= t0))
         n = len(shown)
         merged = int(np.asarray(d["count"])[shown].sum()) if n else 0

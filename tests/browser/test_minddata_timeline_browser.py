@@ -88,7 +88,7 @@ def test_minddata_and_timeline_views(lab, page):
     page.wait_for_function("""(t1) => Bokeh.documents.some(d => { const m = d.get_model_by_name('timeline_src');
         const l = m && (m.data instanceof Map ? m.data.get('left') : m.data.left);
         return l && l.length > 0 && Math.max(...l) <= t1; })""",
-                           arg=first + 800.0, timeout=20_000)  # the window and its width after it
+                           arg=first + 600.0, timeout=20_000)  # the window and half its width after it
     after_left = bokeh_data(page, "timeline_src", "left")[0]
     after_count = bokeh_data(page, "timeline_src", "count")[0]
     assert after_left != before and len(after_left) <= 3 * 20_000
@@ -96,7 +96,7 @@ def test_minddata_and_timeline_views(lab, page):
     wait_painted(page)
     save_screenshot(tl_cell, "timeline_view_zoomed")
 
-    # --- a pan inside what the page holds (the window and one width each side) is the page's own: it
+    # --- a pan inside what the page holds (the window and half its width each side) is the page's own: it
     # asks nothing (the busy note, set by the page on the axis change, stays empty) and keeps its bars;
     # a pan past it asks for new bars, which arrive and clear the note
     held_data = page.evaluate(_SOURCE_DATA_JS)
@@ -113,7 +113,7 @@ def test_minddata_and_timeline_views(lab, page):
                            f"({_SOURCE_DATA_JS})() !== {held_data}", timeout=20_000)
     h0, h1 = page.evaluate("""() => Bokeh.documents.flatMap(d => {
         const s = d.get_model_by_name('timeline_src'); return s ? [s.tags] : []; })[0]""")[:2]
-    assert (h0, h1) == pytest.approx((first + 1_600.0, first + 2_800.0))  # the window and a width each side
+    assert (h0, h1) == pytest.approx((first + 1_800.0, first + 2_600.0))  # the window and half a width each side
     left, right = bokeh_data(page, "timeline_src", "left")[0], bokeh_data(page, "timeline_src", "right")[0]
     assert left and all(r >= h0 and lo <= h1 for lo, r in zip(left, right))
 
