@@ -7,8 +7,9 @@ in the page, the loader does nothing when this BokehJS version is already there,
 its bundles from the nbprofiler server extension (``GET <base_url>nbprofiler/bokehjs/<version>/
 <bundle>.min.js``, the files of the installed bokeh package: offline, and never copied into the notebook)
 and runs them before the widget's view is created (the request is synchronous for that reason). The
-loader also keeps the page from sending a kernel's own changes back to it (``noEcho``), and draws plain bars
-as filled rectangles (``fastBars``: the timeline's frames are mostly its bars).
+loader also keeps the page from sending a kernel's own changes back to it (``noEcho``), draws plain bars as
+filled rectangles (``fastBars``: the timeline's frames are mostly its bars) and reads BokehJS's CSS style
+variables and a plot's font size once per view (``cssOnce``).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ _LOADER = """(function () {
   if (!have) load();
   noEcho();
   fastBars();
+  cssOnce();
 
   function load() {
     var base = '/';
@@ -120,6 +122,41 @@ _LOADER = """(function () {
     };
     proto.__nbprofilerFastBars = true;
     proto.__nbprofilerPlainPaint = paint;   // BokehJS's own, which the tests compare the pixels with
+  }
+
+  // BokehJS lets a page restyle a plot through CSS variables (--bk-fill-color, ...) and reads them, and the
+  // plot's font size, with getComputedStyle each time it draws a text or a grid band: in JupyterLab, whose
+  // page changes around the plot while it zooms, each read recomputed the page's styles (~40 ms of a
+  // frame). nbprofiler sets no such variable and sizes its texts in px: each is read once per view.
+  function cssOnce() {
+    var visual, canvas;
+    try {
+      visual = window.Bokeh.require('core/visuals/visual');
+      canvas = window.Bokeh.require('models/plots/plot_canvas');
+    } catch (e) { return; }
+    var proto = visual && visual.VisualProperties && visual.VisualProperties.prototype;
+    if (proto && !proto.__nbprofilerCssOnce && typeof proto._get_css_value === 'function') {
+      var read = proto._get_css_value;
+      proto._get_css_value = function (name) {
+        var seen = this.__nbprofilerCss || (this.__nbprofilerCss = new Map());
+        var value = seen.get(name);
+        if (value === undefined) {
+          value = read.call(this, name);
+          seen.set(name, value);
+        }
+        return value;
+      };
+      proto.__nbprofilerCssOnce = true;
+    }
+    var plot = canvas && canvas.PlotView && canvas.PlotView.prototype;
+    var size = plot && Object.getOwnPropertyDescriptor(plot, 'base_font_size');
+    if (size && size.get && !plot.__nbprofilerCssOnce) {
+      Object.defineProperty(plot, 'base_font_size', {configurable: true, get: function () {
+        if (this.__nbprofilerFontSize === undefined) this.__nbprofilerFontSize = size.get.call(this);
+        return this.__nbprofilerFontSize;
+      }});
+      plot.__nbprofilerCssOnce = true;
+    }
   }
 })();"""
 
