@@ -267,6 +267,13 @@ def test_the_pages_question_is_answered_for_its_window_whole(torch_npu):
     assert view.covers(t0 + 25.0, t0 + 75.0) and not view.covers(t0 + 40.0, t0 + 60.0)
     view._on_ask("tags", [], [t0, t0 + 100.0, 1, 800])   # the same question again (jupyter_bokeh's second call)
     assert view.queries == before + 1
+    # the axis's own messages come after the answer: its window's flows and status went with it
+    flows = view._sources["timeline_flows_src"].data
+    view._setting_window = True
+    view.x_range.update(start=t0, end=t0 + 100.0)
+    view._setting_window = False
+    view.refresh()
+    assert view.queries == before + 1 and view._sources["timeline_flows_src"].data is flows
     view.ask.tags = [t0, t0 + 100.0, 2, 5000]   # wider than the plot can be: its widest
     assert view.queries == before + 2 and view.plot_px == view.width
     view.ask.tags = [t0, t0, 3, 800]   # an empty window: nothing to ask for

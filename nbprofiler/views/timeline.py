@@ -605,6 +605,7 @@ class TimelineView(traitlets.HasTraits, View):
         self.match_index: int | None = None   # the match the view jumped to (row of `matches`)
         self._pending = None
         self._answered = None        # the page's last question answered (`_on_ask`)
+        self._shown = None           # the window whose flows and status the page has (`_send_flows`)
         self._setting_window = False
         self.held: tuple[float, float, float] | None = None
         from ..analysis import timeline as engine
@@ -783,7 +784,10 @@ class TimelineView(traitlets.HasTraits, View):
         """After the time axis moved: re-query when the page cannot draw the window from what it holds,
         else send only the window's flows and say what is shown."""
         self._pending = None
-        if self.covers(float(self.x_range.start), float(self.x_range.end)):
+        window = (float(self.x_range.start), float(self.x_range.end))
+        if window == self._shown:   # the page's question for this window was answered with it
+            return
+        if self.covers(*window):
             with self._bokeh.batched():
                 self._send_flows()
             self._set_status()
@@ -796,6 +800,7 @@ class TimelineView(traitlets.HasTraits, View):
         if t0 is None or t1 is None:
             t0, t1 = float(self.x_range.start), float(self.x_range.end)
         self._sources["timeline_flows_src"].data = flows_in_window(self._flows_prepared, t0, t1, texts=False)
+        self._shown = (t0, t1)
 
     def _send_counters(self) -> None:
         """The chosen counter series' samples for the window held, at this width."""
