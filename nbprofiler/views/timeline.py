@@ -10,12 +10,12 @@ Figure factories take DataFrames and return Bokeh models that also work in a sta
   view's time axis.
 - `search_events(timeline_df, pattern)`: events whose name matches a regex.
 - `TimelineView(prof_or_frames)`: the widget. It builds the level-of-detail index once and sends the page
-  the bars of the window shown and of one window's width on each side, as numbers only (codes into the
+  the bars of the window shown and of half its width on each side, as numbers only (codes into the
   names and op types it sent once). A pan or zoom inside what the page holds is redrawn by the browser
   alone; for one that leaves it, or zooms in more than `HELD_ZOOM` times past its detail, the page asks
-  the kernel at once to re-query the index. Never more than `MAX_GLYPHS` bars a window's width. Also search with jump-to,
-  pinned/reordered tracks, flows, range statistics and the minimap. ``set_window(t0_us, t1_us)`` links it
-  from other views.
+  the kernel at once to re-query the index at the plot's width in pixels. Never more than `MAX_GLYPHS`
+  bars a window's width. Also search with jump-to, pinned/reordered tracks, flows, range statistics and
+  the minimap. ``set_window(t0_us, t1_us)`` links it from other views.
 
 Times are microseconds relative to the profile's origin (the frames' ``start_us``).
 """
