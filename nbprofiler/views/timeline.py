@@ -500,16 +500,15 @@ def report_timeline(timeline_df: pd.DataFrame, tracks_df: pd.DataFrame, counters
 
 
 # -- widget -----------------------------------------------------------------------------------------
-# The busy note, set by the page the moment the time axis leaves what it holds (`TimelineView.covers`).
 # The page's side of a move of the time axis (wheel, drag, minimap, reset). A window it can draw from the
 # bars it holds (``src.tags``: start, end and µs per pixel held, and the plot's width; the rule of
 # `TimelineView.covers`) needs nothing else. Any other window the page asks the kernel for at once, as one
-# change carrying both ends (``ask.tags`` = [start, end, n]), one question at a time: a window that moved on
-# while the answer was on its way is asked for when the answer arrives (`_ANSWERED_JS`), and a question
-# left unanswered for 2 s is asked again. A move the kernel's own patch makes (`set_window`, which sends
-# the bars with it; the loader marks the document while it applies one) asks nothing. ``busy`` is a label
-# drawn on the plot: changing it costs a repaint, where a text outside the plot made BokehJS lay out the
-# whole view again (~50 ms of the page's time, twice a zoom).
+# change carrying both ends (``ask.tags`` = [start, end, n, the plot's width in px]), one question at a
+# time: a window that moved on while the answer was on its way is asked for when the answer arrives
+# (`_ANSWERED_JS`), and a question left unanswered for 2 s is asked again. A move the kernel's own patch
+# makes (`set_window`, which sends the bars with it; the loader marks the document while it applies one)
+# asks nothing. ``busy`` is a label drawn on the plot: changing it costs a repaint, where a text outside
+# the plot made BokehJS lay out the whole view again (~50 ms of the page's time, twice a zoom).
 _ASK_FN = """
 function ask(busy, ask_src, src, xr, fig, zoom) {
   const doc = xr.document;
@@ -770,9 +769,9 @@ class TimelineView(traitlets.HasTraits, View):
 
     def _on_ask(self, attr, old, new) -> None:
         """The page asks for the bars of a window it cannot draw (`_ASK_JS`: ``ask.tags`` = [start, end,
-        n, the plot's width in px]): answered at once, merged at the plot's own pixels. The axis's own change reaches the kernel as two messages, start and end,
-        so the window comes with the question, whole. jupyter_bokeh calls back twice for each change the
-        page makes: a question is answered once."""
+        n, the plot's width in px]): answered at once, merged at the plot's own pixels. The axis's own
+        change reaches the kernel as two messages, start and end, so the window comes with the question,
+        whole. jupyter_bokeh calls back twice for each change the page makes: a question is answered once."""
         if len(new) < 3 or tuple(new) == self._answered or not float(new[1]) > float(new[0]):
             return
         self._answered = tuple(new)
