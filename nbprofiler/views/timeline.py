@@ -163,15 +163,24 @@ def search_events(timeline_df: pd.DataFrame, pattern: str, limit: int = MAX_MATC
 # -- figures ----------------------------------------------------------------------------------------
 # Hover and click read the names, op types and track labels from the dictionaries sent once.
 _COL_JS = "const col = (s, c) => (s.data instanceof Map ? s.data.get(c) : s.data[c]);\n"
-_NAME_JS = _COL_JS + "return value < -1 ? (-value) + ' events (zoom in)' : value >= 0 ? col(names, 'name')[value] : '';"
+# The names come as one JSON text (`dictionary_sources`), parsed once and kept on the source for as long
+# as its text is the same.
+_NAMES_JS = """const names_of = (s) => {
+  const text = col(s, 'json')[0];
+  if (s.__nbpNamesText !== text) { s.__nbpNames = JSON.parse(text); s.__nbpNamesText = text; }
+  return s.__nbpNames;
+};
+"""
+_NAME_JS = _COL_JS + _NAMES_JS + (
+    "return value < -1 ? (-value) + ' events (zoom in)' : value >= 0 ? names_of(names)[value] : '';")
 _TYPE_JS = _COL_JS + "return value >= 0 ? col(types, 'type')[value + 1] : '';"
 _TRACK_JS = _COL_JS + "return col(labels, 'label')[value] ?? '';"
-_DETAILS_JS = _COL_JS + """
+_DETAILS_JS = _COL_JS + _NAMES_JS + """
 const i = src.selected.indices.length ? src.selected.indices[0] : -1;
 if (i < 0) { return; }
 const get = (c) => col(src, c)[i];
 const code = get('name_code'), type = get('type_code');
-const name = code < -1 ? (-code) + ' events' : code >= 0 ? col(names, 'name')[code] : '';
+const name = code < -1 ? (-code) + ' events' : code >= 0 ? names_of(names)[code] : '';
 let text = name + '\\n' + 'type: ' + (type >= 0 ? col(types, 'type')[type + 1] : '') + '    track: '
   + (col(labels, 'label')[get('y')] ?? '') + '\\n'
   + 'start: ' + get('left').toFixed(3) + ' us    duration: ' + get('dur_us').toFixed(3) + ' us';
@@ -181,10 +190,14 @@ details.text = text;
 
 
 def dictionary_sources(dictionary: Dictionary, tracks: pd.DataFrame) -> dict:
-    """The page's copies of the dictionaries: ``timeline_names_src`` (``name`` by name code),
-    ``timeline_types_src`` (``type`` and ``color`` by type code + 1) and ``timeline_labels_src`` (each
-    row's track label)."""
-    return {"names": ColumnDataSource({"name": dictionary.names}, name="timeline_names_src"),
+    """The page's copies of the dictionaries: ``timeline_names_src`` (its one ``json`` value: the JSON
+    array of the names, by name code), ``timeline_types_src`` (``type`` and ``color`` by type code + 1)
+    and ``timeline_labels_src`` (each row's track label).
+
+    The names go as one text: a trace has tens of thousands of them, and Bokeh's serializer encodes the
+    items of a list one by one in Python, where `json.dumps` writes the whole array at C speed (the page
+    parses it once, `_NAMES_JS`)."""
+    return {"names": ColumnDataSource({"json": [json.dumps(dictionary.names)]}, name="timeline_names_src"),
             "types": ColumnDataSource({"type": ["", *dictionary.types], "color": dictionary.colors},
                                       name="timeline_types_src"),
             "labels": ColumnDataSource({"label": [str(x) for x in tracks["label"]]}, name="timeline_labels_src")}
