@@ -305,3 +305,38 @@ def test_level_bars_are_those_of_their_events(monkeypatch, cut_entries):
         got = sorted(zip(bars["track"].astype(int), bars["start_us"], bars["end_us"], bars["count"].astype(int),
                          bars["op_type"]), key=lambda b: (b[0], b[1]))
         assert got == _bars_of_events(ev, t0, t0 + width, px)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 1000), st.one_of(st.floats(0, 5), st.floats(0, 600))),
+                min_size=1, max_size=120),
+       st.floats(-50, 1100), st.floats(0, 800), st.integers(1, 400))
+def test_a_window_read_in_place_gives_the_bars_of_the_window_gathered(evs, t0, span, width):
+    """A track whose window opens before its first event is merged from slices of the index's arrays
+    (`TimelineIndex.cut`): the same bars, to the bit, as its events' positions from `TimelineIndex.window`."""
+    import nbprofiler.analysis.timeline as T
+    track, start, dur = zip(*evs)
+    idx = build_index(_frame(track, start, dur), levels=False)
+    tracks = sorted(idx.tracks)
+    px = span / width
+    cut = T._merge(idx, [], tracks, [idx.cut(t, t0, t0 + span) for t in tracks], px, t0, t0 + span)
+    gathered = T._merge(idx, [], tracks, [idx.window(t, t0, t0 + span) for t in tracks], px, t0, t0 + span)
+    for c in T.LOD_CODE_COLUMNS:
+        assert cut[c].dtype == gathered[c].dtype
+        np.testing.assert_array_equal(cut[c], gathered[c])
+
+
+def test_the_whole_run_is_merged_from_slices_with_the_bars_of_its_events(widedeep):
+    """widedeep's whole run at 800 px: every track's window opens before its first event, so each is read in
+    place (a slice), and the bars equal the merge of the gathered positions."""
+    import nbprofiler.analysis.timeline as T
+    idx = build_index(widedeep, levels=False)
+    t0, t1 = idx.t_min - 1.0, idx.t_max + 1.0
+    tracks = sorted(idx.tracks)
+    assert all(isinstance(idx.cut(t, t0, t1), slice) for t in tracks)
+    assert not isinstance(idx.cut(tracks[0], idx.t_max * 0.5, t1), slice)
+    bars = T.lod_columns(idx, t0, t1, 800)
+    gathered = T._merge(idx, [], tracks, [idx.window(t, t0, t1) for t in tracks], (t1 - t0) / 800, t0, t1)
+    assert (bars["count"] > 1).any()
+    for c in T.LOD_CODE_COLUMNS:
+        np.testing.assert_array_equal(bars[c], gathered[c])

@@ -290,6 +290,15 @@ class TimelineIndex:
             counts += np.diff(at)
         return edges, counts
 
+    def cut(self, track: int, t0: float, t1: float) -> np.ndarray | slice:
+        """`window`'s positions, as a slice of the index's arrays where the window opens before the track's
+        first event (every event of the track that starts by t1 is in it, as in a whole-run window): the
+        merge then reads the events in place instead of gathering millions of them."""
+        tr = self.tracks.get(int(track))
+        if tr is None or not t0 <= self.start[tr.lo]:
+            return self.window(track, t0, t1)
+        return slice(tr.lo, tr.lo + int(np.searchsorted(self.start[tr.lo:tr.hi], t1, side="right")))
+
     def window(self, track: int, t0: float, t1: float) -> np.ndarray:
         """Positions (into the index arrays) of the events of ``track`` that intersect [t0, t1], sorted
         by start. An event intersects when ``start <= t1`` and ``end >= t0`` (zero-length events at an
@@ -361,7 +370,7 @@ def lod_columns(index: TimelineIndex, t0: float, t1: float, width_px: int, track
     px = (t1 - t0) / width_px if t1 > t0 else 0.0
     built = index.levels if levels else []  # one set of levels for the whole query (they may be replaced)
     # a track merged from a level needs no cut of its events; the others are cut once
-    picks = [None if _level_for(built, t, px) is not None else index.window(t, t0, t1) for t in track_ids]
+    picks = [None if _level_for(built, t, px) is not None else index.cut(t, t0, t1) for t in track_ids]
     for _ in range(8):
         out = _merge(index, built, track_ids, picks, px, t0, t1)
         if len(out["track"]) <= max_glyphs or px <= 0:
@@ -514,11 +523,15 @@ def _runs(s: np.ndarray, e: np.ndarray, px: float) -> np.ndarray:
     return new_run
 
 
-def _merge_events(index: TimelineIndex, pos: np.ndarray, px: float) -> dict:
-    """One track's bars from its events at ``pos`` (in start order): an event at least a pixel long drawn as
-    itself, the rest merged into runs (`_runs`)."""
+def _merge_events(index: TimelineIndex, pos: np.ndarray | slice, px: float) -> dict:
+    """One track's bars from its events at ``pos`` (in start order; a slice: the events from one position to
+    another): an event at least a pixel long drawn as itself, the rest merged into runs (`_runs`)."""
     dur = index.dur[pos]
     small = dur < px
+    if isinstance(pos, slice):
+        if small.all():   # one pass of runs over the arrays themselves
+            return _merge_span(index, pos.start, dur, px)
+        pos = np.arange(pos.start, pos.stop, dtype=np.int64)
     big, sp = pos[~small], pos[small]
     s, e = index.start[sp], index.end_of(sp)
     new_run = _runs(s, e, px)
@@ -532,6 +545,24 @@ def _merge_events(index: TimelineIndex, pos: np.ndarray, px: float) -> dict:
             np.add.reduceat(dur[small], firsts) if len(sp) else np.zeros(0),
             np.where(r_count == 1, sp[firsts], -1), r_type)
     return _bar_columns(index, big, index.start[big], index.end_of(big), index.dur[big], runs)
+
+
+def _merge_span(index: TimelineIndex, lo: int, dur: np.ndarray, px: float) -> dict:
+    """`_merge_events` of the events from position ``lo`` on, ``dur`` their durations, every one under a
+    pixel: the same runs, read from views of the index's arrays (no positions made, nothing gathered)."""
+    s = index.start[lo:lo + len(dur)]
+    e = s + dur
+    new_run = _runs(s, e, px)
+    firsts = np.flatnonzero(new_run)
+    bounds = np.empty(len(firsts) + 1, np.int64)
+    bounds[:-1], bounds[-1] = firsts, len(dur)
+    r_count = bounds[1:] - bounds[:-1]
+    r_type = _dominant(np.cumsum(new_run) - 1, index.type_codes[lo:lo + len(dur)], dur + VOTE_EPS, len(firsts),
+                       len(index.type_values))
+    runs = (s[firsts], np.maximum.reduceat(e, firsts), r_count, np.add.reduceat(dur, firsts),
+            np.where(r_count == 1, firsts + lo, -1), r_type)
+    none = np.zeros(0, np.int64)
+    return _bar_columns(index, none, np.zeros(0), np.zeros(0), np.zeros(0), runs)
 
 
 def _merge_elements(index: TimelineIndex, el: tuple, px: float) -> dict:
@@ -613,8 +644,8 @@ def _merge(index: TimelineIndex, levels: list, track_ids, picks, px: float, t0: 
                 continue
             bars = _merge_elements(index, el, px)
         else:
-            pos = index.window(trk, t0, t1) if pos is None else pos
-            if not len(pos):
+            pos = index.cut(trk, t0, t1) if pos is None else pos
+            if (pos.stop <= pos.start) if isinstance(pos, slice) else not len(pos):
                 continue
             bars = _merge_events(index, pos, px)
         cols["track"].append(np.full(len(bars["start_us"]), trk, dtype=np.int32))
