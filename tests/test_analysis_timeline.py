@@ -313,17 +313,23 @@ def test_level_bars_are_those_of_their_events(monkeypatch, cut_entries):
        st.floats(-50, 1100), st.floats(0, 800), st.integers(1, 400))
 def test_a_window_read_in_place_gives_the_bars_of_the_window_gathered(evs, t0, span, width):
     """A track whose window opens before its first event is merged from slices of the index's arrays
-    (`TimelineIndex.cut`): the same bars, to the bit, as its events' positions from `TimelineIndex.window`."""
+    (`TimelineIndex.cut`), a block of events at a time: the same bars, to the bit, as its events' positions
+    from `TimelineIndex.window`, with runs inside a block and across blocks of a few events."""
     import nbprofiler.analysis.timeline as T
     track, start, dur = zip(*evs)
     idx = build_index(_frame(track, start, dur), levels=False)
     tracks = sorted(idx.tracks)
     px = span / width
-    cut = T._merge(idx, [], tracks, [idx.cut(t, t0, t0 + span) for t in tracks], px, t0, t0 + span)
     gathered = T._merge(idx, [], tracks, [idx.window(t, t0, t0 + span) for t in tracks], px, t0, t0 + span)
-    for c in T.LOD_CODE_COLUMNS:
-        assert cut[c].dtype == gathered[c].dtype
-        np.testing.assert_array_equal(cut[c], gathered[c])
+    block = T._SPAN_BLOCK
+    try:
+        for T._SPAN_BLOCK in (1, 3, 16, block):
+            cut = T._merge(idx, [], tracks, [idx.cut(t, t0, t0 + span) for t in tracks], px, t0, t0 + span)
+            for c in T.LOD_CODE_COLUMNS:
+                assert cut[c].dtype == gathered[c].dtype
+                np.testing.assert_array_equal(cut[c], gathered[c])
+    finally:
+        T._SPAN_BLOCK = block
 
 
 def test_the_whole_run_is_merged_from_slices_with_the_bars_of_its_events(widedeep):

@@ -58,6 +58,8 @@ LEVEL_MIN_EVENTS = 4_096
 CUT_ENTRIES = 1_024
 # Up to this many (run, type) pairs, a level sums its votes in a table instead of sorting them.
 _DENSE_VOTES = 4_000_000
+# Events a block when a whole track's events are merged in place (`_merge_span`).
+_SPAN_BLOCK = 65_536
 
 
 @dataclasses.dataclass
@@ -527,11 +529,11 @@ def _merge_events(index: TimelineIndex, pos: np.ndarray | slice, px: float) -> d
     """One track's bars from its events at ``pos`` (in start order; a slice: the events from one position to
     another): an event at least a pixel long drawn as itself, the rest merged into runs (`_runs`)."""
     dur = index.dur[pos]
-    small = dur < px
     if isinstance(pos, slice):
-        if small.all():   # one pass of runs over the arrays themselves
+        if dur.max() < px:   # every event under a pixel: merged from the arrays themselves
             return _merge_span(index, pos.start, dur, px)
         pos = np.arange(pos.start, pos.stop, dtype=np.int64)
+    small = dur < px
     big, sp = pos[~small], pos[small]
     s, e = index.start[sp], index.end_of(sp)
     new_run = _runs(s, e, px)
@@ -549,18 +551,68 @@ def _merge_events(index: TimelineIndex, pos: np.ndarray | slice, px: float) -> d
 
 def _merge_span(index: TimelineIndex, lo: int, dur: np.ndarray, px: float) -> dict:
     """`_merge_events` of the events from position ``lo`` on, ``dur`` their durations, every one under a
-    pixel: the same runs, read from views of the index's arrays (no positions made, nothing gathered)."""
-    s = index.start[lo:lo + len(dur)]
-    e = s + dur
-    new_run = _runs(s, e, px)
-    firsts = np.flatnonzero(new_run)
-    bounds = np.empty(len(firsts) + 1, np.int64)
-    bounds[:-1], bounds[-1] = firsts, len(dur)
+    pixel: the same runs, read from views of the index's arrays a block of `_SPAN_BLOCK` events at a time
+    (no positions made, nothing gathered, each block's temporaries in the CPU's cache)."""
+    n = len(dur)
+    start = index.start[lo:lo + n]
+    new_run = np.zeros(n, bool)
+    block_firsts, ends = [], []
+    latest = -np.inf   # the latest end of the events before the block
+    for a in range(0, n, _SPAN_BLOCK):
+        b = min(a + _SPAN_BLOCK, n)
+        s = start[a:b]
+        e = s + dur[a:b]
+        # A run can only begin where an event starts more than a pixel after the one before it ends (the
+        # latest end before it is at least that end): the latest end is found at those events alone, as
+        # the running maximum of the ends between them.
+        at = np.flatnonzero(s[1:] - e[:-1] > px) + 1
+        at = np.concatenate((np.zeros(1, np.int64), at))
+        before = np.empty(len(at) + 1)   # the latest end before each of them, then before the next block
+        before[0] = latest
+        np.maximum(latest, np.maximum.accumulate(np.maximum.reduceat(e, at)), out=before[1:])
+        new = s[at] - before[:-1] > px
+        if not a:
+            new[0] = True
+        at = at[new]
+        new_run[a + at] = True
+        block_firsts.append(at + a)
+        ends.append(before[:-1][new])   # where a run begins, the end of the one before it
+        latest = float(before[-1])
+    if np.isnan(latest):   # (a NaN start: the runs' ends as the events' own merge finds them)
+        return _merge_events(index, np.arange(lo, lo + n, dtype=np.int64), px)
+    firsts = np.concatenate(block_firsts)
+    n_runs = len(firsts)
+    bounds = np.empty(n_runs + 1, np.int64)
+    bounds[:-1], bounds[-1] = firsts, n
     r_count = bounds[1:] - bounds[:-1]
-    r_type = _dominant(np.cumsum(new_run) - 1, index.type_codes[lo:lo + len(dur)], dur + VOTE_EPS, len(firsts),
-                       len(index.type_values))
-    runs = (s[firsts], np.maximum.reduceat(e, firsts), r_count, np.add.reduceat(dur, firsts),
-            np.where(r_count == 1, firsts + lo, -1), r_type)
+    # a run's first event ends after every event before it, so the latest end before the next run's
+    # first event is this run's end
+    r_end = np.r_[np.concatenate(ends)[1:], latest]
+    n_values = len(index.type_values)
+    n_types = n_values + 1
+    types = index.type_codes[lo:lo + n]
+    if not n_values:
+        r_type = np.full(n_runs, -1, dtype=np.int32)
+    elif (n_runs + 1) * n_types <= _DENSE_VOTES:
+        # the (run, type) table of `_dominant`, summed block by block in the events' order (np.add.at
+        # adds one by one, as np.bincount does: the same sums)
+        table = np.zeros(n_runs * n_types)
+        runs_before = 0
+        for a, begin in zip(range(0, n, _SPAN_BLOCK), block_firsts):
+            b = min(a + _SPAN_BLOCK, n)
+            if len(begin) == 0 or (len(begin) == 1 and begin[0] == a):   # the block is in one run
+                row = table[(runs_before + len(begin) - 1) * n_types:][:n_types]
+                np.add.at(row, (types[a:b] + 1).astype(np.intp), dur[a:b] + VOTE_EPS)
+                runs_before += len(begin)
+                continue
+            run = np.cumsum(new_run[a:b]) + (runs_before - 1)
+            np.add.at(table, run * n_types + (types[a:b] + 1), dur[a:b] + VOTE_EPS)
+            runs_before = int(run[-1]) + 1
+        r_type = (table.reshape(n_runs, n_types).argmax(axis=1) - 1).astype(np.int32)
+    else:
+        r_type = _dominant(np.cumsum(new_run) - 1, types, dur + VOTE_EPS, n_runs, n_values)
+    runs = (start[firsts], r_end, r_count, np.add.reduceat(dur, firsts), np.where(r_count == 1, firsts + lo, -1),
+            r_type)
     none = np.zeros(0, np.int64)
     return _bar_columns(index, none, np.zeros(0), np.zeros(0), np.zeros(0), runs)
 
