@@ -346,3 +346,21 @@ def test_the_whole_run_is_merged_from_slices_with_the_bars_of_its_events(widedee
     assert (bars["count"] > 1).any()
     for c in T.LOD_CODE_COLUMNS:
         np.testing.assert_array_equal(bars[c], gathered[c])
+
+
+@pytest.mark.parametrize("n, kind", [(300, "uniform"), (40_000, "uniform"), (40_000, "ties"), (40_000, "equal"),
+                                     (200_000, "heavy")])
+def test_a_tracks_longest_events_are_its_longest(n, kind):
+    """`_longest` (a threshold from every 64th duration, then a partition of those above it) gives k of the
+    longest durations and the longest of the others, as a partition of every duration does, with many
+    equal durations too."""
+    import nbprofiler.analysis.timeline as T
+    rng = np.random.default_rng(n)
+    d = {"uniform": rng.uniform(0, 10, n), "ties": rng.integers(0, 5, n).astype(float),
+         "equal": np.full(n, 2.5), "heavy": rng.pareto(1.5, n)}[kind]
+    k = 256
+    long, short_max = T._longest(d, k)
+    assert long.dtype == np.int64 and len(long) == k and (np.diff(long) > 0).all()
+    np.testing.assert_array_equal(np.sort(d[long]), np.sort(d)[-k:])
+    assert short_max == np.sort(d)[-k - 1]
+    assert (np.delete(d, long) <= short_max).all()

@@ -206,7 +206,7 @@ class TimelineIndex:
         track = events["track"].to_numpy()
         start = events["start_us"].to_numpy(dtype=np.float64)
         dur = events["dur_us"].to_numpy(dtype=np.float64)
-        if np.isnan(dur).any() or (dur < 0).any():
+        if not _all_blocks(dur, lambda d: (d >= 0).all()):   # (a NaN is not >= 0)
             dur = np.maximum(np.nan_to_num(dur, nan=0.0), 0.0)
         names = _as_categorical(events["name"]) if "name" in events else pd.Categorical([""] * len(events))
         types = _as_categorical(events["op_type"]) if "op_type" in events else names
@@ -224,8 +224,8 @@ class TimelineIndex:
                 continue
             d = dur[lo:hi]
             if hi - lo > long_per_track:
-                long = np.sort(np.argpartition(d, -long_per_track)[-long_per_track:]) + lo
-                short_max = float(np.partition(d, -long_per_track - 1)[-long_per_track - 1])
+                long, short_max = _longest(d, long_per_track)
+                long += lo
             else:
                 long, short_max = np.arange(lo, hi, dtype=np.int64), 0.0
             self.tracks[int(track[lo])] = _Track(int(lo), int(hi), short_max, long.astype(np.int64))
@@ -237,7 +237,7 @@ class TimelineIndex:
         self.type_codes = type_codes
         self.type_values = np.asarray(types.categories, dtype=object)
         self.t_min = float(self.start.min()) if self.n else 0.0
-        self.t_max = max((float((self.start[p] + self.dur[p]).max()) for p in row_passes(self.n)), default=0.0)
+        self.t_max = max((float((self.start[a:b] + self.dur[a:b]).max()) for a, b in _blocks(self.n)), default=0.0)
         # (pixel, {track: entries}), coarsest first; only tracks with many events get one. Until
         # `build_levels` has run, every query merges the events (the same bars, slower on wide windows).
         self.levels: list[tuple[float, dict[int, _LevelTrack]]] = []
@@ -326,13 +326,46 @@ def _as_categorical(s: pd.Series) -> pd.Categorical:
 
 
 def _is_sorted(track: np.ndarray, start: np.ndarray) -> bool:
-    """True when rows are already ordered by (track, start), as ``prof.timeline`` is (checked pass by
-    pass: whole-column temporaries would cost more than the index)."""
-    for p in row_passes(len(track) - 1):
-        t0, t1 = track[p.start:p.stop], track[p.start + 1:p.stop + 1]
-        if not ((t1 > t0) | ((t1 == t0) & (start[p.start + 1:p.stop + 1] >= start[p.start:p.stop]))).all():
+    """True when rows are already ordered by (track, start), as ``prof.timeline`` is (checked a block of
+    `_BLOCK` rows at a time: whole-column temporaries would cost more than the index)."""
+    for a, b in _blocks(len(track) - 1):
+        t0, t1 = track[a:b], track[a + 1:b + 1]
+        if not ((t1 > t0) | ((t1 == t0) & (start[a + 1:b + 1] >= start[a:b]))).all():
             return False
     return True
+
+
+# Rows a block of a pass over every event that keeps only small temporaries (`_blocks`): they stay in the
+# CPU's cache, where a whole column's would go to memory and back.
+_BLOCK = 65_536
+
+
+def _blocks(n: int, rows: int = _BLOCK):
+    """(start, end) of the blocks of ``rows`` rows that cover ``n`` rows, in order."""
+    return ((a, min(a + rows, n)) for a in range(0, max(n, 0), rows))
+
+
+def _all_blocks(values: np.ndarray, test) -> bool:
+    """``test`` (an array -> bool) true of every block of ``values``."""
+    return all(test(values[a:b]) for a, b in _blocks(len(values)))
+
+
+def _longest(d: np.ndarray, k: int) -> tuple[np.ndarray, float]:
+    """The positions of ``k`` of the longest durations ``d`` (ascending; len(d) > k) and the longest of the
+    others: `np.argpartition` of the durations at least the (k + 1)-th longest of every 64th, a few
+    thousand where the whole track holds millions (all of them when that threshold lets through a
+    quarter or more)."""
+    sample = d[::64]
+    cand = None
+    if len(sample) > k + 1:
+        threshold = np.partition(sample, -k - 1)[-k - 1]   # at least k + 1 of d are >= it
+        cand = np.flatnonzero(d >= threshold)
+        if len(cand) > len(d) // 4:
+            cand = None
+    if cand is None:
+        cand = np.arange(len(d))
+    top = cand[np.argpartition(d[cand], -k - 1)]
+    return np.sort(top[-k:]).astype(np.int64), float(d[top[-k - 1]])
 
 
 def build_index(events: pd.DataFrame, levels: bool = True) -> TimelineIndex:
