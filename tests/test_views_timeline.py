@@ -494,3 +494,22 @@ def test_bars_ship_without_args_and_a_click_fetches_the_events(torch_npu):
     args = json.loads(ev["args"].iloc[int(d["row"][i])])
     key = next(iter(args))
     assert details.render_as_text and view.bars()["name"][i] in details.text and f'"{key}"' in details.text
+
+
+def test_colours_go_to_the_op_types_with_the_most_busy_time(monkeypatch):
+    """`dictionary_of` sums each op type's busy time a block at a time (events without a type apart): the
+    colours are ranked as one np.bincount of every event ranks the types."""
+    import nbprofiler.views.timeline_bars as TB
+    monkeypatch.setattr(TB, "BLOCK_ROWS", 7)
+    rng = np.random.default_rng(3)
+    n = 1_000
+    types = pd.Categorical(rng.choice(["A", "B", "C", None], n), categories=["A", "B", "C"])
+    events = pd.DataFrame({"track": np.zeros(n, np.int32), "name": pd.Categorical(["x"] * n), "op_type": types,
+                           "start_us": np.arange(n, dtype=float), "dur_us": rng.uniform(0, 3, n)})
+    index = engine.build_index(events, levels=False)
+    dictionary = TB.dictionary_of(index)
+    busy = np.bincount(index.type_codes.astype(np.int64) + 1, weights=index.dur, minlength=4)
+    by_busy = np.argsort(-busy[1:], kind="stable")
+    ranked = TB.theme.op_type_colors([dictionary.types[k] for k in by_busy])
+    assert [dictionary.colors[k + 1] for k in by_busy] == ranked and dictionary.colors[0] == TB.theme.AXIS
+    assert (index.type_codes == -1).any()

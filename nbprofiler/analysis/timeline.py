@@ -327,7 +327,7 @@ def _as_categorical(s: pd.Series) -> pd.Categorical:
 
 def _is_sorted(track: np.ndarray, start: np.ndarray) -> bool:
     """True when rows are already ordered by (track, start), as ``prof.timeline`` is (checked a block of
-    `_BLOCK` rows at a time: whole-column temporaries would cost more than the index)."""
+    `BLOCK_ROWS` rows at a time: whole-column temporaries would cost more than the index)."""
     for a, b in _blocks(len(track) - 1):
         t0, t1 = track[a:b], track[a + 1:b + 1]
         if not ((t1 > t0) | ((t1 == t0) & (start[a + 1:b + 1] >= start[a:b]))).all():
@@ -337,10 +337,10 @@ def _is_sorted(track: np.ndarray, start: np.ndarray) -> bool:
 
 # Rows a block of a pass over every event that keeps only small temporaries (`_blocks`): they stay in the
 # CPU's cache, where a whole column's would go to memory and back.
-_BLOCK = 65_536
+BLOCK_ROWS = 65_536
 
 
-def _blocks(n: int, rows: int = _BLOCK):
+def _blocks(n: int, rows: int = BLOCK_ROWS):
     """(start, end) of the blocks of ``rows`` rows that cover ``n`` rows, in order."""
     return ((a, min(a + rows, n)) for a in range(0, max(n, 0), rows))
 
