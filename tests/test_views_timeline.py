@@ -513,3 +513,17 @@ def test_colours_go_to_the_op_types_with_the_most_busy_time(monkeypatch):
     ranked = TB.theme.op_type_colors([dictionary.types[k] for k in by_busy])
     assert [dictionary.colors[k + 1] for k in by_busy] == ranked and dictionary.colors[0] == TB.theme.AXIS
     assert (index.type_codes == -1).any()
+
+
+def test_track_ids_as_integers_or_floats_find_the_same_rows():
+    """`rows_of` reads integer ids as they are and float ids (NaN: none) as before: an id off the table, negative,
+    missing or not a shown track has row -1."""
+    tracks = B.track_table(pd.DataFrame({"track": [4, 1, 7], "process": ["b", "a", "c"]}))
+    row_of = B.row_lookup(tracks)
+    ids = np.array([1, 4, 7, 0, 2, 8, 9, 1_000, -1, -5], np.int32)
+    want = np.array([0, 1, 2, -1, -1, -1, -1, -1, -1, -1], np.int32)
+    for a in (ids, ids.astype(np.int64), ids.astype(float)):
+        got = B.rows_of(row_of, a)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(B.rows_of(row_of, np.array([np.nan, 4.0])), [-1, 1])

@@ -37,7 +37,8 @@ from bokeh.plotting import figure
 from . import theme
 from .base import View
 from .pages import frames_of
-from .timeline_bars import Dictionary, bar_data, bar_table, dictionary_of, row_lookup, track_rows, track_table
+from .timeline_bars import (Dictionary, bar_data, bar_table, dictionary_of, row_lookup, rows_of, track_rows,
+                            track_table)
 
 MAX_GLYPHS = 20_000          # never send more bars than this per window's width to the browser
 # The page holds the window shown and this many of its widths on each side, so a pan inside them needs
@@ -78,9 +79,13 @@ def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
     if flows_df is None or len(flows_df) == 0:
         return empty
     x0, x1 = flows_df["start_us"].to_numpy(dtype="float64"), flows_df["end_us"].to_numpy(dtype="float64")
-    y0 = track_rows(tracks, flows_df["start_track"].to_numpy(dtype="float64"))
-    y1 = track_rows(tracks, flows_df["end_track"].to_numpy(dtype="float64"))
-    keep = np.flatnonzero((y0 >= 0) & (y1 >= 0) & ~np.isnan(x0) & ~np.isnan(x1))
+    row_of = row_lookup(tracks)
+    y0, y1 = (rows_of(row_of, _track_ids(flows_df[c])) for c in ("start_track", "end_track"))
+    shown = y0 >= 0
+    shown &= y1 >= 0
+    shown &= x0 == x0   # (not NaN)
+    shown &= x1 == x1
+    keep = np.flatnonzero(shown)
     if len(keep) < len(flows_df):  # else every flow is shown: the frame's own columns, no copies (millions)
         x0, y0, x1, y1 = x0[keep], y0[keep], x1[keep], y1[keep]
     if np.any(x0[1:] < x0[:-1]):  # loaders write flows in start order; other frames are sorted here once
@@ -90,6 +95,13 @@ def prepare_flows(flows_df: pd.DataFrame | None, tracks: pd.DataFrame) -> dict:
     return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "pos": keep, "cat": flows_df["cat"], "name": flows_df["name"],
             "back": float(max(length.max(), 0.0)) if len(length) else 0.0,
             "ahead": float(max(-length.min(), 0.0)) if len(length) else 0.0}
+
+
+def _track_ids(column: pd.Series) -> np.ndarray:
+    """A column of track ids as an array: its own integers where it holds them (no float copy), else
+    floats (a missing id NaN)."""
+    plain = isinstance(column.dtype, np.dtype) and column.dtype.kind == "i"
+    return column.to_numpy() if plain else column.to_numpy(dtype="float64")
 
 
 def flows_in_window(prepared: dict, t0: float, t1: float, texts: bool = True) -> dict:

@@ -51,6 +51,8 @@ def row_lookup(tracks: pd.DataFrame) -> np.ndarray:
 def rows_of(row_of: np.ndarray, track_ids) -> np.ndarray:
     """The display row of each id in ``track_ids`` from a `row_lookup` (-1: not shown, or NaN)."""
     ids = np.asarray(track_ids)
+    if ids.dtype.kind == "i":   # an id off the table is clipped onto its last entry, -1 (-1 itself is it)
+        return row_of[np.clip(ids, -1, len(row_of) - 1).astype(np.intp)]   # (an intp index is gathered faster)
     inside = (ids >= 0) & (ids < len(row_of) - 1)  # NaN is neither
     return row_of[np.where(inside, ids, len(row_of) - 1).astype(np.int64)]
 
