@@ -189,15 +189,6 @@ _NAMES_JS = """const names_of = (s) => {
 # Separators tried in turn: control characters no profiler puts in an op's name
 _NAME_SEPARATORS = ("\x00", "\x1f", "\x1e")
 
-
-def names_text(names: list[str]) -> tuple[str, str]:
-    """``names`` as one text and its separator, a character none of them holds (`_NAME_SEPARATORS`), or as a
-    JSON array with the separator "" where every one is held somewhere."""
-    for sep in _NAME_SEPARATORS:
-        text = sep.join(names)
-        if text.count(sep) == max(len(names) - 1, 0):
-            return text, sep
-    return json.dumps(names), ""
 _NAME_JS = _COL_JS + _NAMES_JS + (
     "return value < -1 ? (-value) + ' events (zoom in)' : value >= 0 ? names_of(names)[value] : '';")
 _TYPE_JS = _COL_JS + "return value >= 0 ? col(types, 'type')[value + 1] : '';"
@@ -214,6 +205,16 @@ let text = name + '\\n' + 'type: ' + (type >= 0 ? col(types, 'type')[type + 1] :
 if (get('count') > 1) { text += '    events merged: ' + get('count'); }
 details.text = text;
 """
+
+
+def names_text(names: list[str]) -> tuple[str, str]:
+    """``names`` as one text and its separator, a character none of them holds (`_NAME_SEPARATORS`), or as a
+    JSON array with the separator "" where every one is held somewhere."""
+    for sep in _NAME_SEPARATORS:
+        text = sep.join(names)
+        if text.count(sep) == max(len(names) - 1, 0):
+            return text, sep
+    return json.dumps(names), ""
 
 
 def dictionary_sources(dictionary: Dictionary, tracks: pd.DataFrame) -> dict:
