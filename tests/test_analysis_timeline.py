@@ -305,3 +305,62 @@ def test_level_bars_are_those_of_their_events(monkeypatch, cut_entries):
         got = sorted(zip(bars["track"].astype(int), bars["start_us"], bars["end_us"], bars["count"].astype(int),
                          bars["op_type"]), key=lambda b: (b[0], b[1]))
         assert got == _bars_of_events(ev, t0, t0 + width, px)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 1000), st.one_of(st.floats(0, 5), st.floats(0, 600))),
+                min_size=1, max_size=120),
+       st.floats(-50, 1100), st.floats(0, 800), st.integers(1, 400))
+def test_a_window_read_in_place_gives_the_bars_of_the_window_gathered(evs, t0, span, width):
+    """A track whose window opens before its first event is merged from slices of the index's arrays
+    (`TimelineIndex.cut`), a block of events at a time: the same bars, to the bit, as its events' positions
+    from `TimelineIndex.window`, with runs inside a block and across blocks of a few events."""
+    import nbprofiler.analysis.timeline as T
+    track, start, dur = zip(*evs)
+    idx = build_index(_frame(track, start, dur), levels=False)
+    tracks = sorted(idx.tracks)
+    px = span / width
+    gathered = T._merge(idx, [], tracks, [idx.window(t, t0, t0 + span) for t in tracks], px, t0, t0 + span)
+    block = T._SPAN_BLOCK
+    try:
+        for T._SPAN_BLOCK in (1, 3, 16, block):
+            cut = T._merge(idx, [], tracks, [idx.cut(t, t0, t0 + span) for t in tracks], px, t0, t0 + span)
+            for c in T.LOD_CODE_COLUMNS:
+                assert cut[c].dtype == gathered[c].dtype
+                np.testing.assert_array_equal(cut[c], gathered[c])
+    finally:
+        T._SPAN_BLOCK = block
+
+
+def test_the_whole_run_is_merged_from_slices_with_the_bars_of_its_events(widedeep):
+    """widedeep's whole run at 800 px: every track's window opens before its first event, so each is read in
+    place (a slice), and the bars equal the merge of the gathered positions."""
+    import nbprofiler.analysis.timeline as T
+    idx = build_index(widedeep, levels=False)
+    t0, t1 = idx.t_min - 1.0, idx.t_max + 1.0
+    tracks = sorted(idx.tracks)
+    assert all(isinstance(idx.cut(t, t0, t1), slice) for t in tracks)
+    assert not isinstance(idx.cut(tracks[0], idx.t_max * 0.5, t1), slice)
+    bars = T.lod_columns(idx, t0, t1, 800)
+    gathered = T._merge(idx, [], tracks, [idx.window(t, t0, t1) for t in tracks], (t1 - t0) / 800, t0, t1)
+    assert (bars["count"] > 1).any()
+    for c in T.LOD_CODE_COLUMNS:
+        np.testing.assert_array_equal(bars[c], gathered[c])
+
+
+@pytest.mark.parametrize("n, kind", [(300, "uniform"), (40_000, "uniform"), (40_000, "ties"), (40_000, "equal"),
+                                     (200_000, "heavy")])
+def test_a_tracks_longest_events_are_its_longest(n, kind):
+    """`_longest` (a threshold from every 64th duration, then a partition of those above it) gives k of the
+    longest durations and the longest of the others, as a partition of every duration does, with many
+    equal durations too."""
+    import nbprofiler.analysis.timeline as T
+    rng = np.random.default_rng(n)
+    d = {"uniform": rng.uniform(0, 10, n), "ties": rng.integers(0, 5, n).astype(float),
+         "equal": np.full(n, 2.5), "heavy": rng.pareto(1.5, n)}[kind]
+    k = 256
+    long, short_max = T._longest(d, k)
+    assert long.dtype == np.int64 and len(long) == k and (np.diff(long) > 0).all()
+    np.testing.assert_array_equal(np.sort(d[long]), np.sort(d)[-k:])
+    assert short_max == np.sort(d)[-k - 1]
+    assert (np.delete(d, long) <= short_max).all()

@@ -347,6 +347,77 @@ def test_details_and_hover_never_render_html(pynative):
     assert len(view.source.data["left"]) <= T.MAX_GLYPHS
 
 
+_HOVER_SCRIPT = """
+let decoded = 0;   // JSON.parse or String.split calls: the names' text decoded
+const parse = JSON.parse, split = String.prototype.split;
+JSON.parse = function (text) { decoded += 1; return parse(text); };
+String.prototype.split = function (...a) { decoded += 1; return split.apply(this, a); };
+const args = %(args)s;
+const src = (data) => ({data: new Map(Object.entries(data))});
+const names = src(args.names);
+const types = src({type: args.types}), labels = src({label: args.labels});
+const hover = new Function('names', 'value', 'format', 'special_vars', %(name_js)s);
+const out = {hover: args.codes.map((c) => hover(names, c, null, {}))};
+out.decoded = decoded;
+const bars = src(args.bars);
+const details = {text: ''};
+const click = new Function('src', 'details', 'names', 'types', 'labels', %(details_js)s);
+out.details = [];
+for (const i of [0, 1]) {
+  bars.selected = {indices: [i]};
+  click(bars, details, names, types, labels);
+  out.details.push(details.text);
+}
+out.decoded_after_clicks = decoded;
+const sep = names.data.get('sep')[0];   // a new text: decoded again
+names.data.set('text', [sep === '' ? JSON.stringify(['other']) : 'other' + sep + 'x']);
+out.after_new_text = hover(names, 0, null, {});
+out.decoded_at_end = decoded;
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+@pytest.mark.parametrize("extra", ["", "\x00", "\x00\x1f", "\x00\x1f\x1e"])
+def test_hover_and_click_read_the_names_from_one_text_split_once(pynative, extra):
+    """``timeline_names_src`` carries the names as one text: the hover (`_NAME_JS`) and the click's details
+    (`_DETAILS_JS`), run in node on the sources a view of lenet_pynative sends, give each bar's own name as
+    text (markup, quotes and non-ASCII kept as they are; a name holding a separator: the next one, or JSON
+    when it holds them all), "<n> events" for a merged bar, and split the text once however many bars are
+    hovered or clicked."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs node")
+    view = T.TimelineView(pynative, debounce_s=0)
+    hover = next(t for t in view.fig.tools if isinstance(t, T.HoverTool))
+    names_src = hover.formatters["@name_code"].args["names"]
+    assert names_src.name == "timeline_names_src" and sorted(names_src.data) == ["sep", "text"]
+    assert names_src.data["text"][0].split(names_src.data["sep"][0]) == view.dictionary.names
+    # names as a trace may hold them: markup, quotes, backslashes, non-ASCII, control characters
+    names = [*view.dictionary.names, "<b>x</b> & \"q\" \\ \u00b5s \u7b97\u5b50" + extra]
+    text, sep = T.names_text(names)
+    assert sep == {"": "\x00", "\x00": "\x1f", "\x00\x1f": "\x1e", "\x00\x1f\x1e": ""}[extra]
+    d = view.source.data
+    one = int(np.flatnonzero(np.asarray(d["count"]) == 1)[0])
+    codes = [int(d["name_code"][one]), len(names) - 1, -37, -1]
+    bars = {"name_code": [int(d["name_code"][one]), -5], "type_code": [int(d["type_code"][one]), -1],
+            "y": [int(d["y"][one]), 0], "left": [1.5, 2.0], "dur_us": [2.25, 3.0], "count": [1, 5]}
+    args = {"names": {"text": [text], "sep": [sep]}, "types": ["", *view.dictionary.types],
+            "labels": [str(x) for x in view.tracks["label"]], "codes": codes, "bars": bars}
+    script = _HOVER_SCRIPT % {"args": json.dumps(args), "name_js": json.dumps(T._NAME_JS),
+                              "details_js": json.dumps(T._DETAILS_JS)}
+    out = json.loads(subprocess.run([node], input=script, capture_output=True, text=True, timeout=60,
+                                    check=True).stdout)
+    first = view.dictionary.names[codes[0]]
+    assert out["hover"] == [first, names[-1], "37 events (zoom in)", ""]
+    assert out["decoded"] == 1 and out["decoded_after_clicks"] == 1
+    label = str(view.tracks["label"].iloc[int(d["y"][one])])
+    assert out["details"][0] == (f"{first}\ntype: {view.dictionary.type(int(d['type_code'][one]))}    track: "
+                                 f"{label}\nstart: 1.500 us    duration: 2.250 us")
+    assert out["details"][1].startswith("5 events\ntype:     track: ")
+    assert out["details"][1].endswith("events merged: 5")
+    assert out["after_new_text"] == "other" and out["decoded_at_end"] == 2
+
+
 def test_pin_dropdown_puts_tracks_first_in_the_order_chosen(widedeep):
     view = T.TimelineView(widedeep, debounce_s=0)
     labels = dict(zip(view.tracks["track"], view.tracks["label"]))
@@ -439,3 +510,36 @@ def test_bars_ship_without_args_and_a_click_fetches_the_events(torch_npu):
     args = json.loads(ev["args"].iloc[int(d["row"][i])])
     key = next(iter(args))
     assert details.render_as_text and view.bars()["name"][i] in details.text and f'"{key}"' in details.text
+
+
+def test_colours_go_to_the_op_types_with_the_most_busy_time(monkeypatch):
+    """`dictionary_of` sums each op type's busy time a block at a time (events without a type apart): the
+    colours are ranked as one np.bincount of every event ranks the types."""
+    import nbprofiler.views.timeline_bars as TB
+    monkeypatch.setattr(TB, "BLOCK_ROWS", 7)
+    rng = np.random.default_rng(3)
+    n = 1_000
+    types = pd.Categorical(rng.choice(["A", "B", "C", None], n), categories=["A", "B", "C"])
+    events = pd.DataFrame({"track": np.zeros(n, np.int32), "name": pd.Categorical(["x"] * n), "op_type": types,
+                           "start_us": np.arange(n, dtype=float), "dur_us": rng.uniform(0, 3, n)})
+    index = engine.build_index(events, levels=False)
+    dictionary = TB.dictionary_of(index)
+    busy = np.bincount(index.type_codes.astype(np.int64) + 1, weights=index.dur, minlength=4)
+    by_busy = np.argsort(-busy[1:], kind="stable")
+    ranked = TB.theme.op_type_colors([dictionary.types[k] for k in by_busy])
+    assert [dictionary.colors[k + 1] for k in by_busy] == ranked and dictionary.colors[0] == TB.theme.AXIS
+    assert (index.type_codes == -1).any()
+
+
+def test_track_ids_as_integers_or_floats_find_the_same_rows():
+    """`rows_of` reads integer ids as they are and float ids (NaN: none) as before: an id off the table,
+    negative, missing or not a shown track has row -1."""
+    tracks = B.track_table(pd.DataFrame({"track": [4, 1, 7], "process": ["b", "a", "c"]}))
+    row_of = B.row_lookup(tracks)
+    ids = np.array([1, 4, 7, 0, 2, 8, 9, 1_000, -1, -5], np.int32)
+    want = np.array([0, 1, 2, -1, -1, -1, -1, -1, -1, -1], np.int32)
+    for a in (ids, ids.astype(np.int64), ids.astype(float)):
+        got = B.rows_of(row_of, a)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(B.rows_of(row_of, np.array([np.nan, 4.0])), [-1, 1])

@@ -58,6 +58,8 @@ LEVEL_MIN_EVENTS = 4_096
 CUT_ENTRIES = 1_024
 # Up to this many (run, type) pairs, a level sums its votes in a table instead of sorting them.
 _DENSE_VOTES = 4_000_000
+# Events a block when a whole track's events are merged in place (`_merge_span`).
+_SPAN_BLOCK = 65_536
 
 
 @dataclasses.dataclass
@@ -204,7 +206,7 @@ class TimelineIndex:
         track = events["track"].to_numpy()
         start = events["start_us"].to_numpy(dtype=np.float64)
         dur = events["dur_us"].to_numpy(dtype=np.float64)
-        if np.isnan(dur).any() or (dur < 0).any():
+        if not _all_blocks(dur, lambda d: (d >= 0).all()):   # (a NaN is not >= 0)
             dur = np.maximum(np.nan_to_num(dur, nan=0.0), 0.0)
         names = _as_categorical(events["name"]) if "name" in events else pd.Categorical([""] * len(events))
         types = _as_categorical(events["op_type"]) if "op_type" in events else names
@@ -222,8 +224,8 @@ class TimelineIndex:
                 continue
             d = dur[lo:hi]
             if hi - lo > long_per_track:
-                long = np.sort(np.argpartition(d, -long_per_track)[-long_per_track:]) + lo
-                short_max = float(np.partition(d, -long_per_track - 1)[-long_per_track - 1])
+                long, short_max = _longest(d, long_per_track)
+                long += lo
             else:
                 long, short_max = np.arange(lo, hi, dtype=np.int64), 0.0
             self.tracks[int(track[lo])] = _Track(int(lo), int(hi), short_max, long.astype(np.int64))
@@ -235,7 +237,7 @@ class TimelineIndex:
         self.type_codes = type_codes
         self.type_values = np.asarray(types.categories, dtype=object)
         self.t_min = float(self.start.min()) if self.n else 0.0
-        self.t_max = max((float((self.start[p] + self.dur[p]).max()) for p in row_passes(self.n)), default=0.0)
+        self.t_max = max((float((self.start[a:b] + self.dur[a:b]).max()) for a, b in _blocks(self.n)), default=0.0)
         # (pixel, {track: entries}), coarsest first; only tracks with many events get one. Until
         # `build_levels` has run, every query merges the events (the same bars, slower on wide windows).
         self.levels: list[tuple[float, dict[int, _LevelTrack]]] = []
@@ -290,6 +292,15 @@ class TimelineIndex:
             counts += np.diff(at)
         return edges, counts
 
+    def cut(self, track: int, t0: float, t1: float) -> np.ndarray | slice:
+        """`window`'s positions, as a slice of the index's arrays where the window opens before the track's
+        first event (every event of the track that starts by t1 is in it, as in a whole-run window): the
+        merge then reads the events in place instead of gathering millions of them."""
+        tr = self.tracks.get(int(track))
+        if tr is None or not t0 <= self.start[tr.lo]:
+            return self.window(track, t0, t1)
+        return slice(tr.lo, tr.lo + int(np.searchsorted(self.start[tr.lo:tr.hi], t1, side="right")))
+
     def window(self, track: int, t0: float, t1: float) -> np.ndarray:
         """Positions (into the index arrays) of the events of ``track`` that intersect [t0, t1], sorted
         by start. An event intersects when ``start <= t1`` and ``end >= t0`` (zero-length events at an
@@ -315,13 +326,46 @@ def _as_categorical(s: pd.Series) -> pd.Categorical:
 
 
 def _is_sorted(track: np.ndarray, start: np.ndarray) -> bool:
-    """True when rows are already ordered by (track, start), as ``prof.timeline`` is (checked pass by
-    pass: whole-column temporaries would cost more than the index)."""
-    for p in row_passes(len(track) - 1):
-        t0, t1 = track[p.start:p.stop], track[p.start + 1:p.stop + 1]
-        if not ((t1 > t0) | ((t1 == t0) & (start[p.start + 1:p.stop + 1] >= start[p.start:p.stop]))).all():
+    """True when rows are already ordered by (track, start), as ``prof.timeline`` is (checked a block of
+    `BLOCK_ROWS` rows at a time: whole-column temporaries would cost more than the index)."""
+    for a, b in _blocks(len(track) - 1):
+        t0, t1 = track[a:b], track[a + 1:b + 1]
+        if not ((t1 > t0) | ((t1 == t0) & (start[a + 1:b + 1] >= start[a:b]))).all():
             return False
     return True
+
+
+# Rows a block of a pass over every event that keeps only small temporaries (`_blocks`): they stay in the
+# CPU's cache, where a whole column's would go to memory and back.
+BLOCK_ROWS = 65_536
+
+
+def _blocks(n: int, rows: int = BLOCK_ROWS):
+    """(start, end) of the blocks of ``rows`` rows that cover ``n`` rows, in order."""
+    return ((a, min(a + rows, n)) for a in range(0, max(n, 0), rows))
+
+
+def _all_blocks(values: np.ndarray, test) -> bool:
+    """``test`` (an array -> bool) true of every block of ``values``."""
+    return all(test(values[a:b]) for a, b in _blocks(len(values)))
+
+
+def _longest(d: np.ndarray, k: int) -> tuple[np.ndarray, float]:
+    """The positions of ``k`` of the longest durations ``d`` (ascending; len(d) > k) and the longest of the
+    others: `np.argpartition` of the durations at least the (k + 1)-th longest of every 64th, a few
+    thousand where the whole track holds millions (all of them when that threshold lets through a
+    quarter or more)."""
+    sample = d[::64]
+    cand = None
+    if len(sample) > k + 1:
+        threshold = np.partition(sample, -k - 1)[-k - 1]   # at least k + 1 of d are >= it
+        cand = np.flatnonzero(d >= threshold)
+        if len(cand) > len(d) // 4:
+            cand = None
+    if cand is None:
+        cand = np.arange(len(d))
+    top = cand[np.argpartition(d[cand], -k - 1)]
+    return np.sort(top[-k:]).astype(np.int64), float(d[top[-k - 1]])
 
 
 def build_index(events: pd.DataFrame, levels: bool = True) -> TimelineIndex:
@@ -361,7 +405,7 @@ def lod_columns(index: TimelineIndex, t0: float, t1: float, width_px: int, track
     px = (t1 - t0) / width_px if t1 > t0 else 0.0
     built = index.levels if levels else []  # one set of levels for the whole query (they may be replaced)
     # a track merged from a level needs no cut of its events; the others are cut once
-    picks = [None if _level_for(built, t, px) is not None else index.window(t, t0, t1) for t in track_ids]
+    picks = [None if _level_for(built, t, px) is not None else index.cut(t, t0, t1) for t in track_ids]
     for _ in range(8):
         out = _merge(index, built, track_ids, picks, px, t0, t1)
         if len(out["track"]) <= max_glyphs or px <= 0:
@@ -514,10 +558,14 @@ def _runs(s: np.ndarray, e: np.ndarray, px: float) -> np.ndarray:
     return new_run
 
 
-def _merge_events(index: TimelineIndex, pos: np.ndarray, px: float) -> dict:
-    """One track's bars from its events at ``pos`` (in start order): an event at least a pixel long drawn as
-    itself, the rest merged into runs (`_runs`)."""
+def _merge_events(index: TimelineIndex, pos: np.ndarray | slice, px: float) -> dict:
+    """One track's bars from its events at ``pos`` (in start order; a slice: the events from one position to
+    another): an event at least a pixel long drawn as itself, the rest merged into runs (`_runs`)."""
     dur = index.dur[pos]
+    if isinstance(pos, slice):
+        if dur.max() < px:   # every event under a pixel: merged from the arrays themselves
+            return _merge_span(index, pos.start, dur, px)
+        pos = np.arange(pos.start, pos.stop, dtype=np.int64)
     small = dur < px
     big, sp = pos[~small], pos[small]
     s, e = index.start[sp], index.end_of(sp)
@@ -532,6 +580,74 @@ def _merge_events(index: TimelineIndex, pos: np.ndarray, px: float) -> dict:
             np.add.reduceat(dur[small], firsts) if len(sp) else np.zeros(0),
             np.where(r_count == 1, sp[firsts], -1), r_type)
     return _bar_columns(index, big, index.start[big], index.end_of(big), index.dur[big], runs)
+
+
+def _merge_span(index: TimelineIndex, lo: int, dur: np.ndarray, px: float) -> dict:
+    """`_merge_events` of the events from position ``lo`` on, ``dur`` their durations, every one under a
+    pixel: the same runs, read from views of the index's arrays a block of `_SPAN_BLOCK` events at a time
+    (no positions made, nothing gathered, each block's temporaries in the CPU's cache)."""
+    n = len(dur)
+    start = index.start[lo:lo + n]
+    new_run = np.zeros(n, bool)
+    block_firsts, ends = [], []
+    latest = -np.inf   # the latest end of the events before the block
+    for a in range(0, n, _SPAN_BLOCK):
+        b = min(a + _SPAN_BLOCK, n)
+        s = start[a:b]
+        e = s + dur[a:b]
+        # A run can only begin where an event starts more than a pixel after the one before it ends (the
+        # latest end before it is at least that end): the latest end is found at those events alone, as
+        # the running maximum of the ends between them.
+        at = np.flatnonzero(s[1:] - e[:-1] > px) + 1
+        at = np.concatenate((np.zeros(1, np.int64), at))
+        before = np.empty(len(at) + 1)   # the latest end before each of them, then before the next block
+        before[0] = latest
+        np.maximum(latest, np.maximum.accumulate(np.maximum.reduceat(e, at)), out=before[1:])
+        new = s[at] - before[:-1] > px
+        if not a:
+            new[0] = True
+        at = at[new]
+        new_run[a + at] = True
+        block_firsts.append(at + a)
+        ends.append(before[:-1][new])   # where a run begins, the end of the one before it
+        latest = float(before[-1])
+    if np.isnan(latest):   # (a NaN start: the runs' ends as the events' own merge finds them)
+        return _merge_events(index, np.arange(lo, lo + n, dtype=np.int64), px)
+    firsts = np.concatenate(block_firsts)
+    n_runs = len(firsts)
+    bounds = np.empty(n_runs + 1, np.int64)
+    bounds[:-1], bounds[-1] = firsts, n
+    r_count = bounds[1:] - bounds[:-1]
+    # a run's first event ends after every event before it, so the latest end before the next run's
+    # first event is this run's end
+    r_end = np.r_[np.concatenate(ends)[1:], latest]
+    n_values = len(index.type_values)
+    n_types = n_values + 1
+    types = index.type_codes[lo:lo + n]
+    if not n_values:
+        r_type = np.full(n_runs, -1, dtype=np.int32)
+    elif (n_runs + 1) * n_types <= _DENSE_VOTES:
+        # the (run, type) table of `_dominant`, summed block by block in the events' order (np.add.at
+        # adds one by one, as np.bincount does: the same sums)
+        table = np.zeros(n_runs * n_types)
+        runs_before = 0
+        for a, begin in zip(range(0, n, _SPAN_BLOCK), block_firsts):
+            b = min(a + _SPAN_BLOCK, n)
+            if len(begin) == 0 or (len(begin) == 1 and begin[0] == a):   # the block is in one run
+                row = table[(runs_before + len(begin) - 1) * n_types:][:n_types]
+                np.add.at(row, (types[a:b] + 1).astype(np.intp), dur[a:b] + VOTE_EPS)
+                runs_before += len(begin)
+                continue
+            run = np.cumsum(new_run[a:b]) + (runs_before - 1)
+            np.add.at(table, run * n_types + (types[a:b] + 1), dur[a:b] + VOTE_EPS)
+            runs_before = int(run[-1]) + 1
+        r_type = (table.reshape(n_runs, n_types).argmax(axis=1) - 1).astype(np.int32)
+    else:
+        r_type = _dominant(np.cumsum(new_run) - 1, types, dur + VOTE_EPS, n_runs, n_values)
+    runs = (start[firsts], r_end, r_count, np.add.reduceat(dur, firsts), np.where(r_count == 1, firsts + lo, -1),
+            r_type)
+    none = np.zeros(0, np.int64)
+    return _bar_columns(index, none, np.zeros(0), np.zeros(0), np.zeros(0), runs)
 
 
 def _merge_elements(index: TimelineIndex, el: tuple, px: float) -> dict:
@@ -613,8 +729,8 @@ def _merge(index: TimelineIndex, levels: list, track_ids, picks, px: float, t0: 
                 continue
             bars = _merge_elements(index, el, px)
         else:
-            pos = index.window(trk, t0, t1) if pos is None else pos
-            if not len(pos):
+            pos = index.cut(trk, t0, t1) if pos is None else pos
+            if (pos.stop <= pos.start) if isinstance(pos, slice) else not len(pos):
                 continue
             bars = _merge_events(index, pos, px)
         cols["track"].append(np.full(len(bars["start_us"]), trk, dtype=np.int32))
