@@ -11,10 +11,10 @@ Three gestures, each from a window of 0.01 %, 1 % and 10 % of the trace (placed 
 - **zoom inside what the page holds**: one wheel notch in (1.2x): drawn by the page from the bars it holds;
   timed from the wheel event to the first frame painted after the axis moved (no kernel involved: the
   benchmark checks that no bars arrived);
-- **pan inside what the page holds**: a drag of half the plot's width, timed the same way;
+- **pan inside what the page holds**: a drag of a quarter of the plot's width, timed the same way;
 - **zoom past the detail held**: one wheel event of 3x; timed from the wheel event to the frame painted
-  after the kernel's new bars arrived: the page's debounce, the message to the kernel, the re-query
-  (`TimelineView.refresh`), the bars back as binary arrays, BokehJS drawing them.
+  after the kernel's new bars arrived: the page's question to the kernel, the re-query
+  (`TimelineView.requery`), the bars back as binary arrays, BokehJS drawing them.
 
 The kernel's CPU and wall time of each re-query are recorded by wrapping `TimelineView.requery` in the
 notebook (the bars' serialisation to the page happens inside it). Prints JSON and a Markdown table: median
@@ -110,8 +110,8 @@ WATCH_JS = """([kind, want_data]) => { window.nbpWatch = new Promise((resolve, r
 def _phases(r: dict, lines: list[str]) -> dict | None:
     """Where a new-detail zoom's time went (ms), from the page's input time and the kernel's log of the
     re-query that answered it (the last one after the input; the kernel's and the page's clocks are the
-    same machine's): input to the re-query's start (the page's first frame, the message to the kernel, its
-    debounce), the re-query (wall), its end to the bars set in the page (messages through the server), and
+    same machine's): input to the re-query's start (the page's question and its way to the kernel), the
+    re-query (wall), its end to the bars set in the page (messages through the server), and
     the bars set to the frame that shows them (BokehJS's layout and paint)."""
     rows = [json.loads(x) for x in lines if x.strip()]
     if not rows or r.get("arrive_ms") is None or r.get("data_ms") is None:
@@ -185,7 +185,7 @@ def main(argv=None) -> dict:
                             if gesture == "zoom_new_detail":
                                 r["phases"] = _phases(r, log.read_text().splitlines()[queries:])
                             if gesture != "zoom_new_detail":
-                                # a kernel asked would answer within the debounce and a re-query: look after it
+                                # a kernel asked would have answered within 0.5 s: look after it
                                 page.wait_for_timeout(500)
                                 r["note"] = len(log.read_text().splitlines()) > queries
                             res[gesture].append(r)
