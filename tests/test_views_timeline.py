@@ -543,3 +543,22 @@ def test_track_ids_as_integers_or_floats_find_the_same_rows():
         assert got.dtype == np.int32
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(B.rows_of(row_of, np.array([np.nan, 4.0])), [-1, 1])
+
+
+def test_time_axis_ticks_read_in_one_unit_from_the_largest_tick():
+    """The time axis's tick formatter (`theme._TIME_US_TICKS_JS`), run in node as BokehJS runs it (a function
+    of tick, index, ticks, bound to one object per formatting of the axis): every tick of one formatting in
+    the unit of the largest (s, ms or us), grouped by thousands, trailing zeros dropped."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs node")
+    from nbprofiler.views import theme
+    cases = [[0, 500_000, 1_000_000, 1_500_000], [1_000, 2_500, 4_000], [0, 250, 812.5],
+             [-2_000_000, 0, 1_234_567_000], [0.1234, 0.5]]
+    script = (f"const f = new Function('tick', 'index', 'ticks', {json.dumps(theme._TIME_US_TICKS_JS)});"
+              f"for (const ticks of {json.dumps(cases)}) {{ const self = {{}};"
+              "console.log(JSON.stringify(ticks.map((t, i) => f.call(self, t, i, ticks)))); }")
+    out = subprocess.run([node], input=script, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert [json.loads(line) for line in out.splitlines()] == [
+        ["0 s", "0.5 s", "1 s", "1.5 s"], ["1 ms", "2.5 ms", "4 ms"], ["0 us", "250 us", "812.5 us"],
+        ["-2 s", "0 s", "1,234.567 s"], ["0.123 us", "0.5 us"]]
