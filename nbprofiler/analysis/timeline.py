@@ -237,7 +237,8 @@ class TimelineIndex:
         self.type_codes = type_codes
         self.type_values = np.asarray(types.categories, dtype=object)
         self.t_min = float(self.start.min()) if self.n else 0.0
-        self.t_max = max((float((self.start[a:b] + self.dur[a:b]).max()) for a, b in _blocks(self.n)), default=0.0)
+        self.t_max = max((float((self.start[p] + self.dur[p]).max()) for p in row_slices(self.n, BLOCK_ROWS)),
+                         default=0.0)
         # (pixel, {track: entries}), coarsest first; only tracks with many events get one. Until
         # `build_levels` has run, every query merges the events (the same bars, slower on wide windows).
         self.levels: list[tuple[float, dict[int, _LevelTrack]]] = []
@@ -328,26 +329,22 @@ def _as_categorical(s: pd.Series) -> pd.Categorical:
 def _is_sorted(track: np.ndarray, start: np.ndarray) -> bool:
     """True when rows are already ordered by (track, start), as ``prof.timeline`` is (checked a block of
     `BLOCK_ROWS` rows at a time: whole-column temporaries would cost more than the index)."""
-    for a, b in _blocks(len(track) - 1):
+    for p in row_slices(len(track) - 1, BLOCK_ROWS):
+        a, b = p.start, p.stop
         t0, t1 = track[a:b], track[a + 1:b + 1]
         if not ((t1 > t0) | ((t1 == t0) & (start[a + 1:b + 1] >= start[a:b]))).all():
             return False
     return True
 
 
-# Rows a block of a pass over every event that keeps only small temporaries (`_blocks`): they stay in the
-# CPU's cache, where a whole column's would go to memory and back.
+# Rows a block of a pass over every event that keeps only small temporaries (`row_slices` at this size):
+# they stay in the CPU's cache, where a whole column's would go to memory and back.
 BLOCK_ROWS = 65_536
 
 
-def _blocks(n: int, rows: int = BLOCK_ROWS):
-    """(start, end) of the blocks of ``rows`` rows that cover ``n`` rows, in order."""
-    return ((a, min(a + rows, n)) for a in range(0, max(n, 0), rows))
-
-
 def _all_blocks(values: np.ndarray, test) -> bool:
-    """``test`` (an array -> bool) true of every block of ``values``."""
-    return all(test(values[a:b]) for a, b in _blocks(len(values)))
+    """``test`` (an array -> bool) true of every block of `BLOCK_ROWS` of ``values``."""
+    return all(test(values[p]) for p in row_slices(len(values), BLOCK_ROWS))
 
 
 def _longest(d: np.ndarray, k: int) -> tuple[np.ndarray, float]:

@@ -81,17 +81,21 @@ _LOADER = """(function () {
     proto.__nbprofilerNoEcho = true;
   }
 
+  // BokehJS's modules of these names, or null where this BokehJS has not one of them (then the page
+  // draws as BokehJS does)
+  function modules(names) {
+    try { return names.map(function (name) { return window.Bokeh.require(name); }); } catch (e) { return null; }
+  }
+
   // BokehJS draws each bar (HBar, VBar, Quad) as a path of its own, filled with a colour string made for it:
   // ~10 us a bar in headless Chromium, most of a timeline frame's time. Bars without outline, hatch or
   // rounded corners are drawn here as filled rectangles instead, the colour set only when it changes: the
   // same picture (a bar's sub-pixel edge is anti-aliased a few levels differently). Any other bars are
   // drawn by BokehJS's own code.
   function fastBars() {
-    var lrtb, color;
-    try {
-      lrtb = window.Bokeh.require('models/glyphs/lrtb');
-      color = window.Bokeh.require('core/util/color');
-    } catch (e) { return; }
+    var found = modules(['models/glyphs/lrtb', 'core/util/color']);
+    if (!found) return;
+    var lrtb = found[0], color = found[1];
     var proto = lrtb && lrtb.LRTBView && lrtb.LRTBView.prototype;
     if (!proto || proto.__nbprofilerFastBars || !color || !color.color2css) return;
     var paint = proto._paint;
@@ -129,11 +133,9 @@ _LOADER = """(function () {
   // page changes around the plot while it zooms, each read recomputed the page's styles (~40 ms of a
   // frame). nbprofiler sets no such variable and sizes its texts in px: each is read once per view.
   function cssOnce() {
-    var visual, canvas;
-    try {
-      visual = window.Bokeh.require('core/visuals/visual');
-      canvas = window.Bokeh.require('models/plots/plot_canvas');
-    } catch (e) { return; }
+    var found = modules(['core/visuals/visual', 'models/plots/plot_canvas']);
+    if (!found) return;
+    var visual = found[0], canvas = found[1];
     var proto = visual && visual.VisualProperties && visual.VisualProperties.prototype;
     if (proto && !proto.__nbprofilerCssOnce && typeof proto._get_css_value === 'function') {
       var read = proto._get_css_value;

@@ -799,7 +799,7 @@ class TimelineView(traitlets.HasTraits, View):
         push them with the flows, counters and highlights."""
         self._pending = None
         if t0 is None or t1 is None:
-            t0, t1 = float(self.x_range.start), float(self.x_range.end)
+            t0, t1 = self._axis_window()
         held = self._held_for(t0, t1)
         lod = self._query(*held)
         self.queries += 1
@@ -811,6 +811,10 @@ class TimelineView(traitlets.HasTraits, View):
             self._send_counters()
             self._update_highlight()
         self._set_status(t0, t1)
+
+    def _axis_window(self) -> tuple[float, float]:
+        """The time axis's window as the kernel last heard of it (start, end; µs)."""
+        return float(self.x_range.start), float(self.x_range.end)
 
     def _on_ask(self, attr, old, new) -> None:
         """The page asks for the bars of a window it cannot draw (`_ASK_JS`: ``ask.tags`` = [start, end,
@@ -828,7 +832,7 @@ class TimelineView(traitlets.HasTraits, View):
         """After the time axis moved: re-query when the page cannot draw the window from what it holds,
         else send only the window's flows and say what is shown."""
         self._pending = None
-        window = (float(self.x_range.start), float(self.x_range.end))
+        window = self._axis_window()
         if window == self._shown:   # the page's question for this window was answered with it
             return
         if self.covers(*window):
@@ -842,7 +846,7 @@ class TimelineView(traitlets.HasTraits, View):
         """The flows with an end in the window shown ([t0, t1], default the time axis's; not held around it:
         at most `MAX_FLOWS`, so a wide held range would leave the window's own flows out)."""
         if t0 is None or t1 is None:
-            t0, t1 = float(self.x_range.start), float(self.x_range.end)
+            t0, t1 = self._axis_window()
         self._sources["timeline_flows_src"].data = flows_in_window(self._flows_prepared, t0, t1, texts=False)
         self._shown = (t0, t1)
 
@@ -1056,7 +1060,7 @@ class TimelineView(traitlets.HasTraits, View):
     def _set_status(self, t0: float | None = None, t1: float | None = None) -> None:
         d = self.source.data
         if t0 is None or t1 is None:
-            t0, t1 = float(self.x_range.start), float(self.x_range.end)
+            t0, t1 = self._axis_window()
         shown = np.flatnonzero((np.asarray(d["left"]) <= t1) & (np.asarray(d["right"]) >= t0))
         n = len(shown)
         merged = int(np.asarray(d["count"])[shown].sum()) if n else 0
