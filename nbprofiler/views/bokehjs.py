@@ -8,8 +8,9 @@ its bundles from the nbprofiler server extension (``GET <base_url>nbprofiler/bok
 <bundle>.min.js``, the files of the installed bokeh package: offline, and never copied into the notebook)
 and runs them before the widget's view is created (the request is synchronous for that reason). The
 loader also keeps the page from sending a kernel's own changes back to it (``noEcho``), draws plain bars as
-filled rectangles (``fastBars``: the timeline's frames are mostly its bars) and reads BokehJS's CSS style
-variables and a plot's font size once per view (``cssOnce``).
+filled rectangles (``fastBars``: the timeline's frames are mostly its bars), reads BokehJS's CSS style
+variables and a plot's font size once per view (``cssOnce``), skips rewriting a style sheet with its own
+text (``sameCss``) and lets the hover tool's tooltip follow a moving plot once it rests (``hoverAtRest``).
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ _LOADER = """(function () {
   noEcho();
   fastBars();
   cssOnce();
+  sameCss();
+  hoverAtRest();
 
   function load() {
     var base = '/';
@@ -159,6 +162,52 @@ _LOADER = """(function () {
       }});
       plot.__nbprofilerCssOnce = true;
     }
+  }
+
+  // A renderer writes its position's style sheet at every paint, mostly the same text: each write made the
+  // page's styles stale, and each text the plot then drew recomputed them (a canvas resolves its font
+  // against the page's styles), ~40 ms of a zoom's frames in JupyterLab. A write of the same text is
+  // skipped.
+  function sameCss() {
+    var found = modules(['core/dom']);
+    var proto = found && found[0].InlineStyleSheet && found[0].InlineStyleSheet.prototype;
+    if (!proto || proto.__nbprofilerSameCss || typeof proto._update !== 'function') return;
+    var update = proto._update;
+    proto.__nbprofilerWrite = update;   // BokehJS's own, which the tests compare with
+    proto._update = function (css) {
+      if (this.el && this.el.textContent === css) return;
+      return update.call(this, css);
+    };
+    proto.__nbprofilerSameCss = true;
+  }
+
+  // The hover tool inspects the plot again after every repaint while the pointer rests on it: during a
+  // zoom, a tooltip parsed from HTML and laid out in every frame (~50 ms of each, before the new bars could
+  // be drawn). After repaints it inspects once the plot has rested for `__nbprofilerHoverRest` ms; a move
+  // of the pointer still inspects at once.
+  function hoverAtRest() {
+    var found = modules(['models/tools/inspectors/hover_tool']);
+    var proto = found && found[0].HoverToolView && found[0].HoverToolView.prototype;
+    if (!proto || proto.__nbprofilerHoverRest != null || typeof proto._inspect !== 'function' ||
+        typeof proto._move !== 'function') return;
+    var inspect = proto._inspect, move = proto._move;
+    proto.__nbprofilerHoverRest = 200;
+    proto._move = function (ev) {
+      clearTimeout(this.__nbprofilerLater);
+      this.__nbprofilerMoving = true;
+      try { return move.call(this, ev); } finally { this.__nbprofilerMoving = false; }
+    };
+    proto._inspect = function (sx, sy, dims) {
+      if (this.__nbprofilerMoving || !isFinite(sx + sy)) {
+        return inspect.call(this, sx, sy, dims);
+      }
+      var self = this;
+      clearTimeout(this.__nbprofilerLater);
+      this.__nbprofilerLater = setTimeout(function () {
+        var at = self._current_sxy;
+        if (self.model.active && at != null) inspect.call(self, at[0], at[1], at[2]);
+      }, proto.__nbprofilerHoverRest);
+    };
   }
 })();"""
 
