@@ -364,24 +364,27 @@ class _HostThread:
         self.reach = np.fmax.accumulate(np.concatenate(tops)) if tops else np.zeros(0)
 
     def outermost(self, t: np.ndarray) -> np.ndarray:
-        """Per time in ``t``, the row of the outermost event enclosing it, −1 where none."""
+        """Per time in ``t``, the row of the outermost event enclosing it, −1 where none. The times are taken
+        in order (sorting them is next to no work: launches come in time order), so that those falling in
+        each block (after the maximum reached before it, up to the one it reaches) are a run of them."""
         out = np.full(len(t), -1, dtype=np.int64)
         if not self.n or not len(t):
             return out
         lo, b = self.lo, self.block
-        blk = np.searchsorted(self.reach, t, side="left")   # the block where the maximum first reaches t
-        todo = np.flatnonzero(blk < len(self.reach))
-        todo = todo[np.argsort(blk[todo], kind="stable")]
-        cut = np.flatnonzero(np.diff(blk[todo])) + 1
-        for group in np.split(todo, cut) if len(todo) else []:
-            k = int(blk[group[0]])
+        order = np.argsort(t, kind="stable")
+        t = t[order]
+        cuts = np.concatenate([[0], np.searchsorted(t, self.reach, side="right")])
+        for k in np.flatnonzero(np.diff(cuts)):
+            a, z = cuts[k], cuts[k + 1]
             run = np.fmax.accumulate(np.fmax(self.cols.ends(slice(lo + k * b, lo + min((k + 1) * b, self.n))),
                                              self.reach[k - 1] if k else -np.inf))
-            first = lo + k * b + np.searchsorted(run, t[group], side="left")
+            pos = np.searchsorted(run, t[a:z], side="left")
+            first = lo + k * b + np.minimum(pos, len(run) - 1)
             # the first event whose running maximum reaches t encloses it if it starts by t (the starts are
-            # sorted: then so do all events before it)
-            ok = self.cols.start[first] <= t[group]
-            out[group[ok]] = first[ok]
+            # sorted: then so do all events before it); the maximum misses t only where it is NaN (every
+            # event of the thread without a start)
+            ok = (pos < len(run)) & (self.cols.start[first] <= t[a:z])
+            out[order[a:z][ok]] = first[ok]
         return out
 
 
@@ -425,8 +428,9 @@ class _Ops:
             self.threads[track] = _HostThread(self.cols, *self.cols.span(track))
         return self.threads[track]
 
-    def host_rows(self, flow: np.ndarray) -> np.ndarray:
-        tracks, t = self.tail_track[flow], self.tail_us[flow]
+    def host_rows(self, flow: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The host calls enclosing the tails of ``flow``, at ``t`` (their ``tail_us``)."""
+        tracks = self.tail_track[flow]
         rows = np.full(len(flow), -1, dtype=np.int64)
         for tr in pd.unique(tracks):
             mine = np.flatnonzero(tracks == tr)   # a pass per track: cheaper than a stable sort by track
@@ -446,8 +450,10 @@ class _Ops:
     def codes(self, host: np.ndarray, fw: np.ndarray, flow: np.ndarray) -> np.ndarray:
         def op_of(rows):
             return np.where(rows >= 0, self.op_of_code[self.name_codes[rows]], -2)
-        fw_op = op_of(fw)
-        op = np.where(fw_op > -2, fw_op, op_of(host))
+        op = op_of(host)
+        if (fw >= 0).any():   # the framework op where there is one (a trace without async_npu flows has none)
+            fw_op = op_of(fw)
+            op = np.where(fw_op > -2, fw_op, op)
         by_flow = np.flatnonzero(op == -2)
         if len(by_flow):   # the flows' names, as codes of the distinct texts
             text = self.flows["name"].take(flow[by_flow]).astype(str).to_numpy(dtype=object)
@@ -585,14 +591,14 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         n_sel = len(ln)
         is_launch = ln >= 0
         flow = np.where(is_launch, ln, fw)             # the flow giving the launch
-        host = ops.host_rows(flow)
+        launch_us = ops.tail_us[flow]
+        host = ops.host_rows(flow, launch_us)
         fw_row = np.full(n_sel, -1, dtype=np.int64)
         fw_row[fw >= 0] = ops.framework_rows(fw[fw >= 0])
         op = ops.codes(host, fw_row, flow)
         acc.grow(len(ops.names) + len(ops.extra))
         acc.seen[op] = True
         t_start, t_busy, t_gap, t_step, key = start[sel], busy[sel], gap[sel], step[sel], all_keys[sel]
-        launch_us = ops.tail_us[flow]
         waited = np.isfinite(t_busy) & (launch_us >= t_busy - tolerance_us) & (_finite(t_gap) > 0)
         idle = np.where(waited, t_gap, 0.0)
         acc.counts += np.bincount(key, minlength=n_keys)
@@ -738,12 +744,10 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
                                     "waited_tasks": op_waits[keep],
                                     "idle_per_step_us": op_idle[keep] / max(len(steps), 1),
                                     "share_of_host_idle": op_idle[keep] / total if total > 0 else np.zeros(len(keep))})
-    lat = pd.Series(acc.latency)
-    latency = {"median": float(lat.median()), "p90": float(lat.quantile(0.9)), "max": float(lat.max()),
-               "negative": int((lat < 0).sum())}
+    latency = _latency_stats(acc.latency)
     waited = acc.waited
     top_idle = -np.sort(-hit_idle)[:_TOP_WAITS]   # the longest waits' sizes, most first
-    del acc, lat, hit_key, hit_op, hit_idle, hit_in_step
+    del acc, hit_key, hit_op, hit_idle, hit_in_step
     release_heap()
 
     def table(keep: float) -> pd.DataFrame:
@@ -786,6 +790,17 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
 
     return Dispatch(lambda: table(-np.inf), steps, ops_frame, None, step_source, float(tolerance_us), dev.n,
                     launched=launched, waited_tasks=waited, latency=latency, longest=longest)
+
+
+def _latency_stats(latency: np.ndarray) -> dict:
+    """The launch latencies' ``median``, ``p90``, ``max`` and how many are ``negative``, as a Series of them
+    gives them (NaN skipped). Its median and quantile are np.median and np.quantile of the values that are
+    not NaN: those, called on the array itself, take half the time of the Series' methods, which mask and
+    frame a million values first."""
+    known = latency[~np.isnan(latency)]
+    median, p90 = (float(np.median(known)), float(np.quantile(known, 0.9))) if len(known) else (np.nan, np.nan)
+    lat = pd.Series(latency, copy=False)
+    return {"median": median, "p90": p90, "max": float(lat.max()), "negative": int((lat < 0).sum())}
 
 
 def _track_labels(tracks: pd.DataFrame):
