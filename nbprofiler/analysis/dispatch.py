@@ -528,9 +528,9 @@ class _Walk:
 @dataclasses.dataclass
 class _Windows:
     """The step windows as the walk places tasks in them: sorted by start (stably, as
-    `op_steps._place_in_steps` sorts them), with per window its step and its step's key (its place in
-    ``keys``); ``step`` and ``key`` have one more entry, for "in no window" (step −1), so that a window's
-    number −1 reads it."""
+    `op_steps._place_in_steps` sorts them), per window its start, end, step and step's key (its place in
+    ``keys``). Each array has one more entry, which a window number −1 reads: "in no window" (start NaN,
+    end −inf: no time is before it, step −1 and its key)."""
 
     start: np.ndarray
     end: np.ndarray
@@ -542,21 +542,20 @@ class _Windows:
     def of(cls, windows: pd.DataFrame, keys: np.ndarray) -> "_Windows":
         w = windows.sort_values("start_us", kind="stable")
         step = np.append(w["step"].to_numpy(np.int64), -1)
-        return cls(w["start_us"].to_numpy(float), w["end_us"].to_numpy(float), step, np.searchsorted(keys, step),
-                   keys)
+        return cls(np.append(w["start_us"].to_numpy(float), np.nan), np.append(w["end_us"].to_numpy(float), -np.inf),
+                   step, np.searchsorted(keys, step), keys)
 
     def __len__(self) -> int:
-        return len(self.start)
+        return len(self.step) - 1
 
     def place(self, start: np.ndarray) -> np.ndarray:
         """Per time of ``start`` (sorted), the number of the window it falls in, −1 outside every window: the
         last window starting at or before it, where the time is before that window's end. The windows
         starting at or before each time are counted from where each window's start falls among the times:
         a search per window, not per time (a slice has a million times, a run thousands of windows)."""
-        first = np.searchsorted(start, self.start, side="left")   # the first time at or after each window's start
+        first = np.searchsorted(start, self.start[:-1], side="left")   # the first time at or after each window's start
         at = np.cumsum(np.bincount(first, minlength=len(start) + 1)[:len(start)]) - 1
-        inside = (at >= 0) & (start < self.end[np.clip(at, 0, None)]) if len(self) else np.zeros(len(start), bool)
-        return np.where(inside, at, -1)
+        return np.where(start < self.end[at], at, -1)
 
 
 def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, launched: int, ops: _Ops,
@@ -577,8 +576,7 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         busy, busy_before = run[:-1], run[-1]     # the latest end of the tasks started before each
         window = windows.place(start)
         step, all_keys = windows.step[window], windows.key[window]
-        if len(windows):
-            busy = np.where(window >= 0, np.fmax(busy, windows.start[window]), busy)
+        busy = np.fmax(busy, windows.start[window])   # the step's start where later (NaN, no step: ignored)
         gap = np.where(np.isfinite(busy), np.clip(start - busy, 0, None), np.nan)
         in_step = _positions(step >= 0) if len(windows) else slice(None)   # no steps: the run is one
         np.add.at(acc.dev_idle, all_keys[in_step], _finite(gap[in_step]))
@@ -599,11 +597,11 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         acc.grow(len(ops.names) + len(ops.extra))
         acc.seen[op] = True
         t_start, t_busy, t_gap, t_step, key = start[sel], busy[sel], gap[sel], step[sel], all_keys[sel]
-        waited = np.isfinite(t_busy) & (launch_us >= t_busy - tolerance_us) & (_finite(t_gap) > 0)
+        waited = (t_gap > 0) & (launch_us >= t_busy - tolerance_us)   # a gap: the device had run out of work
         idle = np.where(waited, t_gap, 0.0)
         acc.counts += np.bincount(key, minlength=n_keys)
         acc.waits += np.bincount(key, weights=waited, minlength=n_keys).astype(np.int64)
-        acc.latency[n_launched:n_launched + n_sel] = t_start - launch_us
+        np.subtract(t_start, launch_us, out=acc.latency[n_launched:n_launched + n_sel])
         acc.waited += int(waited.sum())
         hit = np.flatnonzero(idle > 0)   # the idle is summed over the tasks that waited: the others add nothing
         acc.hit_key.append(key[hit])
