@@ -795,9 +795,12 @@ def _latency_stats(latency: np.ndarray) -> dict:
     gives them (NaN skipped). Its median and quantile are np.median and np.quantile of the values that are
     not NaN: those, called on the array itself, take half the time of the Series' methods, which mask and
     frame a million values first."""
-    known = latency[~np.isnan(latency)]
-    median, p90 = (float(np.median(known)), float(np.quantile(known, 0.9))) if len(known) else (np.nan, np.nan)
     lat = pd.Series(latency, copy=False)
+    known = latency[~np.isnan(latency)]
+    if len(known):
+        median, p90 = float(np.median(known)), float(np.quantile(known, 0.9))
+    else:   # no latency known (no launch or task time): the Series' own NaN
+        median, p90 = float(lat.median()), float(lat.quantile(0.9))
     return {"median": median, "p90": p90, "max": float(lat.max()), "negative": int((lat < 0).sum())}
 
 
