@@ -597,7 +597,8 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         acc.grow(len(ops.names) + len(ops.extra))
         acc.seen[op] = True
         t_start, t_busy, t_gap, t_step, key = start[sel], busy[sel], gap[sel], step[sel], all_keys[sel]
-        waited = (t_gap > 0) & (launch_us >= t_busy - tolerance_us)   # a gap: the device had run out of work
+        # a gap (> 0 only after a finite busy end), and the launch came once the device had run out of work
+        waited = (t_gap > 0) & (launch_us >= t_busy - tolerance_us)
         idle = np.where(waited, t_gap, 0.0)
         acc.counts += np.bincount(key, minlength=n_keys)
         acc.waits += np.bincount(key, weights=waited, minlength=n_keys).astype(np.int64)
