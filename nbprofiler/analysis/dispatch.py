@@ -797,7 +797,8 @@ def _latency_stats(latency: np.ndarray) -> dict:
     not NaN: those, called on the array itself, take half the time of the Series' methods, which mask and
     frame a million values first."""
     lat = pd.Series(latency, copy=False)
-    known = latency[~np.isnan(latency)]
+    nan = np.isnan(latency)
+    known = latency[~nan] if nan.any() else latency   # np.median and np.quantile leave their input as it is
     if len(known):
         median, p90 = float(np.median(known)), float(np.quantile(known, 0.9))
     else:   # no latency known (no launch or task time): the Series' own NaN
