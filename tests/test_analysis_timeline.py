@@ -364,3 +364,24 @@ def test_a_tracks_longest_events_are_its_longest(n, kind):
     np.testing.assert_array_equal(np.sort(d[long]), np.sort(d)[-k:])
     assert short_max == np.sort(d)[-k - 1]
     assert (np.delete(d, long) <= short_max).all()
+
+
+@pytest.mark.parametrize("pass_rows", [3, 1000])
+def test_track_count_and_end_are_the_straightforward_ones(monkeypatch, pass_rows):
+    """The summary's track count (read off where sorted ids change, else a bincount) and `events_end` (its
+    NaN/inf replacement skipped where every duration is finite) against a bincount and np.nan_to_num, pass by
+    pass, sorted ids or not, finite durations or not."""
+    from nbprofiler.analysis import timeline as T
+    from nbprofiler.analysis.summary import _track_count
+    monkeypatch.setattr(T, "_PASS_ROWS", pass_rows)
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        n = int(rng.integers(1, 40))
+        track = rng.integers(0, 9, n).astype(np.int32)
+        if rng.random() < 0.5:
+            track = np.sort(track)
+        assert _track_count(track) == (np.bincount(track) > 0).sum()
+        start, dur = rng.uniform(0, 100, n), rng.exponential(5, n)
+        if rng.random() < 0.5:
+            dur[rng.random(n) < 0.2] = rng.choice([np.nan, np.inf, -np.inf])
+        assert T.events_end(start, dur) == (start + np.nan_to_num(dur)).max()

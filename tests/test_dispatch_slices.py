@@ -15,7 +15,9 @@ import pytest
 
 import nbprofiler
 from nbprofiler import _memory
-from nbprofiler.analysis.dispatch import host_dispatch
+from nbprofiler.analysis.dispatch import (_Columns, _distinct, _finite, _HostThread, _latency_stats, _Windows,
+                                          host_dispatch)
+from nbprofiler.analysis.op_steps import _place_in_steps
 from nbprofiler.io import cache
 from nbprofiler.io.trace import disk as trace_disk
 from nbprofiler.model.derive import profiler_step_windows
@@ -125,3 +127,82 @@ def test_rows_of_a_stream_that_are_not_complete_events_are_no_tasks():
     for chunk in (None, 4):
         kw = {} if chunk is None else {"chunk_rows": chunk}
         _assert_same(host_dispatch(marked, tracks, flows, windows, **kw), want)
+
+
+def _random_times(rng, n, span=100.0):
+    """``n`` times on a coarse grid (ties), some NaN, -0.0 among them."""
+    t = np.round(rng.uniform(-5, span, n) * 4) / 4
+    t[rng.random(n) < 0.05] = np.nan
+    t[rng.random(n) < 0.02] = -0.0
+    return t
+
+
+def test_tasks_are_placed_in_the_steps_as_op_steps_places_them():
+    """`_Windows.place` (a search per window) gives each sorted time the window `_place_in_steps` (a search per
+    time) gives it: windows touching, of no length, with equal starts, times on their edges, NaN."""
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        n_win = int(rng.integers(0, 12))
+        edges = np.sort(np.round(rng.uniform(0, 100, 2 * n_win) * 2) / 2)
+        starts, ends = edges[0::2], edges[1::2]
+        if n_win and rng.random() < 0.3:
+            ends[:-1] = starts[1:]   # touching windows
+        windows = pd.DataFrame({"step": rng.permutation(n_win) + 3, "start_us": starts, "end_us": ends})
+        windows = windows.sample(frac=1, random_state=trial)   # in no order
+        keys = _distinct(windows["step"].to_numpy(np.int64), np.array([-1]))
+        times = np.sort(np.concatenate([_random_times(rng, int(rng.integers(1, 80))), starts, ends]))
+        win = _Windows.of(windows, keys)
+        at = win.place(times)
+        want = _place_in_steps(times, windows) if n_win else np.full(len(times), -1)
+        assert (win.step[at] == want).all()
+        if n_win:
+            _, want_start = _place_in_steps(times, windows, with_start=True)
+            got_start = win.start[at]
+            assert np.array_equal(got_start, want_start, equal_nan=True)
+
+
+def test_the_outermost_host_call_is_the_earliest_enclosing_event():
+    """`_HostThread.outermost` (a running maximum of the ends kept per block, the times taken in order) equals
+    the earliest-starting event that encloses each time, looked for event by event: nested and overlapping
+    events, missing durations, times on the events' edges, in any order, blocks of a few rows."""
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        n = int(rng.integers(0, 60))
+        start = np.sort(np.round(rng.uniform(0, 100, n) * 2) / 2)
+        dur = np.round(rng.exponential(rng.choice([1.0, 10.0, 40.0]), n) * 2) / 2
+        dur[rng.random(n) < 0.1] = np.nan
+        before = int(rng.integers(0, 5))   # rows of another track before this one
+        frame = pd.DataFrame({"track": np.r_[np.zeros(before, np.int32), np.ones(n, np.int32)],
+                              "start_us": np.r_[np.zeros(before), start], "dur_us": np.r_[np.ones(before), dur]})
+        t = np.concatenate([_random_times(rng, int(rng.integers(1, 50)), 110.0), start, start + np.nan_to_num(dur)])
+        rng.shuffle(t)
+        end = start + np.nan_to_num(dur)
+        want = np.array([next((before + i for i in range(n) if start[i] <= x <= end[i]), -1) for x in t])
+        for chunk in (1, 3, 1000):
+            cols = _Columns.of(frame, chunk)
+            assert (_HostThread(cols, *cols.span(1)).outermost(t) == want).all(), (trial, chunk)
+
+
+def test_latency_stats_are_the_series_own():
+    """`_latency_stats` (numpy on the array) gives a Series' median, quantile(0.9), max and count of negatives to
+    the bit: NaN skipped, infinities, both zeros, ties, odd and even counts, nothing known."""
+    rng = np.random.default_rng(5)
+    for trial in range(500):
+        n = int(rng.integers(1, 40))
+        x = np.round(rng.standard_normal(n) * rng.choice([1.0, 1e-3, 1e6]), int(rng.integers(0, 3)))
+        if rng.random() < 0.3:
+            x[rng.random(n) < rng.choice([0.3, 1.0])] = np.nan
+        if rng.random() < 0.3:
+            x[rng.random(n) < 0.3] = rng.choice([np.inf, -np.inf, 0.0, -0.0])
+        s = pd.Series(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # inf − inf between two order statistics, an empty median
+            want = [float(s.median()), float(s.quantile(0.9)), float(s.max()), int((s < 0).sum())]
+            got = _latency_stats(x)
+        assert np.array(list(got.values())).tobytes() == np.array(want).tobytes(), (trial, x)
+
+
+def test_finite_is_nan_to_num():
+    x = np.array([1.5, -0.0, 0.0, np.nan, np.inf, -np.inf, -3.0, 1e308])
+    assert _finite(x).tobytes() == np.nan_to_num(x).tobytes()
+    assert _finite(x[[0, 1, 6]]).tobytes() == x[[0, 1, 6]].tobytes()

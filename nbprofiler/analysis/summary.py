@@ -220,23 +220,39 @@ def _timeline(prof) -> dict | None:
         # bins shifted by one: a missing value (code −1) and, out of scope, a scope bar land in bin 0
         count, total = np.zeros(len(values) + 1, np.int64), np.zeros(len(values) + 1, np.float64)
         for p in ([scope_rows] if in_scope else passes):
-            c, d = codes[p].astype(np.intp) + 1, dur[p]
+            c, d = np.add(codes[p], 1, dtype=np.intp), dur[p]
             if not in_scope and len(scope_rows):
                 c[scope[p]] = 0
+            if np.isnan(d).any():   # a missing duration adds 0 (one pass to find out, where the replacement takes two)
+                d = np.where(np.isnan(d), 0.0, d)
             count += np.bincount(c, minlength=len(values) + 1)
-            total += np.bincount(c, weights=np.where(np.isnan(d), 0.0, d), minlength=len(values) + 1)
+            total += np.bincount(c, weights=d, minlength=len(values) + 1)
         count, total = count[1:], total[1:]
         used = np.flatnonzero(count)
         order = used[np.argsort(-total[used], kind="stable")]
         return {str(values[i]): {"count": int(count[i]), "total_us": float(total[i])} for i in order}
     origin = prof.origin_us
-    out = {"events": int(len(ev)), "tracks": int((np.bincount(ev["track"].to_numpy()) > 0).sum()),
+    out = {"events": int(len(ev)), "tracks": _track_count(ev["track"].to_numpy()),
            "start_us": float(origin + start.min()),
            "end_us": float(origin + events_end(start, dur)),
            "by_type": totals("op_type", False),
            "scope_layers": totals("name", True)}
     release_pages(ev)  # after the passes above, which page the mapped columns in
     return out
+
+
+def _track_count(track: np.ndarray) -> int:
+    """How many tracks have events, pass by pass: where a pass's ids are sorted (the timeline's are, by track
+    then start) its tracks are read off where the id changes, else from a bincount (which casts and scans the
+    ids thrice)."""
+    seen: set = set()
+    for p in row_passes(len(track)):
+        t = track[p]
+        if (t[1:] >= t[:-1]).all():
+            seen.update(t[np.concatenate([[0], np.flatnonzero(t[1:] != t[:-1]) + 1])].tolist())
+        else:
+            seen.update(np.flatnonzero(np.bincount(t)).tolist())
+    return len(seen)
 
 
 def _int(v):

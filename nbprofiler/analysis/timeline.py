@@ -821,7 +821,9 @@ def row_passes(n: int) -> list[slice]:
 def events_end(start: np.ndarray, dur: np.ndarray) -> float:
     """When the last of some events ends (us; a missing duration counts as 0), pass by pass. At least one
     event."""
-    return max(float((start[p] + np.nan_to_num(dur[p])).max()) for p in row_passes(len(start)))
+    def finite(d):   # np.nan_to_num(d), skipped where every duration is finite (as they almost all are)
+        return d if np.isfinite(d).all() else np.nan_to_num(d)
+    return max(float((start[p] + finite(dur[p])).max()) for p in row_passes(len(start)))
 
 
 def density(events: pd.DataFrame, bins: int = 400, t0: float | None = None, t1: float | None = None
