@@ -245,8 +245,7 @@ class _Sink:
         pair = np.full(len(kind), -1, dtype=np.int32)
         on_track = is_x | is_b | is_flow
         if on_track.any():
-            key = (pid[on_track].astype(np.int64) << 32) | tid[on_track]
-            uniq, inv = np.unique(key, return_inverse=True)
+            uniq, inv = _distinct_pairs(pid[on_track], tid[on_track])
             ids = np.array([self._pair(int(k)) for k in uniq], dtype=np.int32)
             pair[on_track] = ids[inv]
         name = self.codes["name"].of(c.codes["name"])
@@ -350,6 +349,26 @@ class _Sink:
             if getattr(self, w) is not None:
                 getattr(self, w).close()
                 setattr(self, w, None)
+
+
+# Up to this many (pid code, tid code) cells, a batch's distinct pairs are marked in a table of every cell
+# (~4x faster than np.unique of the batch's keys; pids and tids are few).
+_PAIR_CELLS = 1 << 16
+
+
+def _distinct_pairs(pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct ``pid << 32 | tid`` keys of the events, ascending; each event's index among them), as
+    ``np.unique(key, return_inverse=True)`` gives them. ``pid``, ``tid``: global codes (small integers)."""
+    width = int(tid.max()) + 1
+    cells = (int(pid.max()) + 1) * width
+    if cells > _PAIR_CELLS:
+        return np.unique((pid.astype(np.int64) << 32) | tid, return_inverse=True)
+    cell = pid.astype(np.int64) * width + tid
+    present = np.zeros(cells, dtype=bool)
+    present[cell] = True
+    distinct = np.flatnonzero(present)
+    rank = np.cumsum(present) - 1
+    return ((distinct // width) << 32) | (distinct % width), rank[cell]
 
 
 def _by_track_and_time(pair: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
