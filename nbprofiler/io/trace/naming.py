@@ -138,8 +138,8 @@ _PRINTABLE_ASCII = r"^[ -~]*$"
 
 def op_types_of(names: pa.Array) -> pa.Array:
     """`op_type_of` of each of ``names`` (a string array without nulls), as a string array: in Arrow's
-    string kernels where a name is printable ASCII (~2x faster than a Python call per name, which was a
-    fifth of a first open's digest), in Python for the others."""
+    string kernels where a name is printable ASCII (about twice as fast as a Python call per name: a
+    first open derives the type of every distinct name), in Python for the others."""
     names = names.cast(pa.string()) if names.type != pa.string() else names
     if not len(names):
         return names
