@@ -19,9 +19,9 @@ interleaved with the others, and each figure is the median of its runs; a method
 the whole measurement: the "loaded" spell. Each row records the load average before and after its runs.
 ``--timeout S`` stops a run of json + pandas or of a peer that has not finished after S seconds.
 Synthetic files go to ``--scratch``. ``--methods`` runs only the methods named (nbprofiler's first open
-always runs, as every ratio's base; a shape none of whose other named methods reads is left out), and
-``--repo DIR`` times nbprofiler's first open of each shape with another checkout too, interleaved with this
-tree's, as the method "nbprofiler (DIR)" (an A/B in one spell). With the floor in the run, each
+always runs, as every ratio's base; a shape none of whose other named methods reads is left out, unless
+``--repo`` is given), and ``--repo DIR`` times nbprofiler's first open of each shape with another checkout
+too, interleaved with this tree's, as the method "nbprofiler (DIR)" (an A/B in one spell). With the floor in the run, each
 nbprofiler's wall and CPU time over the floor's is printed after the table.
 
     python benchmarks/bench_peers.py --quick                                # 10 MB
@@ -343,7 +343,7 @@ def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5, busy: int
                                                                _fresh(cache_dir))}
             for shape, label, file in (("ms", "MindSpore (bare array)", ms), ("kineto", "Kineto (object)", kineto)):
                 chosen = shape_methods(shape, methods)
-                if not chosen:
+                if not chosen and repo is None:
                     continue
                 runs = {"nbprofiler": lambda shape=shape: measure(sys.executable, "nbprofiler", first_open[shape],
                                                                   _fresh(cache_dir))}
