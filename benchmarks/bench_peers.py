@@ -18,11 +18,16 @@ interleaved with the others, and each figure is the median of its runs; a method
 60 s runs once (its row says so). ``--busy N`` keeps N other processes busy (numpy work, one core each) for
 the whole measurement: the "loaded" spell. Each row records the load average before and after its runs.
 ``--timeout S`` stops a run of json + pandas or of a peer that has not finished after S seconds.
-Synthetic files go to ``--scratch``.
+Synthetic files go to ``--scratch``. ``--methods`` runs only the methods named (nbprofiler's first open
+always runs, as every ratio's base; a shape none of whose other named methods reads is left out, unless
+``--repo`` is given), and ``--repo DIR`` times nbprofiler's first open of each shape with another checkout
+too, interleaved with this tree's, as the method "nbprofiler (DIR)" (an A/B in one spell). With the floor in the run, each
+nbprofiler's wall and CPU time over the floor's is printed after the table.
 
     python benchmarks/bench_peers.py --quick                                # 10 MB
     python benchmarks/bench_peers.py --sizes 100 1000 --repeat 3            # quiet
     python benchmarks/bench_peers.py --sizes 100 1000 --repeat 3 --busy 1   # loaded: one core busy
+    python benchmarks/bench_peers.py --sizes 100 --repeat 5 --methods nbprofiler floor --repo /tmp/main  # A/B
 
 Prints one JSON object per size and shape, then a Markdown table (the README's peers table).
 """
@@ -47,6 +52,9 @@ LONG_RUN_S = 60.0
 NAMES = {"nbprofiler": "nbprofiler first open", "nbprofiler_bare_array": "nbprofiler, same events as a bare array",
          "mindinsight": "MindInsight 2.3.1", "hta": "HTA 0.5", "json_pandas": "json + pandas",
          "floor": "duckdb parse floor"}
+# The methods each shape compares with nbprofiler's first open (``--methods`` picks among them).
+SHAPE_METHODS = {"ms": ("floor", "json_pandas", "mindinsight"),
+                 "kineto": ("nbprofiler_bare_array", "json_pandas", "hta")}
 
 # Each child prints {"events", "seconds", "cpu_seconds", "peak_rss_mb"}: wall time and CPU time of the parse
 # only (imports excluded, every method's alike: a notebook or a server has them loaded), peak RSS of the
@@ -146,10 +154,11 @@ def peer_python(name: str, venvs: Path) -> Path | None:
     return python
 
 
-def measure(python, method: str, *args, timeout: float | None = None) -> dict:
-    """One run of ``method`` in a fresh process: its child's figures, or ``{"stopped_after_s": timeout}``
-    when it had not finished after ``timeout`` seconds (the child is killed)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+def measure(python, method: str, *args, timeout: float | None = None, repo: Path = REPO) -> dict:
+    """One run of ``method`` in a fresh process with the checkout ``repo`` on its path: its child's figures,
+    or ``{"stopped_after_s": timeout}`` when it had not finished after ``timeout`` seconds (the child is
+    killed)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]))
     try:
         out = subprocess.run([str(python), "-c", CHILDREN[method], *map(str, args)], capture_output=True,
                              text=True, env=env, timeout=timeout)
@@ -292,36 +301,69 @@ def _shape_row(shape: str, size_mb: float, repeat: int, busy: int, runs: dict) -
     return row
 
 
+def repo_method(repo: Path) -> str:
+    """The method name of nbprofiler's first open with the checkout ``repo`` (``--repo``)."""
+    return f"nbprofiler ({repo})"
+
+
+def shape_methods(shape: str, methods: list[str] | None) -> list[str]:
+    """The methods ``shape`` ("ms" or "kineto") runs besides nbprofiler's first open: those of
+    `SHAPE_METHODS` among ``methods`` (all of them when None); none when ``methods`` names none of them."""
+    return [m for m in SHAPE_METHODS[shape] if methods is None or m in methods]
+
+
+def with_floor_ratios(row: dict) -> dict:
+    """``row`` with, when the floor ran, each nbprofiler first open's wall and CPU time over the floor's
+    (``x_floor``, ``x_floor_cpu`` of that method; the row's own ``x_floor`` is this tree's wall ratio)."""
+    floor = row["methods"].get("floor")
+    if floor is None or "seconds" not in floor:
+        return row
+    for name, m in row["methods"].items():
+        if name.startswith("nbprofiler") and "seconds" in m:
+            m["x_floor"] = round(m["seconds"] / floor["seconds"], 2)
+            m["x_floor_cpu"] = round(m["cpu_seconds"] / floor["cpu_seconds"], 2)
+    row["x_floor"] = row["methods"]["nbprofiler"]["x_floor"]
+    return row
+
+
 def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5, busy: int = 0,
-        timeout: float | None = None) -> list[dict]:
+        timeout: float | None = None, methods: list[str] | None = None, repo: Path | None = None) -> list[dict]:
+    """Every size's rows: the MindSpore shape, then the Kineto shape, each with the ``methods`` it has (all
+    when None) and, with ``repo``, nbprofiler's first open with that checkout."""
     scratch.mkdir(parents=True, exist_ok=True)
-    pythons = {name: peer_python(name, venvs) for name in PEERS}
+    pythons = {name: peer_python(name, venvs) if methods is None or name in methods else None for name in PEERS}
     results = []
     for mb in sizes:
         f = _files(scratch, mb)  # written before the busy processes start
         with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-") as cache_dir, Busy(busy):
-            ms = f["files"]["ms"]
-            runs = {"nbprofiler": lambda: measure(sys.executable, "nbprofiler", f["ms"], _fresh(cache_dir)),
-                    "floor": lambda: measure(sys.executable, "floor", ms),
-                    "json_pandas": lambda: measure(sys.executable, "json_pandas", ms, timeout=timeout)}
-            if pythons["mindinsight"]:
-                runs["mindinsight"] = lambda: measure(pythons["mindinsight"], "mindinsight", f["ms"], timeout=timeout)
-            row = _shape_row("MindSpore (bare array)", ms.stat().st_size / 1e6, repeat, busy, runs)
-            row["x_floor"] = round(1 / row["methods"]["floor"]["x_nbprofiler"], 2)
-            results.append(row)
-            print(json.dumps(row), flush=True)
-
-            kineto = f["files"]["kineto"]
-            runs = {"nbprofiler": lambda: measure(sys.executable, "nbprofiler", f["kineto"], _fresh(cache_dir)),
-                    "nbprofiler_bare_array": lambda: measure(sys.executable, "nbprofiler", f["kineto_bare"],
-                                                             _fresh(cache_dir)),
-                    "json_pandas": lambda: measure(sys.executable, "json_pandas", kineto, timeout=timeout)}
-            if pythons["hta"]:
-                runs["hta"] = lambda: measure(pythons["hta"], "hta", kineto, f["kineto"], timeout=timeout)
-            row = _shape_row("Kineto (object)", kineto.stat().st_size / 1e6, repeat, busy, runs)
-            row["x_object_vs_array"] = round(1 / row["methods"]["nbprofiler_bare_array"]["x_nbprofiler"], 2)
-            results.append(row)
-            print(json.dumps(row), flush=True)
+            ms, kineto = f["files"]["ms"], f["files"]["kineto"]
+            first_open = {"ms": f["ms"], "kineto": f["kineto"]}
+            others = {"floor": lambda: measure(sys.executable, "floor", ms),
+                      "nbprofiler_bare_array": lambda: measure(sys.executable, "nbprofiler", f["kineto_bare"],
+                                                               _fresh(cache_dir))}
+            for shape, label, file in (("ms", "MindSpore (bare array)", ms), ("kineto", "Kineto (object)", kineto)):
+                chosen = shape_methods(shape, methods)
+                if not chosen and repo is None:
+                    continue
+                runs = {"nbprofiler": lambda shape=shape: measure(sys.executable, "nbprofiler", first_open[shape],
+                                                                  _fresh(cache_dir))}
+                if repo is not None:
+                    runs[repo_method(repo)] = lambda shape=shape: measure(
+                        sys.executable, "nbprofiler", first_open[shape], _fresh(cache_dir), repo=repo)
+                for name in chosen:
+                    if name == "json_pandas":
+                        runs[name] = lambda file=file: measure(sys.executable, "json_pandas", file, timeout=timeout)
+                    elif name == "mindinsight" and pythons["mindinsight"]:
+                        runs[name] = lambda: measure(pythons["mindinsight"], "mindinsight", f["ms"], timeout=timeout)
+                    elif name == "hta" and pythons["hta"]:
+                        runs[name] = lambda: measure(pythons["hta"], "hta", kineto, f["kineto"], timeout=timeout)
+                    elif name in others:
+                        runs[name] = others[name]
+                row = with_floor_ratios(_shape_row(label, file.stat().st_size / 1e6, repeat, busy, runs))
+                if "nbprofiler_bare_array" in row["methods"]:
+                    row["x_object_vs_array"] = round(1 / row["methods"]["nbprofiler_bare_array"]["x_nbprofiler"], 2)
+                results.append(row)
+                print(json.dumps(row), flush=True)
     return results
 
 
@@ -337,14 +379,26 @@ def markdown(results: list[dict]) -> str:
             trace = f"{shape} shape, {r['size_mb']:.0f} MB" if first else ""
             load = f"{r['load_avg_before'][0]:.2f} → {r['load_avg_after'][0]:.2f}" if first else ""
             if "stopped_after_s" in m:
-                lines.append(f"| {trace} | {NAMES[name]} | > {m['stopped_after_s']:.0f} s (stopped) | – | – | – | "
+                lines.append(f"| {trace} | {NAMES.get(name, name)} | > {m['stopped_after_s']:.0f} s (stopped) | – | – | – | "
                              f"– | 0 | {load} |")
                 continue
             ratios = ("–", "–") if name == "nbprofiler" else (f"{m['x_nbprofiler']:.2f}×",
                                                               f"{m['x_nbprofiler_cpu']:.2f}×")
-            lines.append(f"| {trace} | {NAMES[name]} | "
+            lines.append(f"| {trace} | {NAMES.get(name, name)} | "
                          f"{m['seconds']:.2f} s | {m['cpu_seconds']:.2f} s | {ratios[0]} | {ratios[1]} | "
                          f"{m['peak_rss_mb']:.0f} MB | {m['runs']} | {load} |")
+    return "\n".join(lines)
+
+
+def floor_lines(results: list[dict]) -> str:
+    """One line per row with the floor and per nbprofiler first open in it: its wall and CPU time over the
+    floor's."""
+    lines = []
+    for r in results:
+        for name, m in r["methods"].items():
+            if "x_floor_cpu" in m:
+                lines.append(f"{r['shape'].split(' ')[0]} shape, {r['size_mb']:.0f} MB: {NAMES.get(name, name)} "
+                             f"÷ duckdb parse floor: wall {m['x_floor']:.2f}×, CPU {m['x_floor_cpu']:.2f}×")
     return "\n".join(lines)
 
 
@@ -361,9 +415,22 @@ def main(argv=None) -> list[dict]:
                     help="keep N other processes busy (one core each) while measuring: the loaded spell")
     ap.add_argument("--timeout", type=float, metavar="S",
                     help="stop a run of json + pandas or a peer after S seconds (its row says so)")
+    ap.add_argument("--methods", nargs="+", choices=sorted(set(NAMES) - {"nbprofiler"}) + ["nbprofiler"],
+                    help="run only these methods (nbprofiler's first open always runs), e.g. --methods "
+                         "nbprofiler floor")
+    ap.add_argument("--repo", type=Path, help="also time nbprofiler's first open with this checkout, interleaved "
+                                              "(A/B), e.g. an export of main")
     args = ap.parse_args(argv)
-    results = run([10] if args.quick else args.sizes, args.scratch, args.venvs, args.repeat, args.busy, args.timeout)
+    repo = args.repo.resolve() if args.repo else None
+    for tree in [REPO] + ([repo] if repo else []):
+        # as an installed package is: compiled once (this machine's environment may say not to write bytecode,
+        # and every fresh process then compiled the modules a load imports as it runs)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "nbprofiler")], check=True)
+    results = run([10] if args.quick else args.sizes, args.scratch, args.venvs, args.repeat, args.busy, args.timeout,
+                  args.methods, repo)
     print(markdown(results), flush=True)
+    if any("x_floor_cpu" in m for r in results for m in r["methods"].values()):
+        print(floor_lines(results), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     return results

@@ -67,3 +67,37 @@ def test_a_stopped_run_is_not_repeated_and_its_row_says_so(bench):
     row = {"shape": "Kineto (object)", "size_mb": 1000.0, "load_avg_before": [1, 1, 1], "load_avg_after": [1, 1, 1],
            "methods": {name: bench._row(m[name], 1000.0, m["nbprofiler"]) for name in m}}
     assert bench.markdown([row]).splitlines()[-1] == "|  | HTA 0.5 | > 900 s (stopped) | – | – | – | – | 0 |  |"
+
+
+def test_methods_pick_each_shapes_comparisons_and_a_shape_with_none_is_left_out(bench):
+    assert bench.shape_methods("ms", None) == ["floor", "json_pandas", "mindinsight"]
+    assert bench.shape_methods("ms", ["nbprofiler", "floor"]) == ["floor"]
+    assert bench.shape_methods("kineto", ["nbprofiler", "floor"]) == []
+    assert bench.shape_methods("kineto", ["hta", "nbprofiler_bare_array"]) == ["nbprofiler_bare_array", "hta"]
+
+
+def test_methods_and_repo_are_options(bench, monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setattr(bench, "run", lambda *a: seen.update(args=a) or [])
+    monkeypatch.setattr(bench.subprocess, "run", lambda cmd, **kw: seen.setdefault("compiled", []).append(cmd[-1]))
+    bench.main(["--sizes", "100", "--methods", "nbprofiler", "floor", "--repo", str(tmp_path)])
+    sizes, _, _, _, _, _, methods, repo = seen["args"]
+    assert (sizes, methods, repo) == ([100], ["nbprofiler", "floor"], tmp_path.resolve())
+    # both trees are compiled before anything is timed
+    assert seen["compiled"] == [str(bench.REPO / "nbprofiler"), str(tmp_path.resolve() / "nbprofiler")]
+
+
+def test_each_nbprofiler_is_given_its_ratio_to_the_floor_and_the_other_tree_its_own_row(bench, tmp_path):
+    other = bench.repo_method(tmp_path)
+    m = bench._interleaved(1, nbprofiler=_runs((0.9, 1.2, 290)), **{other: _runs((1.0, 1.5, 290))},
+                           floor=_runs((0.8, 0.6, 270)))
+    row = bench.with_floor_ratios({"shape": "MindSpore (bare array)", "size_mb": 100.0, "load_avg_before": [1, 1, 1],
+                                   "load_avg_after": [1, 1, 1],
+                                   "methods": {name: bench._row(m[name], 100.0, m["nbprofiler"]) for name in m}})
+    assert (row["methods"]["nbprofiler"]["x_floor"], row["methods"]["nbprofiler"]["x_floor_cpu"]) == (1.12, 2.0)
+    assert (row["methods"][other]["x_floor"], row["methods"][other]["x_floor_cpu"]) == (1.25, 2.5)
+    assert row["x_floor"] == 1.12 and "x_floor" not in row["methods"]["floor"]
+    assert bench.markdown([row]).splitlines()[3].startswith(f"|  | nbprofiler ({tmp_path}) | 1.00 s | 1.50 s | 1.11× |")
+    assert bench.floor_lines([row]).splitlines() == [
+        "MindSpore shape, 100 MB: nbprofiler first open ÷ duckdb parse floor: wall 1.12×, CPU 2.00×",
+        f"MindSpore shape, 100 MB: nbprofiler ({tmp_path}) ÷ duckdb parse floor: wall 1.25×, CPU 2.50×"]

@@ -588,3 +588,14 @@ def test_a_build_allocates_from_jemalloc_and_restores_the_default(monkeypatch):
         assert pa.default_memory_pool().backend_name == "system"
     finally:
         pa.set_memory_pool(before)
+
+
+def test_op_types_of_names_in_arrow_are_what_op_type_of_gives_each_name():
+    from nbprofiler.io.trace.naming import op_type_of, op_types_of
+    names = ["Default/net/Conv2D-op12", "AllReduce-op534_0", "HostToDevice38654705663", "Iteration 3",
+             "trans_TransData_33", "GatherV2", "Conv3D", "a-op1-op2", "a-op1__2", "x-op_1", "a/b/", " /a ", "/a/",
+             "//", "/", "", "  ", "123", "_1", "#7 ", "Step #12", "Default/ Add-op3 ",
+             # not printable ASCII: Python's own reading (its blanks and digits are Unicode's)
+             "Conv2D-op\u0663", "tab\tname_12", "Add\x1c", "Déconv 12", "Mul\u00a0"]
+    assert op_types_of(pa.array(names)).to_pylist() == [op_type_of(n) for n in names]
+    assert op_types_of(pa.array([], pa.string())).to_pylist() == []

@@ -361,3 +361,13 @@ def test_frames_on_disk_can_be_edited_in_place_without_writing_the_files(tmp_pat
     assert {p.name: p.read_bytes() for p in store.iterdir()} == files
     again = trace_disk._open(store)
     assert again.timeline["start_us"].iloc[0] == first_start and str(again.timeline["name"].iloc[0]) == first_name
+
+
+@pytest.mark.parametrize("pids, tids", [(3, 5), (1, 1), (2, 70_000)])  # the last: more cells than the table holds
+def test_distinct_pairs_are_what_np_unique_gives(pids, tids):
+    rng = np.random.default_rng(0)
+    pid = rng.integers(0, pids, 2000).astype(np.int32)
+    tid = rng.integers(0, tids, 2000).astype(np.int32)
+    keys, index = trace_disk._distinct_pairs(pid, tid)
+    want_keys, want_index = np.unique((pid.astype(np.int64) << 32) | tid, return_inverse=True)
+    assert np.array_equal(keys, want_keys) and np.array_equal(index, want_index)
