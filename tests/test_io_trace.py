@@ -599,3 +599,8 @@ def test_op_types_of_names_in_arrow_are_what_op_type_of_gives_each_name():
              "Conv2D-op\u0663", "tab\tname_12", "Add\x1c", "Déconv 12", "Mul\u00a0"]
     assert op_types_of(pa.array(names)).to_pylist() == [op_type_of(n) for n in names]
     assert op_types_of(pa.array([], pa.string())).to_pylist() == []
+    # names made of the pieces the rules look for, at random
+    rng = np.random.default_rng(7)
+    pieces = [*"/-_ #op0123456789AaBxyz.\t", "op", "-op", "__", "Default/", "\u0663", "é", "\u00a0"]
+    names = ["".join(rng.choice(pieces, size=rng.integers(0, 14))) for _ in range(5000)]
+    assert op_types_of(pa.array(names)).to_pylist() == [op_type_of(n) for n in names]
