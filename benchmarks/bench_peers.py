@@ -21,8 +21,8 @@ the whole measurement: the "loaded" spell. Each row records the load average bef
 Synthetic files go to ``--scratch``. ``--methods`` runs only the methods named (nbprofiler's first open
 always runs, as every ratio's base; a shape none of whose other named methods reads is left out, unless
 ``--repo`` is given), and ``--repo DIR`` times nbprofiler's first open of each shape with another checkout
-too, interleaved with this tree's, as the method "nbprofiler (DIR)" (an A/B in one spell). With the floor in the run, each
-nbprofiler's wall and CPU time over the floor's is printed after the table.
+too, interleaved with this tree's, as the method "nbprofiler (DIR)" (an A/B in one spell). With the floor
+in the run, each nbprofiler's wall and CPU time over the floor's is printed after the table.
 
     python benchmarks/bench_peers.py --quick                                # 10 MB
     python benchmarks/bench_peers.py --sizes 100 1000 --repeat 3            # quiet
@@ -379,8 +379,8 @@ def markdown(results: list[dict]) -> str:
             trace = f"{shape} shape, {r['size_mb']:.0f} MB" if first else ""
             load = f"{r['load_avg_before'][0]:.2f} → {r['load_avg_after'][0]:.2f}" if first else ""
             if "stopped_after_s" in m:
-                lines.append(f"| {trace} | {NAMES.get(name, name)} | > {m['stopped_after_s']:.0f} s (stopped) | – | – | – | "
-                             f"– | 0 | {load} |")
+                lines.append(f"| {trace} | {NAMES.get(name, name)} | > {m['stopped_after_s']:.0f} s (stopped) | – | "
+                             f"– | – | – | 0 | {load} |")
                 continue
             ratios = ("–", "–") if name == "nbprofiler" else (f"{m['x_nbprofiler']:.2f}×",
                                                               f"{m['x_nbprofiler_cpu']:.2f}×")
