@@ -15,9 +15,9 @@ import pytest
 
 import nbprofiler
 from nbprofiler import _memory
-from nbprofiler.analysis.dispatch import (_Columns, _distinct, _finite, _HostThread, _latency_stats, _Windows,
-                                          host_dispatch)
+from nbprofiler.analysis.dispatch import _Columns, _distinct, _HostThread, _latency_stats, _Windows, host_dispatch
 from nbprofiler.analysis.op_steps import _place_in_steps
+from nbprofiler.analysis.timeline import finite
 from nbprofiler.io import cache
 from nbprofiler.io.trace import disk as trace_disk
 from nbprofiler.model.derive import profiler_step_windows
@@ -204,5 +204,5 @@ def test_latency_stats_are_the_series_own():
 
 def test_finite_is_nan_to_num():
     x = np.array([1.5, -0.0, 0.0, np.nan, np.inf, -np.inf, -3.0, 1e308])
-    assert _finite(x).tobytes() == np.nan_to_num(x).tobytes()
-    assert _finite(x[[0, 1, 6]]).tobytes() == x[[0, 1, 6]].tobytes()
+    assert finite(x).tobytes() == np.nan_to_num(x).tobytes()
+    assert finite(x[[0, 1, 6]]).tobytes() == x[[0, 1, 6]].tobytes()

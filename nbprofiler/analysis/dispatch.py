@@ -45,6 +45,7 @@ import pandas as pd
 from .._memory import PASS_ROWS, release_heap, release_pages, row_slices
 from ..model.derive import profiler_step_windows
 from ..schema import ANALYSIS_FRAMES
+from .timeline import finite
 
 SPEC = ANALYSIS_FRAMES["dispatch"]
 COLUMNS = SPEC.column_names
@@ -211,16 +212,6 @@ def _distinct(*arrays: np.ndarray) -> np.ndarray:
     return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
 
 
-def _finite(x: np.ndarray) -> np.ndarray:
-    """``np.nan_to_num(x)`` (NaN -> 0, ±inf -> the largest finite float); ``x`` itself where every value is
-    finite, as durations almost always are (one pass to find out, where the replacement takes three)."""
-    ok = np.isfinite(x)
-    if ok.all():
-        return x
-    big = np.finfo(np.float64).max
-    return np.where(ok, x, np.where(np.isnan(x), 0.0, np.copysign(big, x)))
-
-
 def _positions(mask: np.ndarray) -> np.ndarray | slice:
     """The positions where ``mask`` holds, as an index: ``slice(None)`` where it holds everywhere (as it
     mostly does: every task launched, every task in a step), so that indexing by it makes views, not copies."""
@@ -257,7 +248,7 @@ class _Columns:
 
     def ends(self, rows) -> np.ndarray:
         """The ends of ``rows`` (a slice or positions); a missing duration counts as 0."""
-        return self.start[rows] + _finite(self.dur[rows])
+        return self.start[rows] + finite(self.dur[rows])
 
     def release(self) -> None:
         release_pages(self.frame)   # a timeline on disk: the pages read so far leave this process
@@ -571,7 +562,7 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
                 dev_idle=np.zeros(n_keys), latency=np.empty(launched))
     busy_before, n_launched, n_counted = -np.inf, 0, 0
     for task, rows, start in _slices(cols, dev):
-        end = start + _finite(cols.dur[rows])
+        end = start + finite(cols.dur[rows])
         run = np.maximum.accumulate(np.concatenate([[busy_before], end]))
         busy, busy_before = run[:-1], run[-1]     # the latest end of the tasks started before each
         window = windows.place(start)
@@ -579,7 +570,7 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         busy = np.fmax(busy, windows.start[window])   # the step's start where later (NaN, no step: ignored)
         gap = np.where(np.isfinite(busy), np.clip(start - busy, 0, None), np.nan)
         in_step = _positions(step >= 0) if len(windows) else slice(None)   # no steps: the run is one
-        np.add.at(acc.dev_idle, all_keys[in_step], _finite(gap[in_step]))
+        np.add.at(acc.dev_idle, all_keys[in_step], finite(gap[in_step]))
         acc.first_start = np.minimum(acc.first_start, start.min())
         acc.last_end = np.maximum(acc.last_end, end.max())
 
@@ -761,7 +752,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
         host_code = np.where(host_row >= 0, name_codes[host_row], -2)
         fw_code = np.where(fw_row >= 0, name_codes[fw_row], -2)
         host_start = np.where(host_row >= 0, cols.start[host_row], np.nan)
-        host_end = host_start + np.where(host_row >= 0, _finite(cols.dur[host_row]), np.nan)
+        host_end = host_start + np.where(host_row >= 0, finite(cols.dur[host_row]), np.nan)
         flow_kind = np.array([FRAMEWORK_FLOW, LAUNCH_FLOW], dtype=object)   # a text per kind, not per row
         frame = pd.DataFrame({
             "step": pd.array(np.where(step >= 0, step, 0), dtype="Int64"),
