@@ -321,15 +321,15 @@ def test_a_window_read_in_place_gives_the_bars_of_the_window_gathered(evs, t0, s
     tracks = sorted(idx.tracks)
     px = span / width
     gathered = T._merge(idx, [], tracks, [idx.window(t, t0, t0 + span) for t in tracks], px, t0, t0 + span)
-    block = T._SPAN_BLOCK
+    block = T.BLOCK_ROWS
     try:
-        for T._SPAN_BLOCK in (1, 3, 16, block):
+        for T.BLOCK_ROWS in (1, 3, 16, block):
             cut = T._merge(idx, [], tracks, [idx.cut(t, t0, t0 + span) for t in tracks], px, t0, t0 + span)
             for c in T.LOD_CODE_COLUMNS:
                 assert cut[c].dtype == gathered[c].dtype
                 np.testing.assert_array_equal(cut[c], gathered[c])
     finally:
-        T._SPAN_BLOCK = block
+        T.BLOCK_ROWS = block
 
 
 def test_the_whole_run_is_merged_from_slices_with_the_bars_of_its_events(widedeep):

@@ -45,7 +45,7 @@ import pandas as pd
 from .._memory import PASS_ROWS, release_heap, release_pages, row_slices
 from ..model.derive import profiler_step_windows
 from ..schema import ANALYSIS_FRAMES
-from .timeline import finite
+from .timeline import BLOCK_ROWS, finite
 
 SPEC = ANALYSIS_FRAMES["dispatch"]
 COLUMNS = SPEC.column_names
@@ -62,9 +62,6 @@ NESTING_DEPTH = 64
 # The walk over the device's tasks in start order takes slices of about `PASS_ROWS` tasks, bounded by every
 # _SAMPLE-th of a sample of the starts (each sample stands for PASS_ROWS / _SAMPLE tasks of a track).
 _SAMPLE = 16
-# The outermost host call enclosing a launch is found through the running maximum of its thread's ends,
-# kept at the end of each block of this many rows.
-_BLOCK = 1 << 16
 # The sizes of this many longest waits are kept: `Dispatch.longest_waits` up to that many makes their rows
 # alone.
 _TOP_WAITS = 1000
@@ -347,7 +344,7 @@ class _HostThread:
 
     def __init__(self, cols: _Columns, lo: int, hi: int):
         self.cols, self.lo, self.n = cols, lo, hi - lo
-        self.block = min(cols.chunk, _BLOCK)
+        self.block = min(cols.chunk, BLOCK_ROWS)
         step = self.block * max(1, cols.chunk // self.block)   # a pass's rows: whole blocks
         tops = [np.fmax.reduceat(cols.ends(slice(lo + a, lo + min(a + step, self.n))),
                                  np.arange(0, min(step, self.n - a), self.block))

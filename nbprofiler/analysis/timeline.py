@@ -58,8 +58,10 @@ LEVEL_MIN_EVENTS = 4_096
 CUT_ENTRIES = 1_024
 # Up to this many (run, type) pairs, a level sums its votes in a table instead of sorting them.
 _DENSE_VOTES = 4_000_000
-# Events a block when a whole track's events are merged in place (`_merge_span`).
-_SPAN_BLOCK = 65_536
+# Rows a block of a pass over events that keeps only small temporaries (`row_slices` at this size, a
+# track's events merged in place by `_merge_span`): they stay in the CPU's cache, where a whole column's
+# would go to memory and back.
+BLOCK_ROWS = 65_536
 
 
 @dataclasses.dataclass
@@ -337,11 +339,6 @@ def _is_sorted(track: np.ndarray, start: np.ndarray) -> bool:
     return True
 
 
-# Rows a block of a pass over every event that keeps only small temporaries (`row_slices` at this size):
-# they stay in the CPU's cache, where a whole column's would go to memory and back.
-BLOCK_ROWS = 65_536
-
-
 def _all_blocks(values: np.ndarray, test) -> bool:
     """``test`` (an array -> bool) true of every block of `BLOCK_ROWS` of ``values``."""
     return all(test(values[p]) for p in row_slices(len(values), BLOCK_ROWS))
@@ -581,15 +578,15 @@ def _merge_events(index: TimelineIndex, pos: np.ndarray | slice, px: float) -> d
 
 def _merge_span(index: TimelineIndex, lo: int, dur: np.ndarray, px: float) -> dict:
     """`_merge_events` of the events from position ``lo`` on, ``dur`` their durations, every one under a
-    pixel: the same runs, read from views of the index's arrays a block of `_SPAN_BLOCK` events at a time
+    pixel: the same runs, read from views of the index's arrays a block of `BLOCK_ROWS` events at a time
     (no positions made, nothing gathered, each block's temporaries in the CPU's cache)."""
     n = len(dur)
     start = index.start[lo:lo + n]
     new_run = np.zeros(n, bool)
     block_firsts, ends = [], []
     latest = -np.inf   # the latest end of the events before the block
-    for a in range(0, n, _SPAN_BLOCK):
-        b = min(a + _SPAN_BLOCK, n)
+    for a in range(0, n, BLOCK_ROWS):
+        b = min(a + BLOCK_ROWS, n)
         s = start[a:b]
         e = s + dur[a:b]
         # A run can only begin where an event starts more than a pixel after the one before it ends (the
@@ -628,8 +625,8 @@ def _merge_span(index: TimelineIndex, lo: int, dur: np.ndarray, px: float) -> di
         # adds one by one, as np.bincount does: the same sums)
         table = np.zeros(n_runs * n_types)
         runs_before = 0
-        for a, begin in zip(range(0, n, _SPAN_BLOCK), block_firsts):
-            b = min(a + _SPAN_BLOCK, n)
+        for a, begin in zip(range(0, n, BLOCK_ROWS), block_firsts):
+            b = min(a + BLOCK_ROWS, n)
             if len(begin) == 0 or (len(begin) == 1 and begin[0] == a):   # the block is in one run
                 row = table[(runs_before + len(begin) - 1) * n_types:][:n_types]
                 np.add.at(row, (types[a:b] + 1).astype(np.intp), dur[a:b] + VOTE_EPS)
