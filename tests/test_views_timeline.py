@@ -245,17 +245,25 @@ def test_view_requeries_on_zoom_and_links(torch_npu):
 
 
 def test_the_pages_question_is_answered_for_its_window_whole(torch_npu):
-    """The page asks for a window it cannot draw as one change (``ask.tags`` = [start, end, n, the plot's
-    width in px]); the kernel answers it at once, with the bars held around that window merged at that
-    width, before the axis's own two messages (start, then end) have reached it; each question is answered
-    once (jupyter_bokeh calls back twice), a question like the last one asked again is answered again."""
+    """The page says each move of the axis as one change (``ask.tags`` = [start, end, n, the plot's width
+    in px, need]; the axis is not synced from the page): the kernel's axis takes the window at once, a
+    window the page cannot draw (need 1) is answered at once with the bars held around it merged at that
+    width, and nothing of it is sent back; each is taken once (jupyter_bokeh calls back twice), a question
+    like the last one asked again is answered again. A window the page can draw (need 0) is answered after
+    the axis rests, with its flows and no re-query."""
     view = T.TimelineView(torch_npu)   # the default debounce: only the question can answer at once
+    assert view.x_range.syncable is False
+    sent = []
+    view._bokeh._send_patch = lambda events: sent.extend(events)
     ev = torch_npu.timeline
     hw = ev[ev["track"] == 7].sort_values("start_us")
     t0 = float(hw["start_us"].iloc[10])
-    axis, before = (view.x_range.start, view.x_range.end), view.queries
-    view.ask.tags = [t0, t0 + 100.0, 1, 800]
-    assert view.queries == before + 1 and (view.x_range.start, view.x_range.end) == axis
+    before = view.queries
+    view.ask.tags = [t0, t0 + 100.0, 1, 800, 1]
+    assert view.queries == before + 1 and (view.x_range.start, view.x_range.end) == (t0, t0 + 100.0)
+    assert not any(getattr(e, "model", None) is view.x_range for e in sent)   # the page's own move
+    assert any(getattr(e, "model", None) is view.source for e in sent)        # the answer
+    assert view._pending is None                 # answered: nothing waits for the axis to rest
     assert view.plot_px == 800 and view.held == (t0 - 50.0, t0 + 150.0, 100.0 / 800)
     assert list(view.source.tags) == [t0 - 50.0, t0 + 150.0, 100.0 / 800, 800]   # what the page checks against
     left, right = np.asarray(view.source.data["left"]), np.asarray(view.source.data["right"])
@@ -265,19 +273,20 @@ def test_the_pages_question_is_answered_for_its_window_whole(torch_npu):
     shown = int(((left <= t0 + 100.0) & (right >= t0)).sum())
     assert f" as {shown:,} bars;" in view.status.value   # the status speaks of the window asked for
     assert view.covers(t0 + 25.0, t0 + 75.0) and not view.covers(t0 + 40.0, t0 + 60.0)
-    view._on_ask("tags", [], [t0, t0 + 100.0, 1, 800])   # the same question again (jupyter_bokeh's second call)
+    view._on_ask("tags", [], [t0, t0 + 100.0, 1, 800, 1])   # the same question again (jupyter_bokeh's second call)
     assert view.queries == before + 1
-    # the axis's own messages come after the answer: its window's flows and status went with it
+    # a move the page draws itself: the axis follows, its flows go once it rests, no re-query
     flows = view._sources["timeline_flows_src"].data
-    view._setting_window = True
-    view.x_range.update(start=t0, end=t0 + 100.0)
-    view._setting_window = False
+    view.ask.tags = [t0 + 25.0, t0 + 75.0, 2, 800, 0]
+    assert (view.x_range.start, view.x_range.end) == (t0 + 25.0, t0 + 75.0) and view._pending is not None
+    view._pending.cancel()
     view.refresh()
-    assert view.queries == before + 1 and view._sources["timeline_flows_src"].data is flows
-    view.ask.tags = [t0, t0 + 100.0, 2, 5000]   # wider than the plot can be: its widest
+    assert view.queries == before + 1 and view._sources["timeline_flows_src"].data is not flows
+    assert view._shown == (t0 + 25.0, t0 + 75.0)
+    view.ask.tags = [t0, t0 + 100.0, 3, 5000, 1]   # wider than the plot can be: its widest
     assert view.queries == before + 2 and view.plot_px == view.width
-    view.ask.tags = [t0, t0, 3, 800]   # an empty window: nothing to ask for
-    assert view.queries == before + 2
+    view.ask.tags = [t0, t0, 4, 800, 1]   # an empty window: nothing to ask for
+    assert view.queries == before + 2 and view.x_range.start == t0 and view.x_range.end == t0 + 100.0
 
 
 _ASK_SCRIPT = """
@@ -306,6 +315,10 @@ const tick = () => new Promise(r => setTimeout(r, 0));
   answered_cb(busy, ask_src, src, xr, fig, zoom); await tick(); await tick(); state('answered');
   src.tags = [1150, 1350, 0.125, 800];   // the answer to 1200-1300
   answered_cb(busy, ask_src, src, xr, fig, zoom); await tick(); await tick(); state('answered again');
+  move(1160, 1170); await tick(); state('zoomed past it again');
+  move(1200, 1300); await tick(); state('moved back inside while asked');
+  src.tags = [1155, 1175, 0.0125, 800];   // the answer to 1160-1170
+  answered_cb(busy, ask_src, src, xr, fig, zoom); await tick(); await tick(); state('answered late');
   doc.__nbprofilerPatched = new Set(['x:start']);
   move(5000, 6000); await tick(); state('moved by the kernel');
   console.log(JSON.stringify(calls));
@@ -313,12 +326,12 @@ const tick = () => new Promise(r => setTimeout(r, 0));
 """
 
 
-def test_the_page_asks_once_a_move_is_whole_and_one_question_at_a_time():
-    """The page's side (`_ASK_JS`, `_ANSWERED_JS`) run in node: a move inside what the page holds asks
-    nothing; one past it asks once for the whole window (BokehJS calls back for the start before it has
-    set the end) with the plot's width, and shows the busy label; a move while a question is on its way
-    asks only when the answer comes, and only if the answer does not cover it; a move the kernel's own
-    patch makes asks nothing."""
+def test_the_page_says_each_move_once_and_asks_one_question_at_a_time():
+    """The page's side (`_ASK_JS`, `_ANSWERED_JS`) run in node: each move is said once it is whole (BokehJS
+    calls back for the start before it has set the end), with the plot's width: one inside what the page
+    holds with need 0, one past it with need 1 and the busy label shown; a move past it while a question is
+    on its way is said only when the answer comes, and only if the answer does not cover it; a move inside
+    what is held is said at once even then; a move the kernel's own patch makes says nothing."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("needs node")
@@ -327,13 +340,16 @@ def test_the_page_asks_once_a_move_is_whole_and_one_question_at_a_time():
     out = subprocess.run([node], input=script, capture_output=True, text=True, timeout=60, check=True).stdout
     calls = json.loads(out)
     assert calls == [
-        ["inside what is held", [], "", False],
-        ["zoomed 3x past it", [1100, 1200, 1, 800], "loading detail…", True],
-        ["moved while asked", [1100, 1200, 1, 800], "loading detail…", True],
+        ["inside what is held", [1100, 1400, 1, 800, 0], "", False],
+        ["zoomed 3x past it", [1100, 1200, 2, 800, 1], "loading detail…", True],
+        ["moved while asked", [1100, 1200, 2, 800, 1], "loading detail…", True],
         # 1200-1300 is not inside the 1050-1250 the answer holds: asked for when the answer came
-        ["answered", [1200, 1300, 2, 800], "loading detail…", True],
-        ["answered again", [1200, 1300, 2, 800], "", False],
-        ["moved by the kernel", [1200, 1300, 2, 800], "", False],
+        ["answered", [1200, 1300, 3, 800, 1], "loading detail…", True],
+        ["answered again", [1200, 1300, 3, 800, 1], "", False],
+        ["zoomed past it again", [1160, 1170, 4, 800, 1], "loading detail…", True],
+        ["moved back inside while asked", [1200, 1300, 5, 800, 0], "", False],
+        ["answered late", [1200, 1300, 5, 800, 0], "", False],
+        ["moved by the kernel", [1200, 1300, 5, 800, 0], "", False],
     ]
 
 

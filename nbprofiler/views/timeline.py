@@ -543,14 +543,17 @@ def report_timeline(timeline_df: pd.DataFrame, tracks_df: pd.DataFrame, counters
 
 
 # -- widget -----------------------------------------------------------------------------------------
-# The page's side of a move of the time axis (wheel, drag, minimap, reset). A window it can draw from the
-# bars it holds (``src.tags``: start, end and µs per pixel held, and the plot's width; the rule of
-# `TimelineView.covers`) needs nothing else. Any other window the page asks the kernel for at once, as one
-# change carrying both ends (``ask.tags`` = [start, end, n, the plot's width in px]), one question at a
-# time: a window that moved on while the answer was on its way is asked for when the answer arrives
+# The page's side of a move of the time axis (wheel, drag, minimap, reset, a jump). The axis is not synced
+# to the kernel by BokehJS (``syncable`` off: its start and its end would be a message each, and each
+# message costs the page two kernel status messages that JupyterLab redraws its indicator for); the page
+# says each move once, whole, in ``ask.tags`` = [start, end, n, the plot's width in px, need]. A window it
+# can draw from the bars it holds (``src.tags``: start, end and µs per pixel held, and the plot's width;
+# the rule of `TimelineView.covers`) is told with need 0: the kernel takes the window and sends its flows
+# once the axis rests. Any other window is asked for with need 1 and answered at once, one question at a
+# time: a window that moved on while the answer was on its way is said when the answer arrives
 # (`_ANSWERED_JS`), and a question left unanswered for 2 s is asked again. A move the kernel's own patch
 # makes (`set_window`, which sends the bars with it; the loader marks the document while it applies one)
-# asks nothing. ``busy`` is a label drawn on the plot: changing it costs a repaint, where a text outside
+# says nothing. ``busy`` is a label drawn on the plot: changing it costs a repaint, where a text outside
 # the plot made BokehJS lay out the whole view again (~50 ms of the page's time, twice a zoom).
 _ASK_FN = """
 function ask(busy, ask_src, src, xr, fig, zoom) {
@@ -564,13 +567,12 @@ function ask(busy, ask_src, src, xr, fig, zoom) {
     const [h0, h1, px, width] = src.tags.length ? src.tags : [0, 0, 0, 1];
     const covered = xr.start >= h0 && xr.end <= h1 && (xr.end - xr.start) / width * zoom >= px;
     busy.setv({text: covered ? '' : 'loading detail…', visible: !covered});
-    if (covered) { return; }
     const now = Date.now();
-    if (ask_src.__nbpAsked && now - ask_src.__nbpAsked < 2000) { ask_src.__nbpAgain = true; return; }
-    ask_src.__nbpAsked = now;
+    if (!covered && ask_src.__nbpAsked && now - ask_src.__nbpAsked < 2000) { ask_src.__nbpAgain = true; return; }
+    if (!covered) { ask_src.__nbpAsked = now; }
     ask_src.__nbpAgain = false;
     const plot_px = fig.inner_width > 0 ? fig.inner_width : width;
-    ask_src.tags = [xr.start, xr.end, (ask_src.tags.length > 2 ? ask_src.tags[2] : 0) + 1, plot_px];
+    ask_src.tags = [xr.start, xr.end, (ask_src.tags.length > 2 ? ask_src.tags[2] : 0) + 1, plot_px, covered ? 0 : 1];
   });
 }
 """
@@ -662,7 +664,9 @@ class TimelineView(traitlets.HasTraits, View):
         lo = float(dens["left"].min()) if len(dens) else 0.0
         hi = float(dens["right"].max()) if len(dens) else 1.0
         pad = max((hi - lo) * 0.01, 1.0)
-        self.x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range")
+        # the page says its moves of the axis in one message each (`_on_ask`), not as start and end
+        self.x_range = Range1d(lo - pad, hi + pad, bounds=(lo - pad, hi + pad), name="timeline_x_range",
+                               syncable=False)
         self.tracks = track_table(self.tracks_df)
         self._row_of = row_lookup(self.tracks)
         self._flows_prepared = prepare_flows(self.flows, self.tracks)
@@ -817,16 +821,26 @@ class TimelineView(traitlets.HasTraits, View):
         return float(self.x_range.start), float(self.x_range.end)
 
     def _on_ask(self, attr, old, new) -> None:
-        """The page asks for the bars of a window it cannot draw (`_ASK_JS`: ``ask.tags`` = [start, end,
-        n, the plot's width in px]): answered at once, merged at the plot's own pixels. The axis's own
-        change reaches the kernel as two messages, start and end, so the window comes with the question,
-        whole. jupyter_bokeh calls back twice for each change the page makes: a question is answered once."""
+        """The page moved the time axis (`_ASK_JS`: ``ask.tags`` = [start, end, n, the plot's width in px,
+        need]; the axis itself is not synced from the page): the kernel's axis takes the window, and a window
+        the page cannot draw (need 1) is answered at once, merged at the plot's own pixels; else the axis's
+        rest sends its flows (`_on_range`). jupyter_bokeh calls back twice for each change the page makes:
+        each is taken once."""
         if len(new) < 3 or tuple(new) == self._answered or not float(new[1]) > float(new[0]):
             return
         self._answered = tuple(new)
         if len(new) > 3 and float(new[3]) >= 1:   # the plot's width in the page: bars a pixel wide there
             self.plot_px = min(int(new[3]), self.width)
-        self.requery(float(new[0]), float(new[1]))
+        t0, t1 = float(new[0]), float(new[1])
+        need = len(new) < 5 or bool(new[4])
+        self._setting_window = need       # answered below, not after the axis rests
+        try:
+            for attr_, value in (("start", t0), ("end", t1)):   # the page has it: not sent back
+                self.x_range.lookup(attr_).__set__(self.x_range, value, setter=self._bokeh)
+        finally:
+            self._setting_window = False
+        if need:
+            self.requery(t0, t1)
 
     def refresh(self) -> None:
         """After the time axis moved: re-query when the page cannot draw the window from what it holds,

@@ -3,7 +3,8 @@ back (jupyter_bokeh's view passes on every change of its document, a kernel patc
 re-query's bars went back to the kernel gzipped and base64-encoded, ~0.2 s of the page's time for 10,000
 bars). The kernel records every message the page sends the timeline's widget; the page zooms past what it
 holds (the kernel re-queries and sends new bars), then moves the axis once more, a change the kernel must
-get; when that has come, nothing of the bars' source may have come before it."""
+get; when that has come, nothing of the bars' source may have come before it. Each move came as one
+message (``ask.tags``: start, end, n, the plot's width, need), none as the axis's start and end."""
 from __future__ import annotations
 
 import json
@@ -27,11 +28,11 @@ def test_the_page_does_not_send_a_requerys_bars_back(lab, page):
         "import json, warnings; warnings.simplefilter('ignore')\nimport nbprofiler\n"
         "from nbprofiler.views.timeline import TimelineView\n"
         f"view = TimelineView(nbprofiler.load({str(DATA / 'mindspore2' / 'lenet_pynative')!r}))\n"
-        "names = {view.source.id: 'timeline_src', view.x_range.id: 'timeline_x_range'}\n"
+        "names = {view.source.id: 'timeline_src', view.x_range.id: 'timeline_x_range', view.ask.id: 'timeline_ask'}\n"
         "def record(widget, content, buffers):\n"
         f"    with open({str(log)!r}, 'a') as f:\n"
         "        f.write(json.dumps([names.get((content.get('model') or {}).get('id'), ''), content.get('attr'),\n"
-        "                            content.get('new') if content.get('attr') in ('start', 'end') else None]) + '\\n')\n"
+        "                            content.get('new') if content.get('attr') in ('start', 'end', 'tags') else None]) + '\\n')\n"
         "view._bokeh.on_msg(record)\n"
         "view"])
     open_and_run_all(page, lab, "no_echo.ipynb", 1)
@@ -48,9 +49,11 @@ def test_the_page_does_not_send_a_requerys_bars_back(lab, page):
     page.evaluate(_SET_JS, [marker, marker + span / 2])
 
     def moved(rows):
-        return any(r[:2] == ["timeline_x_range", "start"] and r[2] == marker for r in rows)
+        return any(r[:2] == ["timeline_ask", "tags"] and r[2][:2] == [marker, marker + span / 2] for r in rows)
     got = wait_stable(page, lambda: (rows := _log(log)) and moved(rows) and rows, "the kernel's record of the move")
-    assert [r for r in got if r[0] == "timeline_src"] == [], got
-    assert ["timeline_x_range", "start", mid - span / 2] in got   # the page's own moves do reach the kernel
+    assert [r for r in got if r[0] in ("timeline_src", "timeline_x_range")] == [], got
+    asked = [r[2] for r in got if r[:2] == ["timeline_ask", "tags"]]
+    # the question for the 2 % window (need 1), then the move inside it (need 0), each once
+    assert [a[:2] + a[4:] for a in asked] == [[mid - span / 2, mid + span / 2, 1], [marker, marker + span / 2, 0]]
     save_screenshot(page, "timeline_no_echo")
     assert not page.page_errors, page.page_errors
