@@ -235,7 +235,7 @@ def test_view_requeries_on_zoom_and_links(torch_npu):
     assert not view.covers(t0 + 40.0, t0 + 60.0)  # 5x: new detail is asked for
     view.set_window(t0, t0 + 100.0)
     before += 1
-    # a range change coming from the browser (wheel zoom) goes through the same callback
+    # a change of the axis made in Python goes through `_on_range` (the page says its own moves in `ask.tags`)
     view.x_range.start = t0 - 1000.0
     assert view.queries == before + 2
     matches = view.search("HostToDevice|aclnnAdd|Add")
