@@ -32,7 +32,8 @@ def test_the_page_does_not_send_a_requerys_bars_back(lab, page):
         "def record(widget, content, buffers):\n"
         f"    with open({str(log)!r}, 'a') as f:\n"
         "        f.write(json.dumps([names.get((content.get('model') or {}).get('id'), ''), content.get('attr'),\n"
-        "                            content.get('new') if content.get('attr') in ('start', 'end', 'tags') else None]) + '\\n')\n"
+        "                            content.get('new') if content.get('attr') in ('start', 'end', 'tags')\n"
+        "                            else None]) + '\\n')\n"
         "view._bokeh.on_msg(record)\n"
         "view"])
     open_and_run_all(page, lab, "no_echo.ipynb", 1)
