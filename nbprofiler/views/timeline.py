@@ -567,9 +567,11 @@ function ask(busy, ask_src, src, xr, fig, zoom) {
     const [h0, h1, px, width] = src.tags.length ? src.tags : [0, 0, 0, 1];
     const covered = xr.start >= h0 && xr.end <= h1 && (xr.end - xr.start) / width * zoom >= px;
     busy.setv({text: covered ? '' : 'loading detail…', visible: !covered});
-    const now = Date.now();
-    if (!covered && ask_src.__nbpAsked && now - ask_src.__nbpAsked < 2000) { ask_src.__nbpAgain = true; return; }
-    if (!covered) { ask_src.__nbpAsked = now; }
+    if (!covered) {   // a question: one at a time
+      const now = Date.now();
+      if (ask_src.__nbpAsked && now - ask_src.__nbpAsked < 2000) { ask_src.__nbpAgain = true; return; }
+      ask_src.__nbpAsked = now;
+    }
     ask_src.__nbpAgain = false;
     const plot_px = fig.inner_width > 0 ? fig.inner_width : width;
     ask_src.tags = [xr.start, xr.end, (ask_src.tags.length > 2 ? ask_src.tags[2] : 0) + 1, plot_px, covered ? 0 : 1];
