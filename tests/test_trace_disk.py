@@ -228,7 +228,8 @@ def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path,
     monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", 16)
     rng = np.random.default_rng(5)
     numbers = [7, "7", "07", "007", 8, "9", -3, "-3"]  # each reads as an integer; "07" is not the id 7
-    any_form = numbers + ["+7", "x8", "1704161511422904204", 2 ** 62, None]
+    # ids not written as integers ("-0", ""), and large ones: int64's least, 10 ** 17 and 2 ** 62 as JSON numbers
+    any_form = numbers + ["+7", "x8", "-0", "", "1704161511422904204", str(-2 ** 63), 2 ** 62, 10 ** 17, None]
     events = [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": "0", "dur": 1}]
     for i in range(480):
         event = {"ph": str(rng.choice(["s", "f", "t"])), "name": f"fl{i % 5}", "pid": 1, "tid": int(rng.integers(1, 4)),
@@ -242,7 +243,8 @@ def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path,
     path.write_text(json.dumps(events))
     mem, _, disk, _ = _both(path, tmp_path)
     _assert_same(mem, disk)
-    assert len(mem.flows) > 20 and {"07", "007", "+7", "x8", "1704161511422904204"} <= set(mem.flows["id"])
+    assert len(mem.flows) > 20 and {"07", "007", "+7", "x8", "-0", "1704161511422904204", str(-2 ** 63),
+                                    str(10 ** 17)} <= set(mem.flows["id"])
 
 
 def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path, monkeypatch):
