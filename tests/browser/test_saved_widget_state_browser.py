@@ -118,8 +118,7 @@ def _widget_outputs_ok(page, cells: list[int]) -> None:
     for i in cells:
         try:
             out.nth(i).locator("canvas").first.wait_for(state="attached")
-        except PlaywrightTimeout:
-            save_screenshot(page, "saved_state_no_canvas")
+        except PlaywrightTimeout:  # the page fixture screenshots a failed test (FAILED-<name>.png)
             raise AssertionError(f"cell {i} drew no canvas; it shows {out.nth(i).inner_text()[:2000]!r}; "
                                  f"console errors: {page.console_errors[-10:]}") from None
     texts = page.locator(f"{PANEL} .jp-OutputArea").all_inner_texts()
