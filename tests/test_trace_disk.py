@@ -247,6 +247,47 @@ def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path,
                                     str(10 ** 17)} <= set(mem.flows["id"])
 
 
+@pytest.mark.parametrize("source", ["generated", "torch_npu"])
+def test_spilled_flows_spread_over_many_files_pair_as_in_memory(tmp_path, monkeypatch, source):
+    """On disk the flow events are spilled to files by their flow, each paired alone, and the pairs cut by start
+    time, each part ordered alone: with a file per ~2 KB of trace and a part per 5 pairs, many of each, the
+    frame is the in-memory one, row for row (ties in the start times across the parts' edges included)."""
+    monkeypatch.setattr(trace_flows, "_TRACE_BYTES_PER_PART", 2048)
+    monkeypatch.setattr(trace_flows, "_PAIRS_PER_RANGE", 5)
+    monkeypatch.setattr(trace_flows, "_SAMPLE_EVERY", 1)
+    if source == "torch_npu":
+        path = REAL[1]
+    else:
+        rng = np.random.default_rng(11)
+        events = [{"ph": "X", "name": "k", "pid": 1, "tid": t, "ts": "0", "dur": 100} for t in (1, 2, 3)]
+        for i in range(600):
+            event = {"ph": str(rng.choice(["s", "f", "t"], p=[0.45, 0.35, 0.2])), "name": f"fl{i % 4}", "pid": 1,
+                     "tid": int(rng.integers(1, 4)), "ts": str(int(rng.integers(0, 40))),  # many equal starts
+                     "cat": str(rng.choice(["a", "b", ""])), "id": int(rng.integers(0, 120))}
+            events.append(event)
+        path = tmp_path / "flows.json"
+        path.write_text(json.dumps(events))
+    seen = {}
+    real_add = trace_flows._Ranges.add
+
+    def add(self, pairs):   # how many files of events and of pairs the build used
+        seen["ranges"] = len(self.cuts) + 1
+        return real_add(self, pairs)
+    monkeypatch.setattr(trace_flows._Ranges, "add", add)
+    real_pair = trace_flows.SpilledFlows.pair
+
+    def pair(self, *args):
+        seen["parts"] = len(self.paths)
+        return real_pair(self, *args)
+    monkeypatch.setattr(trace_flows.SpilledFlows, "pair", pair)
+    mem, _, disk, _ = _both(path, tmp_path)
+    assert seen["parts"] >= 8 and seen["ranges"] >= 8, seen
+    assert len(mem.flows) >= 40
+    _assert_same(mem, disk)
+    # the spilled files are gone: the store holds its own files only
+    assert not [p.name for p in (tmp_path / "store").iterdir() if "spill" in p.name or "-flows" in p.name]
+
+
 def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path, monkeypatch):
     """The timeline index's passes over every event drop the pages of the store's mapped files (its columns,
     flows, tracks, counters) from resident memory afterwards (madvise), so one pass's pages do not add up with

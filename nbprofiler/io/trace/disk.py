@@ -7,7 +7,9 @@
    (track, ts, file order) and kept (in memory, or spilled to an Arrow IPC file). What else is kept is
    small: the dictionaries, the M/C/flow/B/E events, and per batch one (track, first ts, last ts) segment
    per track. The reader parses the next batch meanwhile, so most of this work is hidden behind it. In
-   memory, the flow events are kept keyed by integers (`_KeptFlows`), only the start events with text.
+   memory, the flow events are kept keyed by integers (`_KeptFlows`), only the start events with text; on
+   disk, they are spilled to files by a hash of their flow (`nbprofiler.io.trace.flows.SpilledFlows`),
+   each paired alone once every batch is read.
 2. The timeline is assembled track by track in display order: a track whose segments run forward in
    time from batch to batch (a file written in time order) is the concatenation of its segments;
    otherwise (or with B/E pairs) that track alone is sorted. In memory, ``args`` is the kept runs' own
@@ -49,7 +51,7 @@ from ...errors import EmptyFileError, FileTooLargeError, MalformedFileError
 from .. import _util, cache
 from .counters import counter_events, counter_frame, counter_samples
 from .exact import line_of_event
-from .flows import FLOW_SQL, flow_ends, flow_frame, flow_frame_of_pairs, flow_key, flow_pairs
+from .flows import FLOW_HASH_SQL, SpilledFlows, flow_ends, flow_frame, flow_frame_of_pairs, flow_key, flow_pairs
 from .frames import (TraceData, bad_field, distinct_categorical, event_kinds, pair_begin_end, skipped_events,
                      warn_impossible_dur, warn_unplaced)
 from .naming import meta_events, name_tracks, op_type_maps, op_types_of
@@ -195,7 +197,7 @@ class _Codes:
 class _Sink:
     """Digests batches like `digest_batch` and keeps only what the store needs (see the module doc)."""
 
-    def __init__(self, spill: Path | None):
+    def __init__(self, spill: Path | None, trace_bytes: int = 0):
         self.spill_path = spill  # None: the runs and the flow events are kept in memory
         self.counters: list[pa.Table] = []  # the C events' samples, per batch
         self.kept: list[pa.RecordBatch] = []
@@ -212,8 +214,10 @@ class _Sink:
         self.bad = [0, None, None]     # count, first global row, field
         self.absurd = [0, None, None]  # count, first global row, its dur
         self.be: list[pa.Table] = []
-        self.flows_path = spill.with_name(spill.stem + "-flows.parquet") if spill is not None else None
-        self.flow_writer = None
+        self.spilled_flows = SpilledFlows(spill.with_name(spill.stem + "-flows"), trace_bytes) \
+            if spill is not None else None
+        # the reader's column placing each flow event in a spilled file of its own flow
+        self.extra_columns = FLOW_HASH_SQL if spill is not None else ""
         self.meta: list[pa.Table] = []  # the M events (track names and sort keys)
         self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
 
@@ -291,13 +295,10 @@ class _Sink:
                            **{k: fl.column(k).cast(pa.string()) for k in ("cat", "id", "name")},
                            "kind": pa.array(kind[frows]), "pair": pa.array(pair[frows]),
                            "ts_ns": pa.array(ts_ns[frows])})
-            if self.flows_path is None:
+            if self.spilled_flows is None:
                 self.flows.add(fl)
             else:
-                if self.flow_writer is None:
-                    import pyarrow.parquet as pq
-                    self.flow_writer = pq.ParquetWriter(str(self.flows_path), fl.schema, compression="none")
-                self.flow_writer.write_table(fl)
+                self.spilled_flows.add(fl, c.flow.column("flow_hash").to_numpy()[ok])
         if len(c.aux):
             arows = c.aux.column("row").to_numpy() - offset
             is_meta = kind[arows] == KIND_M
@@ -334,9 +335,9 @@ class _Sink:
         """Called when the read fails (a retry, or the exact parse that locates the error, comes next):
         what was kept goes now."""
         self._close_writers()
-        for f in (self.spill_path, self.flows_path):
-            if f is not None:
-                f.unlink(missing_ok=True)
+        if self.spill_path is not None:
+            self.spill_path.unlink(missing_ok=True)
+            self.spilled_flows.discard()
         self.kept, self.flows, self.meta, self.be, self.seg, self.counters = [], _KeptFlows(), [], [], [], []
 
     def close(self) -> None:
@@ -345,10 +346,11 @@ class _Sink:
         self._close_writers()
 
     def _close_writers(self) -> None:
-        for w in ("writer", "flow_writer"):
-            if getattr(self, w) is not None:
-                getattr(self, w).close()
-                setattr(self, w, None)
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.spilled_flows is not None:
+            self.spilled_flows.close()
 
 
 # Up to this many (pid code, tid code) cells, a batch's distinct pairs are marked in a table of every cell
@@ -397,7 +399,7 @@ def _parse(path: Path, spill_dir: Path | None, bar, share: float, family: str) -
     sinks: list[_Sink] = []
 
     def make_digest():  # a retried read starts a fresh sink (a failed read discards its own)
-        sink = _Sink(spill_dir / f"spill-{len(sinks)}.arrow" if spill_dir is not None else None)
+        sink = _Sink(spill_dir / f"spill-{len(sinks)}.arrow" if spill_dir is not None else None, size)
         sinks.append(sink)
         return sink
 
@@ -428,7 +430,7 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
             done = _assemble(sink, path, _ColumnFiles(tmp), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: bar.advance(size * 0.3 * f))
         small = {"tracks": done.tracks, "counters": _counters(sink)}
-        if not _flows(sink, done.track_of_pair, done.origin_ns, tmp):
+        if not sink.spilled_flows.pair(done.track_of_pair, done.origin_ns, tmp / "flows.arrow"):
             small["flows"] = flow_frame(None)
         import pyarrow.feather as feather
         for name, df in small.items():
@@ -437,8 +439,7 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
             "version": STORE_VERSION, "rows": int(done.n), "origin_ns": int(done.origin_ns), "source": str(path),
             "categories": {c: v.to_pylist() if isinstance(v, pa.Array) else v for c, v in done.categories.items()},
             "dtypes": {c: d.str for c, d in done.dtypes.items()}}))
-        for f in (sink.spill_path, sink.flows_path):
-            f.unlink(missing_ok=True)
+        sink.spill_path.unlink(missing_ok=True)
         if dest.exists():
             shutil.rmtree(dest, ignore_errors=True)
         os.replace(tmp, dest)
@@ -765,40 +766,6 @@ class _Spill:
         except BufferError:  # an Arrow buffer still points into it; closed when collected
             pass
         self.f.close()
-
-
-def _flows(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, out: Path) -> bool:
-    """Pair the flow events (spilled to Parquet) into ``out/flows.arrow`` with duckdb under a memory limit
-    (it spills to ``out`` too); False when there are none."""
-    if not sink.flows_path.exists():
-        return False
-    import duckdb
-    con = duckdb.connect(config={"temp_directory": str(out / "duckdb.tmp"), "memory_limit": "1GB",
-                                 "preserve_insertion_order": False})
-    try:
-        con.execute("SET enable_progress_bar = false")
-        con.register("pairs", pa.table({"pair": np.arange(len(track_of_pair), dtype=np.int32),
-                                        "track": track_of_pair.astype(np.int32)}))
-        lit = "'" + str(sink.flows_path).replace("'", "''") + "'"
-        con.execute(f"CREATE TEMP VIEW fl AS SELECT f.kind, coalesce(f.cat, '') AS cat, coalesce(f.id, '') AS id, "
-                    f"coalesce(f.name, '') AS name, f.row AS seq, p.track, "
-                    f"CAST(f.ts_ns - {int(origin_ns)} AS DOUBLE) / 1000.0 AS us "
-                    f"FROM read_parquet({lit}) AS f JOIN pairs AS p USING (pair)")
-        rel = con.sql(FLOW_SQL.format(s=KIND_S, f=KIND_F, t=KIND_T))
-        reader = rel.to_arrow_reader(_OUT_ROWS) if hasattr(rel, "to_arrow_reader") \
-            else rel.fetch_record_batch(_OUT_ROWS)
-        # large_string: what pandas' string columns hold, so the frame maps them without a copy
-        schema = pa.schema([("cat", pa.large_string()), ("id", pa.large_string()), ("name", pa.large_string()),
-                            ("start_track", pa.int32()), ("start_us", pa.float64()),
-                            ("end_track", pa.int32()), ("end_us", pa.float64())])
-        with pa.ipc.new_file(str(out / "flows.arrow"), schema) as w:
-            for b in reader:
-                w.write_batch(pa.record_batch([b.column(i).cast(schema.field(i).type) for i in range(len(schema))],
-                                              schema=schema))
-    finally:
-        con.close()
-        shutil.rmtree(out / "duckdb.tmp", ignore_errors=True)
-    return True
 
 
 def _counters(sink: _Sink) -> pd.DataFrame:

@@ -1,6 +1,10 @@
-"""Flows: the s/f/t events paired into arrows by (cat, id), as one rule (`FLOW_SQL`) applied in memory
-(`pair_flows`, `flow_ends`) or by duckdb under a memory limit (a trace built on disk)."""
+"""Flows: the s/f/t events paired into arrows by (cat, id), one rule (`FLOW_SQL` states it) applied by
+`flow_ends`: to every flow event at once in memory (`pair_flows`), or, for a trace built on disk, to the
+events spilled to files by a hash of their (cat, id), one file at a time (`SpilledFlows`)."""
 from __future__ import annotations
+
+import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,9 +18,8 @@ from .parse import KIND_F, KIND_S, KIND_T
 FLOW_COLUMNS = FRAMES["timeline_flows"].required
 
 # Flows pair by (cat, id): a flow starts at its first s event and ends at its first f event, or (the
-# s/t pairs of CANN step trace) at its last t step; ``seq`` is the file order. `pair_flows` applies this
-# rule in memory; a trace built on disk (`nbprofiler.io.trace.disk`) applies it with this SQL, in duckdb
-# under a memory limit. tests/test_trace_disk.py checks that both give the same frame.
+# s/t pairs of CANN step trace) at its last t step; ``seq`` is the file order. This SQL states the rule
+# (tests/test_trace_disk.py checks `pair_flows` against it); `flow_ends` applies it.
 FLOW_SQL = """
 WITH s AS (SELECT cat, id, arg_min(name, seq) AS name, arg_min(track, seq) AS track, arg_min(us, seq) AS us
            FROM fl WHERE kind = {s} GROUP BY cat, id),
@@ -126,3 +129,155 @@ def flow_frame_of_pairs(pairs: pa.Table | None) -> pd.DataFrame:
     # the text converts to pandas' string type as it is (str objects on pandas 2): no second pass over it
     return pairs.to_pandas().astype({"start_track": np.int32, "start_us": np.float64, "end_track": np.int32,
                                      "end_us": np.float64})
+
+
+# -- a trace built on disk: the flows paired in bounded memory ------------------------------------------
+# The reader's column (`nbprofiler.io.trace.parse._READ_SQL`) that places a flow event in the file of its
+# flow: a hash of its (cat, id) as FLOW_SQL keys it (a missing one as "").
+FLOW_HASH_SQL = ", CASE WHEN ph IN ('s', 'f', 't') THEN hash(coalesce(cat, ''), coalesce(id, '')) END AS flow_hash"
+# Bytes of trace per file of flow events: a file holds at most its share of the trace's events, so pairing
+# one (~150 bytes an event, text included) takes a fraction of what the trace's JSON took.
+_TRACE_BYTES_PER_PART = 256 << 20
+# Files open at once at most (a 64 GB trace's share each beyond that), for the process's file limit.
+_MAX_FILES = 256
+# Pairs per file of pairs (by start time), ordered in memory one file at a time.
+_PAIRS_PER_RANGE = 1 << 19
+# Every this-many-th start event's time is kept to cut the pairs' start times in files of about as many.
+_SAMPLE_EVERY = 16
+_TEXT = ("cat", "id", "name")
+
+
+class SpilledFlows:
+    """The flow events of a trace built on disk (`nbprofiler.io.trace.disk`), spilled as they are read to
+    files by a hash of their (cat, id): every event of a flow is in one file, in file order, so each file is
+    paired alone by `flow_ends`, in memory of its size, as `pair_flows` pairs every event at once. The pairs
+    go to files by their start time, and each of those, ordered by (start, cat, id) as `flow_pairs` orders
+    them, is written out in turn: the same frame as `pair_flows` gives, in the memory of a file's share.
+    ``prefix``: the files' path up to a number; ``trace_bytes``: the trace's size, which sets how many files
+    the events are spread over."""
+
+    def __init__(self, prefix: Path, trace_bytes: int):
+        self.prefix = prefix
+        self.parts = min(_MAX_FILES, max(1, math.ceil(trace_bytes / _TRACE_BYTES_PER_PART)))
+        self.writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+        self.paths: dict[int, Path] = {}
+        self.starts = 0                      # s events spilled
+        self.sample: list[np.ndarray] = []   # every _SAMPLE_EVERY-th s event's ts_ns
+
+    def add(self, fl: pa.Table, flow_hash: np.ndarray) -> None:
+        """A batch's flow events in file order: ``cat``, ``id``, ``name`` (text; null reads ""),
+        ``kind``, ``pair`` (the track's pair id) and ``ts_ns``; ``flow_hash``: their `FLOW_HASH_SQL`
+        values."""
+        part = flow_hash % np.uint64(self.parts)
+        order = np.argsort(part, kind="stable")   # each file's events stay in file order
+        cuts = np.searchsorted(part[order], np.arange(self.parts + 1, dtype=np.uint64))
+        fl = pa.table({"kind": fl.column("kind"), "pair": fl.column("pair"), "ts_ns": fl.column("ts_ns"),
+                       **{c: pc.fill_null(fl.column(c), "") for c in _TEXT}}).take(pa.array(order))
+        for p in np.flatnonzero(np.diff(cuts)):
+            if p not in self.writers:
+                self.paths[p] = self.prefix.with_name(f"{self.prefix.name}-{p}.arrow")
+                self.writers[p] = pa.ipc.new_file(str(self.paths[p]), fl.schema)
+            self.writers[p].write_table(fl.slice(int(cuts[p]), int(cuts[p + 1] - cuts[p])))
+        kind = fl.column("kind").to_numpy()
+        ts = fl.column("ts_ns").to_numpy()[kind == KIND_S]
+        self.starts += len(ts)
+        self.sample.append(ts[::_SAMPLE_EVERY])
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+        self.writers = {}
+
+    def discard(self) -> None:
+        self.close()
+        for f in self.paths.values():
+            f.unlink(missing_ok=True)
+        self.paths, self.sample, self.starts = {}, [], 0
+
+    def pair(self, track_of_pair: np.ndarray, origin_ns: int, out: Path) -> bool:
+        """Write the flows frame's table (`flow_pairs`' columns, text as large_string) to the Arrow IPC file
+        ``out``; False when no flow pairs (nothing written). The spilled files are removed."""
+        self.close()
+        try:
+            ranges = _Ranges(self.prefix.with_name(self.prefix.name + "-pairs"), self._cuts(origin_ns))
+            for p in sorted(self.paths):
+                ranges.add(self._pairs_of(self.paths[p], track_of_pair, origin_ns))
+                self.paths[p].unlink()
+            return ranges.write_ordered(out)
+        finally:
+            self.discard()
+
+    def _cuts(self, origin_ns: int) -> np.ndarray:
+        """Start times (us from ``origin_ns``) cutting the pairs into files of about `_PAIRS_PER_RANGE`."""
+        n = min(_MAX_FILES, max(1, math.ceil(self.starts / _PAIRS_PER_RANGE)))
+        sample = np.sort(np.concatenate(self.sample)) if self.sample else np.zeros(0, np.int64)
+        if n == 1 or not len(sample):
+            return np.zeros(0)
+        at = sample[(np.arange(1, n) * len(sample)) // n]
+        return np.unique((at - origin_ns).astype(np.float64) / 1000.0)
+
+    @staticmethod
+    def _pairs_of(path: Path, track_of_pair: np.ndarray, origin_ns: int) -> pa.Table | None:
+        """The pairs of one file's flows, unordered: `flow_pairs`' columns."""
+        fl = pa.ipc.open_file(str(path)).read_all().combine_chunks()
+        kind = fl.column("kind").to_numpy()
+        codes = [pc.dictionary_encode(fl.column(c)).combine_chunks().indices.to_numpy(zero_copy_only=False)
+                 for c in ("cat", "id")]
+        start, end = flow_ends(kind, flow_key(*codes))
+        if not len(start):
+            return None
+        pair, ts = fl.column("pair").to_numpy(), fl.column("ts_ns").to_numpy()
+        us = (ts - origin_ns).astype(np.float64) / 1000.0
+        text = fl.select(list(_TEXT)).take(pa.array(start))
+        return pa.table({**{c: text.column(c) for c in _TEXT},
+                         "start_track": pa.array(track_of_pair[pair[start]].astype(np.int32)),
+                         "start_us": pa.array(us[start]),
+                         "end_track": pa.array(track_of_pair[pair[end]].astype(np.int32)),
+                         "end_us": pa.array(us[end])})
+
+
+class _Ranges:
+    """Pairs spilled to files by start time (``cuts``: the times between files; ``prefix``: their path up
+    to a number), then written out file by file, each ordered by (start, cat, id): one file's pairs in
+    memory at a time."""
+
+    def __init__(self, prefix: Path, cuts: np.ndarray):
+        self.prefix, self.cuts = prefix, cuts
+        self.writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+        self.paths: dict[int, Path] = {}
+
+    def add(self, pairs: pa.Table | None) -> None:
+        if pairs is None:
+            return
+        where = np.searchsorted(self.cuts, pairs.column("start_us").to_numpy(), side="right")
+        order = np.argsort(where, kind="stable")
+        cuts = np.searchsorted(where[order], np.arange(len(self.cuts) + 2))
+        pairs = pairs.take(pa.array(order))
+        for r in np.flatnonzero(np.diff(cuts)):
+            if r not in self.writers:
+                self.paths[r] = self.prefix.with_name(f"{self.prefix.name}-{r}.arrow")
+                self.writers[r] = pa.ipc.new_file(str(self.paths[r]), pairs.schema)
+            self.writers[r].write_table(pairs.slice(int(cuts[r]), int(cuts[r + 1] - cuts[r])))
+
+    def write_ordered(self, out: Path) -> bool:
+        for w in self.writers.values():
+            w.close()
+        if not self.paths:
+            return False
+        # large_string: what pandas' string columns hold, so the frame maps them without a copy
+        schema = pa.schema([*((c, pa.large_string()) for c in _TEXT), ("start_track", pa.int32()),
+                            ("start_us", pa.float64()), ("end_track", pa.int32()), ("end_us", pa.float64())])
+        try:
+            with pa.ipc.new_file(str(out), schema) as w:
+                for r in sorted(self.paths):
+                    t = pa.ipc.open_file(str(self.paths[r])).read_all().combine_chunks()
+                    ordered = flow_pairs(t.select(list(_TEXT)), np.arange(t.num_rows),
+                                         *(t.column(c).to_numpy() for c in ("start_track", "start_us",
+                                                                             "end_track", "end_us")))
+                    w.write_table(ordered.cast(schema))
+                    del t, ordered
+                    self.paths[r].unlink()
+        finally:
+            for f in self.paths.values():
+                f.unlink(missing_ok=True)
+        return True

@@ -146,7 +146,9 @@ def digest_batch(batch: pa.RecordBatch, offset: int, spans: bool = True) -> Chun
     is_flow = pa.array((kind >= KIND_S) & (kind <= KIND_T))
     flow = pa.table({"row": pa.array(np.flatnonzero(is_flow) + offset),
                      **{c: batch.column(c).filter(is_flow) for c in ("cat", "id")},
-                     "name": batch.column("flow_name").filter(is_flow)})
+                     "name": batch.column("flow_name").filter(is_flow),
+                     **({"flow_hash": batch.column("flow_hash").filter(is_flow)}
+                        if "flow_hash" in batch.schema.names else {})})
     # Everything kept is a copy: an Arrow array imported from duckdb keeps its whole batch alive (args
     # included), so keeping a view of one column would keep every batch of the file in memory.
     return Chunk(offset, batch.num_rows, kind.copy(), ts_ns, ts_ok, dur.copy(), codes, flow, aux, span_rows,
@@ -260,7 +262,8 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     JSON documents the file holds; only the first one's events are read). ``make_digest``: returns the
     function that digests each batch (default `digest_batch`); called once per read, so a read that fails and
     is retried starts a fresh one, and a failed read calls its ``discard()`` where it has one (what it
-    kept is not held through the retry)."""
+    kept is not held through the retry); its ``extra_columns``, where it has them, are added to the
+    reader's statement (`_READ_SQL`)."""
     import queue
     digest = digest_batch if make_digest is None else make_digest()
     stats = {} if stats is None else stats
@@ -280,7 +283,8 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
         source = (f"(SELECT unnest(traceEvents, recursive := true), docs FROM (SELECT traceEvents, count(*) OVER () "
                   f"AS docs FROM read_json({lit}, format='unstructured', columns={{traceEvents: '{struct}'}}, "
                   f"maximum_object_size={_MAX_OBJECT}) QUALIFY row_number() OVER () = 1))")
-    sql = _READ_SQL.format(source=source, dur=dur_sql, extra=", docs" if as_document else "")
+    sql = _READ_SQL.format(source=source, dur=dur_sql,
+                           extra=(", docs" if as_document else "") + getattr(digest, "extra_columns", ""))
     size = path.stat().st_size if checked_size is None else checked_size
     batches: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
