@@ -46,7 +46,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..._memory import keep_maps
+from ..._memory import keep_maps, release_heap
 from ...errors import EmptyFileError, FileTooLargeError, MalformedFileError
 from .. import _util, cache
 from .counters import counter_events, counter_frame, counter_samples
@@ -432,6 +432,7 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
         small = {"tracks": done.tracks, "counters": _counters(sink)}
         if not sink.spilled_flows.pair(done.track_of_pair, done.origin_ns, tmp / "flows.arrow"):
             small["flows"] = flow_frame(None)
+        release_heap()   # the pairing's temporaries (glibc keeps a freed array's pages under its mmap threshold)
         import pyarrow.feather as feather
         for name, df in small.items():
             feather.write_feather(df, tmp / f"{name}.arrow", compression="uncompressed")
