@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import mmap
 import shutil
+import threading
 import warnings
 import weakref
 from pathlib import Path
@@ -341,6 +342,32 @@ def test_a_failed_read_lets_go_of_what_it_kept(tmp_path, monkeypatch):
         data = trace.load_trace([path], progress=False)
     assert discarded and discarded[0] >= 4  # the first read had kept several batches when it failed
     assert "late" not in set(data.timeline["name"].astype(str)) and len(data.timeline) > 100_000
+
+
+def test_a_build_that_fails_while_its_flows_are_paired_leaves_nothing(tmp_path, monkeypatch):
+    """The flows are paired on a thread while the timeline's columns are written: when writing the columns
+    fails, the error is the user's, and the build's directory goes only once the pairing is done with it (no
+    file of it is left, nor written into a removed directory)."""
+    monkeypatch.setattr(trace_flows, "_TRACE_BYTES_PER_PART", 2048)   # many files to pair
+    paired, started = [], threading.Event()
+    real_pair = trace_flows.SpilledFlows.pair
+
+    def pair(self, *args):
+        started.set()
+        out = real_pair(self, *args)
+        paired.append(out)
+        return out
+    monkeypatch.setattr(trace_flows.SpilledFlows, "pair", pair)
+
+    def add(self, args):
+        assert started.wait(60)   # the pairing is under way when the columns' write fails
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(trace_disk._ColumnFiles, "add", add)
+    dest = tmp_path / "cache" / "store"
+    with pytest.raises(OSError, match="No space left"):
+        trace_disk.build(REAL[1], dest, legacy=False, progress=False)
+    assert paired == [True]   # the pairing ran to its end before the directory was removed
+    assert not list((tmp_path / "cache").iterdir())
 
 
 def test_a_digest_that_fails_never_leaves_the_reader_waiting(monkeypatch):
