@@ -431,7 +431,7 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
 
             def pair_flows(track_of_pair):
                 # on a thread of its own while the timeline's columns are written: the assembly mostly waits
-                # for its writes, and the pairing holds a file of flows at a time (a 10 GB trace: ~8 s less)
+                # for its writes, and the pairing holds one file of flows at a time
                 pairing.append(_PAIRING.submit(sink.spilled_flows.pair, track_of_pair, sink.origin_ns or 0,
                                                tmp / "flows.arrow"))
             done = _assemble(sink, path, _ColumnFiles(tmp), legacy=legacy, gpu=path.name.startswith("gpu_"),
