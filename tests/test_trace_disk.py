@@ -19,7 +19,7 @@ import pytest
 
 import nbprofiler
 from nbprofiler import _memory
-from nbprofiler.io import _util, cache, trace
+from nbprofiler.io import _util, cache, json_slice, trace
 from nbprofiler.io.trace import disk as trace_disk
 from nbprofiler.io.trace import flows as trace_flows
 from nbprofiler.io.trace import parse as trace_parse
@@ -248,16 +248,32 @@ def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path,
                                     str(10 ** 17)} <= set(mem.flows["id"])
 
 
-@pytest.mark.parametrize("source", ["generated", "torch_npu"])
+@pytest.mark.parametrize("source", ["generated", "torch_npu", "torch_npu as one document"])
 def test_spilled_flows_spread_over_many_files_pair_as_in_memory(tmp_path, monkeypatch, source):
     """On disk the flow events are spilled to files by their flow, each paired alone, and the pairs cut by start
     time, each part ordered alone: with a file per ~2 KB of trace and a part per 5 pairs, many of each, the
-    frame is the in-memory one, row for row (ties in the start times across the parts' edges included)."""
+    frame is the in-memory one, row for row (ties in the start times across the parts' edges included). Also
+    where the events are read from the whole JSON document (its array cannot be read alone: a long value
+    follows it), which computes the flows' hash in another statement."""
     monkeypatch.setattr(trace_flows, "_TRACE_BYTES_PER_PART", 2048)
     monkeypatch.setattr(trace_flows, "_PAIRS_PER_RANGE", 5)
     monkeypatch.setattr(trace_flows, "_SAMPLE_EVERY", 1)
     if source == "torch_npu":
         path = REAL[1]
+    elif source == "torch_npu as one document":
+        events = json.loads(REAL[1].read_text())
+        events = events["traceEvents"] if isinstance(events, dict) else events
+        big = [{"id": i, "name": "x" * 100} for i in range(2 * json_slice.SMALL_VALUE_BYTES // 100)]
+        path = tmp_path / "trace_view.json"
+        path.write_text(json.dumps({"traceEvents": events, "deviceProperties": big}))
+        documents = []
+        real_stream = trace_parse._stream
+
+        def stream(*args, **kwargs):
+            out = real_stream(*args, **kwargs)
+            documents.append(kwargs["stats"].get("docs"))
+            return out
+        monkeypatch.setattr(trace_parse, "_stream", stream)
     else:
         rng = np.random.default_rng(11)
         events = [{"ph": "X", "name": "k", "pid": 1, "tid": t, "ts": "0", "dur": 100} for t in (1, 2, 3)]
@@ -282,6 +298,8 @@ def test_spilled_flows_spread_over_many_files_pair_as_in_memory(tmp_path, monkey
         return real_pair(self, *args)
     monkeypatch.setattr(trace_flows.SpilledFlows, "pair", pair)
     mem, _, disk, _ = _both(path, tmp_path)
+    if source == "torch_npu as one document":
+        assert documents == [1, 1]   # both builds read the whole document
     assert seen["parts"] >= 8 and seen["ranges"] >= 8, seen
     assert len(mem.flows) >= 40
     _assert_same(mem, disk)
