@@ -291,8 +291,8 @@ class _Sink:
             ok = is_flow[frows]
             fl = c.flow.filter(pa.array(ok))
             frows = frows[ok]
-            fl = pa.table({"row": fl.column("row"),
-                           **{k: fl.column(k).cast(pa.string()) for k in ("cat", "id", "name")},
+            fl = pa.table({"row": fl.column("row"),   # text: null reads "", as in `FLOW_SQL`
+                           **{k: pc.fill_null(fl.column(k).cast(pa.string()), "") for k in ("cat", "id", "name")},
                            "kind": pa.array(kind[frows]), "pair": pa.array(pair[frows]),
                            "ts_ns": pa.array(ts_ns[frows])})
             if self.spilled_flows is None:
@@ -816,8 +816,7 @@ class _KeptFlows:
 
     def add(self, fl: pa.Table) -> None:
         kind = fl.column("kind").to_numpy()
-        text = {c: pc.fill_null(fl.column(c), "") for c in ("cat", "id", "name")}  # as `FLOW_SQL`
-        ids = text["id"]
+        ids = fl.column("id")
         try:
             number = pc.cast(ids, pa.int64())
             # the id is the integer only when it is written as the integer prints ("7", not "07" or "+7")
@@ -827,9 +826,9 @@ class _KeptFlows:
             number = None
         self.batches.append({
             "kind": kind, "pair": fl.column("pair").to_numpy(), "ts_ns": fl.column("ts_ns").to_numpy(),
-            "cat": self.cat.of(pc.dictionary_encode(text["cat"]).combine_chunks()),
+            "cat": self.cat.of(pc.dictionary_encode(fl.column("cat")).combine_chunks()),
             "id": ids.combine_chunks() if number is None else number.to_numpy(),
-            "start": pa.table(text).filter(pa.array(kind == KIND_S))})
+            "start": fl.select(["cat", "id", "name"]).filter(pa.array(kind == KIND_S))})
 
     def pairs(self, origin_ns: int) -> pa.Table | None:
         """`nbprofiler.io.trace.flows.pair_flows`' result, with pair ids for tracks."""

@@ -147,6 +147,44 @@ _SAMPLE_EVERY = 16
 _TEXT = ("cat", "id", "name")
 
 
+class _Buckets:
+    """Arrow IPC files numbered by bucket (``prefix``: their path up to the number), written table by table:
+    each table's rows go, in their order, to the file of their bucket."""
+
+    def __init__(self, prefix: Path):
+        self.prefix = prefix
+        self.writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+        self.paths: dict[int, Path] = {}
+
+    def add(self, table: pa.Table, bucket: np.ndarray, n: int) -> None:
+        """``table``'s rows to their files; ``bucket``: per row, its bucket, in 0..``n`` − 1."""
+        order = np.argsort(bucket, kind="stable")   # each file's rows stay in the order they came
+        cuts = np.searchsorted(bucket[order], np.arange(n + 1, dtype=bucket.dtype))
+        table = table.take(pa.array(order))
+        for b in np.flatnonzero(np.diff(cuts)):
+            if b not in self.writers:
+                self.paths[b] = self.prefix.with_name(f"{self.prefix.name}-{b}.arrow")
+                self.writers[b] = pa.ipc.new_file(str(self.paths[b]), table.schema)
+            self.writers[b].write_table(table.slice(int(cuts[b]), int(cuts[b + 1] - cuts[b])))
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+        self.writers = {}
+
+    def take(self, b: int) -> pa.Table:
+        """The rows of bucket ``b``, its file removed (call `close` first)."""
+        table = pa.ipc.open_file(str(self.paths[b])).read_all().combine_chunks()
+        self.paths.pop(b).unlink()
+        return table
+
+    def remove(self) -> None:
+        self.close()
+        for f in self.paths.values():
+            f.unlink(missing_ok=True)
+        self.paths = {}
+
+
 class SpilledFlows:
     """The flow events of a trace built on disk (`nbprofiler.io.trace.disk`), spilled as they are read to
     files by a hash of their (cat, id): every event of a flow is in one file, in file order, so each file is
@@ -159,52 +197,55 @@ class SpilledFlows:
     def __init__(self, prefix: Path, trace_bytes: int):
         self.prefix = prefix
         self.parts = min(_MAX_FILES, max(1, math.ceil(trace_bytes / _TRACE_BYTES_PER_PART)))
-        self.writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
-        self.paths: dict[int, Path] = {}
+        self.events = _Buckets(prefix)
         self.starts = 0                      # s events spilled
         self.sample: list[np.ndarray] = []   # every _SAMPLE_EVERY-th s event's ts_ns
 
     def add(self, fl: pa.Table, flow_hash: np.ndarray) -> None:
-        """A batch's flow events in file order: ``cat``, ``id``, ``name`` (text; null reads ""),
-        ``kind``, ``pair`` (the track's pair id) and ``ts_ns``; ``flow_hash``: their `FLOW_HASH_SQL`
-        values."""
-        part = flow_hash % np.uint64(self.parts)
-        order = np.argsort(part, kind="stable")   # each file's events stay in file order
-        cuts = np.searchsorted(part[order], np.arange(self.parts + 1, dtype=np.uint64))
-        fl = pa.table({"kind": fl.column("kind"), "pair": fl.column("pair"), "ts_ns": fl.column("ts_ns"),
-                       **{c: pc.fill_null(fl.column(c), "") for c in _TEXT}}).take(pa.array(order))
-        for p in np.flatnonzero(np.diff(cuts)):
-            if p not in self.writers:
-                self.paths[p] = self.prefix.with_name(f"{self.prefix.name}-{p}.arrow")
-                self.writers[p] = pa.ipc.new_file(str(self.paths[p]), fl.schema)
-            self.writers[p].write_table(fl.slice(int(cuts[p]), int(cuts[p + 1] - cuts[p])))
+        """A batch's flow events in file order: ``cat``, ``id``, ``name`` (text, "" for none), ``kind``,
+        ``pair`` (the track's pair id) and ``ts_ns``; ``flow_hash``: their `FLOW_HASH_SQL` values."""
+        self.events.add(fl.select(["kind", "pair", "ts_ns", *_TEXT]), flow_hash % np.uint64(self.parts),
+                        self.parts)
         kind = fl.column("kind").to_numpy()
         ts = fl.column("ts_ns").to_numpy()[kind == KIND_S]
         self.starts += len(ts)
         self.sample.append(ts[::_SAMPLE_EVERY])
 
     def close(self) -> None:
-        for w in self.writers.values():
-            w.close()
-        self.writers = {}
+        self.events.close()
 
     def discard(self) -> None:
-        self.close()
-        for f in self.paths.values():
-            f.unlink(missing_ok=True)
-        self.paths, self.sample, self.starts = {}, [], 0
+        self.events.remove()
+        self.sample, self.starts = [], 0
 
     def pair(self, track_of_pair: np.ndarray, origin_ns: int, out: Path) -> bool:
         """Write the flows frame's table (`flow_pairs`' columns, text as large_string) to the Arrow IPC file
         ``out``; False when no flow pairs (nothing written). The spilled files are removed."""
         self.close()
+        cuts = self._cuts(origin_ns)
+        ranges = _Buckets(self.prefix.with_name(self.prefix.name + "-pairs"))
         try:
-            ranges = _Ranges(self.prefix.with_name(self.prefix.name + "-pairs"), self._cuts(origin_ns))
-            for p in sorted(self.paths):
-                ranges.add(self._pairs_of(self.paths[p], track_of_pair, origin_ns))
-                self.paths[p].unlink()
-            return ranges.write_ordered(out)
+            for p in sorted(self.events.paths):
+                pairs = self._pairs_of(self.events.take(p), track_of_pair, origin_ns)
+                if pairs is not None:
+                    ranges.add(pairs, np.searchsorted(cuts, pairs.column("start_us").to_numpy(), side="right"),
+                               len(cuts) + 1)
+            ranges.close()
+            if not ranges.paths:
+                return False
+            # large_string: what pandas' string columns hold, so the frame maps them without a copy
+            schema = pa.schema([*((c, pa.large_string()) for c in _TEXT), ("start_track", pa.int32()),
+                                ("start_us", pa.float64()), ("end_track", pa.int32()), ("end_us", pa.float64())])
+            with pa.ipc.new_file(str(out), schema) as w:
+                for r in sorted(ranges.paths):   # one range's pairs in memory at a time, in start order
+                    t = ranges.take(r)
+                    w.write_table(flow_pairs(t.select(list(_TEXT)), np.arange(t.num_rows),
+                                             *(t.column(c).to_numpy() for c in ("start_track", "start_us",
+                                                                                 "end_track", "end_us")))
+                                  .cast(schema))
+            return True
         finally:
+            ranges.remove()
             self.discard()
 
     def _cuts(self, origin_ns: int) -> np.ndarray:
@@ -217,9 +258,8 @@ class SpilledFlows:
         return np.unique((at - origin_ns).astype(np.float64) / 1000.0)
 
     @staticmethod
-    def _pairs_of(path: Path, track_of_pair: np.ndarray, origin_ns: int) -> pa.Table | None:
-        """The pairs of one file's flows, unordered: `flow_pairs`' columns."""
-        fl = pa.ipc.open_file(str(path)).read_all().combine_chunks()
+    def _pairs_of(fl: pa.Table, track_of_pair: np.ndarray, origin_ns: int) -> pa.Table | None:
+        """The pairs of one file's flows (``fl``), unordered: `flow_pairs`' columns."""
         kind = fl.column("kind").to_numpy()
         codes = [pc.dictionary_encode(fl.column(c)).combine_chunks().indices.to_numpy(zero_copy_only=False)
                  for c in ("cat", "id")]
@@ -234,50 +274,3 @@ class SpilledFlows:
                          "start_us": pa.array(us[start]),
                          "end_track": pa.array(track_of_pair[pair[end]].astype(np.int32)),
                          "end_us": pa.array(us[end])})
-
-
-class _Ranges:
-    """Pairs spilled to files by start time (``cuts``: the times between files; ``prefix``: their path up
-    to a number), then written out file by file, each ordered by (start, cat, id): one file's pairs in
-    memory at a time."""
-
-    def __init__(self, prefix: Path, cuts: np.ndarray):
-        self.prefix, self.cuts = prefix, cuts
-        self.writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
-        self.paths: dict[int, Path] = {}
-
-    def add(self, pairs: pa.Table | None) -> None:
-        if pairs is None:
-            return
-        where = np.searchsorted(self.cuts, pairs.column("start_us").to_numpy(), side="right")
-        order = np.argsort(where, kind="stable")
-        cuts = np.searchsorted(where[order], np.arange(len(self.cuts) + 2))
-        pairs = pairs.take(pa.array(order))
-        for r in np.flatnonzero(np.diff(cuts)):
-            if r not in self.writers:
-                self.paths[r] = self.prefix.with_name(f"{self.prefix.name}-{r}.arrow")
-                self.writers[r] = pa.ipc.new_file(str(self.paths[r]), pairs.schema)
-            self.writers[r].write_table(pairs.slice(int(cuts[r]), int(cuts[r + 1] - cuts[r])))
-
-    def write_ordered(self, out: Path) -> bool:
-        for w in self.writers.values():
-            w.close()
-        if not self.paths:
-            return False
-        # large_string: what pandas' string columns hold, so the frame maps them without a copy
-        schema = pa.schema([*((c, pa.large_string()) for c in _TEXT), ("start_track", pa.int32()),
-                            ("start_us", pa.float64()), ("end_track", pa.int32()), ("end_us", pa.float64())])
-        try:
-            with pa.ipc.new_file(str(out), schema) as w:
-                for r in sorted(self.paths):
-                    t = pa.ipc.open_file(str(self.paths[r])).read_all().combine_chunks()
-                    ordered = flow_pairs(t.select(list(_TEXT)), np.arange(t.num_rows),
-                                         *(t.column(c).to_numpy() for c in ("start_track", "start_us",
-                                                                             "end_track", "end_us")))
-                    w.write_table(ordered.cast(schema))
-                    del t, ordered
-                    self.paths[r].unlink()
-        finally:
-            for f in self.paths.values():
-                f.unlink(missing_ok=True)
-        return True
