@@ -129,6 +129,13 @@ def test_a_synthetic_trace_in_many_batches(tmp_path, monkeypatch):
     mem, _, disk, _ = _both(path, tmp_path)
     _assert_same(mem, disk)
     assert not sorted_tracks and len(disk.timeline) > 9000
+    # the args text is written once: every slice of the column is of the spilled runs' file, kept by the
+    # store, and the spill's other columns are gone
+    store = tmp_path / "store"
+    index = np.load(store / trace_disk._ARGS_INDEX)
+    assert set(index[:, 0].tolist()) == {0} and len(index) > 70
+    assert pa.ipc.open_file(store / trace_disk._ARGS_FILES[1]).num_record_batches == 0
+    assert not [p.name for p in store.iterdir() if "spill" in p.name]
 
 
 def test_the_store_is_mapped_not_read_and_reused(tmp_path, monkeypatch):
@@ -371,10 +378,10 @@ def test_a_build_that_fails_while_its_flows_are_paired_leaves_nothing(tmp_path, 
         return out
     monkeypatch.setattr(trace_flows.SpilledFlows, "pair", pair)
 
-    def add(self, args):
+    def write_filled(self):
         assert started.wait(60)   # the pairing is under way when the columns' write fails
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(trace_disk._ColumnFiles, "add", add)
+    monkeypatch.setattr(trace_disk._ColumnFiles, "_write_filled", write_filled)
     dest = tmp_path / "cache" / "store"
     with pytest.raises(OSError, match="No space left"):
         trace_disk.build(REAL[1], dest, legacy=False, progress=False)

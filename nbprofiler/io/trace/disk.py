@@ -4,7 +4,8 @@
 
 1. Each record batch of the streaming parse (`nbprofiler.io.trace.parse`) is digested, then reduced to
    its placeable X events, coded against running dictionaries (pid, tid, name, cat, args.type), sorted by
-   (track, ts, file order) and kept (in memory, or spilled to an Arrow IPC file). What else is kept is
+   (track, ts, file order) and kept (in memory, or spilled to two Arrow IPC files: the args text, and the
+   other columns). What else is kept is
    small: the dictionaries, the M/C/flow/B/E events, and per batch one (track, first ts, last ts) segment
    per track. The reader parses the next batch meanwhile, so most of this work is hidden behind it. In
    memory, the flow events are kept keyed by integers (`_KeptFlows`), only the start events with text; on
@@ -12,11 +13,13 @@
    each paired alone once every batch is read.
 2. The timeline is assembled track by track in display order: a track whose segments run forward in
    time from batch to batch (a file written in time order) is the concatenation of its segments;
-   otherwise (or with B/E pairs) that track alone is sorted. In memory, ``args`` is the kept runs' own
-   text (no copy), and the flows are paired by a second thread afterwards, which the load does not wait
-   for (reading them does).
-3. On disk, the columns land in a store directory (numeric columns as ``.npy``, ``args`` as Arrow IPC,
-   the small frames as Feather): in the user cache dir (`nbprofiler.io.cache`, so a second open maps it
+   otherwise (or with B/E pairs) that track alone is sorted. ``args`` is the kept runs' own text where
+   a track is their concatenation (in memory their arrays, on disk the spilled args file, which the store
+   keeps: the text is written once); a sorted track's args are a copy. In memory, the flows are paired by
+   a second thread afterwards, which the load does not wait for (reading them does).
+3. On disk, the columns land in a store directory (numeric columns as ``.npy``, ``args`` as the slices of
+   two Arrow IPC files an index lists, the small frames as Feather): in the user cache dir
+   (`nbprofiler.io.cache`, so a second open maps it
    again in well under a second), else a temporary dir removed at exit. The timeline frame's columns are
    zero-copy views of the mapped files: memory is spent on the pages a query touches, and ``args`` is
    read from disk only for the rows that are looked at. A trace goes there when its in-memory build
@@ -60,13 +63,19 @@ from .parse import (CODED, KIND_B, KIND_C, KIND_F, KIND_M, KIND_S, KIND_T, KIND_
 from .progress import Progress
 
 # Bump when the store's layout changes, so stale stores are not mapped.
-STORE_VERSION = 3
+STORE_VERSION = 4
 ENV_FORCE = "NBPROFILER_TRACE_ON_DISK"  # "1": every single-file trace loads this way (tests, benchmarks)
 # The timeline's columns but args, each a .npy file; category columns hold their codes in the integer type
 # pandas keeps for that many categories, so the frame maps them without a copy.
 _COLUMNS = ("track", "name", "op_type", "ph", "cat", "start_us", "dur_us")
 _CATEGORICAL = ("name", "op_type", "ph", "cat")
-_OUT_ROWS = 1 << 20  # rows per args batch of the store
+_OUT_ROWS = 1 << 20  # rows per batch of the sorted tracks' args; rows between releases of the spill's pages
+# The store's args: the spilled runs' file (the X events' text, batch by batch, as the sink wrote it), the
+# sorted tracks' file, and the index of the slices of theirs that make the column, in row order: one row
+# (file, batch, first row, end row) per slice, file 0 or 1 of `_ARGS_FILES`.
+_ARGS_FILES = ("timeline.args-runs.arrow", "timeline.args-sorted.arrow")
+_ARGS_INDEX = "timeline.args-index.npy"
+_ARGS_SCHEMA = pa.schema([("args", pa.large_string())])
 
 
 def _codes_dtype(n_categories: int) -> np.dtype:
@@ -112,8 +121,8 @@ def _temp_store() -> Path:
 
 
 def _check_disk(path: Path, dest: Path) -> None:
-    """The store and its spill take up to about the file's size on disk (args text plus ~40 bytes per
-    event, twice while the spill exists)."""
+    """The store and its spill take up to about the file's size on disk (args text, written once, plus ~70
+    bytes per event while the spill exists)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     need = path.stat().st_size
     free = shutil.disk_usage(dest.parent).free
@@ -202,7 +211,8 @@ class _Sink:
         self.counters: list[pa.Table] = []  # the C events' samples, per batch
         self.kept: list[pa.RecordBatch] = []
         self.flows = _KeptFlows()  # in memory
-        self.writer = None
+        self.writer = self.args_writer = None
+        self.args_path = spill.with_name(spill.stem + "-args.arrow") if spill is not None else None
         self.codes = {c: _Codes(op_types_of if c == "name" else None) for c in CODED}
         self.pairs: dict[int, int] = {}  # pid code << 32 | tid code -> pair id
         self.pair_pid: list[int] = []
@@ -327,9 +337,14 @@ class _Sink:
         if self.spill_path is None:
             self.kept.append(batch)
             return
+        # the args to a file of their own, which the store keeps as its args (`_ColumnFiles.add_run`); the
+        # other columns are read once by the assembly, then removed
+        numbers = batch.drop_columns(["args"])
         if self.writer is None:
-            self.writer = pa.ipc.new_file(str(self.spill_path), batch.schema)
-        self.writer.write_batch(batch)
+            self.writer = pa.ipc.new_file(str(self.spill_path), numbers.schema)
+            self.args_writer = pa.ipc.new_file(str(self.args_path), _ARGS_SCHEMA)
+        self.writer.write_batch(numbers)
+        self.args_writer.write_batch(pa.record_batch([batch.column("args")], schema=_ARGS_SCHEMA))
 
     def discard(self) -> None:
         """Called when the read fails (a retry, or the exact parse that locates the error, comes next):
@@ -337,6 +352,7 @@ class _Sink:
         self._close_writers()
         if self.spill_path is not None:
             self.spill_path.unlink(missing_ok=True)
+            self.args_path.unlink(missing_ok=True)
             self.spilled_flows.discard()
         self.kept, self.flows, self.meta, self.be, self.seg, self.counters = [], _KeptFlows(), [], [], [], []
 
@@ -346,9 +362,10 @@ class _Sink:
         self._close_writers()
 
     def _close_writers(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        for writer in (self.writer, self.args_writer):
+            if writer is not None:
+                writer.close()
+        self.writer = self.args_writer = None
         if self.spilled_flows is not None:
             self.spilled_flows.close()
 
@@ -448,6 +465,8 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
             "categories": {c: v.to_pylist() if isinstance(v, pa.Array) else v for c, v in done.categories.items()},
             "dtypes": {c: d.str for c, d in done.dtypes.items()}}))
         sink.spill_path.unlink(missing_ok=True)
+        if sink.args_path.exists():   # the X events' args, as the store's index refers to them
+            os.replace(sink.args_path, tmp / _ARGS_FILES[0])
         if dest.exists():
             shutil.rmtree(dest, ignore_errors=True)
         os.replace(tmp, dest)
@@ -502,7 +521,9 @@ def _paired_flows(sink: _Sink, track_of_pair: np.ndarray) -> tuple[pd.DataFrame,
 
 class _ColumnFiles:
     """The timeline's columns written to the store as they are assembled: numeric ones to ``.npy``
-    files (header first, then appended), ``args`` to an Arrow IPC file in batches of `_OUT_ROWS`."""
+    files (header first, then appended); ``args`` as the index of its slices (`_ARGS_INDEX`): a run added
+    whole is its slice of the spilled args file (not written again), a sorted track's args are written to
+    the sorted tracks' file in batches of about `_OUT_ROWS`."""
 
     def __init__(self, out: Path):
         self.out = out
@@ -513,35 +534,52 @@ class _ColumnFiles:
             np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dtypes[c]),
                                                      "fortran_order": False, "shape": (n,)})
         self.dtypes = dtypes
-        self.args = pa.ipc.new_file(str(self.out / "timeline.args.arrow"), pa.schema([("args", pa.large_string())]))
+        self.args = pa.ipc.new_file(str(self.out / _ARGS_FILES[1]), _ARGS_SCHEMA)
         self.pending: list[pa.Array] = []
         self.pending_rows = 0
+        self.sorted_batches = 0
+        self.index: list[list[int]] = []
 
     def slot(self, k: int) -> dict:
         """Arrays for the next ``k`` rows of each numeric column, to be filled, then `add`-ed."""
         self.filled = {c: np.empty(k, dtype=self.dtypes[c]) for c in _COLUMNS}
         return self.filled
 
-    def add(self, args: pa.Array) -> bool:
-        """Append the rows of the last `slot` and their args; True when the args written so far went to disk
-        (the spill's pages can go)."""
-        for c, f in self.files.items():
-            f.write(self.filled[c].tobytes())
+    def add_run(self, spill, batch: int, lo: int, hi: int) -> None:
+        """Append the rows of the last `slot`, whose args are rows ``lo:hi`` of the spilled run ``batch``."""
+        self._write_filled()
+        self._index(0, batch, lo, hi)
+
+    def add(self, args: pa.Array) -> None:
+        """Append the rows of the last `slot` and their args (a sorted track's)."""
+        self._write_filled()
+        self._index(1, self.sorted_batches, self.pending_rows, self.pending_rows + len(args))
         self.pending.append(args)
         self.pending_rows += len(args)
-        if self.pending_rows < _OUT_ROWS:
-            return False
-        self._flush()
-        return True
+        if self.pending_rows >= _OUT_ROWS:
+            self._flush()
+
+    def _write_filled(self) -> None:
+        for c, f in self.files.items():
+            f.write(self.filled[c].tobytes())
+
+    def _index(self, file: int, batch: int, lo: int, hi: int) -> None:
+        last = self.index[-1] if self.index else None
+        if last is not None and last[0] == file and last[1] == batch and last[3] == lo:
+            last[3] = hi   # the slice goes on where the last one ended
+        else:
+            self.index.append([file, batch, lo, hi])
 
     def _flush(self) -> None:
         if self.pending:
-            self.args.write_batch(pa.record_batch([pa.concat_arrays(self.pending)], names=["args"]))
+            self.args.write_batch(pa.record_batch([pa.concat_arrays(self.pending)], schema=_ARGS_SCHEMA))
+            self.sorted_batches += 1
         self.pending, self.pending_rows = [], 0
 
     def close(self) -> None:
         try:
             self._flush()
+            np.save(self.out / _ARGS_INDEX, np.array(self.index, dtype=np.int64).reshape(-1, 4))
         finally:
             self.args.close()
             for f in self.files.values():
@@ -561,10 +599,12 @@ class _ColumnArrays:
         """The next ``k`` rows of each numeric column (views of the frame's arrays), to be filled."""
         return {c: arr[self.at:self.at + k] for c, arr in self.arrays.items()}
 
-    def add(self, args: pa.Array) -> bool:
+    def add_run(self, spill, batch: int, lo: int, hi: int) -> None:
+        self.add(spill.args(batch, lo, hi))
+
+    def add(self, args: pa.Array) -> None:
         self.args.append(args)
         self.at += len(args)
-        return False
 
     def close(self) -> None:
         pass
@@ -577,7 +617,13 @@ class _Kept:
         self.batches = batches
 
     def rows(self, batch: int, lo: int, hi: int) -> pa.RecordBatch:
+        """Rows ``lo:hi`` of run ``batch``, args included (as `_Spill.with_args`)."""
         return self.batches[batch].slice(lo, hi - lo)
+
+    with_args = rows
+
+    def args(self, batch: int, lo: int, hi: int) -> pa.Array:
+        return self.batches[batch].column("args").slice(lo, hi - lo)
 
     def release(self) -> None:
         pass
@@ -658,7 +704,9 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     op_of_name = op_of_name.astype(dtypes["op_type"])
     op_of_arg_type = op_of_type[type_map] if len(op_of_type) and (op_of_type >= 0).any() else None
     events = np.zeros(len(tracks), dtype=np.int64)
-    spill = (_Spill(sink.spill_path) if sink.spill_path is not None else _Kept(sink.kept)) if sink.batches else None
+    spill = (_Spill(sink.spill_path, sink.args_path) if sink.spill_path is not None else _Kept(sink.kept)) \
+        if sink.batches else None
+    unreleased = 0   # rows read from the spill since its pages were last released
     try:
         bounds = np.flatnonzero(np.diff(seg_track)) + 1
         by_track = {int(seg_track[lo]): (lo, hi) for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(segs)])
@@ -668,12 +716,13 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
             mine = segs[lo:hi]
             b_here = np.flatnonzero(b_track == t) if has_b else np.zeros(0, np.int64)
             in_order = not len(b_here) and bool(np.all(mine[1:, 4] >= mine[:-1, 5]))
-            if in_order:  # read lazily: a long track's pages are released as they are written
-                parts = (spill.rows(int(s[1]), int(s[2]), int(s[3])) for s in mine)
+            if in_order:  # the runs as they are, read lazily: a long track's pages are released as it goes
+                runs = [(int(s[1]), int(s[2]), int(s[3])) for s in mine]
+                parts = ((spill.rows(*run), run) for run in runs)
             else:  # this track alone, sorted in memory
-                parts = [_sorted_track([spill.rows(int(s[1]), int(s[2]), int(s[3])) for s in mine],
-                                       be.take(pa.array(b_here)) if len(b_here) else None)]
-            for part in parts:
+                parts = [(_sorted_track([spill.with_args(int(s[1]), int(s[2]), int(s[3])) for s in mine],
+                                        be.take(pa.array(b_here)) if len(b_here) else None), None)]
+            for part, run in parts:
                 k = part.num_rows
                 if not k:
                     continue
@@ -694,11 +743,17 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
                 np.divide(part.column("ts_ns").to_numpy() - origin_ns, 1000.0, out=out["start_us"])
                 out["dur_us"][:] = part.column("dur").to_numpy()
                 events[t] += k
-                args = part.column("args")
-                if isinstance(args, pa.ChunkedArray):  # one chunk: that chunk itself (combine_chunks copies)
-                    args = args.chunk(0) if args.num_chunks == 1 else args.combine_chunks()
-                if columns.add(args) and spill is not None:
+                if run is not None:
+                    columns.add_run(spill, *run)
+                else:
+                    args = part.column("args")
+                    if isinstance(args, pa.ChunkedArray):  # one chunk: that chunk itself (combine_chunks copies)
+                        args = args.chunk(0) if args.num_chunks == 1 else args.combine_chunks()
+                    columns.add(args)
+                unreleased += k
+                if unreleased >= _OUT_ROWS and spill is not None:
                     spill.release()
+                    unreleased = 0
             if spill is not None:
                 spill.release()
             advance(1 / max(len(tracks), 1))
@@ -756,29 +811,38 @@ def _sorted_track(spans: list[pa.RecordBatch], b_pairs: pa.Table | None) -> pa.T
 
 
 class _Spill:
-    """The spill file, memory-mapped; `release` drops the pages read so far from this process's resident
-    memory (they stay in the page cache), so reading a file larger than memory costs what one track
-    holds, not the file."""
+    """The spill's two files (the runs' columns but args, and their args), memory-mapped; `release` drops
+    the pages read so far from this process's resident memory (they stay in the page cache), so reading a
+    file larger than memory costs what one track holds, not the file."""
 
-    def __init__(self, path: Path):
-        self.f = open(path, "rb")
-        self.mm = mmap.mmap(self.f.fileno(), 0, access=mmap.ACCESS_READ)
-        self.reader = pa.ipc.open_file(pa.py_buffer(self.mm))
+    def __init__(self, path: Path, args_path: Path):
+        self.files = [open(p, "rb") for p in (path, args_path)]
+        self.maps = [mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) for f in self.files]
+        self.readers = [pa.ipc.open_file(pa.py_buffer(mm)) for mm in self.maps]
 
     def rows(self, batch: int, lo: int, hi: int) -> pa.RecordBatch:
-        return self.reader.get_batch(batch).slice(lo, hi - lo)
+        """Rows ``lo:hi`` of run ``batch``, without their args."""
+        return self.readers[0].get_batch(batch).slice(lo, hi - lo)
+
+    def args(self, batch: int, lo: int, hi: int) -> pa.Array:
+        return self.readers[1].get_batch(batch).column(0).slice(lo, hi - lo)
+
+    def with_args(self, batch: int, lo: int, hi: int) -> pa.RecordBatch:
+        return self.rows(batch, lo, hi).append_column("args", self.args(batch, lo, hi))
 
     def release(self) -> None:
-        if hasattr(self.mm, "madvise"):
-            self.mm.madvise(mmap.MADV_DONTNEED)
+        for mm in self.maps:
+            if hasattr(mm, "madvise"):
+                mm.madvise(mmap.MADV_DONTNEED)
 
     def close(self) -> None:
-        self.reader = None
-        try:
-            self.mm.close()
-        except BufferError:  # an Arrow buffer still points into it; closed when collected
-            pass
-        self.f.close()
+        self.readers = []
+        for mm, f in zip(self.maps, self.files):
+            try:
+                mm.close()
+            except BufferError:  # an Arrow buffer still points into it; closed when collected
+                pass
+            f.close()
 
 
 def _counters(sink: _Sink) -> pd.DataFrame:
@@ -882,7 +946,7 @@ def _open(store: Path) -> TraceData | None:
             if c in _CATEGORICAL and arr.dtype != _codes_dtype(len(cats[c])):
                 return None
             arrays[c] = arr
-        args = pa.ipc.open_file(pa.memory_map(str(store / "timeline.args.arrow"))).read_all().column("args")
+        args = _store_args(store)
         if len(args) != n:
             return None
         timeline = _timeline_frame(arrays, args, cats)
@@ -898,5 +962,18 @@ def _open(store: Path) -> TraceData | None:
         for df in (timeline, *small.values()):
             _copy_on_edit(df)
         return TraceData(origin_us=int(meta["origin_ns"]) / 1000, timeline=timeline, **small)
-    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+    except (OSError, ValueError, KeyError, TypeError, IndexError, pa.ArrowException):
         return None
+
+
+def _store_args(store: Path) -> pa.ChunkedArray:
+    """The store's args column: the slices its index lists, each a view of its memory-mapped file."""
+    index = np.load(store / _ARGS_INDEX)
+    if index.ndim != 2 or index.shape[1] != 4:
+        raise ValueError("bad args index")
+    batches: dict[int, list] = {}
+    for file in np.unique(index[:, 0]).tolist():
+        reader = pa.ipc.open_file(pa.memory_map(str(store / _ARGS_FILES[file])))
+        batches[file] = [reader.get_batch(b).column(0) for b in range(reader.num_record_batches)]
+    return pa.chunked_array([batches[f][b].slice(lo, hi - lo) for f, b, lo, hi in index.tolist()],
+                            type=pa.large_string())
