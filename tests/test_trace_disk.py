@@ -79,9 +79,16 @@ def _both(path: Path, tmp_path: Path, legacy: bool = False):
 
 
 def _assert_same(mem, disk):
+    """The frames of both builds are equal; the store's timeline has its scope layers marked already, as
+    `mark_scope_layers` marks the in-memory one."""
     assert disk.origin_us == mem.origin_us
+    assert "is_scope" in disk.timeline.columns
     for name in trace.TRACE_FRAMES:
-        pd.testing.assert_frame_equal(getattr(disk, name), getattr(mem, name), check_categorical=True)
+        if name == "timeline":
+            pd.testing.assert_frame_equal(disk.timeline, trace.mark_scope_layers(mem.timeline, mem.tracks),
+                                          check_categorical=True)
+        else:
+            pd.testing.assert_frame_equal(getattr(disk, name), getattr(mem, name), check_categorical=True)
 
 
 @pytest.mark.parametrize("batch_rows", [None, 97])
@@ -136,6 +143,12 @@ def test_a_synthetic_trace_in_many_batches(tmp_path, monkeypatch):
     assert set(index[:, 0].tolist()) == {0} and len(index) > 70
     assert pa.ipc.open_file(store / trace_disk._ARGS_FILES[1]).num_record_batches == 0
     assert not [p.name for p in store.iterdir() if "spill" in p.name]
+    # the scope layers are marked once, by the build: an open maps is_scope and the marked op types, and
+    # marking the frame again is no pass over its events
+    scope = disk.timeline["is_scope"]
+    assert scope.any() and not scope.to_numpy().flags.owndata
+    assert (disk.timeline.loc[scope, "op_type"] == trace.SCOPE_LAYER_TYPE).all()
+    assert trace.mark_scope_layers(disk.timeline, disk.tracks) is disk.timeline
 
 
 def test_the_store_is_mapped_not_read_and_reused(tmp_path, monkeypatch):
@@ -326,10 +339,11 @@ def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path, monkeypatch)
             advised.append(option)
             return self.real.madvise(option, *args)
 
-    # the timeline's columns, then the tracks, flows and counters files (a map no frame's column holds, as an
-    # empty frame's, is gone)
+    # the timeline's columns and is_scope, then the tracks, flows and counters files (a map no frame's column
+    # holds, as an empty frame's, is gone)
     maps = _memory.mapped(store)
-    assert len(maps) == len(trace_disk._COLUMNS) + 3 and all(m is not None for m in maps[:len(trace_disk._COLUMNS)])
+    columns = len(trace_disk._COLUMNS) + 1
+    assert len(maps) == columns + 3 and all(m is not None for m in maps[:columns])
     maps = [m for m in maps if m is not None]
     recorders = [Recorder(getattr(m, "_mmap", m)) for m in maps]
     monkeypatch.setitem(_memory._MAPS, str(store), [weakref.ref(r) for r in recorders])

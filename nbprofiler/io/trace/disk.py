@@ -18,9 +18,10 @@
    keeps: the text is written once); a sorted track's args are a copy. In memory, the flows are paired by
    a second thread afterwards, which the load does not wait for (reading them does).
 3. On disk, the columns land in a store directory (numeric columns as ``.npy``, ``args`` as the slices of
-   two Arrow IPC files an index lists, the small frames as Feather): in the user cache dir
-   (`nbprofiler.io.cache`, so a second open maps it
-   again in well under a second), else a temporary dir removed at exit. The timeline frame's columns are
+   two Arrow IPC files an index lists, the small frames as Feather), the scope layers marked once into it
+   (``is_scope``, and the op types, as `naming.mark_scope_layers` marks a frame): in the user cache dir
+   (`nbprofiler.io.cache`, so a second open maps it again in well under a second), else a temporary dir
+   removed at exit. The timeline frame's columns are
    zero-copy views of the mapped files: memory is spent on the pages a query touches, and ``args`` is
    read from disk only for the rows that are looked at. A trace goes there when its in-memory build
    would not fit (the memory guard's ``trace`` row, `nbprofiler.io._util.EXPANSION`), or always with
@@ -57,7 +58,7 @@ from .exact import line_of_event
 from .flows import FLOW_HASH_SQL, SpilledFlows, flow_ends, flow_frame, flow_frame_of_pairs, flow_key, flow_pairs
 from .frames import (TraceData, bad_field, distinct_categorical, event_kinds, pair_begin_end, skipped_events,
                      warn_impossible_dur, warn_unplaced)
-from .naming import meta_events, name_tracks, op_type_maps, op_types_of
+from .naming import meta_events, name_tracks, op_type_maps, op_types_of, scope_layer_codes
 from .parse import (CODED, KIND_B, KIND_C, KIND_F, KIND_M, KIND_S, KIND_T, KIND_X, digest_batch, parse_chunks,
                     storage)
 from .progress import Progress
@@ -76,6 +77,8 @@ _OUT_ROWS = 1 << 20  # rows per batch of the sorted tracks' args; rows between r
 _ARGS_FILES = ("timeline.args-runs.arrow", "timeline.args-sorted.arrow")
 _ARGS_INDEX = "timeline.args-index.npy"
 _ARGS_SCHEMA = pa.schema([("args", pa.large_string())])
+# The timeline's ``is_scope`` column, marked once by the build (`_mark_scope_layers`).
+_SCOPE_FILE = "timeline.is_scope.npy"
 
 
 def _codes_dtype(n_categories: int) -> np.dtype:
@@ -453,6 +456,7 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
                                                tmp / "flows.arrow"))
             done = _assemble(sink, path, _ColumnFiles(tmp), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: bar.advance(size * 0.3 * f), on_tracks=pair_flows)
+            _mark_scope_layers(tmp, done)
         small = {"tracks": done.tracks, "counters": _counters(sink)}
         if not pairing[0].result():
             small["flows"] = flow_frame(None)
@@ -475,6 +479,27 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
             job.cancel() or wait([job])
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _mark_scope_layers(out: Path, done: _Assembled) -> None:
+    """The store's ``is_scope`` column, and its ``op_type`` codes and categories with the scope layers
+    marked (`naming.scope_layer_codes`, what `naming.mark_scope_layers` does to a frame): once here, where
+    every open of the store would otherwise make that pass over every event (0.3-0.5 s of a 10 GB trace's
+    re-open)."""
+    track = np.load(out / "timeline.track.npy", mmap_mode="r")
+    op_type = np.load(out / "timeline.op_type.npy", mmap_mode="r")
+    scope, codes, cats = scope_layer_codes(track, op_type, pd.Index(done.categories["op_type"], dtype=str),
+                                           done.tracks)
+    del track, op_type
+    np.save(out / _SCOPE_FILE, scope)
+    if codes is not None:
+        dtype = _codes_dtype(len(cats))
+        part = out / "timeline.op_type.part"
+        with open(part, "wb") as f:
+            np.save(f, codes.astype(dtype))
+        os.replace(part, out / "timeline.op_type.npy")
+        done.categories["op_type"] = cats.tolist()
+        done.dtypes["op_type"] = dtype
 
 
 def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> TraceData:
@@ -852,10 +877,12 @@ def _counters(sink: _Sink) -> pd.DataFrame:
 
 
 # -- opening a store --------------------------------------------------------------------------------
-def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built: bool = False) -> pd.DataFrame:
+def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built: bool = False,
+                    is_scope: np.ndarray | None = None) -> pd.DataFrame:
     """The timeline frame over these column arrays (category codes in `_codes_dtype`) and args, sharing
     their memory: no column is copied. ``built``: the categories are the build's own (distinct by
-    construction), not read back from a store (pandas checks those)."""
+    construction), not read back from a store (pandas checks those). ``is_scope``: a store's marked scope
+    layers, the last column, as `naming.mark_scope_layers` places it."""
     cols = {}
     for c in _COLUMNS:
         arr = arrays[c]
@@ -865,6 +892,8 @@ def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built
         cols[c] = pd.Series(arr, copy=False)
     # pandas' default string dtype, backed by the Arrow array (no copy)
     cols["args"] = pd.Series(pd.Series([], dtype=str).dtype.__from_arrow__(args), copy=False)
+    if is_scope is not None:
+        cols["is_scope"] = pd.Series(is_scope, copy=False)
     return pd.DataFrame(cols, copy=False)
 
 
@@ -946,10 +975,14 @@ def _open(store: Path) -> TraceData | None:
             if c in _CATEGORICAL and arr.dtype != _codes_dtype(len(cats[c])):
                 return None
             arrays[c] = arr
+        maps.append(np.load(store / _SCOPE_FILE, mmap_mode="r"))
+        is_scope = maps[-1].view(np.ndarray)
+        if is_scope.shape != (n,) or is_scope.dtype != np.bool_:
+            return None
         args = _store_args(store)
         if len(args) != n:
             return None
-        timeline = _timeline_frame(arrays, args, cats)
+        timeline = _timeline_frame(arrays, args, cats, is_scope=is_scope)
         timeline.attrs["store"] = str(store)
         small = {}
         for name in ("tracks", "flows", "counters"):

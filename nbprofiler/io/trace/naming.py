@@ -223,10 +223,25 @@ def scope_tracks(tracks: pd.DataFrame) -> set[int]:
 def mark_scope_layers(timeline: pd.DataFrame, tracks: pd.DataFrame) -> pd.DataFrame:
     """``is_scope`` (bool): the event is a scope-layer bar ("Default", "network-WithLossCell", ...) that
     spans the operators under it; its ``op_type`` becomes ``"Scope Layer"`` so scope names never mix
-    with operator types (their time is the time of the ops inside them, counted again)."""
+    with operator types (their time is the time of the ops inside them, counted again). A timeline that
+    has ``is_scope`` already (a store built on disk marks its own: `scope_layer_codes`) is returned as is."""
     if "is_scope" in timeline.columns:
         return timeline
-    track = timeline["track"].to_numpy()
+    op_type = timeline["op_type"]
+    scope, codes, cats = scope_layer_codes(timeline["track"].to_numpy(), op_type.cat.codes.to_numpy(),
+                                           op_type.cat.categories, tracks)
+    out = timeline.copy(deep=False)
+    out["is_scope"] = scope
+    if codes is not None:
+        out["op_type"] = pd.Categorical.from_codes(codes, categories=cats, validate=False)
+    return out
+
+
+def scope_layer_codes(track: np.ndarray, codes: np.ndarray, cats: pd.Index,
+                      tracks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray | None, pd.Index | None]:
+    """What `mark_scope_layers` does, on the columns' arrays: (``is_scope`` of each event, and where some
+    event is on a scope track, the op-type ``codes`` with those events' set to ``"Scope Layer"`` and the
+    categories still used, in their order; else None, None)."""
     marked = sorted(scope_tracks(tracks))
     if marked:  # a lookup per event (isin hashes every event's track)
         lookup = np.zeros(max(marked[-1], int(track.max(initial=0))) + 1, dtype=bool)
@@ -234,25 +249,21 @@ def mark_scope_layers(timeline: pd.DataFrame, tracks: pd.DataFrame) -> pd.DataFr
         scope = lookup[track]
     else:
         scope = np.zeros(len(track), dtype=bool)
-    out = timeline.copy(deep=False)
-    out["is_scope"] = scope
-    if scope.any():
-        # every step in the codes' own small integer type: a timeline of 33M events is 33 MB of int8 codes,
-        # and each int64 temporary of them (bincount's input, a lookup's result) costs 265 MB of fresh pages
-        cats = out["op_type"].cat.categories
-        if SCOPE_LAYER_TYPE not in cats:
-            cats = cats.append(pd.Index([SCOPE_LAYER_TYPE], dtype=cats.dtype))
-        k = cats.get_loc(SCOPE_LAYER_TYPE)
-        old = out["op_type"].cat.codes.to_numpy()
-        codes = old.astype(np.promote_types(old.dtype, np.min_scalar_type(-k - 1)), copy=True)  # signed, holds k
-        codes[scope] = k
-        # the categories still used, in their order (-1, a missing value, marks the extra last slot)
-        present = np.zeros(len(cats) + 1, dtype=bool)
-        present[codes] = True
-        used = present[:-1]
-        if not used.all():
-            new_code = np.full(len(cats) + 1, -1, dtype=codes.dtype)
-            new_code[:-1][used] = np.arange(int(used.sum()))
-            codes = new_code[codes]
-        out["op_type"] = pd.Categorical.from_codes(codes, categories=cats[used], validate=False)
-    return out
+    if not scope.any():
+        return scope, None, None
+    # every step in the codes' own small integer type: a timeline of 33M events is 33 MB of int8 codes,
+    # and each int64 temporary of them (bincount's input, a lookup's result) costs 265 MB of fresh pages
+    if SCOPE_LAYER_TYPE not in cats:
+        cats = cats.append(pd.Index([SCOPE_LAYER_TYPE], dtype=cats.dtype))
+    k = cats.get_loc(SCOPE_LAYER_TYPE)
+    codes = codes.astype(np.promote_types(codes.dtype, np.min_scalar_type(-k - 1)), copy=True)  # signed, holds k
+    codes[scope] = k
+    # the categories still used, in their order (-1, a missing value, marks the extra last slot)
+    present = np.zeros(len(cats) + 1, dtype=bool)
+    present[codes] = True
+    used = present[:-1]
+    if not used.all():
+        new_code = np.full(len(cats) + 1, -1, dtype=codes.dtype)
+        new_code[:-1][used] = np.arange(int(used.sum()))
+        codes = new_code[codes]
+    return scope, codes, cats[used]
