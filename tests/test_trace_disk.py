@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import nbprofiler
@@ -474,3 +475,35 @@ def test_distinct_pairs_are_what_np_unique_gives(pids, tids):
     keys, index = trace_disk._distinct_pairs(pid, tid)
     want_keys, want_index = np.unique((pid.astype(np.int64) << 32) | tid, return_inverse=True)
     assert np.array_equal(keys, want_keys) and np.array_equal(index, want_index)
+
+
+@pytest.mark.parametrize("fold", [1, 3, 100])
+@pytest.mark.parametrize("with_empty", [True, False])
+def test_names_coded_per_batch_get_the_running_dictionarys_codes(fold, with_empty, monkeypatch):
+    """The names are coded against each batch's own dictionary and unified `_FOLD` batches at a time: every
+    batch's codes mapped to the global ones, the counts, the final values and what their op types are
+    numbered by are those of `_Codes`, the running dictionary that looks each value up as it comes."""
+    from nbprofiler.io.trace.naming import op_types_of
+    monkeypatch.setattr(trace_disk, "_FOLD", fold)
+    rng = np.random.default_rng(fold)
+    words = [f"Default/net/Conv2D-op{i}" for i in range(40)] + ["MatMul", "ProfilerStep#1"] + \
+        ([""] if with_empty else [])
+    running, per_batch = trace_disk._Codes(op_types_of), trace_disk._BatchNames(op_types_of)
+    local, want_counts = [], np.zeros(len(words) + 1, np.int64)
+    for _ in range(10):
+        values = [None if rng.random() < 0.1 else words[i] for i in rng.integers(0, len(words), 50)]
+        arr = pc.dictionary_encode(pa.array(values, pa.string()))
+        want = running.of(arr)
+        codes = per_batch.local(arr)
+        per_batch.use(codes)
+        np.add.at(want_counts, want, 1)
+        local.append((per_batch.batches - 1, codes, want))
+    counts = per_batch.used()
+    for batch, codes, want in local:
+        assert np.array_equal(per_batch.global_of[batch][codes], want)
+    assert np.array_equal(counts[:len(want_counts)], want_counts[:len(counts)]) and counts.sum() == 500
+    for got, want in zip(per_batch.final(), running.final()):
+        assert got.equals(want) if isinstance(got, pa.Array) else np.array_equal(got, want)
+    got_of, got_results = per_batch.final_derived()
+    want_of, want_results = running.final_derived()
+    assert np.array_equal(got_of, want_of) and got_results == want_results

@@ -182,11 +182,18 @@ class _Codes:
                            dtype=np.int64)
         return numbers[distinct.indices.to_numpy(zero_copy_only=False)]
 
+    def _size(self) -> int:
+        return len(self.index)
+
+    def _empty_code(self) -> int | None:
+        """The global code of the literal "", if it occurs."""
+        return self.index.get("")
+
     def final(self) -> tuple[np.ndarray, pa.Array]:
         """(global code -> position in the final values, the final values: a large_string array)."""
-        k = len(self.index)
+        k = self._size()
         pos = np.arange(-1, k, dtype=np.int64)
-        literal_empty = self.index.get("")
+        literal_empty = self._empty_code()
         if literal_empty is not None:
             pos[0] = literal_empty - 1
             return pos, pa.concat_arrays(self.values)
@@ -196,7 +203,7 @@ class _Codes:
     def final_derived(self) -> tuple[np.ndarray, list]:
         """(per `final` value, the number of its ``derive`` result; the distinct results, first seen first)."""
         numbers, results = list(self.derived_of), list(self.derived)
-        if "" not in self.index:
+        if self._empty_code() is None:
             empty = self.derive(pa.array([""]))[0].as_py()
             number = self.derived.get(empty)
             if number is None:
@@ -206,8 +213,85 @@ class _Codes:
         return (np.concatenate(numbers) if numbers else np.zeros(0, np.int64)), results
 
 
+class _BatchNames(_Codes):
+    """The names' dictionary, with `_Codes`' global codes (1 + a value's place in order of first
+    appearance, 0 for null) and its `final` and `final_derived`, but each batch coded against its own
+    dictionary while it is read (`local`: 1 + the place in the batch's dictionary, 0 for null). Arrow unifies
+    the batches' dictionaries, `_FOLD` at a time (`unify_dictionaries`), and gives each batch its map to
+    the global codes (`global_of`): the values are hashed in C++, where `_Codes` makes a Python string of
+    every value of every batch's dictionary and looks it up (a 1 GB trace's batches hold 1.1M names, 69k of
+    them distinct)."""
+
+    def __init__(self, derive):
+        super().__init__(derive)
+        self.unified: pa.Array | None = None  # the dictionary so far (string), in global code order
+        self.pending: list[pa.Array] = []  # dictionaries of the batches read since the last fold
+        self.global_of: list[np.ndarray] = []  # per batch folded: local code -> global code
+        self.sizes: list[int] = []  # per batch: its dictionary's size
+        self.counts: list[tuple[int, np.ndarray]] = []  # (batch, its X events per local code)
+
+    def local(self, arr: pa.DictionaryArray) -> np.ndarray:
+        """This batch's codes (int32) against its own dictionary; the batch is number ``batches - 1``."""
+        self.pending.append(arr.dictionary)
+        self.sizes.append(len(arr.dictionary))
+        codes = pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32) + 1
+        if len(self.pending) >= _FOLD:
+            self.fold()
+        return codes
+
+    @property
+    def batches(self) -> int:
+        return len(self.sizes)
+
+    def use(self, codes: np.ndarray) -> None:
+        """Count the X events of the last batch by their local code."""
+        batch = self.batches - 1
+        self.counts.append((batch, np.bincount(codes, minlength=self.sizes[batch] + 1)))
+
+    def fold(self) -> None:
+        """Unify the pending batches' dictionaries with the dictionary so far."""
+        if not self.pending:
+            return
+        dicts = ([self.unified] if self.unified is not None else []) + self.pending
+        whole = pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array(np.arange(len(d), dtype=np.int32)), d)
+                                  for d in dicts]).unify_dictionaries()
+        for chunk in whole.chunks[len(dicts) - len(self.pending):]:
+            to_global = np.zeros(len(chunk) + 1, dtype=np.int32)
+            to_global[1:] = chunk.indices.to_numpy(zero_copy_only=False) + 1
+            self.global_of.append(to_global)
+        unified = whole.chunk(0).dictionary if len(whole.chunks) else pa.array([], pa.string())
+        fresh = unified.slice(self._size())
+        if len(fresh):
+            self.values.append(fresh.cast(pa.large_string()))
+            if self.derive is not None:
+                self.derived_of.append(self._numbered(self.derive(fresh)))
+        self.unified, self.pending = unified, []
+
+    def used(self) -> np.ndarray:
+        """The X events per global code."""
+        self.fold()
+        out = np.zeros(self._size() + 1, dtype=np.int64)
+        for batch, counts in self.counts:
+            out[self.global_of[batch]] += counts   # a batch's global codes are distinct (its null's 0 too)
+        return out
+
+    def _size(self) -> int:
+        return len(self.unified) if self.unified is not None else 0
+
+    def _empty_code(self) -> int | None:
+        at = pc.index(self.unified, "").as_py() if self.unified is not None else -1
+        return at + 1 if at >= 0 else None
+
+
+# Batches whose name dictionaries are unified at once: a fold hashes the dictionary so far again, and the
+# batches' own dictionaries wait for it (~1 MB each at ~28k names).
+_FOLD = 16
+
+
 class _Sink:
-    """Digests batches like `digest_batch` and keeps only what the store needs (see the module doc)."""
+    """Digests batches like `digest_batch` and keeps only what the store needs (see the module doc). The
+    names are coded per batch (`_BatchNames`): the runs and the B/E events keep the batch's own codes,
+    which the assembly maps to the global ones (``name_batch``: a run's batch of names)."""
 
     def __init__(self, spill: Path | None, trace_bytes: int = 0):
         self.spill_path = spill  # None: the runs and the flow events are kept in memory
@@ -216,7 +300,9 @@ class _Sink:
         self.flows = _KeptFlows()  # in memory
         self.writer = self.args_writer = None
         self.args_path = spill.with_name(spill.stem + "-args.arrow") if spill is not None else None
-        self.codes = {c: _Codes(op_types_of if c == "name" else None) for c in CODED}
+        self.codes = {c: _Codes() for c in CODED if c != "name"}
+        self.codes["name"] = self.names = _BatchNames(op_types_of)
+        self.name_batch: list[int] = []  # per run (spilled batch): its batch of names
         self.pairs: dict[int, int] = {}  # pid code << 32 | tid code -> pair id
         self.pair_pid: list[int] = []
         self.pair_tid: list[int] = []
@@ -265,7 +351,8 @@ class _Sink:
             uniq, inv = _distinct_pairs(pid[on_track], tid[on_track])
             ids = np.array([self._pair(int(k)) for k in uniq], dtype=np.int32)
             pair[on_track] = ids[inv]
-        name = self.codes["name"].of(c.codes["name"])
+        name = self.names.local(c.codes["name"])  # this batch's own codes (see `_BatchNames`)
+        name_batch = self.names.batches - 1
         cat = self.codes["cat"].of(c.codes["cat"])
         typ = self.codes["arg_type"].of(c.codes["arg_type"])
 
@@ -286,9 +373,11 @@ class _Sink:
             self.seg.append(np.stack([p[lo], np.full(len(lo), self.batches), lo, hi,
                                       ts_ns[rows[lo]], ts_ns[rows[hi - 1]]], axis=1).astype(np.int64))
             self.batches += 1
+            self.name_batch.append(name_batch)
             self.spans += len(rows)
-            for col, codes in (("name", name), ("cat", cat), ("arg_type", typ)):
+            for col, codes in (("cat", cat), ("arg_type", typ)):
                 self._use(col, codes[rows])
+            self.names.use(name[rows])
 
         # B/E events (rare): matched per track once every batch is read; a B's args come with its span
         if is_b.any():
@@ -296,6 +385,7 @@ class _Sink:
             # an E event has no span (hence no args); nulls stand for them
             b_args = args.take(pa.array(b_rows, mask=kind[b_rows] != KIND_B))
             self.be.append(pa.table({"kind": kind[b_rows], "pair": pair[b_rows], "name": name[b_rows],
+                                     "name_batch": np.full(len(b_rows), name_batch, dtype=np.int32),
                                      "cat": cat[b_rows], "arg_type": typ[b_rows], "ts_ns": ts_ns[b_rows],
                                      "seq": b_rows + offset, "args": b_args}))
         # flows and counters: their frames are built from these once the origin is known
@@ -360,9 +450,13 @@ class _Sink:
         self.kept, self.flows, self.meta, self.be, self.seg, self.counters = [], _KeptFlows(), [], [], [], []
 
     def close(self) -> None:
-        """Called once every batch is read."""
+        """Called once every batch is read: the names' codes made global where they are counted (the X
+        events) and for the B/E events (the runs' are mapped by the assembly)."""
         self.meta_table = pa.concat_tables(self.meta) if self.meta else None
         self._close_writers()
+        self.used["name"] = self.names.used()
+        self.be = [_global_names(t, self.names.global_of[t.column("name_batch")[0].as_py()])
+                   .drop_columns(["name_batch"]) for t in self.be]
 
     def _close_writers(self) -> None:
         for writer in (self.writer, self.args_writer):
@@ -744,9 +838,10 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
             if in_order:  # the runs as they are, read lazily: a long track's pages are released as it goes
                 runs = [(int(s[1]), int(s[2]), int(s[3])) for s in mine]
                 parts = ((spill.rows(*run), run) for run in runs)
-            else:  # this track alone, sorted in memory
-                parts = [(_sorted_track([spill.with_args(int(s[1]), int(s[2]), int(s[3])) for s in mine],
-                                        be.take(pa.array(b_here)) if len(b_here) else None), None)]
+            else:  # this track alone, sorted in memory (its names made global first: its runs are of many batches)
+                spans = [_global_names(spill.with_args(int(s[1]), int(s[2]), int(s[3])),
+                                       sink.names.global_of[sink.name_batch[int(s[1])]]) for s in mine]
+                parts = [(_sorted_track(spans, be.take(pa.array(b_here)) if len(b_here) else None), None)]
             for part, run in parts:
                 k = part.num_rows
                 if not k:
@@ -754,7 +849,8 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
                 # each column mapped straight into its place (no temporaries; mode="clip": unchecked)
                 out = columns.slot(k)
                 out["track"][:] = t
-                np.take(name_map, part.column("name").to_numpy(), out=out["name"], mode="clip")
+                names = name_map if run is None else name_map[sink.names.global_of[sink.name_batch[run[0]]]]
+                np.take(names, part.column("name").to_numpy(), out=out["name"], mode="clip")
                 np.take(op_of_name, out["name"], out=out["op_type"], mode="clip")
                 if op_of_arg_type is not None:  # a specific args.type wins over the name's type
                     specific = op_of_arg_type[part.column("arg_type").to_numpy()]
@@ -792,6 +888,12 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
     tracks["events"] = events
     return _Assembled(tracks=tracks, track_of_pair=track_of_pair,
                       origin_ns=origin_ns, categories=categories, dtypes=dtypes, n=n, columns=columns)
+
+
+def _global_names(table, to_global: np.ndarray):
+    """``table`` (runs' rows, or B/E events, of one batch) with its ``name`` codes made global."""
+    at = table.schema.get_field_index("name")
+    return table.set_column(at, "name", pa.array(to_global[table.column("name").to_numpy()]))
 
 
 def _used(counts: np.ndarray, pos: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray]:
