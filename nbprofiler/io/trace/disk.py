@@ -3,14 +3,14 @@
 `build`), the timeline's frame then memory-mapped from its files.
 
 1. Each record batch of the streaming parse (`nbprofiler.io.trace.parse`) is digested, then reduced to
-   its placeable X events, coded against running dictionaries (pid, tid, name, cat, args.type), sorted by
-   (track, ts, file order) and kept (in memory, or spilled to two Arrow IPC files: the args text, and the
-   other columns). What else is kept is
-   small: the dictionaries, the M/C/flow/B/E events, and per batch one (track, first ts, last ts) segment
-   per track. The reader parses the next batch meanwhile, so most of this work is hidden behind it. In
-   memory, the flow events are kept keyed by integers (`_KeptFlows`), only the start events with text; on
-   disk, they are spilled to files by a hash of their flow (`nbprofiler.io.trace.flows.SpilledFlows`),
-   each paired alone once every batch is read.
+   its placeable X events, coded against running dictionaries (pid, tid, cat, args.type; the names against
+   the batch's own, unified with the others' by Arrow, `_BatchNames`), sorted by (track, ts, file order)
+   and kept (in memory, or spilled to two Arrow IPC files: the args text, and the other columns). What
+   else is kept is small: the dictionaries, the M/C/flow/B/E events, and per batch one (track, first ts,
+   last ts) segment per track. The reader parses the next batch meanwhile, so most of this work is
+   hidden behind it. In memory, the flow events are kept keyed by integers (`_KeptFlows`), only the start
+   events with text; on disk, they are spilled to files by a hash of their flow
+   (`nbprofiler.io.trace.flows.SpilledFlows`), each paired alone once every batch is read.
 2. The timeline is assembled track by track in display order: a track whose segments run forward in
    time from batch to batch (a file written in time order) is the concatenation of its segments;
    otherwise (or with B/E pairs) that track alone is sorted. ``args`` is the kept runs' own text where
