@@ -228,7 +228,8 @@ class _BatchNames(_Codes):
         self.pending: list[pa.Array] = []  # dictionaries of the batches read since the last fold
         self.global_of: list[np.ndarray] = []  # per batch folded: local code -> global code
         self.sizes: list[int] = []  # per batch: its dictionary's size
-        self.counts: list[tuple[int, np.ndarray]] = []  # (batch, its X events per local code)
+        self.counts: list[tuple[int, np.ndarray]] = []  # (batch, X events per local code) not added up yet
+        self.used_counts = np.zeros(1, dtype=np.int64)  # X events per global code, of the batches added up
 
     def local(self, arr: pa.DictionaryArray) -> np.ndarray:
         """This batch's codes (int32) against its own dictionary; the batch is number ``batches - 1``."""
@@ -249,9 +250,17 @@ class _BatchNames(_Codes):
         self.counts.append((batch, np.bincount(codes, minlength=self.sizes[batch] + 1)))
 
     def fold(self) -> None:
-        """Unify the pending batches' dictionaries with the dictionary so far."""
-        if not self.pending:
-            return
+        """Unify the pending batches' dictionaries with the dictionary so far, and add up the counts of the
+        batches unified."""
+        if self.pending:
+            self._unify()
+        used = np.zeros(self._size() + 1, dtype=np.int64)
+        used[:len(self.used_counts)] = self.used_counts
+        for batch, counts in self.counts:
+            used[self.global_of[batch]] += counts   # a batch's global codes are distinct (its null's 0 too)
+        self.used_counts, self.counts = used, []
+
+    def _unify(self) -> None:
         dicts = ([self.unified] if self.unified is not None else []) + self.pending
         whole = pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array(np.arange(len(d), dtype=np.int32)), d)
                                   for d in dicts]).unify_dictionaries()
@@ -270,10 +279,7 @@ class _BatchNames(_Codes):
     def used(self) -> np.ndarray:
         """The X events per global code."""
         self.fold()
-        out = np.zeros(self._size() + 1, dtype=np.int64)
-        for batch, counts in self.counts:
-            out[self.global_of[batch]] += counts   # a batch's global codes are distinct (its null's 0 too)
-        return out
+        return self.used_counts
 
     def _size(self) -> int:
         return len(self.unified) if self.unified is not None else 0
