@@ -136,25 +136,45 @@ def _check_disk(path: Path, dest: Path) -> None:
 
 
 # -- building a store -------------------------------------------------------------------------------
-class _Codes:
-    """A dictionary that grows batch by batch: each batch's own dictionary codes -> global codes. Code 0
-    stands for null; `final` orders the values as Arrow's dictionary unification orders them for the
-    in-memory build (first appearance, null as the literal "" where one occurs, else last). ``derive``: a
-    function of the values first seen in a batch (a string array) giving one string per value, computed
-    once per distinct value (op types of names: derived while the reader thread parses the next batch, not
-    after the last one); its distinct results are numbered as they come."""
+class _Dictionary:
+    """What both kinds of growing dictionary share: the values in global code order (``values``: Arrow
+    arrays taken from the batches' dictionaries, so a timeline column's categories are built without a
+    Python string per value) and `final`. A global code is 1 + a value's place in order of first
+    appearance; 0 stands for null."""
 
-    def __init__(self, derive=None):
-        # A Python dict: matching a batch's dictionary against an Arrow array of every value seen would
-        # hash that whole array again for each batch (~50k names: 0.15 s of a 100 MB file).
-        self.index: dict[str, int] = {}
-        # The values again, in code order, as Arrow arrays taken from the batches' dictionaries: the
-        # categories of a timeline column are built from them without a Python string per value (~5 ms of
-        # a 100 MB trace's first open, for ~80 bytes a value beside the dict's ~130).
+    def __init__(self):
         self.values: list[pa.Array] = []
-        self.derive = derive
-        self.derived: dict[str, int] = {}  # derive's distinct results, first seen first -> their number
-        self.derived_of: list[np.ndarray] = []  # per value, in code order: the number of its derived result
+
+    def _size(self) -> int:
+        raise NotImplementedError
+
+    def _empty_code(self) -> int | None:
+        """The global code of the literal "", if it occurs."""
+        raise NotImplementedError
+
+    def final(self) -> tuple[np.ndarray, pa.Array]:
+        """(global code -> position in the final values, the final values: a large_string array), ordered as
+        Arrow's dictionary unification orders them for the in-memory build (first appearance, null as the
+        literal "" where one occurs, else last)."""
+        k = self._size()
+        pos = np.arange(-1, k, dtype=np.int64)
+        literal_empty = self._empty_code()
+        if literal_empty is not None:
+            pos[0] = literal_empty - 1
+            return pos, pa.concat_arrays(self.values)
+        pos[0] = k
+        return pos, pa.concat_arrays([*self.values, pa.array([""], pa.large_string())])
+
+
+class _Codes(_Dictionary):
+    """A dictionary that grows batch by batch, each value looked up as it comes (`of`: a batch's own
+    dictionary codes -> global codes). For the columns whose values are few (pid, tid, cat, args.type)."""
+
+    def __init__(self):
+        super().__init__()
+        # A Python dict: matching a batch's dictionary against an Arrow array of every value seen would
+        # hash that whole array again for each batch.
+        self.index: dict[str, int] = {}
 
     def of(self, arr: pa.DictionaryArray) -> np.ndarray:
         values = arr.dictionary.to_numpy(zero_copy_only=False)
@@ -166,64 +186,32 @@ class _Codes:
         if len(new):
             codes = np.arange(len(index) + 1, len(index) + 1 + len(new), dtype=np.int32)
             table[new] = codes
-            fresh = values[new].tolist()
-            index.update(zip(fresh, codes.tolist()))
-            fresh_values = arr.dictionary.take(pa.array(new))
-            self.values.append(fresh_values.cast(pa.large_string()))
-            if self.derive is not None:
-                self.derived_of.append(self._numbered(self.derive(fresh_values)))
+            index.update(zip(values[new].tolist(), codes.tolist()))
+            self.values.append(arr.dictionary.take(pa.array(new)).cast(pa.large_string()))
         return np.take(table, pc.fill_null(arr.indices, len(values)).to_numpy(zero_copy_only=False))
-
-    def _numbered(self, results: pa.Array) -> np.ndarray:
-        """The number of each of ``derive``'s ``results``, new results numbered in order of first appearance."""
-        distinct = pc.dictionary_encode(results)  # its values in order of first appearance
-        derived = self.derived
-        numbers = np.array([derived.setdefault(d, len(derived)) for d in distinct.dictionary.to_pylist()],
-                           dtype=np.int64)
-        return numbers[distinct.indices.to_numpy(zero_copy_only=False)]
 
     def _size(self) -> int:
         return len(self.index)
 
     def _empty_code(self) -> int | None:
-        """The global code of the literal "", if it occurs."""
         return self.index.get("")
 
-    def final(self) -> tuple[np.ndarray, pa.Array]:
-        """(global code -> position in the final values, the final values: a large_string array)."""
-        k = self._size()
-        pos = np.arange(-1, k, dtype=np.int64)
-        literal_empty = self._empty_code()
-        if literal_empty is not None:
-            pos[0] = literal_empty - 1
-            return pos, pa.concat_arrays(self.values)
-        pos[0] = k
-        return pos, pa.concat_arrays([*self.values, pa.array([""], pa.large_string())])
 
-    def final_derived(self) -> tuple[np.ndarray, list]:
-        """(per `final` value, the number of its ``derive`` result; the distinct results, first seen first)."""
-        numbers, results = list(self.derived_of), list(self.derived)
-        if self._empty_code() is None:
-            empty = self.derive(pa.array([""]))[0].as_py()
-            number = self.derived.get(empty)
-            if number is None:
-                number = len(results)
-                results.append(empty)
-            numbers.append(np.array([number], dtype=np.int64))
-        return (np.concatenate(numbers) if numbers else np.zeros(0, np.int64)), results
-
-
-class _BatchNames(_Codes):
-    """The names' dictionary, with `_Codes`' global codes (1 + a value's place in order of first
-    appearance, 0 for null) and its `final` and `final_derived`, but each batch coded against its own
+class _BatchNames(_Dictionary):
+    """The names' dictionary: the global codes `_Codes` gives, but each batch coded against its own
     dictionary while it is read (`local`: 1 + the place in the batch's dictionary, 0 for null). Arrow unifies
     the batches' dictionaries, `_FOLD` at a time (`unify_dictionaries`), and gives each batch its map to
     the global codes (`global_of`): the values are hashed in C++, where `_Codes` makes a Python string of
     every value of every batch's dictionary and looks it up (a 1 GB trace's batches hold 1.1M names, 69k of
-    them distinct)."""
+    them distinct). ``derive``: a function of the values first seen (a string array) giving one string per
+    value, computed once per distinct value as each fold finds them (op types of names: derived while the
+    reader thread parses, not after the last batch); its distinct results are numbered as they come."""
 
     def __init__(self, derive):
-        super().__init__(derive)
+        super().__init__()
+        self.derive = derive
+        self.derived: dict[str, int] = {}  # derive's distinct results, first seen first -> their number
+        self.derived_of: list[np.ndarray] = []  # per value, in code order: the number of its derived result
         self.unified: pa.Array | None = None  # the dictionary so far (string), in global code order
         self.pending: list[pa.Array] = []  # dictionaries of the batches read since the last fold
         self.global_of: list[np.ndarray] = []  # per batch folded: local code -> global code
@@ -272,9 +260,16 @@ class _BatchNames(_Codes):
         fresh = unified.slice(self._size())
         if len(fresh):
             self.values.append(fresh.cast(pa.large_string()))
-            if self.derive is not None:
-                self.derived_of.append(self._numbered(self.derive(fresh)))
+            self.derived_of.append(self._numbered(self.derive(fresh)))
         self.unified, self.pending = unified, []
+
+    def _numbered(self, results: pa.Array) -> np.ndarray:
+        """The number of each of ``derive``'s ``results``, new results numbered in order of first appearance."""
+        distinct = pc.dictionary_encode(results)  # its values in order of first appearance
+        derived = self.derived
+        numbers = np.array([derived.setdefault(d, len(derived)) for d in distinct.dictionary.to_pylist()],
+                           dtype=np.int64)
+        return numbers[distinct.indices.to_numpy(zero_copy_only=False)]
 
     def used(self) -> np.ndarray:
         """The X events per global code."""
@@ -287,6 +282,18 @@ class _BatchNames(_Codes):
     def _empty_code(self) -> int | None:
         at = pc.index(self.unified, "").as_py() if self.unified is not None else -1
         return at + 1 if at >= 0 else None
+
+    def final_derived(self) -> tuple[np.ndarray, list]:
+        """(per `final` value, the number of its ``derive`` result; the distinct results, first seen first)."""
+        numbers, results = list(self.derived_of), list(self.derived)
+        if self._empty_code() is None:
+            empty = self.derive(pa.array([""]))[0].as_py()
+            number = self.derived.get(empty)
+            if number is None:
+                number = len(results)
+                results.append(empty)
+            numbers.append(np.array([number], dtype=np.int64))
+        return (np.concatenate(numbers) if numbers else np.zeros(0, np.int64)), results
 
 
 # Batches whose name dictionaries are unified at once: a fold hashes the dictionary so far again, and the
@@ -904,7 +911,7 @@ def _global_names(table, to_global: np.ndarray):
 
 def _used(counts: np.ndarray, pos: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray]:
     """(global code -> code among the used values, which of the final values are used), from the counts
-    per global code and `_Codes.final`'s positions of ``n_values`` values."""
+    per global code and `_Dictionary.final`'s positions of ``n_values`` values."""
     used = np.zeros(n_values, dtype=bool)
     used[pos[:len(counts)][counts > 0]] = True
     return (np.cumsum(used, dtype=np.int32) - 1)[pos], used
