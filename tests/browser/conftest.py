@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -138,12 +139,16 @@ def start_lab(workdir: Path, timeout: float = 60, app: str = "lab") -> Lab:
     """Start an isolated JupyterLab (``app="lab"``) or Jupyter Notebook 7 (``"notebook"``) under ``workdir``
     and wait for ``/api/status``."""
     root = workdir / "root"
-    dirs = {name: workdir / name for name in ("config", "runtime", "settings", "workspaces", "ipython")}
+    dirs = {name: workdir / name for name in ("config", "settings", "workspaces", "ipython")}
+    # Kernels talk over Unix sockets beside their connection files (`--KernelManager.transport=ipc`): TCP ports
+    # picked free and bound later by the kernel can be taken meanwhile by another worker's server or kernel, and
+    # a kernel that cannot bind never starts. A socket's path must fit in 107 bytes: the runtime directory is a
+    # short one under /tmp, not one under pytest's deep temporary directory.
+    dirs["runtime"] = Path(tempfile.mkdtemp(prefix="nbp-rt-", dir="/tmp" if os.path.isdir("/tmp") else None))
     for d in [root, *dirs.values()]:
         d.mkdir(parents=True, exist_ok=True)
     if app == "lab":  # Notebook 7 has no such plugins: a setting for one breaks its settings registry
         _write_settings(dirs["settings"])
-    port = free_port()
     env = dict(os.environ,
                JUPYTER_CONFIG_DIR=str(dirs["config"]), JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
                JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]),
@@ -151,8 +156,31 @@ def start_lab(workdir: Path, timeout: float = 60, app: str = "lab") -> Lab:
                BOKEH_RESOURCES="inline",
                # kernels start in `root`; make the checkout importable even without an install
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    common = ["--no-browser", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={TOKEN}",
-              f"--ServerApp.root_dir={root}"]
+    log = workdir / "jupyterlab.log"
+    for attempt in range(_PORT_ATTEMPTS):
+        # The server's own port is picked free here and bound by the server a moment later: where another
+        # worker took it meanwhile, the server exits (no `port_retries`: it would move to a port this Lab does
+        # not know) and is started again on another one.
+        port = free_port()
+        lab = Lab(root=root, port=port, token=TOKEN, runtime_dir=dirs["runtime"], log=log,
+                  proc=_popen_lab(app, port, root, env, log), app=app)
+        try:
+            return _wait_ready(lab, timeout)
+        except _PortTaken:
+            if attempt == _PORT_ATTEMPTS - 1:
+                raise RuntimeError(f"JupyterLab found each port taken:\n{lab.log_tail()}") from None
+
+
+_PORT_ATTEMPTS = 3
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _popen_lab(app: str, port: int, root: Path, env: dict, log: Path) -> subprocess.Popen:
+    common = ["--no-browser", "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+              f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}", "--KernelManager.transport=ipc"]
     if app == "notebook":
         cmd = [sys.executable, "-m", "notebook", *common, "--JupyterNotebookApp.expose_app_in_browser=True"]
     else:
@@ -162,14 +190,18 @@ def start_lab(workdir: Path, timeout: float = 60, app: str = "lab") -> Lab:
                "--LabApp.extension_manager=readonly"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
-    log = workdir / "jupyterlab.log"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=root)
-    lab = Lab(root=root, port=port, token=TOKEN, runtime_dir=dirs["runtime"], log=log, proc=proc, app=app)
+        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=root)
+
+
+def _wait_ready(lab: Lab, timeout: float) -> Lab:
+    """``lab`` once it answers ``/api/status``; `_PortTaken` where it exited because its port was in use."""
     deadline = time.monotonic() + timeout
     while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"JupyterLab exited with {proc.returncode}:\n{lab.log_tail()}")
+        if lab.proc.poll() is not None:
+            if "already in use" in lab.log_tail():
+                raise _PortTaken
+            raise RuntimeError(f"JupyterLab exited with {lab.proc.returncode}:\n{lab.log_tail()}")
         try:
             lab.api("GET", "/api/status", timeout=2)
             return lab
@@ -188,6 +220,7 @@ def stop_lab(lab: Lab) -> None:
     except subprocess.TimeoutExpired:
         lab.proc.kill()
         lab.proc.wait(5)
+    shutil.rmtree(lab.runtime_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
