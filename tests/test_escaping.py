@@ -212,6 +212,7 @@ def test_exported_notebook(profiles, tmp_path):
     import nbformat
     from nbclient import NotebookClient
     from nbprofiler.faces.nbconvert_offline import export_offline_html
+    from tests.kernels import ipc_kernel_manager
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_markdown_cell("# report"),
@@ -220,7 +221,7 @@ def test_exported_notebook(profiles, tmp_path):
                 nbformat.v4.new_code_cell("from nbprofiler.views.dashboard import Dashboard, TABS\n"
                                           "dash = Dashboard(prof)\nfor t in TABS[1:]:\n    dash.select(t)\ndash"),
                 nbformat.v4.new_code_cell("prof.ops[['op_name', 'op_type']].head()")]
-    NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=True,
+    NotebookClient(nb, km=ipc_kernel_manager(), timeout=300, kernel_name="python3", store_widget_state=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))
     nbformat.write(nb, tmp_path / "evil.ipynb")

@@ -9,13 +9,16 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.kernels import ipc_kernel_manager
+
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
 def _run(nb_path: Path, cwd: Path):
     nb = nbformat.read(nb_path, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    NotebookClient(nb, km=ipc_kernel_manager(), timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(cwd)}}).execute()
     return nb
 
 
@@ -57,7 +60,8 @@ def test_report_template_with_papermill_exports_offline_html(tmp_path):
     papermill.execute_notebook(str(REPO / "notebooks" / "report_template.ipynb"), str(out),
                                parameters={"path": str(REPO.parent / "shared" / "data" / "legacy" / "run_2_lenet"),
                                            "title": "lenet <b>report</b>"},
-                               kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+                               kernel_name="python3", progress_bar=False, cwd=str(tmp_path),
+                               km=ipc_kernel_manager())
     nb = nbformat.read(out, as_version=4)
     assert "legacy profile, device 1" in _text(nb)
     html_text, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
@@ -81,7 +85,7 @@ def executed_dashboard_notebook(profile_path, out: Path) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell(c.format(path=str(profile_path))) for c in DASHBOARD_CELLS]
-    NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=True,
+    NotebookClient(nb, km=ipc_kernel_manager(), timeout=300, kernel_name="python3", store_widget_state=True,
                    resources={"metadata": {"path": str(out.parent)}}).execute()
     nbformat.write(nb, out)
     return out
