@@ -9,11 +9,18 @@ the second does.
     python benchmarks/bench_big_trace.py              # 10 GB (generated once, ~2 min, 10 GB of disk)
     python benchmarks/bench_big_trace.py --gb 1       # the same path on 1 GB (forced on disk)
     python benchmarks/bench_big_trace.py --dispatch --against /tmp/before   # the host-dispatch analysis alone
+    python benchmarks/bench_big_trace.py --phases     # the first open's phases, beside the fields floor
 
 ``--dispatch``: in fresh processes after a cached open (the store kept in ``--cache``, built by a first
 open), ``profile_dispatch(prof)`` alone: its CPU and wall time, the peak RSS above the open (Linux: the
 peak is reset after the open) and what it leaves held; ``--against`` a checkout of another tree, run
 alternately with this one, ``--repeat`` times each.
+
+``--phases``: the first open (empty cache) in a fresh process, phase by phase: the read (the reader
+thread parsing while this one digests each batch), the assembly of the timeline's columns, the scope layers
+marked, the counters ordered, and the flows' pairing (on a thread of its own from the assembly's start,
+waited for before the store is renamed into place); each phase's wall span from the open's start and the
+CPU time of the thread that ran it; beside the fields floor's wall and CPU time.
 
 The trace is written to ``--scratch`` (default: $TMPDIR/nbprofiler-bench-big) and kept for later runs.
 Targets: peak RSS <= 3 GB for the first open + dashboard + zooms; the cached re-open <= 1 s.
@@ -94,6 +101,34 @@ out["sentence"], out["source"] = d.sentence(), nbprofiler.__file__
 print(json.dumps(out))
 """
 
+PHASES = PRELUDE + r"""
+from nbprofiler.io.trace import disk, flows
+t0, c0 = time.perf_counter(), time.process_time()
+phases = []
+def timed(owner, name, label):
+    f = getattr(owner, name)
+    def run(*a, **k):
+        t, th = time.perf_counter(), time.thread_time()
+        try:
+            return f(*a, **k)
+        finally:
+            phases.append({"phase": label, "from_s": t - t0, "to_s": time.perf_counter() - t0,
+                           "thread_cpu_s": time.thread_time() - th})
+    setattr(owner, name, run)
+timed(disk, "_parse", "read")
+timed(disk, "_assemble", "assembly")
+timed(disk, "_mark_scope_layers", "scope layers")
+timed(disk, "_counters", "counters")
+timed(flows.SpilledFlows, "pair", "flows paired (own thread)")
+out = {"load_1min": os.getloadavg()[0]}
+prof = nbprofiler.load(run)
+out["events"], out["on_disk"] = len(prof.timeline), "store" in prof.timeline.attrs
+out["open_s"], out["open_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+out["phases"] = sorted(phases, key=lambda p: p["from_s"])
+out["load_1min_end"] = os.getloadavg()[0]
+print(json.dumps(out))
+"""
+
 FLOOR = r"""
 import json, resource, sys, time
 import duckdb
@@ -155,6 +190,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--against", type=Path, help="with --dispatch: another checkout to compare with")
     ap.add_argument("--repeat", type=int, default=3, help="with --dispatch: fresh processes per tree")
     ap.add_argument("--cache", type=Path, help="with --dispatch: where the store is kept (default: in --scratch)")
+    ap.add_argument("--phases", action="store_true", help="the first open's phases, beside the fields floor")
     args = ap.parse_args(argv)
     run = ensure_trace(args.scratch, args.gb)
     size = next(run.rglob("trace_view.json")).stat().st_size
@@ -162,6 +198,8 @@ def main(argv=None) -> dict:
     if args.dispatch:
         return dispatch_alone(run, args.cache or args.scratch / f"cache_{args.gb:g}GB", force, args.against,
                               args.repeat)
+    if args.phases:
+        return phases(run, args.scratch, force)
     floor = _child(FLOOR, str(next(run.rglob("trace_view.json"))))
     fields = _child(FIELDS_FLOOR, str(next(run.rglob("trace_view.json"))))
     with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-", dir=args.scratch) as cache:
@@ -185,6 +223,24 @@ def main(argv=None) -> dict:
           f"{max(first['zoom_ms'].values()):.0f} ms | {first['peak_mb'] / 1024:.2f} / "
           f"{again['peak_mb'] / 1024:.2f} GiB ({first['peak_mb'] * 2**20 / 1e9:.2f} / "
           f"{again['peak_mb'] * 2**20 / 1e9:.2f} GB) | {first['load_1min']:.1f}-{first['load_1min_end']:.1f} |")
+    return result
+
+
+def phases(run: Path, scratch: Path, force: str) -> dict:
+    """The first open phase by phase, then the fields floor, each in a fresh process."""
+    with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-", dir=scratch) as cache:
+        first = _child(PHASES, str(run), cache, force)
+    fields = _child(FIELDS_FLOOR, str(next(run.rglob("trace_view.json"))))
+    result = {"first": first, "fields_floor": fields}
+    print(json.dumps(result))
+    print(f"\nfirst open {first['open_s']:.1f} s wall, {first['open_cpu_s']:.1f} s CPU ({first['events']:,} events, "
+          f"on disk: {first['on_disk']}, load {first['load_1min']:.1f}-{first['load_1min_end']:.1f}); "
+          f"fields floor {fields['seconds']:.1f} s wall, {fields['cpu_s']:.1f} s CPU\n")
+    print("| phase | from | to | wall | CPU of its thread |")
+    print("|---|---|---|---|---|")
+    for p in first["phases"]:
+        print(f"| {p['phase']} | {p['from_s']:.1f} s | {p['to_s']:.1f} s | {p['to_s'] - p['from_s']:.1f} s "
+              f"| {p['thread_cpu_s']:.1f} s |")
     return result
 
 
