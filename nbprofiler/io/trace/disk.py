@@ -8,9 +8,10 @@
    and kept (in memory, or spilled to two Arrow IPC files: the args text, and the other columns). What
    else is kept is small: the dictionaries, the M/C/flow/B/E events, and per batch one (track, first ts,
    last ts) segment per track. The reader parses the next batch meanwhile, so most of this work is
-   hidden behind it. In memory, the flow events are kept keyed by integers (`_KeptFlows`), only the start
-   events with text; on disk, they are spilled to files by a hash of their flow
-   (`nbprofiler.io.trace.flows.SpilledFlows`), each paired alone once every batch is read.
+   hidden behind it. The flow events are keyed by integers (a code of their category, and their id
+   where the ids are integers), only the start events keep their text: in memory (`_KeptFlows`), or on
+   disk spilled to files by a hash of their flow (`nbprofiler.io.trace.flows.SpilledFlows`), each paired
+   alone once every batch is read.
 2. The timeline is assembled track by track in display order: a track whose segments run forward in
    time from batch to batch (a file written in time order) is the concatenation of its segments;
    otherwise (or with B/E pairs) that track alone is sorted. ``args`` is the kept runs' own text where
@@ -311,6 +312,7 @@ class _Sink:
         self.counters: list[pa.Table] = []  # the C events' samples, per batch
         self.kept: list[pa.RecordBatch] = []
         self.flows = _KeptFlows()  # in memory
+        self.flow_cat = _Codes()  # the flow events' categories (with the ids, their key)
         self.writer = self.args_writer = None
         self.args_path = spill.with_name(spill.stem + "-args.arrow") if spill is not None else None
         self.codes = {c: _Codes() for c in CODED if c != "name"}
@@ -402,19 +404,20 @@ class _Sink:
                                      "cat": cat[b_rows], "arg_type": typ[b_rows], "ts_ns": ts_ns[b_rows],
                                      "seq": b_rows + offset, "args": b_args}))
         # flows and counters: their frames are built from these once the origin is known
-        if len(c.flow):
-            frows = c.flow.column("row").to_numpy() - offset
-            ok = is_flow[frows]
-            fl = c.flow.filter(pa.array(ok))
+        frows = c.flow.column("row").to_numpy() - offset
+        ok = is_flow[frows]
+        if ok.any():
+            fl = c.flow.filter(pa.array(ok)).combine_chunks()  # one chunk per column (no copy when it has one)
             frows = frows[ok]
-            fl = pa.table({"row": fl.column("row"),   # text: null reads "", as in `FLOW_SQL`
-                           **{k: pc.fill_null(fl.column(k).cast(pa.string()), "") for k in ("cat", "id", "name")},
-                           "kind": pa.array(kind[frows]), "pair": pa.array(pair[frows]),
-                           "ts_ns": pa.array(ts_ns[frows])})
+            # text: null reads "", as in `FLOW_SQL`
+            text = {k: pc.fill_null(fl.column(k).chunk(0).cast(pa.string()), "") for k in ("cat", "id", "name")}
+            fkind = kind[frows]
+            coded = (fkind, pair[frows], ts_ns[frows], self.flow_cat.of(pc.dictionary_encode(text["cat"])),
+                     _flow_ids(text["id"]))
             if self.spilled_flows is None:
-                self.flows.add(fl)
+                self.flows.add(*coded, pa.table(text).filter(pa.array(fkind == KIND_S)))
             else:
-                self.spilled_flows.add(fl, c.flow.column("flow_hash").to_numpy()[ok])
+                self.spilled_flows.add(*coded, text["name"], c.flow.column("flow_hash").to_numpy()[ok])
         if len(c.aux):
             arows = c.aux.column("row").to_numpy() - offset
             is_meta = kind[arows] == KIND_M
@@ -559,7 +562,8 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
             def pair_flows(track_of_pair):
                 # on a thread of its own while the timeline's columns are written: the assembly mostly waits
                 # for its writes, and the pairing holds one file of flows at a time
-                pairing.append(_PAIRING.submit(sink.spilled_flows.pair, track_of_pair, sink.origin_ns or 0,
+                cats = pa.concat_arrays(sink.flow_cat.values) if sink.flow_cat.values else pa.array([], pa.string())
+                pairing.append(_PAIRING.submit(sink.spilled_flows.pair, track_of_pair, sink.origin_ns or 0, cats,
                                                tmp / "flows.arrow"))
             done = _assemble(sink, path, _ColumnFiles(tmp), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: bar.advance(size * 0.3 * f), on_tracks=pair_flows)
@@ -1012,31 +1016,29 @@ def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built
     return pd.DataFrame(cols, copy=False)
 
 
+def _flow_ids(ids: pa.Array) -> np.ndarray | pa.Array:
+    """A batch's flow ids as integers (int64) where every one is an integer written canonically, as
+    profilers write them; else their text (a pairing then numbers every id by its text)."""
+    try:
+        number = pc.cast(ids, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return ids
+    # the id is the integer only when it is written as the integer prints ("7", not "07" or "+7")
+    return number.to_numpy() if pc.all(pc.equal(pc.cast(number, pa.string()), ids)).as_py() else ids
+
+
 class _KeptFlows:
     """The flow events of an in-memory build, kept batch by batch in the form `flow_ends` pairs:
-    file order, kind, pair, ts and an integer key part for cat (a running dictionary) and for id (the id
-    itself where every id of the batch is an integer written canonically, as profilers write them; else
-    the id's text, and the pairing then numbers the ids). Only the start (s) events keep their text."""
+    file order, kind, pair, ts, the category's code and the ids as `_flow_ids` gives them. Only the start
+    (s) events keep their text."""
 
     def __init__(self):
-        self.cat = _Codes()
         self.batches: list[dict] = []
 
-    def add(self, fl: pa.Table) -> None:
-        kind = fl.column("kind").to_numpy()
-        ids = fl.column("id")
-        try:
-            number = pc.cast(ids, pa.int64())
-            # the id is the integer only when it is written as the integer prints ("7", not "07" or "+7")
-            if not pc.all(pc.equal(pc.cast(number, pa.string()), ids)).as_py():
-                number = None
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            number = None
-        self.batches.append({
-            "kind": kind, "pair": fl.column("pair").to_numpy(), "ts_ns": fl.column("ts_ns").to_numpy(),
-            "cat": self.cat.of(pc.dictionary_encode(fl.column("cat")).combine_chunks()),
-            "id": ids.combine_chunks() if number is None else number.to_numpy(),
-            "start": fl.select(["cat", "id", "name"]).filter(pa.array(kind == KIND_S))})
+    def add(self, kind: np.ndarray, pair: np.ndarray, ts_ns: np.ndarray, cat: np.ndarray,
+            ident: np.ndarray | pa.Array, start: pa.Table) -> None:
+        """A batch's flow events in file order; ``start``: the text (cat, id, name) of its s events."""
+        self.batches.append({"kind": kind, "pair": pair, "ts_ns": ts_ns, "cat": cat, "id": ident, "start": start})
 
     def pairs(self, origin_ns: int) -> pa.Table | None:
         """`nbprofiler.io.trace.flows.pair_flows`' result, with pair ids for tracks."""

@@ -4,6 +4,7 @@ events spilled to files by a hash of their (cat, id), one file at a time (`Spill
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -80,11 +81,9 @@ def flow_ends(kind: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return s[both], e[both]
 
 
-def flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_track, end_us) -> pa.Table:
-    """`FLOW_SQL`'s result from the pairs `flow_ends` found: the start events' ``cat``, ``id`` and
-    ``name`` (rows ``rows`` of ``text``), and both ends' tracks and times, ordered by start, cat, id. The
-    text is copied once, in that order: the order is found from the times, and from the text only among
-    flows that start at the same time."""
+def start_order(start_us: np.ndarray, keys_of) -> np.ndarray:
+    """The order of pairs by (start time, cat, id), found from the times, and from the text only among
+    pairs that start at the same time: ``keys_of(rows)``, the ``cat`` and ``id`` text of those rows."""
     order = np.argsort(start_us, kind="stable")
     us = start_us[order]
     tied = np.zeros(len(us), dtype=bool)
@@ -92,13 +91,21 @@ def flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_trac
     tied[:-1] |= tied[1:]
     if tied.any():  # each run of equal times is contiguous: sorting all of them by (time, cat, id) orders each
         sub = order[tied]
-        keys = text.select(["cat", "id"]).take(pa.array(rows[sub])).append_column("us", pa.array(start_us[sub]))
+        keys = keys_of(sub).append_column("us", pa.array(us[tied]))
         order[tied] = sub[pc.sort_indices(keys, sort_keys=[("us", "ascending"), ("cat", "ascending"),
                                                            ("id", "ascending")]).to_numpy()]
+    return order
+
+
+def flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_track, end_us) -> pa.Table:
+    """`FLOW_SQL`'s result from the pairs `flow_ends` found: the start events' ``cat``, ``id`` and
+    ``name`` (rows ``rows`` of ``text``), and both ends' tracks and times, ordered by start, cat, id
+    (`start_order`). The text is copied once, in that order."""
+    order = start_order(start_us, lambda sub: text.select(["cat", "id"]).take(pa.array(rows[sub])))
     # one chunk first: a take from the chunks of every batch joins them for each column anyway, more slowly
     start = text.select(["cat", "id", "name"]).combine_chunks().take(pa.array(rows[order]))
     return pa.table({"cat": start.column("cat"), "id": start.column("id"), "name": start.column("name"),
-                     "start_track": pa.array(start_track[order]), "start_us": pa.array(us, pa.float64()),
+                     "start_track": pa.array(start_track[order]), "start_us": pa.array(start_us[order], pa.float64()),
                      "end_track": pa.array(end_track[order]), "end_us": pa.array(end_us[order], pa.float64())})
 
 
@@ -145,6 +152,13 @@ _PAIRS_PER_RANGE = 1 << 19
 # Every this-many-th start event's time is kept to cut the pairs' start times in files of about as many.
 _SAMPLE_EVERY = 16
 _TEXT = ("cat", "id", "name")
+_ENDS = ("start_track", "start_us", "end_track", "end_us")
+
+
+# Writing the frame's file and removing the spilled ones once read wait on the file system more than they
+# work (a spilled file's removal ~20 ms, a fifth of it CPU; the frame's writes, most of them the kernel
+# finding pages): threads of their own do it while the pairing goes on.
+_FILES = ThreadPoolExecutor(2, thread_name_prefix="nbprofiler-flows-io")
 
 
 class _Buckets:
@@ -155,6 +169,7 @@ class _Buckets:
         self.prefix = prefix
         self.writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
         self.paths: dict[int, Path] = {}
+        self.removing: list[Future] = []
 
     def add(self, table: pa.Table, bucket: np.ndarray, n: int) -> None:
         """``table``'s rows to their files; ``bucket``: per row, its bucket, in 0..``n`` − 1."""
@@ -173,16 +188,20 @@ class _Buckets:
         self.writers = {}
 
     def take(self, b: int) -> pa.Table:
-        """The rows of bucket ``b``, its file removed (call `close` first)."""
+        """The rows of bucket ``b`` (call `close` first); its file is then removed on another thread."""
         table = pa.ipc.open_file(str(self.paths[b])).read_all().combine_chunks()
-        self.paths.pop(b).unlink()
+        self.removing.append(_FILES.submit(self.paths.pop(b).unlink))
         return table
 
     def remove(self) -> None:
+        """Remove every file, and wait for those `take` left to remove."""
         self.close()
         for f in self.paths.values():
             f.unlink(missing_ok=True)
         self.paths = {}
+        removing, self.removing = self.removing, []
+        for f in removing:
+            f.result()
 
 
 class SpilledFlows:
@@ -191,6 +210,9 @@ class SpilledFlows:
     paired alone by `flow_ends`, in memory of its size, as `pair_flows` pairs every event at once. The pairs
     go to files by their start time, and each of those, ordered by (start, cat, id) as `flow_pairs` orders
     them, is written out in turn: the same frame as `pair_flows` gives, in the memory of a file's share.
+    The events travel as integers (the category's code, the id where it is an integer, the track's pair
+    id, the time) with the text of the start events' names: the text of a category or of an integer id is
+    written only into the frame.
     ``prefix``: the files' path up to a number; ``trace_bytes``: the trace's size, which sets how many files
     the events are spread over."""
 
@@ -201,13 +223,20 @@ class SpilledFlows:
         self.starts = 0                      # s events spilled
         self.sample: list[np.ndarray] = []   # every _SAMPLE_EVERY-th s event's ts_ns
 
-    def add(self, fl: pa.Table, flow_hash: np.ndarray) -> None:
-        """A batch's flow events in file order: ``cat``, ``id``, ``name`` (text, "" for none), ``kind``,
-        ``pair`` (the track's pair id) and ``ts_ns``; ``flow_hash``: their `FLOW_HASH_SQL` values."""
-        self.events.add(fl.select(["kind", "pair", "ts_ns", *_TEXT]), flow_hash % np.uint64(self.parts),
-                        self.parts)
-        kind = fl.column("kind").to_numpy()
-        ts = fl.column("ts_ns").to_numpy()[kind == KIND_S]
+    def add(self, kind: np.ndarray, pair: np.ndarray, ts_ns: np.ndarray, cat: np.ndarray,
+            ident: np.ndarray | pa.Array, name: pa.Array, flow_hash: np.ndarray) -> None:
+        """A batch's flow events in file order: ``kind``, ``pair`` (the track's pair id), ``ts_ns``, ``cat``
+        (a code of their category: 1 + its place in the ``cats`` given to `pair`), ``ident`` (the ids: int64
+        where the batch's ids are integers, else their text), ``name`` (text, "" for none); ``flow_hash``:
+        their `FLOW_HASH_SQL` values."""
+        n, is_s = len(kind), kind == KIND_S
+        numbers = isinstance(ident, np.ndarray)
+        self.events.add(pa.table({"kind": kind, "pair": pair, "ts_ns": ts_ns, "cat": cat,
+                                  "id": ident if numbers else np.zeros(n, np.int64),
+                                  "id_text": pa.nulls(n, pa.string()) if numbers else ident,
+                                  "name": pc.if_else(pa.array(is_s), name, pa.scalar(None, pa.string()))}),
+                        flow_hash % np.uint64(self.parts), self.parts)
+        ts = ts_ns[is_s]
         self.starts += len(ts)
         self.sample.append(ts[::_SAMPLE_EVERY])
 
@@ -218,12 +247,14 @@ class SpilledFlows:
         self.events.remove()
         self.sample, self.starts = [], 0
 
-    def pair(self, track_of_pair: np.ndarray, origin_ns: int, out: Path) -> bool:
+    def pair(self, track_of_pair: np.ndarray, origin_ns: int, cats: pa.Array, out: Path) -> bool:
         """Write the flows frame's table (`flow_pairs`' columns, text as large_string) to the Arrow IPC file
-        ``out``; False when no flow pairs (nothing written). The spilled files are removed."""
+        ``out``; False when no flow pairs (nothing written). ``cats``: the categories in code order. The
+        spilled files are removed."""
         self.close()
         cuts = self._cuts(origin_ns)
         ranges = _Buckets(self.prefix.with_name(self.prefix.name + "-pairs"))
+        cats = pa.concat_arrays([pa.array([""], pa.large_string()), cats.cast(pa.large_string())])  # code 0: none
         try:
             for p in sorted(self.events.paths):
                 pairs = self._pairs_of(self.events.take(p), track_of_pair, origin_ns)
@@ -237,12 +268,16 @@ class SpilledFlows:
             schema = pa.schema([*((c, pa.large_string()) for c in _TEXT), ("start_track", pa.int32()),
                                 ("start_us", pa.float64()), ("end_track", pa.int32()), ("end_us", pa.float64())])
             with pa.ipc.new_file(str(out), schema) as w:
-                for r in sorted(ranges.paths):   # one range's pairs in memory at a time, in start order
-                    t = ranges.take(r)
-                    w.write_table(flow_pairs(t.select(list(_TEXT)), np.arange(t.num_rows),
-                                             *(t.column(c).to_numpy() for c in ("start_track", "start_us",
-                                                                                 "end_track", "end_us")))
-                                  .cast(schema))
+                writing = None   # one range is written while the next is ordered: two in memory at most
+                try:
+                    for r in sorted(ranges.paths):   # in start order
+                        t = _ordered(ranges.take(r), cats).cast(schema)
+                        if writing is not None:
+                            writing.result()
+                        writing = _FILES.submit(w.write_table, t)
+                finally:
+                    if writing is not None:
+                        writing.result()
             return True
         finally:
             ranges.remove()
@@ -259,18 +294,37 @@ class SpilledFlows:
 
     @staticmethod
     def _pairs_of(fl: pa.Table, track_of_pair: np.ndarray, origin_ns: int) -> pa.Table | None:
-        """The pairs of one file's flows (``fl``), unordered: `flow_pairs`' columns."""
-        kind = fl.column("kind").to_numpy()
-        codes = [pc.dictionary_encode(fl.column(c)).combine_chunks().indices.to_numpy(zero_copy_only=False)
-                 for c in ("cat", "id")]
-        start, end = flow_ends(kind, flow_key(*codes))
+        """The pairs of one file's flows (``fl``), unordered: the start events' ``cat``, ``id``, ``id_text``
+        and ``name`` as spilled, and both ends' tracks and times."""
+        kind, ident = fl.column("kind").to_numpy(), fl.column("id").to_numpy()
+        id_text = fl.column("id_text")
+        if id_text.null_count < len(id_text):  # some batch's ids are text: number every id by its text
+            text = pc.if_else(pc.is_null(id_text), pc.cast(fl.column("id"), pa.string()), id_text)
+            ident = pc.dictionary_encode(text).combine_chunks().indices.to_numpy(zero_copy_only=False)
+        start, end = flow_ends(kind, flow_key(fl.column("cat").to_numpy(), ident))
         if not len(start):
             return None
         pair, ts = fl.column("pair").to_numpy(), fl.column("ts_ns").to_numpy()
         us = (ts - origin_ns).astype(np.float64) / 1000.0
-        text = fl.select(list(_TEXT)).take(pa.array(start))
-        return pa.table({**{c: text.column(c) for c in _TEXT},
+        text = fl.select(["cat", "id", "id_text", "name"]).take(pa.array(start))
+        return pa.table({**{c: text.column(c) for c in text.column_names},
                          "start_track": pa.array(track_of_pair[pair[start]].astype(np.int32)),
                          "start_us": pa.array(us[start]),
                          "end_track": pa.array(track_of_pair[pair[end]].astype(np.int32)),
                          "end_us": pa.array(us[end])})
+
+
+def _ordered(pairs: pa.Table, cats: pa.Array) -> pa.Table:
+    """Spilled pairs as the frame has them (`flow_pairs`' columns), ordered by (start, cat, id)."""
+    order = start_order(pairs.column("start_us").to_numpy(),
+                        lambda rows: _text(pairs.take(pa.array(rows)), cats).select(["cat", "id"]))
+    pairs = pairs.take(pa.array(order))
+    return pa.table({**dict(zip(_TEXT, _text(pairs, cats).columns)), **{c: pairs.column(c) for c in _ENDS}})
+
+
+def _text(pairs: pa.Table, cats: pa.Array) -> pa.Table:
+    """The ``cat``, ``id`` and ``name`` of spilled pairs: a category from its code, an id from its number
+    where it has no text."""
+    return pa.table({"cat": cats.take(pairs.column("cat")),
+                     "id": pc.coalesce(pairs.column("id_text"), pc.cast(pairs.column("id"), pa.string())),
+                     "name": pairs.column("name")})
