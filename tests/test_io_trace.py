@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -507,6 +506,24 @@ def test_the_text_search_finds_a_needle_in_each_value_only():
     for texts in (arr.slice(1), pa.array(values, pa.large_string()), pa.array(values)):
         assert trace_parse._holds(texts, b'"type"').tolist() == want
     assert not trace_parse._holds(pa.array([None, None], pa.string()), b'"type"').any()
+
+
+def test_counters_are_ordered_as_an_arrow_sort_by_their_text_orders_them():
+    """`trace_counters.counter_frame` sorts the text keys by their ranks among the distinct values: the same
+    order as Arrow's sort by (pid, name, series, time, file order), with ties in every key, "" and non-ASCII
+    text, over several chunks."""
+    rng = np.random.default_rng(7)
+    n = 3000
+    words = ["", "HBM", "AI Core Freq", "Höhe", "héllo", "a", "B", "10", "9", "z" * 30]
+    t = pa.table({"pid": rng.choice(words[:5], n), "name": rng.choice(words, n), "series": rng.choice(words[3:], n),
+                  "ts_ns": rng.integers(0, 40, n), "row": rng.permutation(n).astype(np.int64), "value": rng.random(n)})
+    t = pa.Table.from_batches(t.to_batches(max_chunksize=700))
+    want = t.sort_by([(c, "ascending") for c in trace_counters.COUNTER_ORDER])
+    got = trace_counters.counter_frame(t, 10)
+    assert got["series"].tolist() == want.column("series").to_pylist()
+    assert got["pid"].tolist() == want.column("pid").to_pylist() and got["name"].tolist() == want.column("name").to_pylist()
+    assert got["value"].tolist() == want.column("value").to_pylist()
+    assert np.array_equal(got["start_us"].to_numpy(), (want.column("ts_ns").to_numpy() - 10) / 1000.0)
 
 
 def test_flat_counter_args_are_split_as_json_each_splits_them():
