@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -506,6 +507,23 @@ def test_the_text_search_finds_a_needle_in_each_value_only():
     for texts in (arr.slice(1), pa.array(values, pa.large_string()), pa.array(values)):
         assert trace_parse._holds(texts, b'"type"').tolist() == want
     assert not trace_parse._holds(pa.array([None, None], pa.string()), b'"type"').any()
+
+
+def test_ts_text_is_cast_as_duckdb_casts_it():
+    """`trace_parse._ts_decimal` casts a batch's ts text with Arrow where Arrow takes every value, else with
+    duckdb's TRY_CAST: either way the values are duckdb's (exponents, signs, a fourth decimal rounded, blanks,
+    what is not a number as null)."""
+    def duckdb_cast(values):
+        return trace_parse.query("SELECT TRY_CAST(ts AS DECIMAL(38, 3)) AS ts FROM b",
+                                 b=pa.table({"ts": pa.array(values, pa.string())})).column("ts").to_pylist()
+    plain = ["1795235132857963.000", "1795235132857963.25", "1.5e3", "+12", ".5", "5.", "1E+2", "00012.5", "-7.125",
+             None, "0"]
+    odd = plain + [" 12", "1.2345", "-0.0005", "0x10", "NaN", "", "-", "1_000"]
+    for values in (plain, odd):
+        got = trace_parse._ts_decimal(pa.array(values, pa.string()))
+        assert got.type == pa.decimal128(38, 3) and got.to_pylist() == duckdb_cast(values)
+    assert trace_parse._ts_decimal(pa.array(odd, pa.string())).to_pylist()[len(plain):len(plain) + 3] == [
+        Decimal("12.000"), Decimal("1.235"), Decimal("-0.001")]
 
 
 def test_counters_are_ordered_as_an_arrow_sort_by_their_text_orders_them():

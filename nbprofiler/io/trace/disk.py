@@ -56,7 +56,7 @@ from ...errors import EmptyFileError, FileTooLargeError, MalformedFileError
 from .. import _util, cache
 from .counters import counter_events, counter_frame, counter_samples
 from .exact import line_of_event
-from .flows import FLOW_HASH_SQL, SpilledFlows, flow_ends, flow_frame, flow_frame_of_pairs, flow_key, flow_pairs
+from .flows import SpilledFlows, flow_ends, flow_frame, flow_frame_of_pairs, flow_hash, flow_key, flow_pairs
 from .frames import (TraceData, bad_field, distinct_categorical, event_kinds, pair_begin_end, skipped_events,
                      warn_impossible_dur, warn_unplaced)
 from .naming import meta_events, name_tracks, op_type_maps, op_types_of, scope_layer_codes
@@ -330,8 +330,6 @@ class _Sink:
         self.be: list[pa.Table] = []
         self.spilled_flows = SpilledFlows(spill.with_name(spill.stem + "-flows"), trace_bytes) \
             if spill is not None else None
-        # the reader's column placing each flow event in a spilled file of its own flow
-        self.extra_columns = FLOW_HASH_SQL if spill is not None else ""
         self.meta: list[pa.Table] = []  # the M events (track names and sort keys)
         self.used = {c: np.zeros(0, np.int64) for c in ("name", "cat", "arg_type")}
 
@@ -417,7 +415,7 @@ class _Sink:
             if self.spilled_flows is None:
                 self.flows.add(*coded, pa.table(text).filter(pa.array(fkind == KIND_S)))
             else:
-                self.spilled_flows.add(*coded, text["name"], c.flow.column("flow_hash").to_numpy()[ok])
+                self.spilled_flows.add(*coded, text["name"], flow_hash(text["cat"], text["id"]))
         if len(c.aux):
             arows = c.aux.column("row").to_numpy() - offset
             is_meta = kind[arows] == KIND_M

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from ...schema import FRAMES
 from .frames import empty_frame, select_rows
-from .parse import KIND_F, KIND_S, KIND_T
+from .parse import KIND_F, KIND_S, KIND_T, query
 
 FLOW_COLUMNS = FRAMES["timeline_flows"].required
 
@@ -109,6 +109,13 @@ def flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_trac
                      "end_track": pa.array(end_track[order]), "end_us": pa.array(end_us[order], pa.float64())})
 
 
+def flow_hash(cat: pa.Array, ident: pa.Array) -> np.ndarray:
+    """Per flow event, a hash of its (cat, id) text as `FLOW_SQL` keys it (null read as ""), which places it
+    in the spilled file of its flow (`SpilledFlows`)."""
+    return query("SELECT hash(coalesce(cat, ''), coalesce(id, '')) AS h FROM f",
+                 f=pa.table({"cat": cat, "id": ident})).column("h").to_numpy()
+
+
 def flows_of_events(flow, kind, is_flow, row_track, rel_us) -> pd.DataFrame:
     """``flow``: the s/f/t events with their global ``row``; ``is_flow``: which rows are placeable."""
     keep = is_flow[flow.column("row").to_numpy()]
@@ -139,9 +146,6 @@ def flow_frame_of_pairs(pairs: pa.Table | None) -> pd.DataFrame:
 
 
 # -- a trace built on disk: the flows paired in bounded memory ------------------------------------------
-# The reader's column (`nbprofiler.io.trace.parse._READ_SQL`) that places a flow event in the file of its
-# flow: a hash of its (cat, id) as FLOW_SQL keys it (a missing one as "").
-FLOW_HASH_SQL = ", CASE WHEN ph IN ('s', 'f', 't') THEN hash(coalesce(cat, ''), coalesce(id, '')) END AS flow_hash"
 # Bytes of trace per file of flow events: a file holds at most its share of the trace's events, so pairing
 # one (~150 bytes an event, text included) takes a fraction of what the trace's JSON took.
 _TRACE_BYTES_PER_PART = 256 << 20
@@ -224,18 +228,18 @@ class SpilledFlows:
         self.sample: list[np.ndarray] = []   # every _SAMPLE_EVERY-th s event's ts_ns
 
     def add(self, kind: np.ndarray, pair: np.ndarray, ts_ns: np.ndarray, cat: np.ndarray,
-            ident: np.ndarray | pa.Array, name: pa.Array, flow_hash: np.ndarray) -> None:
+            ident: np.ndarray | pa.Array, name: pa.Array, hashes: np.ndarray) -> None:
         """A batch's flow events in file order: ``kind``, ``pair`` (the track's pair id), ``ts_ns``, ``cat``
         (a code of their category: 1 + its place in the ``cats`` given to `pair`), ``ident`` (the ids: int64
-        where the batch's ids are integers, else their text), ``name`` (text, "" for none); ``flow_hash``:
-        their `FLOW_HASH_SQL` values."""
+        where the batch's ids are integers, else their text), ``name`` (text, "" for none); ``hashes``:
+        their `flow_hash` values."""
         n, is_s = len(kind), kind == KIND_S
         numbers = isinstance(ident, np.ndarray)
         self.events.add(pa.table({"kind": kind, "pair": pair, "ts_ns": ts_ns, "cat": cat,
                                   "id": ident if numbers else np.zeros(n, np.int64),
                                   "id_text": pa.nulls(n, pa.string()) if numbers else ident,
                                   "name": pc.if_else(pa.array(is_s), name, pa.scalar(None, pa.string()))}),
-                        flow_hash % np.uint64(self.parts), self.parts)
+                        hashes % np.uint64(self.parts), self.parts)
         ts = ts_ns[is_s]
         self.starts += len(ts)
         self.sample.append(ts[::_SAMPLE_EVERY])

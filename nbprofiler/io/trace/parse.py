@@ -32,8 +32,8 @@ from .._util import EXPANSION, check_size
 from .exact import document_end, exact_check, warn_trailing
 
 # Fields read from every event. MindSpore writes ts/dur as strings or numbers and tid/id as strings or
-# ints (FORMATS 4.5, 3.14). ts is read as text and cast in SQL (`_READ_SQL`): the JSON reader would turn a
-# numeric ts into a double first and lose its sub-us digits. dur is read as DOUBLE directly (the reader
+# ints (FORMATS 4.5, 3.14). ts is read as text and cast to a decimal by the digest (`_ts_decimal`): the JSON
+# reader would turn a numeric ts into a double first and lose its sub-us digits. dur is read as DOUBLE directly (the reader
 # casts numeric strings itself, which is cheaper than a text column plus a cast); a file where some dur
 # is not a number fails that read and is re-read with dur as text and TRY_CAST (`_DUR_AS_TEXT`).
 _COLUMNS = {"ph": "VARCHAR", "name": "VARCHAR", "cat": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
@@ -69,17 +69,17 @@ def parse_events(path: Path) -> pa.Table:
 # timeline's args), so that little is left once the last batch arrives.
 
 # The reader's statement: what is cheapest in the reader's own pipeline (not a second query per batch):
-# ``ph`` -> kind; ts cast from its text (the JSON reader would turn a numeric ts into a double first and
-# lose its sub-us digits); flow names (often one per flow) kept out of ``name`` so its dictionary stays
-# small. args.type is extracted by the digest (`_arg_types`): the reader is the slower thread.
+# ``ph`` -> kind; flow names (often one per flow) kept out of ``name`` so its dictionary stays small. The
+# reader is the slower thread, so what costs it most is left to the digest: ts's cast from its text
+# (`_ts_decimal`, ~7 % of the reader's time when it was here), args.type (`_arg_types`) and, for a trace
+# built on disk, the flows' hash (`nbprofiler.io.trace.flows.flow_hash`, ~6 %).
 _READ_SQL = """
 SELECT CAST(CASE ph WHEN 'M' THEN 0 WHEN 'X' THEN 1 WHEN 'B' THEN 2 WHEN 'E' THEN 3 WHEN 's' THEN 4
                     WHEN 'f' THEN 5 WHEN 't' THEN 6 WHEN 'C' THEN 7
                     ELSE (CASE WHEN ph IS NULL THEN -1 ELSE 8 END) END AS TINYINT) AS kind,
        CASE WHEN ph IN ('s', 'f', 't') THEN NULL ELSE name END AS name,
        CASE WHEN ph = 's' THEN name END AS flow_name,
-       TRY_CAST(ts AS DECIMAL(38, 3)) AS ts,
-       {dur} AS dur,
+       ts, {dur} AS dur,
        cat, pid, tid, id, args{extra}
 FROM {source}
 """
@@ -127,7 +127,7 @@ def digest_batch(batch: pa.RecordBatch, offset: int, spans: bool = True) -> Chun
     """One batch of the reader's statement (`_READ_SQL`) as a `Chunk`; with ``spans=False`` its
     ``spans`` and ``span_args`` are None (a caller that orders the events its own way)."""
     kind = batch.column("kind").to_numpy()
-    ts_ns, ts_ok = _ts_ns(batch.column("ts"))
+    ts_ns, ts_ok = _ts_ns(_ts_decimal(batch.column("ts")))
     dur = pc.fill_null(batch.column("dur"), np.nan).to_numpy()
     codes = {c: _dict_chunk(batch.column(c)) for c in ("pid", "tid", "name", "cat")}
     codes["arg_type"] = _arg_types(kind, batch.column("args"))
@@ -146,9 +146,7 @@ def digest_batch(batch: pa.RecordBatch, offset: int, spans: bool = True) -> Chun
     is_flow = pa.array((kind >= KIND_S) & (kind <= KIND_T))
     flow = pa.table({"row": pa.array(np.flatnonzero(is_flow) + offset),
                      **{c: batch.column(c).filter(is_flow) for c in ("cat", "id")},
-                     "name": batch.column("flow_name").filter(is_flow),
-                     **({"flow_hash": batch.column("flow_hash").filter(is_flow)}
-                        if "flow_hash" in batch.schema.names else {})})
+                     "name": batch.column("flow_name").filter(is_flow)})
     # Everything kept is a copy: an Arrow array imported from duckdb keeps its whole batch alive (args
     # included), so keeping a view of one column would keep every batch of the file in memory.
     return Chunk(offset, batch.num_rows, kind.copy(), ts_ns, ts_ok, dur.copy(), codes, flow, aux, span_rows,
@@ -262,8 +260,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     JSON documents the file holds; only the first one's events are read). ``make_digest``: returns the
     function that digests each batch (default `digest_batch`); called once per read, so a read that fails and
     is retried starts a fresh one, and a failed read calls its ``discard()`` where it has one (what it
-    kept is not held through the retry); its ``extra_columns``, where it has them, are added to the
-    reader's statement (`_READ_SQL`)."""
+    kept is not held through the retry)."""
     import queue
     digest = digest_batch if make_digest is None else make_digest()
     stats = {} if stats is None else stats
@@ -284,7 +281,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
                   f"AS docs FROM read_json({lit}, format='unstructured', columns={{traceEvents: '{struct}'}}, "
                   f"maximum_object_size={_MAX_OBJECT}) QUALIFY row_number() OVER () = 1))")
     sql = _READ_SQL.format(source=source, dur=dur_sql,
-                           extra=(", docs" if as_document else "") + getattr(digest, "extra_columns", ""))
+                           extra=", docs" if as_document else "")
     size = path.stat().st_size if checked_size is None else checked_size
     batches: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
@@ -610,6 +607,17 @@ def _first_byte(path: Path) -> bytes:
         if not head or not head.strip():
             raise EmptyFileError(path, "file is empty")
     return stripped[:1]
+
+
+def _ts_decimal(ts: pa.Array) -> pa.Array | pa.ChunkedArray:
+    """ts as the reader reads it (text; a JSON number's own digits) -> decimal128(38,3) us, null where it is
+    not a number, as duckdb casts it. Arrow's cast where it takes every value of the batch (it gives what
+    duckdb gives: plain and exponent forms; 0.6x duckdb's time); else duckdb's, which also takes blanks around
+    the number and rounds a fourth decimal, and gives null for what is not one."""
+    try:
+        return pc.cast(ts, pa.decimal128(38, 3))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return query("SELECT TRY_CAST(ts AS DECIMAL(38, 3)) AS ts FROM b", b=pa.table({"ts": ts})).column("ts")
 
 
 def _ts_ns(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
