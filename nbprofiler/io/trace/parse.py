@@ -32,10 +32,10 @@ from .._util import EXPANSION, check_size
 from .exact import document_end, exact_check, warn_trailing
 
 # Fields read from every event. MindSpore writes ts/dur as strings or numbers and tid/id as strings or
-# ints (FORMATS 4.5, 3.14). ts is read as text and cast to a decimal by the digest (`_ts_decimal`): the JSON
-# reader would turn a numeric ts into a double first and lose its sub-us digits. dur is read as DOUBLE directly (the reader
-# casts numeric strings itself, which is cheaper than a text column plus a cast); a file where some dur
-# is not a number fails that read and is re-read with dur as text and TRY_CAST (`_DUR_AS_TEXT`).
+# ints (FORMATS 4.5, 3.14). ts is read as text and cast to a decimal by the digest (`_ts_decimal`): the
+# JSON reader would turn a numeric ts into a double first and lose its sub-us digits. dur is read as DOUBLE
+# directly (the reader casts numeric strings itself, which is cheaper than a text column plus a cast); a file
+# where some dur is not a number fails that read and is re-read with dur as text and TRY_CAST (`_DUR_AS_TEXT`).
 _COLUMNS = {"ph": "VARCHAR", "name": "VARCHAR", "cat": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
             "ts": "VARCHAR", "dur": "DOUBLE", "id": "VARCHAR", "args": "JSON"}
 _DUR_AS_TEXT = {**_COLUMNS, "dur": "VARCHAR"}
@@ -71,8 +71,8 @@ def parse_events(path: Path) -> pa.Table:
 # The reader's statement: what is cheapest in the reader's own pipeline (not a second query per batch):
 # ``ph`` -> kind; flow names (often one per flow) kept out of ``name`` so its dictionary stays small. The
 # reader is the slower thread, so what costs it most is left to the digest: ts's cast from its text
-# (`_ts_decimal`, ~7 % of the reader's time when it was here), args.type (`_arg_types`) and, for a trace
-# built on disk, the flows' hash (`nbprofiler.io.trace.flows.flow_hash`, ~6 %).
+# (`_ts_decimal`; in the statement, ~7 % of the reader's time at 10 GB), args.type (`_arg_types`) and, for a
+# trace built on disk, the flows' hash (`nbprofiler.io.trace.flows.flow_hash`, ~6 %).
 _READ_SQL = """
 SELECT CAST(CASE ph WHEN 'M' THEN 0 WHEN 'X' THEN 1 WHEN 'B' THEN 2 WHEN 'E' THEN 3 WHEN 's' THEN 4
                     WHEN 'f' THEN 5 WHEN 't' THEN 6 WHEN 'C' THEN 7
