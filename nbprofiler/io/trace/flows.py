@@ -147,7 +147,7 @@ def flow_frame_of_pairs(pairs: pa.Table | None) -> pd.DataFrame:
 
 # -- a trace built on disk: the flows paired in bounded memory ------------------------------------------
 # Bytes of trace per file of flow events: a file holds at most its share of the trace's events, so pairing
-# one (~150 bytes an event, text included) takes a fraction of what the trace's JSON took.
+# one (integers, and the start events' names) takes a fraction of what the trace's JSON took.
 _TRACE_BYTES_PER_PART = 256 << 20
 # Files open at once at most (a 64 GB trace's share each beyond that), for the process's file limit.
 _MAX_FILES = 256
