@@ -560,9 +560,8 @@ def build(path: Path, dest: Path, legacy: bool, progress: bool = True) -> None:
             def pair_flows(track_of_pair):
                 # on a thread of its own while the timeline's columns are written: the assembly mostly waits
                 # for its writes, and the pairing holds one file of flows at a time
-                cats = pa.concat_arrays(sink.flow_cat.values) if sink.flow_cat.values else pa.array([], pa.string())
-                pairing.append(_PAIRING.submit(sink.spilled_flows.pair, track_of_pair, sink.origin_ns or 0, cats,
-                                               tmp / "flows.arrow"))
+                pairing.append(_PAIRING.submit(sink.spilled_flows.pair, track_of_pair, sink.origin_ns or 0,
+                                               sink.flow_cat.values, tmp / "flows.arrow"))
             done = _assemble(sink, path, _ColumnFiles(tmp), legacy=legacy, gpu=path.name.startswith("gpu_"),
                              advance=lambda f: bar.advance(size * 0.3 * f), on_tracks=pair_flows)
             _mark_scope_layers(tmp, done)

@@ -251,14 +251,14 @@ class SpilledFlows:
         self.events.remove()
         self.sample, self.starts = [], 0
 
-    def pair(self, track_of_pair: np.ndarray, origin_ns: int, cats: pa.Array, out: Path) -> bool:
+    def pair(self, track_of_pair: np.ndarray, origin_ns: int, cats: list[pa.Array], out: Path) -> bool:
         """Write the flows frame's table (`flow_pairs`' columns, text as large_string) to the Arrow IPC file
-        ``out``; False when no flow pairs (nothing written). ``cats``: the categories in code order. The
-        spilled files are removed."""
+        ``out``; False when no flow pairs (nothing written). ``cats``: the categories in code order, as
+        large_string arrays (``values`` of the build's dictionary of them). The spilled files are removed."""
         self.close()
         cuts = self._cuts(origin_ns)
         ranges = _Buckets(self.prefix.with_name(self.prefix.name + "-pairs"))
-        cats = pa.concat_arrays([pa.array([""], pa.large_string()), cats.cast(pa.large_string())])  # code 0: none
+        cats = pa.concat_arrays([pa.array([""], pa.large_string()), *cats])  # code 0: none
         try:
             for p in sorted(self.events.paths):
                 pairs = self._pairs_of(self.events.take(p), track_of_pair, origin_ns)
