@@ -1,13 +1,17 @@
 """Dashboard tabs, no-data panels, step linking and the compact HTML repr, on real profiles."""
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from nbprofiler.views import dashboard as D
 from nbprofiler.views.repr import cluster_html, profile_html
-from .conftest import DATA, load_quietly
+from .conftest import DATA, REPO, load_quietly
 
 
 def test_overview_shows_summary_and_suggestions():
@@ -19,13 +23,14 @@ def test_overview_shows_summary_and_suggestions():
     sugg = db._panels["Overview"].children[1]
     assert prof.summary()["suggestions"] and sugg is db.suggestions.widget
     assert "Suggestions" in sugg.children[0].value and "why?" in sugg.children[1].children[0].value
-    assert db.views["Step trace"] is not None
+    assert db.views == {}   # every view is built when its tab is first opened
+    assert db.select("Step trace") is db.views["Step trace"] is not None and db.tab == "Step trace"
 
 
 def test_empty_tabs_say_which_files_were_looked_for():
     prof = load_quietly(DATA / "npu/kernel_details_591")
     db = D.Dashboard(prof)
-    assert db.views["Step trace"] is None
+    assert db.select("Step trace") is None
     assert db.select("MindData") is None
     html = db._panels["MindData"].children[0].value
     assert "No minddata data" in html and "pipeline_profiling_*.json" in html
@@ -46,7 +51,8 @@ def test_legacy_step_selection_narrows_the_timeline_and_explains_the_operator_ta
     ops = db.select("Operators")
     tl = db.select("Timeline")
     queries = tl.queries
-    db.views["Step trace"].step = 5
+    assert "Step trace" not in db.views and (tl.x_range.start, tl.x_range.end) == tl.x_range.bounds  # the whole run
+    db.select("Step trace").step = 5
     w = prof.step_windows.set_index("step").loc[5]
     assert D.step_window_us(prof, 5) == (w["start_us"], w["end_us"])
     assert "on the timeline" in db.link_note.value and "first AI Core op" in db.link_note.value
@@ -65,7 +71,7 @@ def test_step_selection_without_shared_clock_is_explained():
     prof = load_quietly(DATA / "legacy/fixtures_mixed_ids", device="0")
     db = D.Dashboard(prof)
     db.select("Timeline")
-    db.views["Step trace"].step = 5
+    db.select("Step trace").step = 5
     assert "do not share a clock" in db.link_note.value
     assert D.step_window_us(prof, 5) is None
 
@@ -154,3 +160,32 @@ def test_a_clicked_timeline_event_names_its_step_and_shows_its_operator_row():
     assert "its row is shown in the Operators tab" in db.link_note.value
     ops = db.views["Operators"]
     assert ops.kind == "npu" and set(ops._model("op_table_src_npu").data["op_name"]) == {"Conv2D1"}
+
+
+SHOW = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import IPython.display
+import nbprofiler
+from nbprofiler.views.dashboard import Dashboard
+seen = []
+IPython.display.display = lambda *objs, **kw: seen.append([type(o).__name__ for o in objs] + ["bokeh.models" in sys.modules])
+prof = nbprofiler.load(sys.argv[1])
+dash = Dashboard(prof)
+built = "bokeh.models" in sys.modules
+dash.display()
+print(json.dumps({"built": built, "seen": seen, "after": "bokeh.plotting" in sys.modules and "jupyter_bokeh" in sys.modules}))
+"""
+
+
+def test_a_shown_dashboard_sends_its_overview_before_importing_the_chart_modules(tmp_path):
+    """`Dashboard.display` shows the overview first, then imports Bokeh's models and plotting (what the chart
+    tabs draw with): the overview does not wait for them. In a fresh interpreter, as a kernel starts."""
+    env = dict(os.environ, NBPROFILER_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", SHOW, str(DATA / "legacy/run_2_lenet")], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    # the BokehJS loader, then the dashboard's Tab widget, neither waiting for bokeh.models
+    assert out["seen"][-1][0] == "Tab" and not any(s[-1] for s in out["seen"]) and not out["built"]
+    assert out["after"]

@@ -35,7 +35,9 @@ def test_nothing_changes_or_appears_in_the_profiler_directory(rel, tmp_path, mon
             prof.summary()
             prof._repr_html_()
             from nbprofiler.views.dashboard import Dashboard
-            Dashboard(prof)  # builds every view's figures and widgets without a frontend
+            dash = Dashboard(prof)
+            for tab in dash.tabs[1:]:   # every view's figures and widgets, built without a frontend
+                dash.select(tab)
             prof.to_html(tmp_path / f"report_{prof.device}.html")
             # a second load hits the parsed-frame cache (created on the first)
             again = nbprofiler.load(root, device=prof.device)

@@ -59,6 +59,16 @@ def no_data_html(tab: str, prof, why: str = "") -> str:
             f"<div style='{theme.MUTED_CSS}'>Looked for:</div><ul>{looked}</ul>{probs}</div>")
 
 
+def import_chart_modules() -> None:
+    """Import Bokeh's layouts and plotting and jupyter_bokeh (~0.4 s of CPU), which every chart tab draws
+    with. A shown dashboard does it once its overview is on its way to the page (`Dashboard.display`): the
+    overview does not wait for it, nor does a tab opened after it (at 1 GB, when the Timeline tab imported
+    them, its first open was 0.93-1.03 s, half of it this import); a tab clicked sooner waits for the rest."""
+    import bokeh.layouts  # noqa: F401
+    import bokeh.plotting  # noqa: F401
+    import jupyter_bokeh  # noqa: F401
+
+
 class Dashboard(traitlets.HasTraits, View):
     """Tabs: the overview, then the dashboard pages of `nbprofiler.views.pages.PAGES` (``.tabs``), linked as
     their pages declare: by the selected step (a step clicked in the per-step operator chart selects it
@@ -90,14 +100,14 @@ class Dashboard(traitlets.HasTraits, View):
         self.widget = W.Tab(children=[self._panels[n] for n in self.tabs], titles=self.tabs,
                             layout=W.Layout(width="100%"))
         self.widget.observe(self._on_tab, names="selected_index")
-        # Every chart tab draws with Bokeh: its modules are imported with the dashboard (~0.45 s; the Step trace
-        # view below pays that here anyway when there is a step trace), so that no tab's first open waits for
-        # them (at 1 GB the Timeline tab's first open was 0.93-1.03 s, half of it this import).
-        import bokeh.layouts  # noqa: F401
-        import bokeh.plotting  # noqa: F401
-        step_page = self._source("step")   # built at once: the other tabs follow its step
-        if step_page is not None:
-            self._build(step_page.title)
+        # No view is built here: until the step trace's is, the selected step is the average
+        # (`_current_step`), which is what that view opens on.
+
+    def display(self) -> None:
+        """Show the dashboard, then import what its chart tabs draw with (`import_chart_modules`) while the
+        page draws the overview."""
+        super().display()
+        import_chart_modules()
 
     def _source(self, link: str):
         """The page whose view drives ``link`` (see `nbprofiler.views.pages.Page`), or None."""

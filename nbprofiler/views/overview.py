@@ -53,11 +53,23 @@ def _step_trace(st: dict, diag: dict) -> str:
     n = st["total_steps"]
     out = (f"<h4 style='margin:8px 0 2px'>Step trace: average of {n:,} step{'s' if n != 1 else ''}, "
            f"{_num(diag.get('step_ms') or 0.0)} ms per step</h4><div>{cells}</div>")
-    from .step_trace import average_note
     note = average_note(st)
     if note:
         out += f"<div style='{theme.MUTED_CSS}' class='nbprofiler-note'>{escape(note)}</div>"
     return out
+
+
+def average_note(step_trace: dict | None) -> str | None:
+    """Plain text for an overview when the written average contradicts itself (`inconsistent_average`):
+    both numbers, and the mean of the recorded steps; None when there is nothing to say."""
+    from ..analysis.summary import inconsistent_average
+    bad = inconsistent_average(step_trace)
+    if bad is None:
+        return None
+    n = len(step_trace["steps"])
+    return (f"The profiler's average row says {bad['written_total_ms']:.4f} ms per step but its stages add up "
+            f"to {bad['stages_sum_ms']:.4f} ms; the {n} recorded step{'s' if n != 1 else ''} average "
+            f"{bad['mean']['total_ms']:.4f} ms (MindInsight shows the row as written).")
 
 
 def _folded(diag: dict) -> str:

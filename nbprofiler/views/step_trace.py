@@ -366,19 +366,6 @@ def _detail_title(step: int, seg: pd.DataFrame) -> str:
     return f"{'Step ' + str(step) if step else 'Average'}: total {total:.4f} ms"
 
 
-def average_note(step_trace: dict | None) -> str | None:
-    """Plain text for an overview when the written average contradicts itself (`inconsistent_average`):
-    both numbers, and the mean of the recorded steps; None when there is nothing to say."""
-    from ..analysis.summary import inconsistent_average
-    bad = inconsistent_average(step_trace)
-    if bad is None:
-        return None
-    n = len(step_trace["steps"])
-    return (f"The profiler's average row says {bad['written_total_ms']:.4f} ms per step but its stages add up "
-            f"to {bad['stages_sum_ms']:.4f} ms; the {n} recorded step{'s' if n != 1 else ''} average "
-            f"{bad['mean']['total_ms']:.4f} ms (MindInsight shows the row as written).")
-
-
 def averages_html(steps: pd.DataFrame, stages: list[str], average: dict | None) -> str:
     """A small HTML table of `average_frame` (numbers only; labels are ours, escaped anyway)."""
     df = average_frame(steps, stages, average)

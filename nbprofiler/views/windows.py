@@ -11,7 +11,7 @@ import traitlets
 
 from . import theme
 from .base import View
-from .dashboard import TABS, Dashboard
+from .dashboard import TABS, Dashboard, import_chart_modules
 
 
 def window_labels(windows: dict) -> dict[str, str]:
@@ -57,6 +57,12 @@ class WindowsDashboard(traitlets.HasTraits, View):
         self.window = prof.key
         self._say()
         traitlets.link((self.picker, "value"), (self, "window"))
+
+    def display(self) -> None:
+        """Show the picker and the window's dashboard, then import what the chart tabs draw with
+        (`dashboard.import_chart_modules`, as `Dashboard.display` does)."""
+        super().display()
+        import_chart_modules()
 
     @traitlets.validate("window")
     def _valid_window(self, proposal):
