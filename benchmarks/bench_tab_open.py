@@ -5,8 +5,15 @@ What a user waits for when clicking a tab of ``prof.show()``: the dashboard is b
 modules, Bokeh and jupyter_bokeh imported), then the tab is selected, which builds its view (reading the
 frames the overview did not need, building the Bokeh models, serialising them into the widget). Each
 measurement runs in its own process with its own empty cache (a fresh Profile; nothing carried over from an
-earlier tab or run). The dashboard's eager build of the Step trace tab is held back, so that every tab,
-Step trace included, is measured at its own first open.
+earlier tab or run). An older checkout (``--repo``) that built the Step trace view with the dashboard has
+that build held back, so that every tab is measured at its own first open.
+
+The row "Dashboard" is what ``prof.show()`` costs until its overview is on its way to the page, before any
+tab: ``Dashboard(prof)`` as it is (nothing held back) and its display (the BokehJS loader, then the widget), in
+a process that has not imported Bokeh, after the load and the work it leaves on threads of its own (the trace
+read, its flows paired, the cache entry written). Its target (issue 38, item 3) is 0.5 s. The row under it is
+what ``prof.show()`` does next, while the page draws the overview: importing the chart tabs' modules
+(`nbprofiler.views.dashboard.import_chart_modules`); a tab clicked before it ends waits for the rest of it.
 
 The baseline, in a fresh process with the same imports and a dashboard of the same run: the cheapest Bokeh
 tab there can be, an empty figure and a Div in a jupyter_bokeh widget. ``x baseline`` is a tab's CPU time
@@ -38,22 +45,30 @@ REPO = Path(__file__).resolve().parents[1]
 README = Path(__file__).resolve().parent / "README.md"
 SHARED = Path(os.environ.get("NBPROFILER_DATA", "/work/shared/data"))
 TARGET_CPU_S = 0.2
+TARGET_DASHBOARD_CPU_S = 0.5
+DASHBOARD = "Dashboard"   # the pseudo-tab: `prof.show()` up to the shown overview
+AFTER = "then, while the page draws it"   # the chart tabs' modules imported after the overview is shown
 
 CHILD = r"""
 import gc, json, os, sys, time, warnings
 warnings.simplefilter("ignore")
-what, run, cache = sys.argv[1], sys.argv[2], sys.argv[3]
-os.environ["NBPROFILER_CACHE_DIR"] = cache
+what, run, cache_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+os.environ["NBPROFILER_CACHE_DIR"] = cache_dir
 import nbprofiler
-import bokeh.layouts, bokeh.plotting, ipywidgets  # noqa: F401  (the dashboard imports them when built)
-import jupyter_bokeh  # noqa: F401
+import ipywidgets  # noqa: F401
+from nbprofiler.io import cache
 from nbprofiler.samples import path as sample_path
 from nbprofiler.views.dashboard import TABS, Dashboard
 prof = nbprofiler.load(run if os.sep in run else sample_path(run))
-build = Dashboard._build
-Dashboard._build = lambda self, tab: None  # no tab is built with the dashboard: each is timed at its first open
-dash = Dashboard(prof)
-Dashboard._build = build
+if prof.timeline is not None:   # the trace read and its flows paired, the cache entry written: the load's work
+    len(prof.timeline_flows)
+cache.wait()
+if what != "Dashboard":
+    import bokeh.layouts, bokeh.plotting, jupyter_bokeh  # noqa: F401  (the dashboard's and the views' imports)
+    build = Dashboard._build
+    Dashboard._build = lambda self, tab: None  # (older checkouts built the Step trace view with the dashboard)
+    dash = Dashboard(prof)
+    Dashboard._build = build
 out = {"load_1min": os.getloadavg()[0]}
 gc_full = []   # CPU of the full (generation 2) garbage collections that fall in the timed open
 def on_gc(phase, info, _start=[0.0]):
@@ -71,6 +86,13 @@ if what == "baseline":
     from jupyter_bokeh import BokehModel
     panel = ipywidgets.VBox([BokehModel(column(figure(), Div(text="baseline")))])
     out["view"] = "figure + Div"
+elif what == "Dashboard":   # what `prof.show()` does: the dashboard, shown (the loader, then the widget) ...
+    import contextlib, io
+    with contextlib.redirect_stdout(io.StringIO()):   # no kernel here: `display` prints the widget's repr
+        dash = Dashboard(prof)
+        from nbprofiler.views.bokehjs import show
+        show(dash.widget)
+    out["view"] = "Dashboard"
 else:
     view = dash.select(what)
     out["view"] = type(view).__name__ if view is not None else "no data"
@@ -78,6 +100,12 @@ out["cpu_s"] = time.process_time() - c
 out["wall_s"] = time.perf_counter() - t
 gc.callbacks.remove(on_gc)
 out["full_gc_s"] = sum(gc_full)
+if what == "Dashboard":   # ... then the chart tabs' modules imported, while the page draws the overview
+    import nbprofiler.views.dashboard as D
+    c, t = time.process_time(), time.perf_counter()
+    if hasattr(D, "import_chart_modules"):   # (older checkouts imported them in the dashboard itself)
+        D.import_chart_modules()
+    out["after_cpu_s"], out["after_wall_s"] = time.process_time() - c, time.perf_counter() - t
 print(json.dumps(out))
 """
 
@@ -96,7 +124,7 @@ def runs(quick: bool) -> list[str]:
 def tabs(quick: bool) -> list[str]:
     sys.path.insert(0, str(REPO))
     from nbprofiler.views.dashboard import TABS
-    return ["MindData"] if quick else list(TABS[1:])
+    return ["MindData"] if quick else [DASHBOARD, *TABS[1:]]
 
 
 def measure(what: str, run: str, repo: Path = REPO) -> dict:
@@ -153,6 +181,13 @@ def main(argv=None) -> dict:
                          "full_gc_s": med["full_gc_s"], "full_gc_runs": sum(r["full_gc_s"] > 0 for r in ms),
                          "n_runs": len(ms),
                          "cpu_without_full_gc_s": statistics.median(r["cpu_s"] - r["full_gc_s"] for r in ms)})
+            if tab == DASHBOARD:   # the import that follows the shown dashboard, a row of its own
+                after = sorted(ms, key=lambda r: r["after_cpu_s"])[len(ms) // 2]
+                rows.append({"run": _name(run), "tab": AFTER, "view": "import_chart_modules",
+                             "cpu_s": after["after_cpu_s"], "wall_s": after["after_wall_s"],
+                             "load_1min": after["load_1min"], "x_baseline": after["after_cpu_s"] / b_cpu,
+                             "runs_cpu_s": sorted(round(r["after_cpu_s"], 3) for r in ms), "full_gc_s": 0,
+                             "full_gc_runs": 0, "n_runs": len(ms), "cpu_without_full_gc_s": after["after_cpu_s"]})
     results["rows"] = rows
     table = markdown(results)
     print(table, flush=True)
@@ -172,7 +207,8 @@ def markdown(results: dict) -> str:
     for r in results["rows"]:
         if r["view"] == "no data":
             continue
-        flag = " **over 0.2 s**" if r["cpu_s"] > TARGET_CPU_S else ""
+        target = {DASHBOARD: TARGET_DASHBOARD_CPU_S, AFTER: None}.get(r["tab"], TARGET_CPU_S)
+        flag = f" **over {target} s**" if target is not None and r["cpu_s"] > target else ""
         lines.append(f"| {r['run']} | {r['tab']} | {r['view']} | {r['cpu_s'] * 1000:.0f} ms{flag} | "
                      f"{r['x_baseline']:.1f}x | {r['wall_s'] * 1000:.0f} ms | {r['load_1min']:.1f} | "
                      f"{', '.join(f'{c * 1000:.0f}' for c in r['runs_cpu_s'])} ms |")
