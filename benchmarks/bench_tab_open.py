@@ -1,9 +1,10 @@
 """The first open of each dashboard tab on the small real runs: kernel CPU time (``time.process_time``),
 wall time and the machine's load, against a baseline measured in the same run.
 
-What a user waits for when clicking a tab of ``prof.show()``: the dashboard is built (its overview shown, its
-modules, Bokeh and jupyter_bokeh imported), then the tab is selected, which builds its view (reading the
-frames the overview did not need, building the Bokeh models, serialising them into the widget). Each
+What a user waits for when clicking a tab of ``prof.show()``: as ``prof.show()`` did before the click, the
+dashboard is built and shown, then the chart tabs' modules (Bokeh, jupyter_bokeh) imported; then the tab is
+selected, which builds its view (reading the frames the overview did not need, building the Bokeh models,
+serialising them into the widget). Each
 measurement runs in its own process with its own empty cache (a fresh Profile; nothing carried over from an
 earlier tab or run). An older checkout (``--repo``) that built the Step trace view with the dashboard has
 that build held back, so that every tab is measured at its own first open.
@@ -63,12 +64,19 @@ prof = nbprofiler.load(run if os.sep in run else sample_path(run))
 if prof.timeline is not None:   # the trace read and its flows paired, the cache entry written: the load's work
     len(prof.timeline_flows)
 cache.wait()
-if what != "Dashboard":
-    import bokeh.layouts, bokeh.plotting, jupyter_bokeh  # noqa: F401  (the dashboard's and the views' imports)
+import contextlib, io
+import nbprofiler.views.dashboard as D
+from nbprofiler.views.bokehjs import show
+if what != "Dashboard":   # what `prof.show()` did before the click: the dashboard, shown, then the chart modules
     build = Dashboard._build
     Dashboard._build = lambda self, tab: None  # (older checkouts built the Step trace view with the dashboard)
-    dash = Dashboard(prof)
+    with contextlib.redirect_stdout(io.StringIO()):   # no kernel here: `display` prints the widget's repr
+        dash = Dashboard(prof)
+        show(dash.widget)
     Dashboard._build = build
+    if hasattr(D, "import_chart_modules"):   # (older checkouts imported them in the dashboard itself)
+        D.import_chart_modules()
+    import jupyter_bokeh  # noqa: F401  (older checkouts: imported by the first chart tab)
 out = {"load_1min": os.getloadavg()[0]}
 gc_full = []   # CPU of the full (generation 2) garbage collections that fall in the timed open
 def on_gc(phase, info, _start=[0.0]):
@@ -87,10 +95,8 @@ if what == "baseline":
     panel = ipywidgets.VBox([BokehModel(column(figure(), Div(text="baseline")))])
     out["view"] = "figure + Div"
 elif what == "Dashboard":   # what `prof.show()` does: the dashboard, shown (the loader, then the widget) ...
-    import contextlib, io
-    with contextlib.redirect_stdout(io.StringIO()):   # no kernel here: `display` prints the widget's repr
+    with contextlib.redirect_stdout(io.StringIO()):
         dash = Dashboard(prof)
-        from nbprofiler.views.bokehjs import show
         show(dash.widget)
     out["view"] = "Dashboard"
 else:
@@ -101,7 +107,6 @@ out["wall_s"] = time.perf_counter() - t
 gc.callbacks.remove(on_gc)
 out["full_gc_s"] = sum(gc_full)
 if what == "Dashboard":   # ... then the chart tabs' modules imported, while the page draws the overview
-    import nbprofiler.views.dashboard as D
     c, t = time.process_time(), time.perf_counter()
     if hasattr(D, "import_chart_modules"):   # (older checkouts imported them in the dashboard itself)
         D.import_chart_modules()

@@ -13,6 +13,8 @@ points count device ticks on another clock, and the UI says so).
 from __future__ import annotations
 
 import dataclasses
+import gc
+import sys
 from html import escape
 
 import ipywidgets as W
@@ -60,13 +62,20 @@ def no_data_html(tab: str, prof, why: str = "") -> str:
 
 
 def import_chart_modules() -> None:
-    """Import Bokeh's layouts and plotting and jupyter_bokeh (~0.4 s of CPU), which every chart tab draws
+    """Import Bokeh's layouts and plotting and jupyter_bokeh (~0.35 s of CPU), which every chart tab draws
     with. A shown dashboard does it once its overview is on its way to the page (`Dashboard.display`): the
     overview does not wait for it, nor does a tab opened after it (at 1 GB, when the Timeline tab imported
-    them, its first open was 0.93-1.03 s, half of it this import); a tab clicked sooner waits for the rest."""
+    them, its first open was 0.93-1.03 s, half of it this import); a tab clicked sooner waits for the rest.
+
+    The first import is followed by a full garbage collection (~50 ms): the import leaves ~70k objects, and
+    the interpreter's next full collection, which would visit every object of the kernel, is then due and
+    would fall in whatever allocates next, often a tab's first open; here it falls while the page draws."""
+    if all(m in sys.modules for m in ("bokeh.layouts", "bokeh.plotting", "jupyter_bokeh")):
+        return
     import bokeh.layouts  # noqa: F401
     import bokeh.plotting  # noqa: F401
     import jupyter_bokeh  # noqa: F401
+    gc.collect()
 
 
 class Dashboard(traitlets.HasTraits, View):
