@@ -2,19 +2,19 @@
 wall time and the machine's load, against a baseline measured in the same run.
 
 What a user waits for when clicking a tab of ``prof.show()``: as ``prof.show()`` did before the click, the
-dashboard is built and shown, then the chart tabs' modules (Bokeh, jupyter_bokeh) imported; then the tab is
-selected, which builds its view (reading the frames the overview did not need, building the Bokeh models,
+dashboard is built and shown, then prepared (`Dashboard.prepare`: the chart tabs' modules, Bokeh and
+jupyter_bokeh, imported, the Step trace view built); then the tab is selected, which builds its view (reading the frames the overview did not need, building the Bokeh models,
 serialising them into the widget). Each
 measurement runs in its own process with its own empty cache (a fresh Profile; nothing carried over from an
-earlier tab or run). An older checkout (``--repo``) that built the Step trace view with the dashboard has
-that build held back, so that every tab is measured at its own first open.
+earlier tab or run). A tab whose view ``prof.show()`` built already (the Step trace's) opens at once: its
+build is in the row "then" below.
 
 The row "Dashboard" is what ``prof.show()`` costs until its overview is on its way to the page, before any
 tab: ``Dashboard(prof)`` as it is (nothing held back) and its display (the BokehJS loader, then the widget), in
 a process that has not imported Bokeh, after the load and the work it leaves on threads of its own (the trace
 read, its flows paired, the cache entry written). Its target (issue 38, item 3) is 0.5 s. The row under it is
-what ``prof.show()`` does next, while the page draws the overview: importing the chart tabs' modules
-(`nbprofiler.views.dashboard.import_chart_modules`); a tab clicked before it ends waits for the rest of it.
+what ``prof.show()`` does next, while the page draws the overview (`Dashboard.prepare`: importing the chart
+tabs' modules, building the Step trace view); a tab clicked before it ends waits for the rest of it.
 
 The baseline, in a fresh process with the same imports and a dashboard of the same run: the cheapest Bokeh
 tab there can be, an empty figure and a Div in a jupyter_bokeh widget. ``x baseline`` is a tab's CPU time
@@ -48,7 +48,7 @@ SHARED = Path(os.environ.get("NBPROFILER_DATA", "/work/shared/data"))
 TARGET_CPU_S = 0.2
 TARGET_DASHBOARD_CPU_S = 0.5
 DASHBOARD = "Dashboard"   # the pseudo-tab: `prof.show()` up to the shown overview
-AFTER = "then, while the page draws it"   # the chart tabs' modules imported after the overview is shown
+AFTER = "then, while the page draws it"   # `Dashboard.prepare`, after the overview is shown
 
 CHILD = r"""
 import gc, json, os, sys, time, warnings
@@ -65,17 +65,13 @@ if prof.timeline is not None:   # the trace read and its flows paired, the cache
     len(prof.timeline_flows)
 cache.wait()
 import contextlib, io
-import nbprofiler.views.dashboard as D
 from nbprofiler.views.bokehjs import show
-if what != "Dashboard":   # what `prof.show()` did before the click: the dashboard, shown, then the chart modules
-    build = Dashboard._build
-    Dashboard._build = lambda self, tab: None  # (older checkouts built the Step trace view with the dashboard)
+if what != "Dashboard":   # what `prof.show()` did before the click: the dashboard, shown, then prepared
     with contextlib.redirect_stdout(io.StringIO()):   # no kernel here: `display` prints the widget's repr
         dash = Dashboard(prof)
         show(dash.widget)
-    Dashboard._build = build
-    if hasattr(D, "import_chart_modules"):   # (older checkouts imported them in the dashboard itself)
-        D.import_chart_modules()
+    if hasattr(dash, "prepare"):   # (older checkouts did it all in the dashboard itself)
+        dash.prepare()
     import jupyter_bokeh  # noqa: F401  (older checkouts: imported by the first chart tab)
 out = {"load_1min": os.getloadavg()[0]}
 gc_full = []   # CPU of the full (generation 2) garbage collections that fall in the timed open
@@ -106,10 +102,10 @@ out["cpu_s"] = time.process_time() - c
 out["wall_s"] = time.perf_counter() - t
 gc.callbacks.remove(on_gc)
 out["full_gc_s"] = sum(gc_full)
-if what == "Dashboard":   # ... then the chart tabs' modules imported, while the page draws the overview
+if what == "Dashboard":   # ... then prepared (the chart modules, the step trace's view) while the page draws it
     c, t = time.process_time(), time.perf_counter()
-    if hasattr(D, "import_chart_modules"):   # (older checkouts imported them in the dashboard itself)
-        D.import_chart_modules()
+    if hasattr(dash, "prepare"):
+        dash.prepare()
     out["after_cpu_s"], out["after_wall_s"] = time.process_time() - c, time.perf_counter() - t
 print(json.dumps(out))
 """
@@ -188,7 +184,7 @@ def main(argv=None) -> dict:
                          "cpu_without_full_gc_s": statistics.median(r["cpu_s"] - r["full_gc_s"] for r in ms)})
             if tab == DASHBOARD:   # the import that follows the shown dashboard, a row of its own
                 after = sorted(ms, key=lambda r: r["after_cpu_s"])[len(ms) // 2]
-                rows.append({"run": _name(run), "tab": AFTER, "view": "import_chart_modules",
+                rows.append({"run": _name(run), "tab": AFTER, "view": "Dashboard.prepare",
                              "cpu_s": after["after_cpu_s"], "wall_s": after["after_wall_s"],
                              "load_1min": after["load_1min"], "x_baseline": after["after_cpu_s"] / b_cpu,
                              "runs_cpu_s": sorted(round(r["after_cpu_s"], 3) for r in ms), "full_gc_s": 0,

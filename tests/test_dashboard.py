@@ -23,8 +23,9 @@ def test_overview_shows_summary_and_suggestions():
     sugg = db._panels["Overview"].children[1]
     assert prof.summary()["suggestions"] and sugg is db.suggestions.widget
     assert "Suggestions" in sugg.children[0].value and "why?" in sugg.children[1].children[0].value
-    assert db.views == {}   # every view is built when its tab is first opened
-    assert db.select("Step trace") is db.views["Step trace"] is not None and db.tab == "Step trace"
+    assert db.views == {}   # a view is built when its tab is first opened, or by `prepare` once shown
+    db.prepare()
+    assert list(db.views) == ["Step trace"] and db.views["Step trace"] is not None and db.tab == "Overview"
 
 
 def test_empty_tabs_say_which_files_were_looked_for():
@@ -174,13 +175,15 @@ prof = nbprofiler.load(sys.argv[1])
 dash = Dashboard(prof)
 built = "bokeh.models" in sys.modules
 dash.display()
-print(json.dumps({"built": built, "seen": seen, "after": "bokeh.plotting" in sys.modules and "jupyter_bokeh" in sys.modules}))
+print(json.dumps({"built": built, "seen": seen, "views": list(dash.views),
+                  "after": "bokeh.plotting" in sys.modules and "jupyter_bokeh" in sys.modules}))
 """
 
 
 def test_a_shown_dashboard_sends_its_overview_before_importing_the_chart_modules(tmp_path):
     """`Dashboard.display` shows the overview first, then imports Bokeh's models and plotting (what the chart
-    tabs draw with): the overview does not wait for them. In a fresh interpreter, as a kernel starts."""
+    tabs draw with) and builds the step trace's view: the overview waits for neither. In a fresh interpreter,
+    as a kernel starts."""
     env = dict(os.environ, NBPROFILER_CACHE_DIR=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-c", SHOW, str(DATA / "legacy/run_2_lenet")], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=300)
@@ -188,4 +191,4 @@ def test_a_shown_dashboard_sends_its_overview_before_importing_the_chart_modules
     out = json.loads(run.stdout.strip().splitlines()[-1])
     # the BokehJS loader, then the dashboard's Tab widget, neither waiting for bokeh.models
     assert out["seen"][-1][0] == "Tab" and not any(s[-1] for s in out["seen"]) and not out["built"]
-    assert out["after"]
+    assert out["after"] and out["views"] == ["Step trace"]

@@ -63,7 +63,7 @@ def no_data_html(tab: str, prof, why: str = "") -> str:
 
 def import_chart_modules() -> None:
     """Import Bokeh's layouts and plotting and jupyter_bokeh (~0.35 s of CPU), which every chart tab draws
-    with. A shown dashboard does it once its overview is on its way to the page (`Dashboard.display`): the
+    with. A shown dashboard does it once its overview is on its way to the page (`Dashboard.prepare`): the
     overview does not wait for it, nor does a tab opened after it (at 1 GB, when the Timeline tab imported
     them, its first open was 0.93-1.03 s, half of it this import); a tab clicked sooner waits for the rest.
 
@@ -109,14 +109,22 @@ class Dashboard(traitlets.HasTraits, View):
         self.widget = W.Tab(children=[self._panels[n] for n in self.tabs], titles=self.tabs,
                             layout=W.Layout(width="100%"))
         self.widget.observe(self._on_tab, names="selected_index")
-        # No view is built here: until the step trace's is, the selected step is the average
-        # (`_current_step`), which is what that view opens on.
+        # No view is built here (`prepare` builds the step trace's once the overview is shown): until it is,
+        # the selected step is the average (`_current_step`), which is what that view opens on.
 
     def display(self) -> None:
-        """Show the dashboard, then import what its chart tabs draw with (`import_chart_modules`) while the
-        page draws the overview."""
+        """Show the dashboard, then `prepare` its tabs while the page draws the overview."""
         super().display()
+        self.prepare()
+
+    def prepare(self) -> None:
+        """What a shown dashboard does once its overview is on its way to the page: import what the chart tabs
+        draw with (`import_chart_modules`) and build the view whose step the other tabs follow (the step
+        trace's: its tab opens at once, and a saved notebook shows it). A tab clicked meanwhile waits."""
         import_chart_modules()
+        step_page = self._source("step")
+        if step_page is not None:
+            self._build(step_page.title)
 
     def _source(self, link: str):
         """The page whose view drives ``link`` (see `nbprofiler.views.pages.Page`), or None."""

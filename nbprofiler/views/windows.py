@@ -11,7 +11,7 @@ import traitlets
 
 from . import theme
 from .base import View
-from .dashboard import TABS, Dashboard, import_chart_modules
+from .dashboard import TABS, Dashboard
 
 
 def window_labels(windows: dict) -> dict[str, str]:
@@ -59,10 +59,9 @@ class WindowsDashboard(traitlets.HasTraits, View):
         traitlets.link((self.picker, "value"), (self, "window"))
 
     def display(self) -> None:
-        """Show the picker and the window's dashboard, then import what the chart tabs draw with
-        (`dashboard.import_chart_modules`, as `Dashboard.display` does)."""
+        """Show the picker and the window's dashboard, then `Dashboard.prepare` it."""
         super().display()
-        import_chart_modules()
+        self.dashboard.prepare()
 
     @traitlets.validate("window")
     def _valid_window(self, proposal):
@@ -79,6 +78,7 @@ class WindowsDashboard(traitlets.HasTraits, View):
         if tab != "Overview" and tab in TABS:
             self.dashboard.select(tab)
         self.widget.children = [*self.widget.children[:-1], self.dashboard.widget]
+        self.dashboard.prepare()
         self._say()
 
     def _say(self) -> None:

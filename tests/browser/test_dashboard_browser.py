@@ -62,7 +62,8 @@ def test_dashboard_step_operator_timeline(lab, page):
     out = cells.nth(1)
     tabs = out.locator(".widget-tab").first
     tabs.wait_for()
-    # The step-trace view is built when its tab is first opened (the click's comm message reaches the kernel).
+    # The step-trace view is built once the overview is shown (`Dashboard.prepare`), so its canvases exist
+    # even while the overview is shown.
     out.locator(".lm-TabBar-tab", has_text="Step trace").first.click()
     out.locator("canvas").first.wait_for(state="visible")
     wait_painted(page)
