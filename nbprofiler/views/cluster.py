@@ -967,6 +967,7 @@ class ClusterView(LayoutView):
                 from .dashboard import Dashboard
                 self.rank_view = Dashboard(prof)
             holder.children = [self.rank_view.widget]
+            self.rank_view.prepare()   # once its overview is on its way to the page
         fold.observe(lambda ch: build() if ch["new"] == 0 and not holder.children else None, names="selected_index")
         self.rank_picker.observe(lambda ch: build() if fold.selected_index == 0 else None, names="value")
         self.rank_fold = fold

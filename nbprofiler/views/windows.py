@@ -59,8 +59,12 @@ class WindowsDashboard(traitlets.HasTraits, View):
         traitlets.link((self.picker, "value"), (self, "window"))
 
     def display(self) -> None:
-        """Show the picker and the window's dashboard, then `Dashboard.prepare` it."""
+        """Show the picker and the window's dashboard, then `prepare` it."""
         super().display()
+        self.prepare()
+
+    def prepare(self) -> None:
+        """`Dashboard.prepare` of the window's dashboard (once it is on its way to the page)."""
         self.dashboard.prepare()
 
     @traitlets.validate("window")
