@@ -62,13 +62,13 @@ def no_data_html(tab: str, prof, why: str = "") -> str:
 
 
 def import_chart_modules() -> None:
-    """Import Bokeh's layouts and plotting and jupyter_bokeh (~0.35 s of CPU), which every chart tab draws
-    with. A shown dashboard does it once its overview is on its way to the page (`Dashboard.prepare`): the
-    overview does not wait for it, nor does a tab opened after it (at 1 GB, when the Timeline tab imported
-    them, its first open was 0.93-1.03 s, half of it this import); a tab clicked sooner waits for the rest.
+    """Import Bokeh's layouts and plotting and jupyter_bokeh, which every chart tab draws with (the largest
+    part of a chart tab's first open otherwise: benchmarks/README.md, "The dashboard after a load"). A shown
+    dashboard does it once its overview is on its way to the page (`Dashboard.prepare`): neither the overview
+    nor a tab opened after it waits for the import; a tab clicked sooner waits for the rest.
 
-    The first import is followed by a full garbage collection (~50 ms): the import leaves ~70k objects, and
-    the interpreter's next full collection, which would visit every object of the kernel, is then due and
+    The first import is followed by a full garbage collection: the import leaves tens of thousands of objects,
+    and the interpreter's next full collection, which visits every object of the kernel, is then due and
     would fall in whatever allocates next, often a tab's first open; here it falls while the page draws."""
     if all(m in sys.modules for m in ("bokeh.layouts", "bokeh.plotting", "jupyter_bokeh")):
         return
