@@ -102,7 +102,9 @@ class Lab:
         """Start a python3 kernel through the REST API and wait until it answers ``kernel_info``.
 
         Polling ``GET /api/kernels/<id>`` never works here: the server reports "starting" until some
-        client talks to the kernel (STACK_NOTES 2.1), so we connect with a blocking client instead.
+        client talks to the kernel (STACK_NOTES 2.1), so we connect with a blocking client instead. The
+        kernel's answer is what counts, within ``timeout``: without heartbeats, since on a busy machine a
+        kernel still starting up misses one and the client then calls it dead.
         """
         from jupyter_client import BlockingKernelClient
         kid = self.api("POST", "/api/kernels", {"name": "python3"})["id"]
@@ -114,7 +116,7 @@ class Lab:
             time.sleep(0.1)
         client = BlockingKernelClient(connection_file=str(conn))
         client.load_connection_file()
-        client.start_channels()
+        client.start_channels(hb=False)
         try:
             client.wait_for_ready(timeout=timeout)
         finally:
