@@ -70,8 +70,8 @@ def show():
     import contextlib, io
     with contextlib.redirect_stdout(io.StringIO()):
         dash = Dashboard(prof)
-        from nbprofiler.views.bokehjs import show
-        show(dash.widget)
+        from nbprofiler.views.bokehjs import show as show_widget
+        show_widget(dash.widget)
     return dash
 
 def prepare():

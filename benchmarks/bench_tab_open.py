@@ -3,10 +3,10 @@ wall time and the machine's load, against a baseline measured in the same run.
 
 What a user waits for when clicking a tab of ``prof.show()``: as ``prof.show()`` did before the click, the
 dashboard is built and shown, then prepared (`Dashboard.prepare`: the chart tabs' modules, Bokeh and
-jupyter_bokeh, imported, the Step trace view built); then the tab is selected, which builds its view (reading the frames the overview did not need, building the Bokeh models,
-serialising them into the widget). Each
-measurement runs in its own process with its own empty cache (a fresh Profile; nothing carried over from an
-earlier tab or run). A tab whose view ``prof.show()`` built already (the Step trace's) opens at once: its
+jupyter_bokeh, imported, the Step trace view built); then the tab is selected, which builds its view
+(reading the frames the overview did not need, building the Bokeh models, serialising them into the widget).
+Each measurement runs in its own process with its own empty cache (a fresh Profile; nothing carried over from
+an earlier tab or run). A tab whose view ``prof.show()`` built already (the Step trace's) opens at once: its
 build is in the row "then" below.
 
 The row "Dashboard" is what ``prof.show()`` costs until its overview is on its way to the page, before any
@@ -182,7 +182,7 @@ def main(argv=None) -> dict:
                          "full_gc_s": med["full_gc_s"], "full_gc_runs": sum(r["full_gc_s"] > 0 for r in ms),
                          "n_runs": len(ms),
                          "cpu_without_full_gc_s": statistics.median(r["cpu_s"] - r["full_gc_s"] for r in ms)})
-            if tab == DASHBOARD:   # the import that follows the shown dashboard, a row of its own
+            if tab == DASHBOARD:   # `prepare`, which follows the shown dashboard: a row of its own
                 after = sorted(ms, key=lambda r: r["after_cpu_s"])[len(ms) // 2]
                 rows.append({"run": _name(run), "tab": AFTER, "view": "Dashboard.prepare",
                              "cpu_s": after["after_cpu_s"], "wall_s": after["after_wall_s"],
