@@ -65,19 +65,28 @@ def load():
     cache.wait()
     return prof
 
+shown = {}
+
 def show():
     # what `prof.show()` does until its overview is on its way to the page (no kernel here: `display` prints)
     import contextlib, io
     with contextlib.redirect_stdout(io.StringIO()):
         dash = Dashboard(prof)
-        from nbprofiler.views.bokehjs import show as show_widget
-        show_widget(dash.widget)
+        if hasattr(dash, "show_overview"):
+            shown["send_loader"] = dash.show_overview()
+        else:   # older checkouts: the loader, then the widget
+            from nbprofiler.views.bokehjs import show as show_widget
+            show_widget(dash.widget)
     return dash
 
 def prepare():
     # what `prof.show()` does next, while the page draws the overview (older checkouts did it in the dashboard)
-    if hasattr(dash, "prepare"):
-        dash.prepare()
+    import contextlib, io
+    with contextlib.redirect_stdout(io.StringIO()):
+        if "send_loader" in shown:
+            dash.prepare(shown["send_loader"])
+        elif hasattr(dash, "prepare"):
+            dash.prepare()
 
 prof, out["load"] = timed("load", load)
 dash, out["dashboard"] = timed("dashboard", show)

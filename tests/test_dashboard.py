@@ -169,11 +169,17 @@ warnings.simplefilter("ignore")
 import IPython.display
 import nbprofiler
 from nbprofiler.views.dashboard import Dashboard
-seen = []
-IPython.display.display = lambda *objs, **kw: seen.append([type(o).__name__ for o in objs] + ["bokeh.models" in sys.modules])
+seen = []   # per output: what it is, its display id, and whether Bokeh was imported / a view built by then
+def display(obj, raw=False, display_id=None):
+    what = type(obj).__name__ if not isinstance(obj, dict) else "js:" + ("loader" if obj["application/javascript"] else "empty")
+    seen.append(["display", what, display_id, "bokeh" in sys.modules, list(dash.views)])
+def update_display(obj, raw=False, display_id=None):
+    seen.append(["update", "js:loader" if "nbprofiler/bokehjs/" in obj["application/javascript"] else "js:?",
+                 display_id, "bokeh" in sys.modules, list(dash.views)])
+IPython.display.display, IPython.display.update_display = display, update_display
 prof = nbprofiler.load(sys.argv[1])
 dash = Dashboard(prof)
-built = "bokeh.models" in sys.modules
+built = "bokeh" in sys.modules
 dash.display()
 print(json.dumps({"built": built, "seen": seen, "views": list(dash.views),
                   "after": "bokeh.plotting" in sys.modules and "jupyter_bokeh" in sys.modules}))
@@ -181,14 +187,35 @@ print(json.dumps({"built": built, "seen": seen, "views": list(dash.views),
 
 
 def test_a_shown_dashboard_sends_its_overview_before_importing_the_chart_modules(tmp_path):
-    """`Dashboard.display` shows the overview first, then imports Bokeh's models and plotting (what the chart
-    tabs draw with) and builds the step trace's view: the overview waits for neither. In a fresh interpreter,
-    as a kernel starts."""
+    """`Dashboard.display` shows the overview first, then imports Bokeh (what the chart tabs draw with), fills
+    the output kept before the widget with the BokehJS loader and builds the step trace's view: the overview
+    waits for none of it, and the loader still precedes every Bokeh model. In a fresh interpreter, as a
+    kernel starts."""
     env = dict(os.environ, NBPROFILER_CACHE_DIR=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-c", SHOW, str(DATA / "legacy/run_2_lenet")], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
-    # the BokehJS loader, then the dashboard's Tab widget, neither waiting for bokeh.models
-    assert out["seen"][-1][0] == "Tab" and not any(s[-1] for s in out["seen"]) and not out["built"]
+    assert not out["built"]
+    (kept, tab, loader) = out["seen"]
+    # an empty output kept for the loader, then the dashboard's Tab widget: Bokeh not imported yet
+    assert kept[:2] == ["display", "js:empty"] and kept[2] and not kept[3]
+    assert tab[:2] == ["display", "Tab"] and not tab[3]
+    # then that output filled with the loader, before any view (Bokeh models) is built
+    assert loader == ["update", "js:loader", kept[2], True, []]
     assert out["after"] and out["views"] == ["Step trace"]
+
+
+def test_a_dashboard_shown_with_a_view_built_sends_the_loader_first(monkeypatch):
+    """A dashboard whose widget holds Bokeh models already (a tab opened before it is shown) is shown as every
+    view is: the BokehJS loader, then the widget, nothing left to fill later."""
+    import IPython.display
+    seen = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False, display_id=None: seen.append(obj))
+    monkeypatch.setattr(IPython.display, "update_display", lambda *a, **kw: seen.append("update"))
+    dash = D.Dashboard(load_quietly(DATA / "legacy/run_2_lenet"))
+    dash.select("Operators")
+    assert dash.has_charts
+    dash.display()
+    loader, tab = seen
+    assert "nbprofiler/bokehjs/" in loader["application/javascript"] and tab is dash.widget

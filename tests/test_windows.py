@@ -216,6 +216,7 @@ def test_show_and_the_magic_put_the_picker_over_the_dashboard(three_windows, mon
     from nbprofiler.views import bokehjs
     shown = []
     monkeypatch.setattr(bokehjs, "show", shown.append)
+    monkeypatch.setattr(bokehjs, "show_loader_later", lambda widget: shown.append(widget) or (lambda: None))
     shell = types.SimpleNamespace(user_ns={})  # the magic binds into its shell's namespace, nothing else
     magics.nbprofiler_magic(f"{three_windows} --as win", ipython=shell)
     assert isinstance(shell.user_ns["win"], nbprofiler.Profile) and len(shell.user_ns["win"].windows) == 3

@@ -11,18 +11,34 @@ loader also keeps the page from sending a kernel's own changes back to it (``noE
 filled rectangles (``fastBars``: the timeline's frames are mostly its bars), reads BokehJS's CSS style
 variables and a plot's font size once per view (``cssOnce``), skips rewriting a style sheet with its own
 text (``sameCss``) and lets the hover tool's tooltip follow a moving plot once it rests (``hoverAtRest``).
+
+The loader names Bokeh's version and bundles, which importing ``bokeh.resources`` gives (~0.1 s in a fresh
+kernel). A display that holds no Bokeh model yet (the dashboard's overview) keeps the loader's place before
+its widget and fills it once Bokeh is imported (`show_loader_later`): the page and a saved notebook get the
+loader before the widget all the same.
 """
 from __future__ import annotations
 
+import functools
 import json
+import uuid
+from typing import Callable
 
-import bokeh
-from bokeh.resources import INLINE
-
-VERSION = bokeh.__version__
-# The bundles an inline `output_notebook` would embed, in load order (bokeh first).
-BUNDLES = tuple(INLINE.components_for("js"))
 MIME = "application/javascript"
+
+
+def version() -> str:
+    """The installed bokeh's version."""
+    import bokeh
+    return bokeh.__version__
+
+
+@functools.cache
+def bundles() -> tuple[str, ...]:
+    """The bundles an inline `output_notebook` would embed, in load order (bokeh first)."""
+    from bokeh.resources import INLINE
+    return tuple(INLINE.components_for("js"))
+
 
 _LOADER = """(function () {
   var want = %(version)s, bundles = %(bundles)s;
@@ -214,7 +230,7 @@ _LOADER = """(function () {
 
 def loader_js() -> str:
     """The page-side loader (JavaScript) for this bokeh version."""
-    return _LOADER % {"version": json.dumps(VERSION), "bundles": json.dumps(list(BUNDLES))}
+    return _LOADER % {"version": json.dumps(version()), "bundles": json.dumps(list(bundles()))}
 
 
 def show(widget) -> None:
@@ -222,6 +238,21 @@ def show(widget) -> None:
     from IPython.display import display
     display({MIME: loader_js()}, raw=True)
     display(widget)
+
+
+def show_loader_later(widget) -> Callable[[], None]:
+    """Display ``widget`` (an ipywidget holding no Bokeh model yet) after an empty output kept for the
+    BokehJS loader; the function returned fills that output with the loader (an update of the display: the
+    page runs it then, and the notebook saves it before the widget). Call it before a Bokeh model is added
+    to the widget."""
+    from IPython.display import display, update_display
+    place = f"nbprofiler-bokehjs-{uuid.uuid4().hex}"
+    display({MIME: ""}, raw=True, display_id=place)
+    display(widget)
+
+    def send_loader() -> None:
+        update_display({MIME: loader_js()}, raw=True, display_id=place)
+    return send_loader
 
 
 def resync(widget) -> None:
@@ -239,13 +270,13 @@ def resync(widget) -> None:
         stack.extend(getattr(w, "children", ()) or ())
 
 
-def bundle_path(version: str, bundle: str):
-    """The file the server extension serves for ``<version>/<bundle>.min.js``, or None when that is not
-    this bokeh's version or not one of its bundles (only those files are ever served)."""
+def bundle_path(wanted: str, bundle: str):
+    """The file the server extension serves for ``<wanted>/<bundle>.min.js``, or None when ``wanted`` is not
+    this bokeh's version or ``bundle`` not one of its bundles (only those files are ever served)."""
     from bokeh.util.paths import bokehjs_path
-    if version != VERSION or bundle not in BUNDLES:
+    if wanted != version() or bundle not in bundles():
         return None
     return bokehjs_path() / "js" / f"{bundle}.min.js"
 
 
-__all__ = ["show", "resync", "loader_js", "bundle_path", "VERSION", "BUNDLES"]
+__all__ = ["show", "show_loader_later", "resync", "loader_js", "bundle_path", "version", "bundles"]

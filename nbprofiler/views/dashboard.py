@@ -16,6 +16,7 @@ import dataclasses
 import gc
 import sys
 from html import escape
+from typing import Callable
 
 import ipywidgets as W
 import traitlets
@@ -114,14 +115,32 @@ class Dashboard(traitlets.HasTraits, View):
 
     def display(self) -> None:
         """Show the dashboard, then `prepare` its tabs while the page draws the overview."""
-        super().display()
-        self.prepare()
+        self.prepare(self.show_overview())
 
-    def prepare(self) -> None:
+    def show_overview(self) -> Callable[[], None] | None:
+        """Show the dashboard as it is. Without a view built, the widget holds no Bokeh model yet: the BokehJS
+        loader's place is kept before it, and the function that sends the loader there is returned (for
+        `prepare`); else the loader is sent first, as every view sends it, and None is returned."""
+        from .bokehjs import show, show_loader_later
+        if self.has_charts:
+            show(self.widget)
+            return None
+        return show_loader_later(self.widget)
+
+    @property
+    def has_charts(self) -> bool:
+        """Whether a view is built (its Bokeh models in the widget)."""
+        return any(v is not None for v in self.views.values())
+
+    def prepare(self, send_loader: Callable[[], None] | None = None) -> None:
         """What a shown dashboard does once its overview is on its way to the page: import what the chart tabs
-        draw with (`import_chart_modules`) and build the view whose step the other tabs follow (the step
-        trace's: its tab opens at once, and a saved notebook shows it). A tab clicked meanwhile waits."""
+        draw with (`import_chart_modules`), send the BokehJS loader (``send_loader``, from
+        `bokehjs.show_loader_later`; None where the loader is in the page already) and build the view whose
+        step the other tabs follow (the step trace's: its tab opens at once, and a saved notebook shows it).
+        A tab clicked meanwhile waits."""
         import_chart_modules()
+        if send_loader is not None:
+            send_loader()
         step_page = self._source("step")
         if step_page is not None:
             self._build(step_page.title)

@@ -59,13 +59,17 @@ class WindowsDashboard(traitlets.HasTraits, View):
         traitlets.link((self.picker, "value"), (self, "window"))
 
     def display(self) -> None:
-        """Show the picker and the window's dashboard, then `prepare` it."""
-        super().display()
-        self.prepare()
+        """Show the picker and the window's dashboard, then `prepare` it (`Dashboard.display`)."""
+        if self.dashboard.has_charts or self._holder.children:   # Bokeh models in the widget: the loader first
+            super().display()
+            self.prepare()
+        else:
+            from .bokehjs import show_loader_later
+            self.prepare(show_loader_later(self.widget))
 
-    def prepare(self) -> None:
+    def prepare(self, send_loader=None) -> None:
         """`Dashboard.prepare` of the window's dashboard (once it is on its way to the page)."""
-        self.dashboard.prepare()
+        self.dashboard.prepare(send_loader)
 
     @traitlets.validate("window")
     def _valid_window(self, proposal):

@@ -108,7 +108,8 @@ def test_server_serves_only_the_installed_bokehjs_bundles(lab):
     import urllib.error
     import urllib.request
 
-    from nbprofiler.views.bokehjs import BUNDLES, VERSION, bundle_path
+    from nbprofiler.views.bokehjs import bundle_path, bundles, version
+    VERSION = version()
 
     def get(path, token=True):
         headers = {"Authorization": f"token {lab.token}"} if token else {}
@@ -119,7 +120,7 @@ def test_server_serves_only_the_installed_bokehjs_bundles(lab):
         except urllib.error.HTTPError as err:
             return err.code, None, b""
 
-    for bundle in BUNDLES:
+    for bundle in bundles():
         status, kind, body = get(f"/nbprofiler/bokehjs/{VERSION}/{bundle}.min.js")
         assert status == 200 and kind.startswith("application/javascript")
         assert body == bundle_path(VERSION, bundle).read_bytes()
