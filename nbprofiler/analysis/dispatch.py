@@ -168,7 +168,7 @@ class Dispatch:
                 "latency_us": dict(self.latency),
                 "per_step": [{"step": step, "host_idle_ms": idle, "step_ms": span, "idle_share": share, "top_op": top}
                              for step, idle, span, share, top in zip(
-                                 [None if pd.isna(k) else int(k) for k in self.steps["step"]],
+                                 [None if k is pd.NA else int(k) for k in self.steps["step"].array.tolist()],
                                  (self.steps["host_idle_us"] / 1000).tolist(), (self.steps["step_us"] / 1000).tolist(),
                                  self.steps["idle_share"].tolist(), self.steps["top_op"].tolist())],
                 "top_ops": [{"op": r.responsible_op, "host_idle_ms": r.host_idle_us / 1000,
@@ -207,6 +207,19 @@ def _distinct(*arrays: np.ndarray) -> np.ndarray:
     per million task ids)."""
     a = np.sort(np.concatenate(arrays))
     return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
+
+
+def _member(ids: np.ndarray, of: np.ndarray) -> np.ndarray:
+    """``np.isin(ids, of)`` for integer ids such as track ids: a lookup in a table of flags where the ids are
+    small and not negative (a fifth of the time of `np.isin`'s sort for a million flows)."""
+    if not len(ids) or not len(of):
+        return np.zeros(len(ids), dtype=bool)
+    top = max(int(ids.max()), int(of.max()))
+    if ids.min() < 0 or of.min() < 0 or top > 4 * (len(ids) + len(of)):
+        return np.isin(ids, of)
+    table = np.zeros(top + 1, dtype=bool)
+    table[of] = True
+    return table[ids]
 
 
 def _positions(mask: np.ndarray) -> np.ndarray | slice:
@@ -564,8 +577,10 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         busy, busy_before = run[:-1], run[-1]     # the latest end of the tasks started before each
         window = windows.place(start)
         step, all_keys = windows.step[window], windows.key[window]
-        busy = np.fmax(busy, windows.start[window])   # the step's start where later (NaN, no step: ignored)
-        gap = np.where(np.isfinite(busy), np.clip(start - busy, 0, None), np.nan)
+        np.fmax(busy, windows.start[window], out=busy)   # the step's start where later (NaN, no step: ignored)
+        gap = np.subtract(start, busy)
+        np.maximum(gap, 0, out=gap)
+        gap[~np.isfinite(busy)] = np.nan
         in_step = _positions(step >= 0) if len(windows) else slice(None)   # no steps: the run is one
         np.add.at(acc.dev_idle, all_keys[in_step], finite(gap[in_step]))
         acc.first_start = np.minimum(acc.first_start, start.min())
@@ -589,7 +604,7 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         waited = (t_gap > 0) & (launch_us >= t_busy - tolerance_us)
         idle = np.where(waited, t_gap, 0.0)
         acc.counts += np.bincount(key, minlength=n_keys)
-        acc.waits += np.bincount(key, weights=waited, minlength=n_keys).astype(np.int64)
+        acc.waits += np.bincount(key[waited], minlength=n_keys)
         np.subtract(t_start, launch_us, out=acc.latency[n_launched:n_launched + n_sel])
         acc.waited += int(waited.sum())
         hit = np.flatnonzero(idle > 0)   # the idle is summed over the tasks that waited: the others add nothing
@@ -646,7 +661,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
                              f"{procs}): a host-only run launches no device tasks")
     flows = timeline_flows if timeline_flows is not None else pd.DataFrame()
     if len(flows):
-        into = np.isin(flows["end_track"].to_numpy(), device)
+        into = _member(flows["end_track"].to_numpy(), device)
         cat = flows["cat"]
         is_ln, is_fw = into & (cat == LAUNCH_FLOW).to_numpy(), into & (cat == FRAMEWORK_FLOW).to_numpy()
     else:
