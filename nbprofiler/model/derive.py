@@ -132,6 +132,7 @@ def records_before(mem: pd.DataFrame, slack_us: float = WINDOW_SLACK_US) -> int:
 # -- steps on the timeline ----------------------------------------------------------------------------------
 # The host's step markers a torch_npu / MindSpore 2.x trace writes around each profiled step.
 PROFILER_STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
+PROFILER_STEP_PREFIX = "ProfilerStep#"
 PROFILER_STEP_SOURCE = "ProfilerStep#N events"
 
 
@@ -151,8 +152,11 @@ def profiler_step_windows(timeline: pd.DataFrame | None, name_codes: np.ndarray 
         else:
             name_codes, uniques = pd.factorize(col)
             names = np.asarray(pd.Index(uniques).astype(str), dtype=object)
-    text = pd.Series(names, dtype="str")   # Arrow's regex over the distinct names, then the hits' numbers
-    hit = np.flatnonzero(text.str.match(PROFILER_STEP_EVENT).to_numpy(dtype=bool))
+    # Arrow's string kernels over the distinct names: the prefix first (a tenth of the regex's time), then the
+    # regex over the names that have it, then the hits' numbers
+    text = pd.Series(names, dtype="str")
+    hit = np.flatnonzero(text.str.startswith(PROFILER_STEP_PREFIX).to_numpy(dtype=bool))
+    hit = hit[text.iloc[hit].str.match(PROFILER_STEP_EVENT).to_numpy(dtype=bool)]
     if not len(hit):
         return None
     step_of = np.full(len(names) + 1, -1, dtype=np.int64)   # the last entry: code −1
