@@ -269,7 +269,12 @@ def _float(v):
 
 def _plain(o):
     """JSON-ready: numpy scalars to Python, NaN/inf to None (JSON has neither)."""
-    if isinstance(o, dict):
+    kind = type(o)   # the plain types first, by identity: the summary holds tens of thousands of them
+    if kind is float:
+        return o if math.isfinite(o) else None
+    if kind is str or kind is int or kind is bool or o is None:
+        return o
+    if kind is dict or isinstance(o, dict):
         return {str(k): _plain(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_plain(v) for v in o]
