@@ -219,3 +219,13 @@ def test_a_dashboard_shown_with_a_view_built_sends_the_loader_first(monkeypatch)
     dash.display()
     loader, tab = seen
     assert "nbprofiler/bokehjs/" in loader["application/javascript"] and tab is dash.widget
+
+
+def test_the_overview_is_the_summary_without_the_timeline_totals():
+    """The dashboard's summary is `prof.summary()`, value for value, less the timeline's totals per op type
+    and scope layer, which the overview does not show."""
+    prof = load_quietly(DATA / "npu/trace_view_torch_npu")
+    full, shown = prof.summary(), D.Dashboard(prof).summary
+    assert full["timeline"]["by_type"] and set(full["timeline"]) - set(shown["timeline"]) == {"by_type", "scope_layers"}
+    full["timeline"] = {k: v for k, v in full["timeline"].items() if k not in ("by_type", "scope_layers")}
+    assert json.dumps(shown, sort_keys=True) == json.dumps(full, sort_keys=True)

@@ -16,7 +16,10 @@ from .timeline import events_end, row_passes
 
 
 
-def summarize(prof) -> dict:
+def summarize(prof, timeline_totals: bool = True) -> dict:
+    """The summary JSON of ``prof``. ``timeline_totals=False`` leaves the timeline's totals per op type and
+    per scope layer out of its ``timeline`` section (the overview shows neither: its dashboard, on a trace of
+    millions of events, comes that much sooner)."""
     out = {
         "nbprofiler_version": __version__,
         "source": prof.source,
@@ -30,7 +33,7 @@ def summarize(prof) -> dict:
         "op_types": _op_types(prof),
         "ops": _ops(prof),
         "minddata": _minddata(prof),
-        "timeline": _timeline(prof),
+        "timeline": _timeline(prof, timeline_totals),
         "flops": _flops(prof),
         "memory": _memory(prof),
         "dispatch": profile_dispatch(prof).to_dict(),
@@ -199,7 +202,7 @@ def _memory(prof) -> dict | None:
     return {"peak": alive_at_peak(prof).to_dict()}
 
 
-def _timeline(prof) -> dict | None:
+def _timeline(prof, totals_too: bool = True) -> dict | None:
     ev = prof.timeline
     if ev is None or ev.empty or "start_us" not in ev:
         return None
@@ -208,10 +211,6 @@ def _timeline(prof) -> dict | None:
     # larger than memory), and whole-column temporaries would cost as much.
     start = ev["start_us"].to_numpy(dtype=np.float64)
     dur = ev["dur_us"].to_numpy(dtype=np.float64)
-    # scope-layer bars span the operators under them: counted apart, never as an operator type
-    scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)
-    passes = row_passes(len(ev))
-    scope_rows = np.flatnonzero(scope)
 
     def totals(column: str, in_scope: bool) -> dict:
         # Categorical.codes: a view (of the mapped file, on disk); pandas' .cat.codes would copy them
@@ -234,9 +233,13 @@ def _timeline(prof) -> dict | None:
     origin = prof.origin_us
     out = {"events": int(len(ev)), "tracks": _track_count(ev["track"].to_numpy()),
            "start_us": float(origin + start.min()),
-           "end_us": float(origin + events_end(start, dur)),
-           "by_type": totals("op_type", False),
-           "scope_layers": totals("name", True)}
+           "end_us": float(origin + events_end(start, dur))}
+    if totals_too:
+        # scope-layer bars span the operators under them: counted apart, never as an operator type
+        scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)
+        passes = row_passes(len(ev))
+        scope_rows = np.flatnonzero(scope)
+        out.update(by_type=totals("op_type", False), scope_layers=totals("name", True))
     release_pages(ev)  # after the passes above, which page the mapped columns in
     return out
 
