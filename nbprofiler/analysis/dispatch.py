@@ -157,23 +157,25 @@ class Dispatch:
                      "before the others are not counted.")
         return text
 
-    def to_dict(self, top: int = 5) -> dict:
-        """The summary JSON's ``dispatch`` section."""
+    def to_dict(self, top: int = 5, per_step: bool = True) -> dict:
+        """The summary JSON's ``dispatch`` section (``per_step=False``: without its per-step rows)."""
         if not self.available:
             return {"available": False, "why": self.why}
-        return {"available": True, "sentence": self.sentence(), "tasks": self.launched,
+        out = {"available": True, "sentence": self.sentence(), "tasks": self.launched,
                 "device_tasks": self.device_tasks, "waited_tasks": self.waited_tasks, "steps": int(len(self.steps)),
                 "step_source": self.step_source, "tolerance_us": self.tolerance_us,
                 "host_idle_ms_per_step": self.host_idle_per_step_us / 1000, "idle_share": self.idle_share,
-                "latency_us": dict(self.latency),
-                "per_step": [{"step": step, "host_idle_ms": idle, "step_ms": span, "idle_share": share, "top_op": top}
-                             for step, idle, span, share, top in zip(
-                                 [None if k is pd.NA else int(k) for k in self.steps["step"].array.tolist()],
-                                 (self.steps["host_idle_us"] / 1000).tolist(), (self.steps["step_us"] / 1000).tolist(),
-                                 self.steps["idle_share"].tolist(), self.steps["top_op"].tolist())],
-                "top_ops": [{"op": r.responsible_op, "host_idle_ms": r.host_idle_us / 1000,
-                             "waited_tasks": int(r.waited_tasks), "share_of_host_idle": r.share_of_host_idle}
-                            for r in self.ops.head(top).itertuples()]}
+                "latency_us": dict(self.latency)}
+        if per_step:
+            out["per_step"] = [{"step": step, "host_idle_ms": idle, "step_ms": span, "idle_share": share, "top_op": op}
+                               for step, idle, span, share, op in zip(
+                                   [None if k is pd.NA else int(k) for k in self.steps["step"].array.tolist()],
+                                   (self.steps["host_idle_us"] / 1000).tolist(), (self.steps["step_us"] / 1000).tolist(),
+                                   self.steps["idle_share"].tolist(), self.steps["top_op"].tolist())]
+        out["top_ops"] = [{"op": r.responsible_op, "host_idle_ms": r.host_idle_us / 1000,
+                           "waited_tasks": int(r.waited_tasks), "share_of_host_idle": r.share_of_host_idle}
+                          for r in self.ops.head(top).itertuples()]
+        return out
 
 
 def _frame(columns: dict, rows: dict | None = None) -> pd.DataFrame:

@@ -16,10 +16,10 @@ from .timeline import events_end, row_passes
 
 
 
-def summarize(prof, timeline_totals: bool = True) -> dict:
-    """The summary JSON of ``prof``. ``timeline_totals=False`` leaves the timeline's totals per op type and
-    per scope layer out of its ``timeline`` section (the overview shows neither: its dashboard, on a trace of
-    millions of events, comes that much sooner)."""
+def summarize(prof, overview_only: bool = False) -> dict:
+    """The summary JSON of ``prof``. ``overview_only``: without the lists the overview does not show
+    (`views.overview`), the timeline's totals per op type and per scope layer and the host dispatch's
+    per-step rows: on a trace of millions of events, its dashboard comes that much sooner."""
     out = {
         "nbprofiler_version": __version__,
         "source": prof.source,
@@ -33,10 +33,10 @@ def summarize(prof, timeline_totals: bool = True) -> dict:
         "op_types": _op_types(prof),
         "ops": _ops(prof),
         "minddata": _minddata(prof),
-        "timeline": _timeline(prof, timeline_totals),
+        "timeline": _timeline(prof, totals_too=not overview_only),
         "flops": _flops(prof),
         "memory": _memory(prof),
-        "dispatch": profile_dispatch(prof).to_dict(),
+        "dispatch": profile_dispatch(prof).to_dict(per_step=not overview_only),
     }
     diagnosis = diagnose(prof)
     out["diagnosis"] = {**diagnosis.to_dict(),

@@ -86,7 +86,7 @@ class Dashboard(traitlets.HasTraits, View):
     overview has buttons that open the evidence it cites (`open_target`).
 
     ``.widget`` is the ipywidgets ``Tab``; ``.summary`` is what its overview shows (``prof.summary()``
-    without the timeline's totals per op type and scope layer); ``.views`` holds the views built so far by
+    without the lists the overview does not show: `analysis.summary.summarize`); ``.views`` holds the views built so far by
     page title (folded pages too); ``.select(tab_name)`` opens a tab (building its view). Linkable state: ``tab`` (the open
     tab's name) and ``evidence`` (the last `views.suggestions.Target` opened, as a dict)."""
 
@@ -103,8 +103,7 @@ class Dashboard(traitlets.HasTraits, View):
         self._extras: dict[str, list] = {}  # widgets a tab shows under its view
         self.link_note = W.HTML("")
         from ..analysis.summary import summarize
-        # what the overview shows: the summary without the timeline's totals per op type and scope layer
-        self.summary = summarize(prof, timeline_totals=False)
+        self.summary = summarize(prof, overview_only=True)
         self._panels = {name: W.VBox([], layout=W.Layout(width="100%")) for name in self.tabs}
         from .suggestions import SuggestionsWidget
         self.suggestions = SuggestionsWidget(self.summary.get("suggestions") or [], on_open=self.open_target)
