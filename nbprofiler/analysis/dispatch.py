@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .._memory import PASS_ROWS, release_heap, release_pages, row_slices
+from .._memory import release_heap, release_pages, row_slices
 from ..model.derive import profiler_step_windows
 from ..schema import ANALYSIS_FRAMES
 from .timeline import BLOCK_ROWS, finite
@@ -59,8 +59,12 @@ DEVICE_PROCESS = re.compile(r"^Ascend Hardware\b")
 TOLERANCE_US = 20.0
 # The innermost event enclosing a time is looked for among this many events starting before it.
 NESTING_DEPTH = 64
-# The walk over the device's tasks in start order takes slices of about `PASS_ROWS` tasks, bounded by every
-# _SAMPLE-th of a sample of the starts (each sample stands for PASS_ROWS / _SAMPLE tasks of a track).
+# The walk over the device's tasks in start order takes slices of about `SLICE_ROWS` tasks, bounded by every
+# _SAMPLE-th of a sample of the starts (each sample stands for SLICE_ROWS / _SAMPLE tasks of a track). A
+# slice's temporaries (~40 arrays of a value per task) stay in the CPU's caches and, freed, are reused from
+# the heap by the next slice; slices of a million tasks each took fresh memory from the system, page by page
+# (benchmarks/README.md, "The dashboard after a load"). The result does not depend on it.
+SLICE_ROWS = 1 << 18
 _SAMPLE = 16
 # The sizes of this many longest waits are kept: `Dispatch.longest_waits` up to that many makes their rows
 # alone.
@@ -644,7 +648,7 @@ def _steps(step_windows, timeline) -> tuple[pd.DataFrame, str]:
 
 def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame | None,
                   timeline_flows: pd.DataFrame | None, step_windows=None,
-                  tolerance_us: float = TOLERANCE_US, chunk_rows: int = PASS_ROWS) -> Dispatch:
+                  tolerance_us: float = TOLERANCE_US, chunk_rows: int = SLICE_ROWS) -> Dispatch:
     """The launches of a profile's device tasks and the device idle the host caused (module docstring).
     ``step_windows``: the step windows frame, or a function returning it (called only when there are
     launches to place: a run without them answers "not available" without its steps being worked out).
