@@ -128,7 +128,7 @@ class FrameSpec:
 
     def empty(self) -> pd.DataFrame:
         """A frame with no rows and the required columns in their declared dtypes (a copy of one made once:
-        a profile without a file makes many, and pandas takes ~1 ms to make each from its columns)."""
+        a profile without a file makes many, and pandas is slow to make one from its columns)."""
         return _empty_frame(self).copy()
 
     def mismatches(self, df: pd.DataFrame) -> list[str]:

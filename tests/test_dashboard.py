@@ -171,7 +171,8 @@ import nbprofiler
 from nbprofiler.views.dashboard import Dashboard
 seen = []   # per output: what it is, its display id, and whether Bokeh was imported / a view built by then
 def display(obj, raw=False, display_id=None):
-    what = type(obj).__name__ if not isinstance(obj, dict) else "js:" + ("loader" if obj["application/javascript"] else "empty")
+    js = obj.get("application/javascript") if isinstance(obj, dict) else None
+    what = type(obj).__name__ if js is None else "js:" + ("loader" if js else "empty")
     seen.append(["display", what, display_id, "bokeh" in sys.modules, list(dash.views)])
 def update_display(obj, raw=False, display_id=None):
     seen.append(["update", "js:loader" if "nbprofiler/bokehjs/" in obj["application/javascript"] else "js:?",

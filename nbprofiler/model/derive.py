@@ -152,8 +152,8 @@ def profiler_step_windows(timeline: pd.DataFrame | None, name_codes: np.ndarray 
         else:
             name_codes, uniques = pd.factorize(col)
             names = np.asarray(pd.Index(uniques).astype(str), dtype=object)
-    # Arrow's string kernels over the distinct names: the prefix first (a tenth of the regex's time), then the
-    # regex over the names that have it, then the hits' numbers
+    # Arrow's string kernels over the distinct names: the prefix first (cheaper than the regex), then the regex
+    # over the names that have it, then the hits' numbers
     text = pd.Series(names, dtype="str")
     hit = np.flatnonzero(text.str.startswith(PROFILER_STEP_PREFIX).to_numpy(dtype=bool))
     hit = hit[text.iloc[hit].str.match(PROFILER_STEP_EVENT).to_numpy(dtype=bool)]

@@ -12,8 +12,8 @@ filled rectangles (``fastBars``: the timeline's frames are mostly its bars), rea
 variables and a plot's font size once per view (``cssOnce``), skips rewriting a style sheet with its own
 text (``sameCss``) and lets the hover tool's tooltip follow a moving plot once it rests (``hoverAtRest``).
 
-The loader names Bokeh's version and bundles, which importing ``bokeh.resources`` gives (~0.1 s in a fresh
-kernel). A display that holds no Bokeh model yet (the dashboard's overview) keeps the loader's place before
+The loader names Bokeh's version and bundles, which importing ``bokeh.resources`` gives (much of Bokeh's own
+import). A display that holds no Bokeh model yet (the dashboard's overview) keeps the loader's place before
 its widget and fills it once Bokeh is imported (`show_loader_later`): the page and a saved notebook get the
 loader before the widget all the same.
 """
