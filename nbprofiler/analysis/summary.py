@@ -211,6 +211,23 @@ def _timeline(prof, totals_too: bool = True) -> dict | None:
     # larger than memory), and whole-column temporaries would cost as much.
     start = ev["start_us"].to_numpy(dtype=np.float64)
     dur = ev["dur_us"].to_numpy(dtype=np.float64)
+    origin = prof.origin_us
+    out = {"events": int(len(ev)), "tracks": _track_count(ev["track"].to_numpy()),
+           "start_us": float(origin + start.min()),
+           "end_us": float(origin + events_end(start, dur))}
+    if totals_too:
+        out.update(_totals(ev, dur))
+    release_pages(ev)  # after the passes above, which page the mapped columns in
+    return out
+
+
+def _totals(ev: pd.DataFrame, dur: np.ndarray) -> dict:
+    """The timeline's ``by_type`` and ``scope_layers``: each op type's and scope layer's event count and
+    total duration, most time first."""
+    # scope-layer bars span the operators under them: counted apart, never as an operator type
+    scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)
+    passes = row_passes(len(ev))
+    scope_rows = np.flatnonzero(scope)
 
     def totals(column: str, in_scope: bool) -> dict:
         # Categorical.codes: a view (of the mapped file, on disk); pandas' .cat.codes would copy them
@@ -230,18 +247,7 @@ def _timeline(prof, totals_too: bool = True) -> dict | None:
         used = np.flatnonzero(count)
         order = used[np.argsort(-total[used], kind="stable")]
         return {str(values[i]): {"count": int(count[i]), "total_us": float(total[i])} for i in order}
-    origin = prof.origin_us
-    out = {"events": int(len(ev)), "tracks": _track_count(ev["track"].to_numpy()),
-           "start_us": float(origin + start.min()),
-           "end_us": float(origin + events_end(start, dur))}
-    if totals_too:
-        # scope-layer bars span the operators under them: counted apart, never as an operator type
-        scope = ev["is_scope"].to_numpy(dtype=bool) if "is_scope" in ev else np.zeros(len(ev), dtype=bool)
-        passes = row_passes(len(ev))
-        scope_rows = np.flatnonzero(scope)
-        out.update(by_type=totals("op_type", False), scope_layers=totals("name", True))
-    release_pages(ev)  # after the passes above, which page the mapped columns in
-    return out
+    return {"by_type": totals("op_type", False), "scope_layers": totals("name", True)}
 
 
 def _track_count(track: np.ndarray) -> int:

@@ -255,6 +255,16 @@ def show_loader_later(widget) -> Callable[[], None]:
     return send_loader
 
 
+def show_with_loader(widget, holds_bokeh: bool) -> Callable[[], None] | None:
+    """Display ``widget`` with the BokehJS loader before it: the loader at once where the widget holds Bokeh
+    models already (`show`; returns None), else its place kept (`show_loader_later`; returns the function
+    that fills it, to call before a Bokeh model is added)."""
+    if holds_bokeh:
+        show(widget)
+        return None
+    return show_loader_later(widget)
+
+
 def resync(widget) -> None:
     """Make the Bokeh widgets inside ``widget`` (an ipywidget tree) render their models as they are now.
 
@@ -279,4 +289,5 @@ def bundle_path(wanted: str, bundle: str):
     return bokehjs_path() / "js" / f"{bundle}.min.js"
 
 
-__all__ = ["show", "show_loader_later", "resync", "loader_js", "bundle_path", "version", "bundles"]
+__all__ = ["show", "show_loader_later", "show_with_loader", "resync", "loader_js", "bundle_path", "version",
+           "bundles"]

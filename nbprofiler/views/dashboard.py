@@ -124,11 +124,8 @@ class Dashboard(traitlets.HasTraits, View):
         """Show the dashboard as it is. Without a view built, the widget holds no Bokeh model yet: the BokehJS
         loader's place is kept before it, and the function that sends the loader there is returned (for
         `prepare`); else the loader is sent first, as every view sends it, and None is returned."""
-        from .bokehjs import show, show_loader_later
-        if self.has_charts:
-            show(self.widget)
-            return None
-        return show_loader_later(self.widget)
+        from .bokehjs import show_with_loader
+        return show_with_loader(self.widget, self.has_charts)
 
     @property
     def has_charts(self) -> bool:

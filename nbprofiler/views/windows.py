@@ -60,12 +60,8 @@ class WindowsDashboard(traitlets.HasTraits, View):
 
     def display(self) -> None:
         """Show the picker and the window's dashboard, then `prepare` it (`Dashboard.display`)."""
-        if self.dashboard.has_charts or self._holder.children:   # Bokeh models in the widget: the loader first
-            super().display()
-            self.prepare()
-        else:
-            from .bokehjs import show_loader_later
-            self.prepare(show_loader_later(self.widget))
+        from .bokehjs import show_with_loader
+        self.prepare(show_with_loader(self.widget, self.dashboard.has_charts or bool(self._holder.children)))
 
     def prepare(self, send_loader=None) -> None:
         """`Dashboard.prepare` of the window's dashboard (once it is on its way to the page)."""
