@@ -10,6 +10,7 @@ CANN copies most of these CSVs from its own summaries, and their headers vary wi
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -219,23 +220,27 @@ def input_shapes(run: RunFiles) -> pd.DataFrame | None:
     if path is None:
         return None
     text = read_text(path)
-    rows, bad, n = [], [], 0
-    for ln, line in enumerate(text.splitlines(), start=1):
+    # A run executes the same few ops thousands of times: each distinct line is parsed once, and counted.
+    lines = Counter(text.splitlines())
+    counts, bad_lines, n = {}, {}, 0
+    for line, times in lines.items():
         if not line.strip():
             continue
-        n += 1
+        n += times
         parts = line.rstrip().rstrip(";").split(";")
         if len(parts) < 3:
-            bad.append((ln, f"{line[:40]!r} is not '<type>;<op name>;<n>;input_1:[...];'"))
+            bad_lines[line] = f"{line[:40]!r} is not '<type>;<op name>;<n>;input_1:[...];'"
             continue
         if not parts[0] and not parts[1]:
             continue
         shapes = ";".join(p.split(":", 1)[1] if ":" in p else p for p in parts[3:])
-        rows.append((parts[1].strip(), parts[0].strip(), shapes))
-    skipped_rows(path, bad, n)
-    df = pd.DataFrame(rows, columns=["op_name", "op_type", "input_shapes"])
-    out = df.groupby(["op_name", "op_type", "input_shapes"], sort=False).size().reset_index(name="count")
-    out["count"] = out["count"].astype("int64")
+        key = (parts[1].strip(), parts[0].strip(), shapes)
+        counts[key] = counts.get(key, 0) + times
+    if bad_lines:
+        skipped_rows(path, [(ln, bad_lines[line]) for ln, line in enumerate(text.splitlines(), start=1)
+                            if line in bad_lines], n)
+    out = pd.DataFrame(list(counts), columns=["op_name", "op_type", "input_shapes"])
+    out["count"] = np.fromiter(counts.values(), dtype="int64", count=len(counts))
     out.attrs["path"] = str(path)
     return out
 
