@@ -3,6 +3,7 @@ they either parse or raise a typed nbprofiler error that names the file; never a
 from __future__ import annotations
 
 import json
+import warnings
 
 import pandas as pd
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from nbprofiler.errors import (EmptyFileError, MalformedFileError, MissingColumnError, ProfilerDataError,
                                ProfilerDataWarning, TruncatedFileError)
 from nbprofiler.io import _util
+from nbprofiler.samples import path as sample_path
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -27,6 +29,55 @@ def test_read_csv_on_any_bytes_parses_or_raises_typed(tmp_path, data):
         assert isinstance(df, pd.DataFrame)
     except ProfilerDataError as e:
         assert e.path == f and str(f) in str(e)
+
+
+_CELLS = st.sampled_from(["1", "2.5", "", " ", "a b", '"q,1"', '"x""y"', "nan", "N/A", '"two\nlines"', "é", "\t3\t",
+                          '"', "x\r", "-"])
+
+
+def _read_both(monkeypatch, f):
+    """`read_csv` of ``f`` by Arrow (`_arrow_rows`, whatever the size) and by pandas alone: for each, the frame,
+    its attrs, the warnings, or the error."""
+    out = []
+    for arrow_from in (0, float("inf")):
+        monkeypatch.setattr(_util, "ARROW_CSV_BYTES", arrow_from)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                df = _util.read_csv(f)
+                out.append((df.to_dict("list"), list(df.columns), [str(t) for t in df.dtypes], list(df.index),
+                            repr(df.attrs), [str(w.message) for w in caught]))
+            except ProfilerDataError as e:
+                out.append((type(e).__name__, str(e)))
+    return out
+
+
+@SETTINGS
+@given(header=st.sampled_from([["a", "b", "c"], ["a", "a", "b"], ["a", "", "c"], [" a ", "b", "c"], ['"h,1"', "b", "c"]]),
+       rows=st.lists(st.lists(_CELLS, min_size=2, max_size=4), max_size=6),
+       eol=st.sampled_from(["\n", "\r\n"]), end=st.sampled_from(["", "\n", "\n\n"]), bom=st.booleans())
+@example(header=["a", "b", "c"], rows=[['"', "\t3\t", "a b"], ["2.5", "N/A"], ['"q,1"', '"', ""]], eol="\r\n",
+         end="\r\n", bom=False)  # one record over three lines (found by a fuzzer): the careful reader's line
+def test_a_csv_read_by_arrow_is_the_csv_read_by_pandas(tmp_path, monkeypatch, header, rows, eol, end, bom):
+    """Arrow's CSV reader (large files) gives what pandas gives (small files, and every file Arrow leaves
+    to it): the same rows, columns, line numbers, warnings and errors."""
+    f = tmp_path / "x.csv"
+    f.write_text(("\ufeff" if bom else "") + eol.join([",".join(header)] + [",".join(r) for r in rows]) + end,
+                 encoding="utf-8")
+    by_arrow, by_pandas = _read_both(monkeypatch, f)
+    assert by_arrow == by_pandas
+
+
+def test_a_large_csv_is_read_by_arrow(monkeypatch):
+    """The bundled sample's memory record (1.5 MB) is read by Arrow, to the values the file holds."""
+    (path,) = sample_path("lenet_pynative").glob("*/FRAMEWORK/cpu_ms_memory_record_0.txt")
+    reads = []
+    monkeypatch.setattr(_util, "_arrow_rows", lambda *a, _read=_util._arrow_rows: reads.append(_read(*a)) or reads[-1])
+    df = _util.read_csv(path)
+    assert len(reads) == 1 and reads[0] is not None
+    lines = path.read_text().splitlines()
+    assert list(df.columns) == lines[0].split(",") and len(df) == len(lines) - 1
+    assert df.iloc[0].tolist() == lines[1].split(",") and df.iloc[-1].tolist() == lines[-1].split(",")
 
 
 @SETTINGS
