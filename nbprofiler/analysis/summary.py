@@ -17,9 +17,11 @@ from .timeline import events_end, row_passes
 
 
 def summarize(prof, overview_only: bool = False) -> dict:
-    """The summary JSON of ``prof``. ``overview_only``: without the lists the overview does not show
-    (`views.overview`), the timeline's totals per op type and per scope layer and the host dispatch's
-    per-step rows: on a trace of millions of events, its dashboard comes that much sooner."""
+    """The summary JSON of ``prof``. ``overview_only``: without what the overview does not show
+    (`views.overview`): the timeline's totals per op type and per scope layer and the host dispatch's
+    per-step rows (on a trace of millions of events, its dashboard comes that much sooner), and the memory
+    peak (``memory`` is then ``{}`` where there is a memory record: the record is still read, so that its
+    problems are the overview's too)."""
     out = {
         "nbprofiler_version": __version__,
         "source": prof.source,
@@ -35,7 +37,7 @@ def summarize(prof, overview_only: bool = False) -> dict:
         "minddata": _minddata(prof),
         "timeline": _timeline(prof, totals_too=not overview_only),
         "flops": _flops(prof),
-        "memory": _memory(prof),
+        "memory": _memory(prof, peak=not overview_only),
         "dispatch": profile_dispatch(prof).to_dict(per_step=not overview_only),
     }
     diagnosis = diagnose(prof)
@@ -193,12 +195,14 @@ def _flops(prof) -> dict | None:
     return summary_figures(prof.flops_summary, prof.flops) or None
 
 
-def _memory(prof) -> dict | None:
-    """The memory peak and what is alive at it (`analysis.memory_peak.MemoryPeak.to_dict`) under ``peak``;
-    None without a memory record."""
-    from .memory_peak import alive_at_peak
+def _memory(prof, peak: bool = True) -> dict | None:
+    """The memory peak and what is alive at it (`analysis.memory_peak.MemoryPeak.to_dict`) under ``peak``
+    (with ``peak``); None without a memory record."""
     if prof.memory is None or not len(prof.memory):
         return None
+    if not peak:
+        return {}
+    from .memory_peak import alive_at_peak
     return {"peak": alive_at_peak(prof).to_dict()}
 
 
