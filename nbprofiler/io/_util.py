@@ -413,13 +413,14 @@ def _arrow_rows(raw: bytes, sep: str, width: int, n_rows: int) -> pd.DataFrame |
                                   quoted_strings_can_be_null=False))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if table.num_rows != n_rows + 1 or any(pc.any(pc.match_substring_regex(col, "[\r\n]")).as_py()
-                                           for col in table.columns):
-        return None  # (a record over several lines: the careful reader says which line each row starts on)
+    if table.num_rows != n_rows + 1:
+        return None
+    if b'"' in raw and any(pc.any(pc.match_substring(col, brk)).as_py() for col in table.columns for brk in "\r\n"):
+        return None  # a record over several lines: the careful reader says which line each row starts on
     header = [table.column(i)[0].as_py() for i in range(width)]
     if "" in header or len(set(header)) < width:
         return None
-    df = table.slice(1).to_pandas()
+    df = table.slice(1).to_pandas(use_threads=False)
     df.columns = header
     return df
 
