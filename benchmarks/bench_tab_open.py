@@ -6,7 +6,7 @@ dashboard is built and shown, then prepared (`Dashboard.prepare`: the chart tabs
 jupyter_bokeh, imported, the Step trace view built); then the tab is selected, which builds its view
 (reading the frames the overview did not need, building the Bokeh models, serialising them into the widget).
 Each measurement runs in its own process with its own empty cache (a fresh Profile; nothing carried over from
-an earlier tab or run). A tab whose view ``prof.show()`` built already (the Step trace's) opens at once: its
+an earlier tab or run), the package byte-compiled first, as an installed one is. A tab whose view ``prof.show()`` built already (the Step trace's) opens at once: its
 build is in the row "then" below.
 
 The row "Dashboard" is what ``prof.show()`` costs until its overview is on its way to the page, before any
@@ -162,6 +162,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--label", default="this checkout",
                     help="the README block to write (one per label, e.g. 'before' for an earlier --repo)")
     args = ap.parse_args(argv)
+    # as an installed package is: compiled once (this machine's environment says not to write bytecode, and
+    # every fresh process then compiles the modules a tab imports, a figure's own cost on a tree without them)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.repo / "nbprofiler")], check=True)
     repeat = 1 if args.quick else args.repeat
     results = {"machine": f"{os.cpu_count()} cpu", "repeat": repeat, "baseline": None, "tabs": []}
     the_runs, the_tabs = args.runs or runs(args.quick), args.tabs or tabs(args.quick)
