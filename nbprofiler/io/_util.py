@@ -328,7 +328,8 @@ MAX_CSV_COLUMNS = 10_000
 
 def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict | None = None,
              skipinitialspace: bool = False, usecols=None, sep: str = ",", **kwargs) -> pd.DataFrame:
-    """Read a CSV with a single header row, every column as str (convert with `numeric`).
+    """Read a CSV with a single header row, every column as str (convert with `numeric`); a large one whose
+    records all have the header's width by Arrow's CSV reader (`_arrow_rows`), to the same frame.
 
     ``required``: column names (after ``header_map`` renaming and stripping) that must exist.
     A row with more or fewer fields than the header is dropped with a warning naming its line (the
@@ -390,14 +391,14 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
 
 
 # From this size on, a CSV is read by Arrow (`_arrow_rows`); a smaller one by pandas, which costs less
-# than Arrow's fixed cost per read (and its first read in a process, ~5 ms).
+# than Arrow's fixed cost per read (the first read in a process most).
 ARROW_CSV_BYTES = 64 * 1024
 
 
 def _arrow_rows(raw: bytes, sep: str, width: int, n_rows: int) -> pd.DataFrame | None:
     """``raw`` (a CSV whose every record has ``width`` fields, a header and ``n_rows`` rows) read by
-    Arrow's CSV reader, every column as str, as pandas reads it: ~5x faster than pandas' parser, which makes
-    a Python string of every field while it parses. None where pandas might read it otherwise: a header
+    Arrow's CSV reader, every column as str, as pandas reads it, without the Python string of every field
+    that pandas' parser makes. None where pandas might read it otherwise: a header
     name that is empty or repeated (pandas renames it), a record Arrow does not split as the count did, or a
     value with a line break in it."""
     import pyarrow as pa
@@ -415,7 +416,8 @@ def _arrow_rows(raw: bytes, sep: str, width: int, n_rows: int) -> pd.DataFrame |
         return None
     if table.num_rows != n_rows + 1:
         return None
-    if b'"' in raw and any(pc.any(pc.match_substring(col, brk)).as_py() for col in table.columns for brk in "\r\n"):
+    if b'"' in raw and any(pc.any(pc.match_substring(col, brk)).as_py()
+                           for col in table.columns for brk in "\r\n"):
         return None  # a record over several lines: the careful reader says which line each row starts on
     header = [table.column(i)[0].as_py() for i in range(width)]
     if "" in header or len(set(header)) < width:
