@@ -6,8 +6,8 @@ dashboard is built and shown, then prepared (`Dashboard.prepare`: the chart tabs
 jupyter_bokeh, imported, the Step trace view built); then the tab is selected, which builds its view
 (reading the frames the overview did not need, building the Bokeh models, serialising them into the widget).
 Each measurement runs in its own process with its own empty cache (a fresh Profile; nothing carried over from
-an earlier tab or run), the package byte-compiled first, as an installed one is. A tab whose view ``prof.show()`` built already (the Step trace's) opens at once: its
-build is in the row "then" below.
+an earlier tab or run), the package byte-compiled first, as an installed one is. A tab whose view
+``prof.show()`` built already (the Step trace's) opens at once: its build is in the row "then" below.
 
 The row "Dashboard" is what ``prof.show()`` costs until its overview is on its way to the page, before any
 tab: ``Dashboard(prof)`` as it is (nothing held back) and its display (the widget, after an output kept for the
