@@ -222,7 +222,7 @@ def test_a_dashboard_shown_with_a_view_built_sends_the_loader_first(monkeypatch)
     assert "nbprofiler/bokehjs/" in loader["application/javascript"] and tab is dash.widget
 
 
-def test_the_overview_is_the_summary_without_the_lists_it_does_not_show():
+def test_the_overview_is_the_summary_without_what_it_does_not_show():
     """The dashboard's summary is `prof.summary()`, value for value, less the timeline's totals per op type
     and scope layer, the host dispatch's per-step rows and the memory peak, which the overview does not
     show."""

@@ -287,7 +287,7 @@ def _plain(o):
         return o if math.isfinite(o) else None
     if kind is str or kind is int or kind is bool or o is None:
         return o
-    if kind is dict or isinstance(o, dict):
+    if isinstance(o, dict):
         return {str(k): _plain(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_plain(v) for v in o]

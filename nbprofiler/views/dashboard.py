@@ -86,7 +86,7 @@ class Dashboard(traitlets.HasTraits, View):
     overview has buttons that open the evidence it cites (`open_target`).
 
     ``.widget`` is the ipywidgets ``Tab``; ``.summary`` is what its overview shows (``prof.summary()``
-    without the lists the overview does not show: `analysis.summary.summarize`); ``.views`` holds the views
+    without what the overview does not show: `analysis.summary.summarize`); ``.views`` holds the views
     built so far by page title (folded pages too); ``.select(tab_name)`` opens a tab (building its view).
     Linkable state: ``tab`` (the open tab's name) and ``evidence`` (the last `views.suggestions.Target`
     opened, as a dict)."""
