@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -98,6 +99,32 @@ class Lab:
         except OSError:
             return "<no server log>"
 
+    def kernel_stacks(self, settle: float = 5) -> str:
+        """The Python stacks of every process under the server (its kernels, and what they forked), each
+        dumped by the process itself on SIGUSR1 (`_STACKS_ON_SIGNAL`): what a hung cell is waiting for. Only
+        kernels and their forks (their command line names ipykernel) have that handler; others are left alone."""
+        import psutil
+        stacks = self.log.with_name("stacks.txt")
+        try:
+            procs = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return "<the server is gone>"
+        for proc in procs:
+            try:
+                if not any("ipykernel" in part for part in proc.cmdline()):
+                    continue
+                header = f"\n==== pid {proc.pid} (parent {proc.ppid()}): {' '.join(proc.cmdline())[:200]}\n"
+                with open(stacks, "a") as fh:
+                    fh.write(header)
+                size = stacks.stat().st_size
+                proc.send_signal(signal.SIGUSR1)
+            except (psutil.Error, OSError):
+                continue
+            deadline = time.monotonic() + settle   # the dump is the process's own: poll for it, bounded
+            while stacks.stat().st_size == size and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return stacks.read_text(errors="replace") if stacks.exists() else "<no process under the server>"
+
     def start_kernel(self, timeout: float = 60) -> str:
         """Start a python3 kernel through the REST API and wait until it answers ``kernel_info``.
 
@@ -122,6 +149,20 @@ class Lab:
         finally:
             client.stop_channels()
         return kid
+
+
+# An IPython startup file of the test servers' kernels: on SIGUSR1 a kernel, and any process it forked,
+# appends the Python stacks of all its threads to stacks.txt beside the server log (`Lab.kernel_stacks`).
+_STACKS_ON_SIGNAL = """import faulthandler, signal
+_nbp_stacks = open({path!r}, "a")
+faulthandler.register(signal.SIGUSR1, file=_nbp_stacks, all_threads=True)
+"""
+
+
+def _write_startup(ipython_dir: Path, stacks: Path) -> None:
+    startup = ipython_dir / "profile_default" / "startup" / "00-stacks-on-signal.py"
+    startup.parent.mkdir(parents=True, exist_ok=True)
+    startup.write_text(_STACKS_ON_SIGNAL.format(path=str(stacks)))
 
 
 def _write_settings(settings_dir: Path) -> None:
@@ -151,6 +192,8 @@ def start_lab(workdir: Path, timeout: float = 60, app: str = "lab") -> Lab:
         d.mkdir(parents=True, exist_ok=True)
     if app == "lab":  # Notebook 7 has no such plugins: a setting for one breaks its settings registry
         _write_settings(dirs["settings"])
+    log = workdir / "jupyterlab.log"
+    _write_startup(dirs["ipython"], log.with_name("stacks.txt"))
     env = dict(os.environ,
                JUPYTER_CONFIG_DIR=str(dirs["config"]), JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
                JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]),
@@ -158,7 +201,6 @@ def start_lab(workdir: Path, timeout: float = 60, app: str = "lab") -> Lab:
                BOKEH_RESOURCES="inline",
                # kernels start in `root`; make the checkout importable even without an install
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    log = workdir / "jupyterlab.log"
     for attempt in range(_PORT_ATTEMPTS):
         # The server's own port is picked free here and bound by the server a moment later: where another
         # worker took it meanwhile, the server exits (no `port_retries`: it would move to a port this Lab does
@@ -292,3 +334,10 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, f"rep_{rep.when}", rep)
+    if rep.when == "call" and rep.failed:
+        # what the servers and their kernels were doing when the test gave up
+        for name in ("lab", "notebook7"):
+            server = item.funcargs.get(name)
+            if isinstance(server, Lab):
+                rep.sections.append((f"{name}: server log (tail)", server.log_tail(80)))
+                rep.sections.append((f"{name}: Python stacks under the server", server.kernel_stacks()))

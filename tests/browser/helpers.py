@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import nbformat
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-output" / "screenshots"
@@ -34,6 +35,17 @@ _RUN_FINISHED_JS = """(n) => { const p = Array.from(document.querySelectorAll(
     '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell.jp-CodeCell .jp-InputPrompt'));
   return window.__nbpReplies.n >= n && p.length === n
     && p.every(e => /^\\[\\d+\\]:$/.test(e.textContent.trim())); }"""
+
+# What a run that did not end left on the page: replies counted, the kernel's status, each cell's prompt and
+# the end of its outputs.
+_RUN_STATE_JS = """() => { const panel = window.jupyterapp.shell.currentWidget;
+  return {replies: window.__nbpReplies ? window.__nbpReplies.n : null,
+    kernel: panel.sessionContext.kernelDisplayStatus,
+    cells: Array.from(document.querySelectorAll(
+      '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell.jp-CodeCell')).map(c => ({
+        prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent,
+        outputs: Array.from(c.querySelectorAll('.jp-OutputArea-output')).map(o => o.innerText).join('\\n')
+          .slice(-1500)}))}; }"""
 
 
 def watch_replies(page) -> None:
@@ -77,7 +89,11 @@ def run_all(page, n_code_cells: int, timeout_ms: float = 120_000) -> None:
     watch_replies(page)
     page.click('.lm-MenuBar-itemLabel:text-is("Run")')
     page.click('.lm-Menu-item[data-command="runmenu:run-all"]')
-    page.wait_for_function(_RUN_FINISHED_JS, arg=n_code_cells, timeout=timeout_ms)
+    try:
+        page.wait_for_function(_RUN_FINISHED_JS, arg=n_code_cells, timeout=timeout_ms)
+    except PlaywrightTimeout as err:   # say what the notebook showed
+        raise AssertionError(f"the run of {n_code_cells} cells did not end within {timeout_ms / 1000:.0f} s; "
+                             f"the notebook showed {json.dumps(page.evaluate(_RUN_STATE_JS), indent=1)}") from err
 
 
 def open_and_run_all(page, lab, nb_name: str, n_code_cells: int | None = None, timeout_ms: float = 120_000):
