@@ -123,7 +123,11 @@ class Lab:
             deadline = time.monotonic() + settle   # the dump is the process's own: poll for it, bounded
             while stacks.stat().st_size == size and time.monotonic() < deadline:
                 time.sleep(0.05)
-        return stacks.read_text(errors="replace") if stacks.exists() else "<no process under the server>"
+        if not stacks.exists():
+            return "<no process under the server>"
+        text = stacks.read_text(errors="replace")
+        stacks.write_text("")   # the next failure of this session reports its own (the kernels append)
+        return text
 
     def start_kernel(self, timeout: float = 60) -> str:
         """Start a python3 kernel through the REST API and wait until it answers ``kernel_info``.
@@ -152,10 +156,12 @@ class Lab:
 
 
 # An IPython startup file of the test servers' kernels: on SIGUSR1 a kernel, and any process it forked,
-# appends the Python stacks of all its threads to stacks.txt beside the server log (`Lab.kernel_stacks`).
+# appends the Python stacks of all its threads to stacks.txt beside the server log (`Lab.kernel_stacks`),
+# as it does when it crashes (a kernel's own stderr goes to the notebook, which a crash never reaches).
 _STACKS_ON_SIGNAL = """import faulthandler, signal
 _nbp_stacks = open({path!r}, "a")
 faulthandler.register(signal.SIGUSR1, file=_nbp_stacks, all_threads=True)
+faulthandler.enable(file=_nbp_stacks, all_threads=True)
 """
 
 
