@@ -129,6 +129,29 @@ def test_hostile_operator_names_are_escaped():
     assert widget.buttons[s.id][0].description == f"Show Operators: {bad}"   # a button label is text, not HTML
 
 
+def test_the_suggestions_widgets_share_their_layouts():
+    """Each widget model is one more message to the page and one more view there: the suggestions' boxes,
+    texts and buttons share one Layout per kind (and the buttons one style)."""
+    import ipywidgets as W
+    s = advise_profile(_prof("legacy/run_2_lenet"))
+    widget = S.SuggestionsWidget(s, on_open=lambda t: None)
+    buttons = [b for bs in widget.buttons.values() for b in bs]
+    assert len(S.unique(s)) >= 5 and len(buttons) >= 5
+
+    def walk(w):
+        yield w
+        for child in getattr(w, "children", ()):
+            yield from walk(child)
+    shown = list(walk(widget.widget))
+    assert len(shown) == 1 + 1 + 3 * len(S.unique(s)) + len(buttons)   # box, title, (box, text, row) each
+    layouts = {id(w.layout): type(w).__name__ for w in shown}
+    assert sorted(layouts.values()) == ["Button", "HBox", "HTML", "VBox"]
+    assert len({id(b.style) for b in buttons}) == 1
+    # the shared layouts are the ones drawn: buttons as wide as their label, the row of buttons indented
+    assert (buttons[0].layout.width, buttons[0].layout.height) == ("auto", "24px")
+    assert next(w for w in shown if isinstance(w, W.HBox)).layout.margin == "0 0 0 64px"
+
+
 def test_repeated_suggestions_are_shown_once():
     s = advise_profile(_prof("minddata/md_bottleneck_map"))
     assert S.suggestions_html(s + s).count("nbprofiler-suggestion'") == len(s)

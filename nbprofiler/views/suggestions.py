@@ -206,23 +206,27 @@ class SuggestionsWidget:
         self.suggestions = unique(suggestions)
         self.on_open = on_open
         self.buttons: dict[str, list] = {}
-        rows = [W.HTML(f"<h4 style='margin:8px 0 2px'>{escape(title)}</h4>")] if title else []
+        # one Layout per kind of widget and one style for the buttons, shared: each is a model of its own
+        # that the kernel creates and the page renders
+        full, indented, button, text = (W.Layout(width="100%"), W.Layout(margin="0 0 0 64px"),
+                                        W.Layout(width="auto", height="24px"), W.Layout())
+        button_style = W.ButtonStyle()
+        rows = [W.HTML(f"<h4 style='margin:8px 0 2px'>{escape(title)}</h4>", layout=text)] if title else []
         for s in self.suggestions:
             buttons = []
             for t in evidence_targets(s) if on_open else []:
                 b = W.Button(description=f"Show {t.label}", tooltip=f"Open {t.label}", icon="arrow-right",
-                             layout=W.Layout(width="auto", height="24px"))
+                             layout=button, style=button_style)
                 b.add_class("nbprofiler-evidence-link")
                 b.add_class(f"nbprofiler-open-{_css_id(s.id)}")
                 b.on_click(lambda _b, t=t: self.on_open(t))
                 buttons.append(b)
             self.buttons[s.id] = buttons
-            box = W.VBox([W.HTML(suggestion_html(s)), W.HBox(buttons, layout=W.Layout(margin="0 0 0 64px"))],
-                         layout=W.Layout(width="100%"))
-            rows.append(box)
+            rows.append(W.VBox([W.HTML(suggestion_html(s), layout=text), W.HBox(buttons, layout=indented)],
+                               layout=full))
         if not self.suggestions:
-            rows.append(W.HTML("<p>None.</p>"))
-        self.widget = W.VBox(rows, layout=W.Layout(width="100%"))
+            rows.append(W.HTML("<p>None.</p>", layout=text))
+        self.widget = W.VBox(rows, layout=full)
 
 
 def _css_id(text: str) -> str:
