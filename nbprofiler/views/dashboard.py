@@ -105,13 +105,13 @@ class Dashboard(traitlets.HasTraits, View):
         self.link_note = W.HTML("")
         from ..analysis.summary import summarize
         self.summary = summarize(prof, overview_only=True)
-        self._panels = {name: W.VBox([], layout=W.Layout(width="100%")) for name in self.tabs}
+        full = W.Layout(width="100%")   # shared by the tab and its pages (a Layout is a model of its own)
+        self._panels = {name: W.VBox([], layout=full) for name in self.tabs}
         from .suggestions import SuggestionsWidget
         self.suggestions = SuggestionsWidget(self.summary.get("suggestions") or [], on_open=self.open_target)
         self._panels["Overview"].children = [W.HTML(overview_html(self.summary, root=prof.root)),
                                              self.suggestions.widget]
-        self.widget = W.Tab(children=[self._panels[n] for n in self.tabs], titles=self.tabs,
-                            layout=W.Layout(width="100%"))
+        self.widget = W.Tab(children=[self._panels[n] for n in self.tabs], titles=self.tabs, layout=full)
         self.widget.observe(self._on_tab, names="selected_index")
         # No view is built here (`prepare` builds the step trace's once the overview is shown): until it is,
         # the selected step is the average (`_current_step`), which is what that view opens on.
