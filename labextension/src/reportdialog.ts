@@ -3,7 +3,8 @@
  *
  * "Save report in" shows where the server would put the notebook for the path typed above
  * (GET /nbprofiler/report-dir) and follows that path until the user edits the folder; an
- * untouched folder is not sent, so the server's own rule decides even if an answer is late.
+ * untouched folder is not sent, so the server's own rule decides even if an answer is late. An
+ * answer never lands in the folder field while it has the focus: it would join what is being typed.
  * Everything user-provided is set as input values or textContent, never as HTML.
  */
 import type { Dialog } from '@jupyterlab/apputils';
@@ -45,6 +46,11 @@ export class ReportBody extends Widget implements Dialog.IBodyWidget<IReportChoi
     this._dir.addEventListener('input', () => {
       this._dirEdited = true;
       this._hint.textContent = '';
+    });
+    this._dir.addEventListener('blur', () => {
+      if (this._answerHeld) {
+        void this._suggest(); // left without an edit: the folder for the current path after all
+      }
     });
     void this._suggest();
   }
@@ -93,11 +99,13 @@ export class ReportBody extends Widget implements Dialog.IBodyWidget<IReportChoi
     if (ticket !== this._ticket || this._dirEdited || this.isDisposed) {
       return; // the path changed again, or the user took over the folder field
     }
-    if (dir !== null) {
+    // in the folder field, what the user types decides; leaving it without an edit asks again
+    this._answerHeld = dir !== null && document.activeElement === this._dir;
+    if (dir === null) {
+      this._hint.textContent = problem;
+    } else if (!this._answerHeld) {
       this._dir.value = dir === '' ? '/' : dir; // '' is the root; an empty field would read "none"
       this._hint.textContent = '';
-    } else {
-      this._hint.textContent = problem;
     }
     this.node.dataset.suggestedFor = path; // lets tests wait for the answer
   }
@@ -106,6 +114,7 @@ export class ReportBody extends Widget implements Dialog.IBodyWidget<IReportChoi
   private _dir: HTMLInputElement;
   private _hint: HTMLElement;
   private _dirEdited = false;
+  private _answerHeld = false;
   private _ticket = 0;
   private _timer = 0;
 }

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import cell_errors, count_canvases, save_screenshot, wait_painted
+from helpers import cell_errors, count_canvases, save_screenshot, wait_painted, wait_stable
 
 from nbprofiler.faces import lab as _lab
 from nbprofiler.model.profile import Profile
@@ -525,6 +525,44 @@ def test_launcher_card_and_palette(lab, lab_tree, page):
     dialog.locator(".jp-mod-accept").click()
     wait_report_ran(page, "md_fast-nbprofiler")
     assert not page.page_errors, page.page_errors
+
+
+def test_an_answer_that_arrives_in_the_folder_field_does_not_join_what_is_typed(lab, lab_tree, page):
+    """"Save report in" shows the server's folder for the path, unless the user is in that field: there,
+    what they type is the folder (not the answer with their typing after it); leaving it untouched shows
+    the answer again."""
+    wait_for_extension(page, lab)
+    held = []
+    page.route("**/nbprofiler/report-dir**", lambda route: held.append(route))   # answered when the test says
+    form = ".jp-nbprofiler-PathDialog"
+
+    def open_dialog():
+        page.evaluate("() => { window.jupyterapp.commands.execute('nbprofiler:new-report', "
+                      "{cwd: 'runs/minddata'}); }")
+        return page.locator(f"{form} input.jp-nbprofiler-PathDialog-path"), \
+            page.locator(f"{form} input.jp-nbprofiler-PathDialog-dir")
+
+    def answer():
+        wait_stable(page, lambda: len(held), "the dialog's request for its folder")
+        held.pop().continue_()
+        page.wait_for_function(f"() => document.querySelector('{form}').dataset.suggestedFor === 'runs/minddata'")
+
+    path, save_in = open_dialog()
+    save_in.click()          # the user is in the folder field when the answer ('runs') arrives
+    answer()
+    assert save_in.input_value() == ""
+    page.keyboard.type("/launcher reports/")
+    assert save_in.input_value() == "/launcher reports/"
+    page.locator(".jp-Dialog .jp-mod-reject").click()
+
+    path, save_in = open_dialog()
+    save_in.click()
+    answer()
+    page.unroute("**/nbprofiler/report-dir**")
+    path.click()             # left without an edit: the folder for the path is shown
+    page.wait_for_function(f"() => document.querySelector('{form} input.jp-nbprofiler-PathDialog-dir')"
+                           ".value === 'runs'")
+    page.locator(".jp-Dialog .jp-mod-reject").click()
 
 
 def test_dark_theme_sidebar(lab, lab_tree, page):
