@@ -341,9 +341,12 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     setattr(item, f"rep_{rep.when}", rep)
     if rep.when == "call" and rep.failed:
-        # what the servers and their kernels were doing when the test gave up
+        # what the servers were doing when the test failed and, where it gave up waiting, their kernels
+        waited = call.excinfo is not None and ("Timeout" in call.excinfo.typename
+                                                or "did not end" in str(call.excinfo.value))
         for name in ("lab", "notebook7"):
             server = item.funcargs.get(name)
             if isinstance(server, Lab):
                 rep.sections.append((f"{name}: server log (tail)", server.log_tail(80)))
-                rep.sections.append((f"{name}: Python stacks under the server", server.kernel_stacks()))
+                if waited:
+                    rep.sections.append((f"{name}: Python stacks under the server", server.kernel_stacks()))
