@@ -321,6 +321,50 @@ def _record_widths(data: bytes, sep: str) -> np.ndarray | None:
     return per[~blank] + 1
 
 
+# -- Arrow's allocator while frames are built, written or read back ----------------------------------------
+# pyarrow's default allocator on Linux is mimalloc, which advises its 1 GiB arena for transparent huge pages.
+# A trace build allocates and frees many 0.1-5 MB buffers per batch (casts, dictionary codes, the args
+# gather), and a cache write its compressed buffers: as mimalloc purges freed pages and reuses them, each
+# first touch zeroes a whole 2 MB page, which made some loads markedly slower in the kernel; with jemalloc or
+# the system allocator none were. jemalloc, where pyarrow has it: glibc's malloc kept what a large build
+# freed, raising the session's peak (the measurements: benchmarks/README.md, "Notes moved from code comments").
+# The switch is pyarrow's default pool: Arrow's C++ code that takes no pool from Python (the IPC reader's
+# decompression, unless named to it: see `cache.load`) still allocates from the C++ default, mimalloc.
+_pool_lock = threading.Lock()
+_pool_users = 0
+_pool_before = None
+
+
+def _build_pool():
+    import pyarrow as pa
+    try:
+        return pa.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow built without it (Windows)
+        return pa.system_memory_pool()
+
+
+@contextlib.contextmanager
+def arrow_memory():
+    """Within: pyarrow allocates from jemalloc (else the system allocator), on every thread, where its
+    default is mimalloc; a default the user chose is left alone. Nested and concurrent uses share one
+    switch, and the last to leave restores the default."""
+    import pyarrow as pa
+    global _pool_users, _pool_before
+    with _pool_lock:
+        if _pool_users == 0 and pa.default_memory_pool().backend_name == "mimalloc":
+            _pool_before = pa.default_memory_pool()
+            pa.set_memory_pool(_build_pool())
+        _pool_users += 1
+    try:
+        yield
+    finally:
+        with _pool_lock:
+            _pool_users -= 1
+            if _pool_users == 0 and _pool_before is not None:
+                pa.set_memory_pool(_pool_before)
+                _pool_before = None
+
+
 # The widest CSV a profiler writes: legacy step_trace_raw files carry a start/end pair per reduce event, a
 # thousand columns on large models; 30,000 fields already cost pandas 3 s.
 MAX_CSV_COLUMNS = 10_000
@@ -395,6 +439,7 @@ def read_csv(path: Path, required: list[str] | tuple = (), *, header_map: dict |
 ARROW_CSV_BYTES = 64 * 1024
 
 
+@arrow_memory()   # see there: the columns are fresh buffers of a MB or more
 def _arrow_rows(raw: bytes, sep: str, width: int, n_rows: int) -> pd.DataFrame | None:
     """``raw`` (a CSV whose every record has ``width`` fields, a header and ``n_rows`` rows) read by
     Arrow's CSV reader, every column as str, as pandas reads it, without the Python string of every field
@@ -487,6 +532,7 @@ def _dedupe(names: list[str]) -> list[str]:
     return out
 
 
+@arrow_memory()   # see there
 def _clean_numbers(col: pd.Series, dtype) -> pd.Series | None:
     """``col`` as int64 (``dtype`` int) or float64 when it is Arrow-backed text whose every cell is a finite
     number written plainly, parsed by one Arrow cast (~2 ms for 30k rows, against ~20 ms for the cell-by-cell
@@ -573,50 +619,6 @@ def snake(name: str) -> str:
     base = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip())
     base = re.sub(r"\W+", "_", base).strip("_").lower()
     return f"{base}_{unit}" if unit else base
-
-
-# -- Arrow's allocator while frames are built, written or read back ----------------------------------------
-# pyarrow's default allocator on Linux is mimalloc, which advises its 1 GiB arena for transparent huge pages.
-# A trace build allocates and frees many 0.1-5 MB buffers per batch (casts, dictionary codes, the args
-# gather), and a cache write its compressed buffers: as mimalloc purges freed pages and reuses them, each
-# first touch zeroes a whole 2 MB page, which made some loads markedly slower in the kernel; with jemalloc or
-# the system allocator none were. jemalloc, where pyarrow has it: glibc's malloc kept what a large build
-# freed, raising the session's peak (the measurements: benchmarks/README.md, "Notes moved from code comments").
-# The switch is pyarrow's default pool: Arrow's C++ code that takes no pool from Python (the IPC reader's
-# decompression, unless named to it: see `cache.load`) still allocates from the C++ default, mimalloc.
-_pool_lock = threading.Lock()
-_pool_users = 0
-_pool_before = None
-
-
-def _build_pool():
-    import pyarrow as pa
-    try:
-        return pa.jemalloc_memory_pool()
-    except NotImplementedError:  # a pyarrow built without it (Windows)
-        return pa.system_memory_pool()
-
-
-@contextlib.contextmanager
-def arrow_memory():
-    """Within: pyarrow allocates from jemalloc (else the system allocator), on every thread, where its
-    default is mimalloc; a default the user chose is left alone. Nested and concurrent uses share one
-    switch, and the last to leave restores the default."""
-    import pyarrow as pa
-    global _pool_users, _pool_before
-    with _pool_lock:
-        if _pool_users == 0 and pa.default_memory_pool().backend_name == "mimalloc":
-            _pool_before = pa.default_memory_pool()
-            pa.set_memory_pool(_build_pool())
-        _pool_users += 1
-    try:
-        yield
-    finally:
-        with _pool_lock:
-            _pool_users -= 1
-            if _pool_users == 0 and _pool_before is not None:
-                pa.set_memory_pool(_pool_before)
-                _pool_before = None
 
 
 __all__ = ["read_text", "read_json", "read_csv", "read_bytes", "decode", "numeric", "require_keys", "snake",
