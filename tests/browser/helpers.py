@@ -40,7 +40,7 @@ _RUN_FINISHED_JS = """(n) => { const p = Array.from(document.querySelectorAll(
 # the end of its outputs.
 _RUN_STATE_JS = """() => { const panel = window.jupyterapp.shell.currentWidget;
   return {replies: window.__nbpReplies ? window.__nbpReplies.n : null,
-    kernel: panel.sessionContext.kernelDisplayStatus,
+    kernel: panel && panel.sessionContext ? panel.sessionContext.kernelDisplayStatus : null,
     cells: Array.from(document.querySelectorAll(
       '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell.jp-CodeCell')).map(c => ({
         prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent,
