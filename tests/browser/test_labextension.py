@@ -554,6 +554,7 @@ def test_an_answer_that_arrives_in_the_folder_field_does_not_join_what_is_typed(
     page.keyboard.type("/launcher reports/")
     assert save_in.input_value() == "/launcher reports/"
     page.locator(".jp-Dialog .jp-mod-reject").click()
+    page.locator(form).wait_for(state="detached")
 
     path, save_in = open_dialog()
     save_in.click()
@@ -563,6 +564,7 @@ def test_an_answer_that_arrives_in_the_folder_field_does_not_join_what_is_typed(
     page.wait_for_function(f"() => document.querySelector('{form} input.jp-nbprofiler-PathDialog-dir')"
                            ".value === 'runs'")
     page.locator(".jp-Dialog .jp-mod-reject").click()
+    page.locator(form).wait_for(state="detached")
 
 
 def test_dark_theme_sidebar(lab, lab_tree, page):
