@@ -57,6 +57,9 @@ ensure_install() {
   fi
   say "installing nbprofiler (editable) with JupyterLab into $VENV"
   # jupyterlab and nbclient are what the demo itself runs; the package brings the rest.
+  # `labextension develop` leaves an install.json in the built extension, which the wheel's shared data
+  # maps too: without this, a second install of this tree adds it twice and fails.
+  rm -f "$REPO/nbprofiler/labextension/install.json"
   "$VENV/bin/python" -m pip install -q -e "$REPO" "jupyterlab>=4.4,<5" "nbclient>=0.10"
   if [[ -f "$REPO/nbprofiler/labextension/package.json" ]]; then
     # An editable install builds the extension in place; link it into the venv's labextensions dir.

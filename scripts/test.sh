@@ -40,6 +40,9 @@ say "installing nbprofiler[test,mindspore] (editable) into $VENV"
 # stale build is never reused silently (STACK_NOTES 4.7.4).
 # [mindspore]: the %%nbprofiler profile tests run MindSpore's CPU build for real (~0.8 GB download, kept
 # in .cache/pip for the next run)
+# `labextension develop` leaves an install.json in the built extension, which the wheel's shared data
+# maps too: without this, a second install of this tree adds it twice and fails.
+rm -f "$REPO/nbprofiler/labextension/install.json"
 "$VENV/bin/python" -m pip install -q -e "$REPO[test,mindspore]"
 if [[ -f "$REPO/nbprofiler/labextension/package.json" ]]; then
   "$VENV/bin/jupyter" labextension develop --overwrite "$REPO" >/dev/null
