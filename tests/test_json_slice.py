@@ -53,9 +53,12 @@ def test_span_is_exactly_the_event_array(tmp_path, name, array_at, indent, aroun
 
 
 def _read_through(monkeypatch, how: str) -> list:
-    """Make object-form reads go through ``how``: "copy" (`ArrayCopy`, the default), "slice" (no copy can
-    be made) or "failed copy" (the copy fails midway); returns the list of copies started."""
+    """Make object-form reads go through ``how``: "native" (the compiled reader, reading the array in
+    place), or duckdb through "copy" (`ArrayCopy`), "slice" (no copy can be made) or "failed copy" (the copy
+    fails midway); returns the list of copies started."""
     started = []
+    if how != "native":
+        monkeypatch.setenv("NBPROFILER_NO_SCAN", "1")
     real_start = json_slice.ArrayCopy.start
 
     def start(*args, **kwargs):
@@ -74,7 +77,7 @@ def _read_through(monkeypatch, how: str) -> list:
 
 @pytest.mark.parametrize("name", list(REAL_TRACES))
 @pytest.mark.parametrize("array_at", ["first", "last"])
-@pytest.mark.parametrize("how", ["copy", "slice", "failed copy"])
+@pytest.mark.parametrize("how", ["native", "copy", "slice", "failed copy"])
 def test_object_form_frames_equal_the_array_forms(tmp_path, monkeypatch, name, array_at, how):
     events = REAL_TRACES[name].read_text().strip()
     bare = load_quietly(_run_dir(tmp_path / "bare", events))
@@ -84,7 +87,7 @@ def test_object_form_frames_equal_the_array_forms(tmp_path, monkeypatch, name, a
     pd.testing.assert_frame_equal(wrapped.timeline, bare.timeline)
     pd.testing.assert_frame_equal(wrapped.timeline_tracks, bare.timeline_tracks)
     assert wrapped.problems == bare.problems == []
-    assert len(started) == (0 if how == "slice" else 1)
+    assert len(started) == (0 if how in ("slice", "native") else 1)
 
 
 def test_small_and_empty_arrays_and_what_is_not_an_object_trace(tmp_path):
@@ -163,8 +166,10 @@ def test_the_copied_span_is_the_event_array(tmp_path):
 
 def test_the_copy_is_never_made_in_the_profile_folder(tmp_path, monkeypatch):
     """A cache directory set inside the trace's folder is not used for the copy either (nor created there):
-    the copy goes to the user cache directory, as the cache's own entries do."""
+    the copy goes to the user cache directory, as the cache's own entries do. (duckdb's read: the compiled
+    reader reads the array in place, without a copy.)"""
     import platformdirs
+    monkeypatch.setenv("NBPROFILER_NO_SCAN", "1")
     events = REAL_TRACES["lenet_pynative"].read_text().strip()
     run = _run_dir(tmp_path / "wrapped", _wrap(events, "last", indent=False))
     monkeypatch.setenv("NBPROFILER_CACHE_DIR", str(run / "ASCEND_PROFILER_OUTPUT" / "cache"))

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from ...errors import EmptyFileError, MalformedFileError, ProfilerDataError
 from .. import json_slice
 from .._util import EXPANSION, check_size
+from . import scan
 from .exact import document_end, exact_check, warn_trailing
 
 # Fields read from every event. MindSpore writes ts/dur as strings or numbers and tid/id as strings or
@@ -127,10 +128,16 @@ def digest_batch(batch: pa.RecordBatch, offset: int, spans: bool = True) -> Chun
     """One batch of the reader's statement (`_READ_SQL`) as a `Chunk`; with ``spans=False`` its
     ``spans`` and ``span_args`` are None (a caller that orders the events its own way)."""
     kind = batch.column("kind").to_numpy()
-    ts_ns, ts_ok = _ts_ns(_ts_decimal(batch.column("ts")))
+    scanned = batch.schema.get_field_index("ts_known") >= 0  # read by the compiled reader (`scan`)
+    if scanned and pc.all(batch.column("ts_known")).as_py():
+        ts_col = batch.column("ts_ns")
+        ts_ok = ts_col.is_valid().to_numpy(zero_copy_only=False)
+        ts_ns = pc.fill_null(ts_col, 0).to_numpy(zero_copy_only=False).copy()
+    else:
+        ts_ns, ts_ok = _ts_ns(_ts_decimal(batch.column("ts")))
     dur = pc.fill_null(batch.column("dur"), np.nan).to_numpy()
     codes = {c: _dict_chunk(batch.column(c)) for c in ("pid", "tid", "name", "cat")}
-    codes["arg_type"] = _arg_types(kind, batch.column("args"))
+    codes["arg_type"] = _scanned_arg_types(kind, batch) if scanned else _arg_types(kind, batch.column("args"))
     span_rows = span_args = None
     if spans:
         placed = ((kind == KIND_X) & ~np.isnan(dur)) | (kind == KIND_B)
@@ -193,6 +200,25 @@ def _arg_types(kind: np.ndarray, args) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(codes, mask=~valid), types.dictionary)
 
 
+def _scanned_arg_types(kind: np.ndarray, batch: pa.RecordBatch) -> pa.DictionaryArray:
+    """`_arg_types` of a batch the compiled reader read: its ``arg_type`` column, json_extract_string's answer
+    where it says the type is something else than a string (``arg_type_known`` False)."""
+    timed = (kind == KIND_X) | (kind == KIND_B)
+    types = batch.column("arg_type")
+    rest = timed & ~batch.column("arg_type_known").to_numpy(zero_copy_only=False)
+    if rest.any():
+        rows = np.flatnonzero(rest)
+        extracted = query("SELECT json_extract_string(a, '$.type') AS t FROM x",
+                          x=pa.table({"a": storage(batch.column("args")).take(pa.array(rows))})).column("t")
+        fill = np.full(len(kind), -1, np.int64)
+        fill[rows] = np.arange(len(rows))
+        index = np.where(rest, len(kind) + fill, np.arange(len(kind)))
+        types = pa.concat_arrays([types, extracted.combine_chunks().cast(pa.string())]).take(pa.array(index))
+    if not timed.all():
+        types = pc.if_else(pa.array(timed), types, pa.scalar(None, pa.string()))
+    return pc.dictionary_encode(types)
+
+
 def _holds(texts: pa.Array, needle: bytes) -> np.ndarray:
     """Which of ``texts`` (a string array) contain ``needle``: one search of the batch's text buffer
     (bytes.find), ~3x faster than a search per string."""
@@ -248,7 +274,7 @@ def _dict_chunk(col) -> pa.DictionaryArray:
 def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, max_event: int,
             span: tuple[int, int] | None = None, on_batch=None, checked_size: int | None = None,
             limit: int | None = None, stats: dict | None = None, make_digest=None,
-            copy: json_slice.ArrayCopy | None = None) -> list[Chunk]:
+            copy: json_slice.ArrayCopy | None = None, native: bool = False) -> list[Chunk]:
     """Read ``path`` in a background thread and digest its batches here as they arrive. ``max_event``:
     duckdb's maximum_object_size for the events of an array file; duckdb's read buffer grows to it, so
     a huge value costs that much memory (2 GB: ~1 GB more peak RSS on a 1 GB file). ``span``: the byte
@@ -260,13 +286,14 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     JSON documents the file holds; only the first one's events are read). ``make_digest``: returns the
     function that digests each batch (default `digest_batch`); called once per read, so a read that fails and
     is retried starts a fresh one, and a failed read calls its ``discard()`` where it has one (what it
-    kept is not held through the retry)."""
+    kept is not held through the retry). ``native``: the array in ``span`` is read by the compiled reader
+    (`nbprofiler.io.trace.scan`), not by duckdb."""
     import queue
     digest = digest_batch if make_digest is None else make_digest()
     stats = {} if stats is None else stats
     stats["longest"] = 0
     copied = copy.path() if copy is not None and span else None
-    url = None if copied else json_slice.slice_url(path, *span) if span else \
+    url = None if copied or native else json_slice.slice_url(path, *span) if span else \
         json_slice.slice_url(path, 0, limit) if limit is not None else None
     lit = "'" + (url or copied or str(path)).replace("'", "''") + "'"
     as_document = not (first == b"[" or span)
@@ -283,6 +310,7 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     sql = _READ_SQL.format(source=source, dur=dur_sql,
                            extra=", docs" if as_document else "")
     size = path.stat().st_size if checked_size is None else checked_size
+    rows = min(_BATCH_ROWS, max(_MIN_BATCH_ROWS, size // _BYTES_PER_EVENT // _BATCHES_PER_FILE))
     batches: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
     done = object()
@@ -311,12 +339,20 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
         return False
 
     def read():
+        if native:
+            try:
+                for b in scan.batches(path, *span, rows, _reread):
+                    if reading.get("interrupt") or not hand(b):
+                        return
+                hand(done)
+            except BaseException as e:  # handed to the digesting thread, which raises it
+                hand(e)
+            return
         try:
             con = reading["con"] = _connection()
             if url:
                 _register_slices(con)
             rel = con.sql(sql)
-            rows = min(_BATCH_ROWS, max(_MIN_BATCH_ROWS, size // _BYTES_PER_EVENT // _BATCHES_PER_FILE))
             reader = rel.to_arrow_reader(rows) if hasattr(rel, "to_arrow_reader") \
                 else rel.fetch_record_batch(rows)
             for b in reader:
@@ -373,6 +409,18 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
         if url:
             json_slice.release(url)
     return chunks
+
+
+def _reread(text: bytes) -> pa.Table:
+    """The reader's statement over newline-delimited events (those the compiled reader leaves to
+    duckdb): dur read as text and cast where it casts, as the retry of a file with a dur that is not a
+    number does."""
+    with scan.ndjson_file(text) as f:
+        lit = "'" + f.name.replace("'", "''") + "'"
+        cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in _DUR_AS_TEXT.items()) + "}"
+        source = (f"read_json({lit}, format='newline_delimited', columns={cols}, "
+                  f"maximum_object_size={_MAX_OBJECT})")
+        return query(_READ_SQL.format(source=source, dur="TRY_CAST(dur AS DOUBLE)", extra=""))
 
 
 # How often a read waiting for its next batch looks at the file's size (a stat costs ~2 us).
@@ -460,7 +508,21 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
     slice past 2 GB); a file that grows while it is read is stopped soon after (`_stream` watches its size
     between batches and interrupts the read: 18-50 MB read while a 2 MB file grew by 1 GB), and the exact
     parse reads no further than the checked bytes. An object-form file's event array is read from a copy
-    of its checked bytes."""
+    of its checked bytes.
+
+    First of all, where it is built, the compiled reader (`nbprofiler.io.trace.scan`) reads the event array
+    in place (an object-form file's where `json_slice.array_span` places it): a quarter of duckdb's CPU
+    time, with duckdb's values. Text it does not take (it is stricter than duckdb: a duplicate key, a
+    non-standard token) goes to the reads below, whose errors are the user's."""
+    if scan.available():
+        native = (0, checked if end is None else end) if first == b"[" else \
+            json_slice.array_span(path, end=checked if end is None else end)
+        if native is not None:
+            try:
+                return _stream(path, first, _COLUMNS, "dur", offset, _MAX_EVENT, native, on_batch, checked,
+                               stats=stats, make_digest=make_digest, native=True), None
+            except scan.ScanError:
+                pass
     span = copy = None
     if end is not None and first == b"[":
         span = (0, end)  # the array, without what follows it

@@ -1,0 +1,189 @@
+"""The compiled reader of Chrome-trace event arrays (``_scan.c``): the record batches of the duckdb
+reader's statement (`parse._READ_SQL`: kind, name, flow_name, ts, dur, cat, pid, tid, id, args), with the
+same values, at a fraction of duckdb's CPU time (its JSON reader parses each event into a document and
+then transforms it; this one writes each field into its column as it passes).
+
+The C scanner reads the text block by block and writes what it is sure duckdb would write. An event
+holding anything else (a number duckdb would write in another form, an escape inside ``args``, a field
+that holds an object, an escaped key) is marked, and re-read by duckdb itself (`_reread`), so that every
+value is what the duckdb reader gives. Text that is not valid JSON raises `ScanError`: the caller then
+reads the file with duckdb, whose errors (and the exact validator's) are the user's.
+
+The library is built by the package's build hook (``hatch_build.py``); where it is missing (no C
+compiler at install), `available` is False and traces are read by duckdb.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+# The text columns, in the C file's order (C_NAME ... C_ARGS), and the batch's columns in the statement's.
+TEXT = ("name", "flow_name", "cat", "pid", "tid", "ts", "id", "args", "arg_type")
+COLUMNS = ("kind", "name", "flow_name", "ts", "dur", "cat", "pid", "tid", "id", "args")
+# What the scanner gives besides the statement's columns, for the digest (`parse.digest_batch`):
+# ``arg_type`` (args.type where it is a string, else null) with ``arg_type_known`` (False where
+# json_extract_string must say: a "type" that is not a string, or an event duckdb re-read), and ``ts_ns``
+# (exact integer ns) with ``ts_known`` (False where the cast must say: an exponent, a fourth decimal...).
+EXTRA = ("arg_type", "arg_type_known", "ts_ns", "ts_known")
+_REREAD, _TYPE_UNKNOWN, _TS_UNKNOWN = 1, 2, 4
+_ST_MORE, _ST_DONE, _ST_ERROR, _ST_TOO_SMALL = 0, 1, 2, 3
+# Bytes of JSON read per block (an event larger than a block is read with as many more as it needs).
+BLOCK_BYTES = 8 << 20
+
+
+class ScanError(ValueError):
+    """The text is not an event array this reader takes (invalid JSON, a duplicate key...)."""
+
+
+def _pool():
+    from .._util import _build_pool
+    return _build_pool()
+
+
+def _library():
+    here = Path(__file__).resolve().parent
+    for lib in sorted(here.glob("_scan*.so")):
+        try:
+            dll = ctypes.CDLL(str(lib))
+        except OSError:
+            continue
+        fn = dll.nbp_scan
+        fn.restype = ctypes.c_int64
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
+                       ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int64,
+                       ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+                       ctypes.POINTER(ctypes.c_int)]
+        return fn
+    return None
+
+
+_scan = _library()
+
+
+def available() -> bool:
+    """Whether the compiled reader is there (`NBPROFILER_NO_SCAN=1` turns it off: every trace is read by
+    duckdb)."""
+    return _scan is not None and not os.environ.get("NBPROFILER_NO_SCAN")
+
+
+def batches(path, start: int, end: int, rows: int, reread):
+    """Record batches of the event array in bytes ``start``..``end`` of ``path`` (``[`` to ``]``, blanks
+    around it allowed), at most ``rows`` rows each. ``reread(text)``: the statement's batch of the
+    newline-delimited events in ``text`` (bytes), for the events the scanner marked."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        buf = b""
+        pos = ctypes.c_int64(0)
+        state = ctypes.c_int(0)
+        status = ctypes.c_int(0)
+        base = start  # the file offset of buf[0]
+        final = False
+        want = BLOCK_BYTES  # bytes to read when the buffer runs out
+        short = True        # the buffer ran out (or there is none yet)
+        while True:
+            if short and not final:
+                more = f.read(min(left, want))
+                left -= len(more)
+                if len(more) == 0 and left > 0:
+                    raise ScanError(f"{path} ended at byte {end - left:,} while it was read")
+                base += pos.value
+                buf = buf[pos.value:] + more
+                pos.value = 0
+                final = left == 0
+            out = _Rows(rows, len(buf) - pos.value)
+            n = _scan(buf, len(buf), ctypes.byref(pos), ctypes.byref(state), int(final), rows, out.ptrs,
+                      out.caps, base, ctypes.byref(status))
+            if n:
+                yield out.batch(n, buf, base, reread)
+            if status.value == _ST_DONE:
+                return
+            if status.value == _ST_ERROR:
+                raise ScanError(f"{path}: not a JSON event array this reader takes, at byte {base + pos.value:,}")
+            if status.value == _ST_TOO_SMALL:  # cannot happen: a column's text is never longer than the event
+                raise ScanError(f"{path}: an event at byte {base + pos.value:,} did not fit its buffers")
+            short = n < rows
+            if short and final:
+                raise ScanError(f"{path}: the event array does not end")
+            # an event longer than what is left of the buffer and a block: read enough for it
+            want = BLOCK_BYTES if n else 2 * (len(buf) - pos.value) + BLOCK_BYTES
+
+
+class _Rows:
+    """The buffers of one call of the scanner: ``rows`` rows, and for each text column as many bytes as
+    the JSON text they are read from (a column's text is never longer: args are written compactly, and
+    a number only loses trailing zeros)."""
+
+    def __init__(self, rows: int, text_bytes: int):
+        self.kind = np.empty(rows, np.int8)
+        self.dur = np.empty(rows, np.float64)
+        self.dur_valid = np.empty(rows, np.uint8)
+        self.flag = np.empty(rows, np.uint8)
+        self.start = np.empty(rows, np.int64)
+        self.end = np.empty(rows, np.int64)
+        self.ts_ns = np.empty(rows, np.int64)
+        self.ts_valid = np.empty(rows, np.uint8)
+        cap = max(text_bytes, 1)
+        # The text from jemalloc: numpy asks for transparent huge pages on arrays this large, which then
+        # cost 2 MB of memory for each column's first byte.
+        pool = _pool()
+        self.text = [(np.empty(rows + 1, np.int32), np.empty(rows, np.uint8),
+                      pa.allocate_buffer(cap, memory_pool=pool)) for _ in TEXT]
+        arrays = [self.kind, self.dur, self.dur_valid, self.flag, self.start, self.end, self.ts_ns, self.ts_valid,
+                  *(a for col in self.text for a in col)]
+        self.ptrs = (ctypes.c_void_p * len(arrays))(*(a.address if isinstance(a, pa.Buffer) else a.ctypes.data
+                                                      for a in arrays))
+        self.caps = (ctypes.c_int64 * len(TEXT))(*(cap for _ in TEXT))
+
+    def batch(self, n: int, buf: bytes, base: int, reread) -> pa.RecordBatch:
+        cols = {"kind": pa.array(self.kind[:n]),
+                "dur": pa.array(self.dur[:n], mask=self.dur_valid[:n] == 0)}
+        for name, (offsets, valid, data) in zip(TEXT, self.text):
+            ok = valid[:n].astype(bool)
+            used = int(offsets[n])
+            cols[name] = pa.StringArray.from_buffers(
+                n, pa.py_buffer(offsets[:n + 1]), data.slice(0, used),
+                null_bitmap=None if ok.all() else pa.py_buffer(np.packbits(ok, bitorder="little")),
+                null_count=-1 if not ok.all() else 0)
+        flag = self.flag[:n]
+        reread_rows = np.flatnonzero(flag & _REREAD)
+        cols["arg_type_known"] = pa.array((flag & (_REREAD | _TYPE_UNKNOWN)) == 0)
+        ts_known = (flag & (_REREAD | _TS_UNKNOWN)) == 0
+        cols["ts_ns"] = pa.array(self.ts_ns[:n], mask=self.ts_valid[:n] == 0)
+        cols["ts_known"] = pa.array(ts_known)
+        batch = pa.RecordBatch.from_pydict({c: cols[c] for c in (*COLUMNS, *EXTRA)})
+        if len(reread_rows):
+            batch = _patched(batch, reread_rows, buf, self.start[reread_rows] - base, self.end[reread_rows] - base,
+                             reread)
+        return batch
+
+
+def _patched(batch: pa.RecordBatch, rows: np.ndarray, buf: bytes, starts, ends, reread) -> pa.RecordBatch:
+    """``batch`` with ``rows`` re-read by duckdb from their text (``buf[starts[i]:ends[i]]``)."""
+    # one event per line: the blanks inside an event may be line breaks (a string holds none)
+    text = b"\n".join(buf[s:e].replace(b"\n", b" ").replace(b"\r", b" ") for s, e in zip(starts, ends))
+    fixed = reread(text)
+    if fixed.num_rows != len(rows):
+        raise ScanError(f"the re-read of {len(rows)} events gave {fixed.num_rows} rows")
+    take = np.arange(batch.num_rows)
+    take[rows] = batch.num_rows + np.arange(len(rows))
+    index = pa.array(take)
+    cols = [pa.concat_arrays([batch.column(c), fixed.column(c).combine_chunks().cast(batch.schema.field(c).type)])
+            .take(index) for c in COLUMNS]
+    return pa.RecordBatch.from_arrays([*cols, *(batch.column(c) for c in EXTRA)], names=[*COLUMNS, *EXTRA])
+
+
+def ndjson_file(text: bytes, directory=None):
+    """A temporary file holding ``text`` (for duckdb's reader), deleted when the returned object is closed."""
+    f = tempfile.NamedTemporaryFile(prefix="nbprofiler-reread-", suffix=".json", dir=directory)
+    f.write(text)
+    f.flush()
+    return f
+
+
+__all__ = ["available", "batches", "ScanError", "ndjson_file", "BLOCK_BYTES"]

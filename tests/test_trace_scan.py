@@ -1,0 +1,264 @@
+"""The compiled reader of Chrome-trace event arrays (`nbprofiler.io.trace.scan`): the same record batches
+as duckdb's read (`parse._READ_SQL`) on every real trace, on the shapes the benchmarks read and on events
+built to hold every kind of value; events it leaves to duckdb re-read there; text it does not take read by
+duckdb, with duckdb's errors."""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sysconfig
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from nbprofiler.errors import ProfilerDataError
+from nbprofiler.io import json_slice
+from nbprofiler.io.trace import load_trace, parse, scan
+
+from .conftest import DATA
+
+REAL_TRACES = sorted(p for pattern in ("trace_view.json", "*timeline_display*.json", "msprof_*.json")
+                     for p in DATA.rglob(pattern) if p.stat().st_size > 1000) if DATA.is_dir() else []
+
+
+def _duckdb_batches(path: Path, span: tuple[int, int]) -> pa.Table:
+    """The reader's statement over ``span`` of ``path``, read by duckdb (as `parse._read_span` does: dur as a
+    number, else as text cast where it casts)."""
+    url = json_slice.slice_url(path, *span)
+    parse._register_slices(parse._connection())
+    try:
+        for columns, dur, size in ((parse._COLUMNS, "dur", parse._MAX_EVENT),
+                                   (parse._DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", parse._MAX_OBJECT)):
+            cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
+            source = f"read_json('{url}', format='array', columns={cols}, maximum_object_size={size})"
+            try:
+                return parse.query(parse._READ_SQL.format(source=source, dur=dur, extra=""))
+            except Exception:
+                if columns is parse._DUR_AS_TEXT:
+                    raise
+    finally:
+        json_slice.release(url)
+
+
+def _span(path: Path) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        first = f.read(1)
+    return (0, path.stat().st_size) if first == b"[" else json_slice.array_span(path)
+
+
+def _scanned(path: Path, rows: int = 4096, rereads: list | None = None) -> pa.Table:
+    def reread(text):
+        if rereads is not None:
+            rereads.append(text.count(b"\n") + 1)
+        return parse._reread(text)
+    batches = list(scan.batches(path, *_span(path), rows, reread))
+    return pa.Table.from_batches(batches).select(list(scan.COLUMNS))
+
+
+def _assert_same_batches(path: Path, **kwargs) -> pa.Table:
+    ours = _scanned(path, **kwargs)
+    theirs = _duckdb_batches(path, _span(path)).select(list(scan.COLUMNS)).cast(ours.schema)
+    for col in scan.COLUMNS:
+        a, b = ours.column(col).to_pylist(), theirs.column(col).to_pylist()
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y and not (x != x and y != y)]
+        assert len(a) == len(b) and not diff, f"{path.name}: {col} differs at rows {diff[:5]}: " \
+                                              f"{[(a[i], b[i]) for i in diff[:3]]}"
+    return ours
+
+
+def _assert_same_events(path: Path, monkeypatch) -> pa.Table:
+    """`parse.parse_events` (the digest: kinds, codes, exact ns, args.type) with and without the scanner."""
+    ours = parse.parse_events(path)
+    with monkeypatch.context() as m:
+        m.setenv("NBPROFILER_NO_SCAN", "1")
+        theirs = parse.parse_events(path)
+    assert ours.equals(theirs), path
+    return ours
+
+
+def test_the_scanner_is_built_where_a_compiler_is():
+    """The build hook compiled it (`pip install` of the package): a machine with a C compiler reads traces
+    with it."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        pytest.skip(f"no C compiler ({cc}): traces are read by duckdb alone")
+    assert scan.available()
+
+
+pytestmark = pytest.mark.skipif(not scan.available(), reason="the trace scanner is not built (no C compiler)")
+
+
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: str(p.relative_to(DATA)))
+def test_every_real_trace_reads_as_duckdb_reads_it(path, monkeypatch):
+    table = _assert_same_batches(path)
+    assert table.num_rows > 10
+    _assert_same_events(path, monkeypatch)
+
+
+def test_the_benchmark_shapes_read_as_duckdb_reads_them(tmp_path, monkeypatch):
+    """The MindSpore shape (ts as text with 3 decimals past 1e15, dur as numbers of 16 digits) and the
+    Kineto one (ts as numbers of 16 digits, object form, arrays in args): no event is left to duckdb."""
+    import sys
+    from nbprofiler.synthetic import write_trace
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from kineto_trace import write_kineto_trace
+    ms, kineto = tmp_path / "ms.json", tmp_path / "kineto.json"
+    write_trace(ms, 3_000_000, seed=5)
+    write_kineto_trace(kineto, 3_000_000, seed=5, array_at="last")
+    for path in (ms, kineto):
+        rereads: list = []
+        table = _assert_same_batches(path, rereads=rereads)
+        assert table.num_rows > 10_000 and rereads == []
+        events = _assert_same_events(path, monkeypatch)
+        if path is ms:   # MindSpore's host events carry args.type (Kineto's none)
+            assert events.column("arg_type").null_count < events.num_rows
+        assert events.column("ts_ns").null_count < events.num_rows // 10
+
+
+# Values of every kind, and the ones whose text the scanner leaves to duckdb (exponents, 17 digits, -0,
+# zero, integers past 64 bits, escapes in args, lone surrogates, keys written with escapes).
+_NUMBERS = [0, -1, 7, 2 ** 63 - 1, 2 ** 64 + 5, -2 ** 63 - 3, 1.5, -0.0, 0.0, 1e-7, 3.25e20, 123.456, 0.0001,
+            1700000000018.093, 4398046511104.125, 5e-324, 123456789.123456789, 12345678901234.5]
+_TEXTS = ["", "a", "é", "中文", "😀", '"', "\\", "/", "\n", "\t", "\u2028", "\x01", "\x7f", "type", ',"type":', "X"]
+
+
+def _value(rnd: random.Random, depth: int = 0):
+    r = rnd.random()
+    if depth < 3 and r < 0.15:
+        return {rnd.choice(_TEXTS + ["type"] * 3): _value(rnd, depth + 1) for _ in range(rnd.randrange(4))}
+    if depth < 3 and r < 0.25:
+        return [_value(rnd, depth + 1) for _ in range(rnd.randrange(4))]
+    if r < 0.55:
+        return "".join(rnd.choice(_TEXTS) for _ in range(rnd.randrange(5)))
+    if r < 0.9:
+        return rnd.choice(_NUMBERS)
+    return rnd.choice([True, False, None])
+
+
+def _events(seed: int, n: int) -> str:
+    rnd = random.Random(seed)
+    events = []
+    for _ in range(n):
+        event = {}
+        for key in rnd.sample(["ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "args", "other"], rnd.randrange(3, 10)):
+            if key == "ph":
+                event[key] = rnd.choice(["X", "B", "E", "M", "C", "s", "f", "t", "i", "XX", None, 1])
+            elif key == "args":
+                event[key] = rnd.choice([_value(rnd), {"type": _value(rnd)}, {"a": 1, "type": "HostCpuOps"}, None])
+            elif key in ("ts", "dur"):
+                event[key] = rnd.choice([rnd.choice(_NUMBERS), str(rnd.choice(_NUMBERS)), "12.5", "abc", None, "1e3"])
+            else:
+                event[key] = _value(rnd)
+        events.append(event)
+    text = json.dumps(events, ensure_ascii=rnd.random() < 0.5, indent=rnd.choice([None, 1]))
+    return text.replace("/", "\\/") if rnd.random() < 0.5 else text
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_events_of_every_kind_read_as_duckdb_reads_them(tmp_path, monkeypatch, seed):
+    path = tmp_path / "events.json"
+    path.write_text(_events(seed, 300), encoding="utf-8")
+    rereads: list = []
+    _assert_same_batches(path, rows=64, rereads=rereads)
+    assert sum(rereads) > 0   # the values left to duckdb were there
+    _assert_same_events(path, monkeypatch)
+
+
+def test_events_across_blocks_and_larger_than_a_block(tmp_path, monkeypatch):
+    """The text is read block by block: events cut at every place by a block's end, and events many blocks
+    long, read whole."""
+    events = [{"ph": "X", "name": f"op{i}", "pid": 1, "tid": i % 3, "ts": str(1000 + i), "dur": 1.5,
+               "args": {"type": "t", "pad": "x" * (i * 37 % 500)}} for i in range(400)]
+    events[17]["args"]["pad"] = "y" * 5000
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(events, indent=1))
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 97)
+    table = _assert_same_batches(path, rows=50)
+    assert table.column("name").to_pylist() == [f"op{i}" for i in range(400)]
+
+
+@pytest.mark.parametrize("text", ['[{"ph": "X", "ts": 1,}]', '[{"ph": "X"} {"ph": "X"}]', '[{"ph": "X", "ph": "B"}]',
+                                  '[{"ph": "X"}', '[{"ph": "X"}] x', '{"ph": "X"}', '[{"ph": "X", "ts": 01}]',
+                                  '[{"ph": "X", "name": "a\x01"}]', '[{"ph": "X", "name": "\\q"}]', '[NaN]'])
+def test_what_the_scanner_does_not_take_raises(tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(scan.ScanError):
+        list(scan.batches(path, 0, len(text), 100, parse._reread))
+
+
+@pytest.mark.parametrize("tail", ['{"ph": "X", "name": "b", "ts": 2, "dur": 1,}]',
+                                  '{"ph": "X", "name": "b", "name": "c", "ts": 2, "dur": 1}]',
+                                  '{"ph": "X", "name": "b", "ts": 2, "dur": 1}',
+                                  '{"ph": "X", "name": "b", "ts": 2, "dur": 1}] [1]'])
+def test_text_the_scanner_does_not_take_loads_as_duckdb_takes_it(tmp_path, monkeypatch, tail):
+    """Text the scanner does not take goes to duckdb and the exact validator: the same frames (duckdb takes a
+    trailing comma) or the same error, naming the file, as a load without the scanner."""
+    events = ",\n".join(json.dumps({"ph": "X", "name": f"a{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}) for i in range(50))
+    path = tmp_path / "trace.json"
+    path.write_text("[" + events + ",\n" + tail)
+
+    def load():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                return load_trace([path], progress=False).timeline
+            except ProfilerDataError as e:
+                return str(e)
+    ours = load()
+    monkeypatch.setenv("NBPROFILER_NO_SCAN", "1")
+    theirs = load()
+    if isinstance(theirs, str):
+        assert ours == theirs and str(path) in ours
+    else:
+        assert ours.equals(theirs) and len(ours) >= 50
+
+
+def test_a_scan_that_fails_midway_lets_go_of_what_it_kept(tmp_path, monkeypatch):
+    """A scan that fails after several batches discards what its digest kept, then duckdb reads the file:
+    the frames are those of a load without the scanner."""
+    from nbprofiler.io.trace import disk as trace_disk
+    from nbprofiler.synthetic import write_trace
+    path = tmp_path / "trace.json"
+    write_trace(path, 20_000_000, seed=3)
+    calls, real_scan = [], scan._scan
+
+    def failing(*args):
+        calls.append(1)
+        n = real_scan(*args)
+        if len(calls) == 4:
+            args[-1]._obj.value = 2   # the status: an error here
+        return n
+    monkeypatch.setattr(scan, "_scan", failing)
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 1 << 20)
+    discarded, real_discard = [], trace_disk._Sink.discard
+
+    def discard(sink):
+        discarded.append(len(sink.kept))
+        real_discard(sink)
+    monkeypatch.setattr(trace_disk._Sink, "discard", discard)
+    data = load_trace([path], progress=False)
+    assert len(calls) == 4 and discarded and discarded[0] >= 3
+    monkeypatch.setenv("NBPROFILER_NO_SCAN", "1")
+    plain = load_trace([path], progress=False)
+    assert data.timeline.equals(plain.timeline) and len(data.timeline) > 50_000
+
+
+def test_the_scanner_reads_ts_to_exact_nanoseconds(tmp_path):
+    """ts as text past 2^53 ns, and as numbers of 3 decimals below 2^42 us: the integer ns of the decimal
+    cast, with no float in between."""
+    ts = ["1795235132857961.500", "1795235132857961.501", "-12.25", "7", "0.001"]
+    nums = ["1700000000018.093", "4398046511103.999", "12.5", "0"]
+    events = [{"ph": "X", "ts": t, "dur": 1} for t in ts]
+    text = json.dumps(events)[:-1] + ", " + ", ".join(f'{{"ph": "X", "ts": {n}, "dur": 1}}' for n in nums) + "]"
+    path = tmp_path / "trace.json"
+    path.write_text(text)
+    batch = next(scan.batches(path, 0, len(text), 100, parse._reread))
+    assert batch.column("ts_known").to_pylist() == [True] * 9
+    want = [1795235132857961500, 1795235132857961501, -12250, 7000, 1, 1700000000018093, 4398046511103999, 12500, 0]
+    assert batch.column("ts_ns").to_pylist() == want
+    assert np.array_equal(parse.parse_events(path).column("ts_ns").to_numpy(), np.array(want))
