@@ -27,6 +27,18 @@ enum { ST_MORE = 0, ST_DONE = 1, ST_ERROR = 2, ST_TOO_SMALL = 3 };
 /* the array's state between calls */
 enum { AT_OPEN = 0, AT_FIRST = 1, AT_NEXT = 2, AT_EVENT = 3, AT_END = 4 };
 
+/* The columns written as a dictionary of the batch's distinct values and each row's index in it (-1: null):
+ * their offsets and data are the dictionary's. */
+#define NDICT 4
+static const int dict_cols[NDICT] = {C_NAME, C_CAT, C_PID, C_TID};
+
+typedef struct {
+    int32_t *indices;   /* per row */
+    uint32_t *slots;    /* open addressing: 1 + dictionary index, 0 for empty */
+    uint64_t mask;      /* slots - 1 (a power of 2, at least twice the rows) */
+    int64_t *size;      /* values in the dictionary */
+} dict_t;
+
 typedef struct {
     int8_t *kind;
     double *dur;
@@ -39,7 +51,42 @@ typedef struct {
     uint8_t *valid[NCOL];
     char *data[NCOL];
     int64_t cap[NCOL];
+    dict_t dict[NCOL];  /* .indices NULL: the column is not a dictionary */
 } out_t;
+
+static inline uint64_t hash_bytes(const char *s, int64_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, w;
+    for (; n >= 8; s += 8, n -= 8) {  /* a word at a time */
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, s, (size_t)n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
+}
+
+/* The index of the value data[at:at+n] in column k's dictionary, added (and kept in data) when new. */
+static inline int32_t dict_index(out_t *o, int k, int64_t at, int64_t n, int *added) {
+    dict_t *d = &o->dict[k];
+    const char *v = o->data[k] + at;
+    uint64_t i = hash_bytes(v, n) & d->mask;
+    for (;;) {
+        uint32_t slot = d->slots[i];
+        if (!slot) break;
+        int64_t a = o->offsets[k][slot - 1], b = o->offsets[k][slot];
+        if (b - a == n && !memcmp(o->data[k] + a, v, n)) {
+            *added = 0;
+            return (int32_t)(slot - 1);
+        }
+        i = (i + 1) & d->mask;
+    }
+    int32_t idx = (int32_t)*d->size;
+    d->slots[i] = (uint32_t)idx + 1;
+    *added = 1;
+    return idx;
+}
 
 /* Results of the value parsers */
 enum { OK = 0, FLAG = 1, BAD = -1, SHORT = -2, FULL = -3 };
@@ -58,6 +105,16 @@ static inline void skip_ws(cur_t *c) {
 /* Bytes that end the plain run of a string: the quote, the backslash, control and non-ASCII bytes. */
 static unsigned char stops[256];
 static int stops_ready;
+
+/* The first byte of the 8 at p that ends a plain run (as `stops` says), or 8: four tests on a word at once. */
+static inline int plain8(const unsigned char *p) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x) | x) & high;
+    return m ? __builtin_ctzll(m) >> 3 : 8;
+}
 
 static void init_stops(void) {
     for (int b = 0; b < 256; b++) stops[b] = b == '"' || b == '\\' || b < 0x20 || b >= 0x80;
@@ -114,7 +171,16 @@ static int string_value(cur_t *c, char *dst, int64_t room, int64_t *len, int raw
     }
     for (;;) {
         const unsigned char *q = p;
-        while (q < c->end && !stops[*q]) q++;
+        for (;;) {
+            if (c->end - q >= 8) {
+                int k = plain8(q);
+                q += k;
+                if (k < 8) break;
+            } else {
+                while (q < c->end && !stops[*q]) q++;
+                break;
+            }
+        }
         if (dst) {
             if (n + (q - p) > room) return FULL;
             memcpy(dst + n, p, q - p);
@@ -434,6 +500,36 @@ static int text_value(cur_t *c, char *dst, int64_t room, int64_t *len, int *is_n
     return FLAG;
 }
 
+/* The double nearest to the decimal s[0:n] (its JSON form checked), as strtod gives it: directly where the
+ * digits, without the point, make an integer below 2^53 and there are at most 22 decimals (both then exact
+ * doubles, and one division rounds correctly), else by strtod. */
+static const double pow10_exact[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
+                                       1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static double decimal_value(const char *s, int64_t n) {
+    int64_t i = 0;
+    int neg = 0, decimals = -1;
+    uint64_t m = 0;
+    if (i < n && s[i] == '-') { neg = 1; i++; }
+    for (; i < n; i++) {
+        char ch = s[i];
+        if (ch == '.' && decimals < 0) { decimals = 0; continue; }
+        if (ch < '0' || ch > '9' || m > (1ULL << 53) / 10) goto slow;
+        m = m * 10 + (uint64_t)(ch - '0');
+        if (decimals >= 0) decimals++;
+    }
+    if (m > (1ULL << 53) || decimals > 22) goto slow;
+    double v = decimals > 0 ? (double)m / pow10_exact[decimals] : (double)m;
+    return neg ? -v : v;
+slow: {
+        char tmp[72];
+        if (n >= (int64_t)sizeof tmp) return strtod(s, NULL);  /* s is followed by a non-digit */
+        memcpy(tmp, s, n);
+        tmp[n] = 0;
+        return strtod(tmp, NULL);
+    }
+}
+
 /* A numeric string (dur given as text), read as duckdb casts it, where its form is plain. */
 static int plain_number_text(const char *s, int64_t n) {
     int64_t i = 0;
@@ -531,7 +627,7 @@ static int event(cur_t *c, out_t *o, int64_t row) {
     int dur_valid = 0;
     type_t type = {0, 0, 0};
     for (int k = 0; k < NCOL; k++) {
-        at[k] = o->offsets[k][row];
+        at[k] = o->offsets[k][o->dict[k].indices ? *o->dict[k].size : row];
         len[k] = 0;
         valid[k] = 0;
     }
@@ -546,9 +642,15 @@ static int event(cur_t *c, out_t *o, int64_t row) {
             skip_ws(c);
             if (c->p >= c->end) return out_of_text(c);
             if (*c->p != '"') return BAD;
-            const unsigned char *k0 = c->p + 1;
-            r = string_value(c, NULL, 0, NULL, 1);
-            if (r < 0) return r;
+            const unsigned char *k0 = c->p + 1, *q = k0;
+            while (q < c->end && !stops[*q]) q++;
+            if (q < c->end && *q == '"') {  /* a plain key, as nearly all are */
+                c->p = q + 1;
+                r = OK;
+            } else {
+                r = string_value(c, NULL, 0, NULL, 1);
+                if (r < 0) return r;
+            }
             int key = r == FLAG ? -2 : key_of(k0, c->p - 1 - k0);  /* an escaped key: re-read */
             if (r == FLAG) flagged = 1;
             skip_ws(c);
@@ -594,8 +696,7 @@ static int event(cur_t *c, out_t *o, int64_t row) {
                         r = string_value(c, tmp, 64, &n, 0);
                         if (r == FULL) r = FLAG;  /* not a plain number: skipped below */
                         if (r == OK && plain_number_text(tmp, n)) {
-                            tmp[n] = 0;
-                            dur = strtod(tmp, NULL);
+                            dur = decimal_value(tmp, n);
                             dur_valid = 1;
                         } else if (r >= 0) {
                             r = FLAG;
@@ -617,9 +718,15 @@ static int event(cur_t *c, out_t *o, int64_t row) {
                             int64_t m = c->p - a0;
                             r = OK;
                             if (m < 64) {
-                                memcpy(tmp, a0, m);
-                                tmp[m] = 0;
-                                dur = strtod(tmp, NULL);
+                                int plain = 1;
+                                for (int64_t j = 0; j < m; j++) plain &= a0[j] != 'e' && a0[j] != 'E';
+                                if (plain) {
+                                    dur = decimal_value((const char *)a0, m);
+                                } else {
+                                    memcpy(tmp, a0, m);
+                                    tmp[m] = 0;
+                                    dur = strtod(tmp, NULL);
+                                }
                                 dur_valid = isfinite(dur);
                                 if (!dur_valid) r = FLAG;
                             } else {
@@ -703,6 +810,21 @@ static int event(cur_t *c, out_t *o, int64_t row) {
     o->dur_valid[row] = (uint8_t)dur_valid;
     o->flag[row] = (uint8_t)flagged;
     for (int k = 0; k < NCOL; k++) {
+        dict_t *d = &o->dict[k];
+        if (d->indices) {
+            int32_t idx = -1;
+            if (valid[k]) {
+                int added;
+                idx = dict_index(o, k, at[k], len[k], &added);
+                if (added) {
+                    o->offsets[k][idx + 1] = (int32_t)(at[k] + len[k]);
+                    *d->size += 1;
+                }
+            }
+            d->indices[row] = idx;
+            o->valid[k][row] = (uint8_t)valid[k];
+            continue;
+        }
         o->offsets[k][row + 1] = (int32_t)(at[k] + len[k]);
         o->valid[k][row] = (uint8_t)valid[k];
     }
@@ -732,6 +854,15 @@ int64_t nbp_scan(const char *buf, int64_t len, int64_t *pos, int *state, int fin
         o.data[k] = ptrs[10 + 3 * k];
         o.cap[k] = caps[k];
         o.offsets[k][0] = 0;
+        o.dict[k] = (dict_t){NULL, NULL, 0, NULL};
+    }
+    /* then, per dictionary column: its indices, its slots (caps[NCOL] of them) and its size */
+    for (int j = 0; j < NDICT; j++) {
+        dict_t *d = &o.dict[dict_cols[j]];
+        d->indices = ptrs[8 + 3 * NCOL + 3 * j];
+        d->slots = ptrs[9 + 3 * NCOL + 3 * j];
+        d->size = ptrs[10 + 3 * NCOL + 3 * j];
+        d->mask = (uint64_t)caps[NCOL] - 1;
     }
     cur_t c = {(const unsigned char *)buf + *pos, (const unsigned char *)buf + len, final};
     int64_t rows = 0;

@@ -149,10 +149,10 @@ def digest_batch(batch: pa.RecordBatch, offset: int, spans: bool = True) -> Chun
         span_args = args.take(pa.array(span_rows)) if len(span_rows) else pa.array([], pa.string())
     aux_mask = (kind == KIND_M) | (kind == KIND_C)
     aux = pa.table({"row": pa.array(np.flatnonzero(aux_mask) + offset),
-                    **{c: batch.column(c).filter(pa.array(aux_mask)) for c in ("name", "pid", "tid", "args")}})
+                    **{c: _text(batch.column(c).filter(pa.array(aux_mask))) for c in ("name", "pid", "tid", "args")}})
     is_flow = pa.array((kind >= KIND_S) & (kind <= KIND_T))
     flow = pa.table({"row": pa.array(np.flatnonzero(is_flow) + offset),
-                     **{c: batch.column(c).filter(is_flow) for c in ("cat", "id")},
+                     **{c: _text(batch.column(c).filter(is_flow)) for c in ("cat", "id")},
                      "name": batch.column("flow_name").filter(is_flow)})
     # Everything kept is a copy: an Arrow array imported from duckdb keeps its whole batch alive (args
     # included), so keeping a view of one column would keep every batch of the file in memory.
@@ -246,10 +246,12 @@ _EVENT_SYNTAX_BYTES = 70
 
 
 def _text_sizes(batch: pa.RecordBatch) -> tuple[int, int]:
-    """(about how many bytes of JSON ``batch`` was read from: its text values plus the syntax around them;
-    bytes of its longest string value)."""
+    """(about how many bytes of JSON ``batch`` was read from: its text values plus the syntax around them,
+    or what the compiled reader says it read; bytes of its longest string value)."""
     total, longest = batch.num_rows * _EVENT_SYNTAX_BYTES, 0
     for col in map(storage, batch.columns):
+        if pa.types.is_dictionary(col.type):
+            col = col.dictionary
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             if len(col):  # read off the offsets (duckdb gives a null value none)
                 offsets = _offsets(col)
@@ -257,7 +259,8 @@ def _text_sizes(batch: pa.RecordBatch) -> tuple[int, int]:
                 longest = max(longest, int(np.diff(offsets).max()))
         else:
             total += 8 * batch.num_rows
-    return total, longest
+    metadata = batch.schema.metadata or {}
+    return (int(metadata[b"nbytes"]) if b"nbytes" in metadata else total), longest
 
 
 def _offsets(texts: pa.Array) -> np.ndarray:
@@ -266,8 +269,15 @@ def _offsets(texts: pa.Array) -> np.ndarray:
     return np.frombuffer(texts.buffers()[1], dtype=width)[texts.offset:texts.offset + len(texts) + 1]
 
 
+def _text(col):
+    """``col`` as text: a column the compiled reader wrote as a dictionary, decoded."""
+    return col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+
+
 def _dict_chunk(col) -> pa.DictionaryArray:
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(col.type):  # the compiled reader's: the batch's values, first seen first
+        return col
     return pc.dictionary_encode(col.cast(pa.string()) if col.type != pa.string() else col)
 
 

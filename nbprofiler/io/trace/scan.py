@@ -31,6 +31,9 @@ COLUMNS = ("kind", "name", "flow_name", "ts", "dur", "cat", "pid", "tid", "id", 
 # (exact integer ns) with ``ts_known`` (False where the cast must say: an exponent, a fourth decimal...).
 EXTRA = ("arg_type", "arg_type_known", "ts_ns", "ts_known")
 _REREAD, _TYPE_UNKNOWN, _TS_UNKNOWN = 1, 2, 4
+# The text columns written as dictionaries (the batch's distinct values, first seen first, and an index per
+# row), in the C file's order (dict_cols): what the digest codes anyway.
+DICTIONARY = ("name", "cat", "pid", "tid")
 _ST_MORE, _ST_DONE, _ST_ERROR, _ST_TOO_SMALL = 0, 1, 2, 3
 # Bytes of JSON read per block (an event larger than a block is read with as many more as it needs).
 BLOCK_BYTES = 8 << 20
@@ -54,7 +57,7 @@ def _library():
             continue
         fn = dll.nbp_scan
         fn.restype = ctypes.c_int64
-        fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
                        ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int64,
                        ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
                        ctypes.POINTER(ctypes.c_int)]
@@ -78,27 +81,36 @@ def batches(path, start: int, end: int, rows: int, reread):
     with open(path, "rb") as f:
         f.seek(start)
         left = end - start
-        buf = b""
+        buf = bytearray(2 * BLOCK_BYTES)
+        held = 0            # bytes of buf holding text
+        base = start        # the file offset of buf[0]
         pos = ctypes.c_int64(0)
         state = ctypes.c_int(0)
         status = ctypes.c_int(0)
-        base = start  # the file offset of buf[0]
-        final = False
-        want = BLOCK_BYTES  # bytes to read when the buffer runs out
-        short = True        # the buffer ran out (or there is none yet)
+        full = BLOCK_BYTES  # bytes a batch of ``rows`` events took (the last one), read ahead of each call
+        need = 0            # at least this many bytes past pos (an event longer than what is held)
         while True:
-            if short and not final:
-                more = f.read(min(left, want))
-                left -= len(more)
-                if len(more) == 0 and left > 0:
-                    raise ScanError(f"{path} ended at byte {end - left:,} while it was read")
+            if left and held - pos.value < max(full, need):
+                # what is left of the text to the front of the buffer (grown for a long event), then more
+                rest = held - pos.value
+                if rest + max(need, BLOCK_BYTES) > len(buf):
+                    grown = bytearray(rest + max(need, BLOCK_BYTES))
+                    grown[:rest] = buf[pos.value:held]
+                    buf = grown
+                else:
+                    buf[:rest] = buf[pos.value:held]
                 base += pos.value
-                buf = buf[pos.value:] + more
                 pos.value = 0
-                final = left == 0
-            out = _Rows(rows, len(buf) - pos.value)
-            n = _scan(buf, len(buf), ctypes.byref(pos), ctypes.byref(state), int(final), rows, out.ptrs,
-                      out.caps, base, ctypes.byref(status))
+                got = f.readinto(memoryview(buf)[rest:rest + min(left, len(buf) - rest)])
+                if not got:
+                    raise ScanError(f"{path} ended at byte {end - left:,} while it was read")
+                held, left = rest + got, left - got
+            text = (ctypes.c_char * len(buf)).from_buffer(buf)
+            out = _Rows(rows, held - pos.value)
+            before = pos.value
+            n = _scan(ctypes.addressof(text), held, ctypes.byref(pos), ctypes.byref(state), int(not left), rows,
+                      out.ptrs, out.caps, base, ctypes.byref(status))
+            del text   # the buffer may be moved or grown again
             if n:
                 yield out.batch(n, buf, base, reread)
             if status.value == _ST_DONE:
@@ -107,11 +119,11 @@ def batches(path, start: int, end: int, rows: int, reread):
                 raise ScanError(f"{path}: not a JSON event array this reader takes, at byte {base + pos.value:,}")
             if status.value == _ST_TOO_SMALL:  # cannot happen: a column's text is never longer than the event
                 raise ScanError(f"{path}: an event at byte {base + pos.value:,} did not fit its buffers")
-            short = n < rows
-            if short and final:
+            if not left and n < rows:
                 raise ScanError(f"{path}: the event array does not end")
-            # an event longer than what is left of the buffer and a block: read enough for it
-            want = BLOCK_BYTES if n else 2 * (len(buf) - pos.value) + BLOCK_BYTES
+            if n == rows:
+                full = max(pos.value - before, 1)
+            need = 0 if n else 2 * (held - pos.value) + BLOCK_BYTES
 
 
 class _Rows:
@@ -136,14 +148,25 @@ class _Rows:
                       pa.allocate_buffer(cap, memory_pool=pool)) for _ in TEXT]
         arrays = [self.kind, self.dur, self.dur_valid, self.flag, self.start, self.end, self.ts_ns, self.ts_valid,
                   *(a for col in self.text for a in col)]
+        slots = 1 << max(4, (2 * rows - 1).bit_length())   # a power of 2, at least twice the rows
+        self.dicts = {name: (np.empty(rows, np.int32), np.zeros(slots, np.uint32), np.zeros(1, np.int64))
+                      for name in DICTIONARY}
+        arrays += [a for name in DICTIONARY for a in self.dicts[name]]
         self.ptrs = (ctypes.c_void_p * len(arrays))(*(a.address if isinstance(a, pa.Buffer) else a.ctypes.data
                                                       for a in arrays))
-        self.caps = (ctypes.c_int64 * len(TEXT))(*(cap for _ in TEXT))
+        self.caps = (ctypes.c_int64 * (len(TEXT) + 1))(*(cap for _ in TEXT), slots)
 
     def batch(self, n: int, buf: bytes, base: int, reread) -> pa.RecordBatch:
         cols = {"kind": pa.array(self.kind[:n]),
                 "dur": pa.array(self.dur[:n], mask=self.dur_valid[:n] == 0)}
         for name, (offsets, valid, data) in zip(TEXT, self.text):
+            if name in DICTIONARY:
+                indices, _, size = self.dicts[name]
+                k = int(size[0])
+                values = pa.StringArray.from_buffers(k, pa.py_buffer(offsets[:k + 1]), data.slice(0, int(offsets[k])))
+                idx = indices[:n]
+                cols[name] = pa.DictionaryArray.from_arrays(pa.array(idx, mask=idx < 0), values)
+                continue
             ok = valid[:n].astype(bool)
             used = int(offsets[n])
             cols[name] = pa.StringArray.from_buffers(
@@ -156,7 +179,9 @@ class _Rows:
         ts_known = (flag & (_REREAD | _TS_UNKNOWN)) == 0
         cols["ts_ns"] = pa.array(self.ts_ns[:n], mask=self.ts_valid[:n] == 0)
         cols["ts_known"] = pa.array(ts_known)
-        batch = pa.RecordBatch.from_pydict({c: cols[c] for c in (*COLUMNS, *EXTRA)})
+        # the bytes of JSON read (for the progress bar)
+        batch = pa.RecordBatch.from_pydict({c: cols[c] for c in (*COLUMNS, *EXTRA)},
+                                           metadata={"nbytes": str(int(self.end[n - 1] - self.start[0]))})
         if len(reread_rows):
             batch = _patched(batch, reread_rows, buf, self.start[reread_rows] - base, self.end[reread_rows] - base,
                              reread)
@@ -173,9 +198,14 @@ def _patched(batch: pa.RecordBatch, rows: np.ndarray, buf: bytes, starts, ends, 
     take = np.arange(batch.num_rows)
     take[rows] = batch.num_rows + np.arange(len(rows))
     index = pa.array(take)
-    cols = [pa.concat_arrays([batch.column(c), fixed.column(c).combine_chunks().cast(batch.schema.field(c).type)])
-            .take(index) for c in COLUMNS]
-    return pa.RecordBatch.from_arrays([*cols, *(batch.column(c) for c in EXTRA)], names=[*COLUMNS, *EXTRA])
+    cols = []
+    for c in COLUMNS:
+        col = batch.column(c)
+        if c in DICTIONARY:   # back to text: the digest codes the patched column itself
+            col = col.cast(pa.string())
+        cols.append(pa.concat_arrays([col, fixed.column(c).combine_chunks().cast(col.type)]).take(index))
+    return pa.RecordBatch.from_arrays([*cols, *(batch.column(c) for c in EXTRA)], names=[*COLUMNS, *EXTRA],
+                                      metadata=batch.schema.metadata)
 
 
 def ndjson_file(text: bytes, directory=None):
