@@ -265,3 +265,35 @@ def test_the_scanner_reads_ts_to_exact_nanoseconds(tmp_path):
     want = [1795235132857961500, 1795235132857961501, -12250, 7000, 1, 1700000000018093, 4398046511103999, 12500, 0]
     assert batch.column("ts_ns").to_pylist() == want
     assert np.array_equal(parse.parse_events(path).column("ts_ns").to_numpy(), np.array(want))
+
+
+def test_an_event_over_the_size_limit_is_left_to_duckdb(tmp_path, monkeypatch):
+    """An event larger than `scan.MAX_EVENT_BYTES` stops the scan (duckdb's reads charge the memory guard for
+    it first); the trace loads as it does without the scanner."""
+    events = [{"ph": "X", "name": f"op{i}", "pid": 1, "tid": 1, "ts": str(i), "dur": 1, "args": {"pad": "p" * 3000}}
+              for i in range(30)]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(events))
+    monkeypatch.setattr(scan, "MAX_EVENT_BYTES", 2000)
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 1000)
+    with pytest.raises(scan.ScanError, match="over 2,000 bytes"):
+        list(scan.batches(path, 0, path.stat().st_size, 100, parse._reread))
+    ours = load_trace([path], progress=False).timeline
+    monkeypatch.setenv("NBPROFILER_NO_SCAN", "1")
+    assert ours.equals(load_trace([path], progress=False).timeline) and len(ours) == 30
+
+
+def test_a_library_of_another_layout_is_not_used(tmp_path):
+    """A library built from another version of _scan.c (a stale build beside newer Python) is left alone:
+    passing it this module's buffers would write outside them."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        pytest.skip("no C compiler")
+    import subprocess
+    for name, body in (("old", ""), ("other", "int nbp_scan_abi(void) { return 999; }")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "_scan.c").write_text(body + "\nint nbp_scan(void) { return 0; }\n")
+        subprocess.run([cc, "-shared", "-fPIC", "-o", str(folder / "_scan.so"), str(folder / "_scan.c")], check=True)
+        assert scan._library(folder) is None
+    assert scan._library() is not None   # the package's own

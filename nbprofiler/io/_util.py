@@ -335,7 +335,8 @@ _pool_users = 0
 _pool_before = None
 
 
-def _build_pool():
+def jemalloc_pool():
+    """pyarrow's jemalloc memory pool, else the system allocator's."""
     import pyarrow as pa
     try:
         return pa.jemalloc_memory_pool()
@@ -353,7 +354,7 @@ def arrow_memory():
     with _pool_lock:
         if _pool_users == 0 and pa.default_memory_pool().backend_name == "mimalloc":
             _pool_before = pa.default_memory_pool()
-            pa.set_memory_pool(_build_pool())
+            pa.set_memory_pool(jemalloc_pool())
         _pool_users += 1
     try:
         yield

@@ -8,9 +8,11 @@ none of them, the FRAMEWORK ``cpu_op_execute_timestamp`` records (``framework.cp
 The package is split by job; its modules use each other's public names only:
 
 - `load`: the entry points (`trace_sources`, `trace_data`, `load_trace`) and the FRAMEWORK fallback.
-- `parse`: the streaming parse: duckdb reads each file into Arrow record batches in a background
-  thread while this thread digests them (``ph`` -> an int ``kind``, exact integer-ns ``ts``,
-  ``args.type``, dictionary codes).
+- `parse`: the streaming parse: each file is read into Arrow record batches in a background thread
+  while this thread digests them (``ph`` -> an int ``kind``, exact integer-ns ``ts``, ``args.type``,
+  dictionary codes).
+- `scan`: the reader of those batches where it is built (``_scan.c``, compiled at install), with duckdb's
+  values; duckdb's ``read_json`` where it is not, and for text it does not take.
 - `exact`: the exact validator: when duckdb rejects a file, a slower exact parse (stdlib json, one
   element at a time) finds the line of the error, so the user gets `TruncatedFileError` /
   `MalformedFileError` with a line number.

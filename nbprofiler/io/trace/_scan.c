@@ -831,6 +831,9 @@ static int event(cur_t *c, out_t *o, int64_t row) {
     return OK;
 }
 
+/* The layout of nbp_scan's arguments (scan.ABI): raised with every change to it. */
+int nbp_scan_abi(void) { return 1; }
+
 /* Scan events of the array text buf[0:len) from *pos (the array's state in *state), at most max_rows of
  * them, into the row buffers (``ptrs``: kind, dur, dur_valid, flag, start, end, then offsets, valid and
  * data of each text column; ``caps``: the data buffers' sizes). ``final``: buf holds the array's end.

@@ -1,7 +1,7 @@
 """The compiled reader of Chrome-trace event arrays (``_scan.c``): the record batches of the duckdb
 reader's statement (`parse._READ_SQL`: kind, name, flow_name, ts, dur, cat, pid, tid, id, args), with the
-same values, at a fraction of duckdb's CPU time (its JSON reader parses each event into a document and
-then transforms it; this one writes each field into its column as it passes).
+same values, at about 60 % of duckdb's CPU time, the file's reading included (its JSON reader parses each
+event into a document and then transforms it; this one writes each field into its column as it passes).
 
 The C scanner reads the text block by block and writes what it is sure duckdb would write. An event
 holding anything else (a number duckdb would write in another form, an escape inside ``args``, a field
@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-# The text columns, in the C file's order (C_NAME ... C_ARGS), and the batch's columns in the statement's.
+from .._util import jemalloc_pool
+
+# The text columns, in the C file's order (C_NAME ... C_ARG_TYPE), and the batch's columns in the statement's.
 TEXT = ("name", "flow_name", "cat", "pid", "tid", "ts", "id", "args", "arg_type")
 COLUMNS = ("kind", "name", "flow_name", "ts", "dur", "cat", "pid", "tid", "id", "args")
 # What the scanner gives besides the statement's columns, for the digest (`parse.digest_batch`):
@@ -35,25 +37,33 @@ _REREAD, _TYPE_UNKNOWN, _TS_UNKNOWN = 1, 2, 4
 # row), in the C file's order (dict_cols): what the digest codes anyway.
 DICTIONARY = ("name", "cat", "pid", "tid")
 _ST_MORE, _ST_DONE, _ST_ERROR, _ST_TOO_SMALL = 0, 1, 2, 3
+# The layout of nbp_scan's arguments this module passes (nbp_scan_abi): a library built from another
+# version of _scan.c is not used.
+ABI = 1
 # Bytes of JSON read per block (an event larger than a block is read with as many more as it needs).
 BLOCK_BYTES = 8 << 20
+# An event larger than this is left to duckdb's reads, which charge the memory guard for it first (as
+# duckdb's first read leaves it to its retry: `parse._MAX_EVENT`).
+MAX_EVENT_BYTES = 16 << 20
 
 
 class ScanError(ValueError):
     """The text is not an event array this reader takes (invalid JSON, a duplicate key...)."""
 
 
-def _pool():
-    from .._util import _build_pool
-    return _build_pool()
-
-
-def _library():
-    here = Path(__file__).resolve().parent
+def _library(directory: Path | None = None):
+    """nbp_scan of the library built beside this module (or in ``directory``), None where there is none of
+    this module's `ABI`."""
+    here = directory or Path(__file__).resolve().parent
     for lib in sorted(here.glob("_scan*.so")):
         try:
             dll = ctypes.CDLL(str(lib))
         except OSError:
+            continue
+        try:
+            if dll.nbp_scan_abi() != ABI:
+                continue
+        except AttributeError:
             continue
         fn = dll.nbp_scan
         fn.restype = ctypes.c_int64
@@ -112,6 +122,9 @@ def batches(path, start: int, end: int, rows: int, reread):
                       out.ptrs, out.caps, base, ctypes.byref(status))
             del text   # the buffer may be moved or grown again
             if n:
+                longest = int((out.end[:n] - out.start[:n]).max())
+                if longest > MAX_EVENT_BYTES:
+                    raise ScanError(f"{path}: an event of {longest:,} bytes is over {MAX_EVENT_BYTES:,} bytes")
                 yield out.batch(n, buf, base, reread)
             if status.value == _ST_DONE:
                 return
@@ -123,6 +136,8 @@ def batches(path, start: int, end: int, rows: int, reread):
                 raise ScanError(f"{path}: the event array does not end")
             if n == rows:
                 full = max(pos.value - before, 1)
+            if not n and held - pos.value > MAX_EVENT_BYTES:
+                raise ScanError(f"{path}: an event at byte {base + pos.value:,} is over {MAX_EVENT_BYTES:,} bytes")
             need = 0 if n else 2 * (held - pos.value) + BLOCK_BYTES
 
 
@@ -143,7 +158,7 @@ class _Rows:
         cap = max(text_bytes, 1)
         # The text from jemalloc: numpy asks for transparent huge pages on arrays this large, which then
         # cost 2 MB of memory for each column's first byte.
-        pool = _pool()
+        pool = jemalloc_pool()
         self.text = [(np.empty(rows + 1, np.int32), np.empty(rows, np.uint8),
                       pa.allocate_buffer(cap, memory_pool=pool)) for _ in TEXT]
         arrays = [self.kind, self.dur, self.dur_valid, self.flag, self.start, self.end, self.ts_ns, self.ts_valid,
