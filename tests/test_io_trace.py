@@ -250,7 +250,7 @@ def test_frame_cache_round_trip(tmp_path, monkeypatch):
     monkeypatch.setattr(pa.ipc, "open_file", watched)
     again = trace.trace_data(run)
     monkeypatch.setattr(pa.ipc, "open_file", read)
-    assert pools == [_util._build_pool().backend_name] * 4
+    assert pools == [_util.jemalloc_pool().backend_name] * 4
     for name, df in first.frames().items():
         pd.testing.assert_frame_equal(df, again.frames()[name])
     assert again.origin_us == first.origin_us
@@ -607,7 +607,7 @@ def test_a_build_allocates_from_jemalloc_and_restores_the_default(monkeypatch):
             frames = list(pool.map(lambda p: trace.load_trace([p], progress=False), [MS2, TORCH, WIDEDEEP] * 2))
         assert [len(d.timeline) for d in frames] == [13801, 2212, 6359] * 2
         assert [len(d.flows) for d in frames] == [0, 713, 0] * 2  # waits for their pairing
-        build = _util._build_pool().backend_name
+        build = _util.jemalloc_pool().backend_name
         assert seen == {build} and build in ("jemalloc", "system")
         assert pa.default_memory_pool().backend_name == "mimalloc"
         # a failed build restores it too

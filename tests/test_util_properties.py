@@ -107,7 +107,7 @@ def test_a_csv_read_by_arrow_allocates_from_jemalloc(monkeypatch):
         pa.set_memory_pool(pa.mimalloc_memory_pool())
         df = _util.read_csv(path)
         allocated = _util.numeric(df, "Total Allocated(Byte)", path)
-        build = _util._build_pool().backend_name
+        build = _util.jemalloc_pool().backend_name
         assert ("read", build) in seen and ("cast", build) in seen and build in ("jemalloc", "system")
         assert {pool for _, pool in seen} == {build}
         assert pa.default_memory_pool().backend_name == "mimalloc"
