@@ -3,8 +3,9 @@
  * owns the buffers and the rules around this file).
  *
  * The columns are those of the duckdb reader's statement (parse._READ_SQL), with the same values: ph as
- * a kind code, name (null for flow events), the flow start's name, ts / cat / pid / tid / id as text, dur
- * as a double, args as compact JSON. Where this reader cannot be sure to write what duckdb writes (a
+ * a kind code, name (null for flow events), the flow start's name, ts / cat / pid / tid / id as text (name,
+ * cat, pid and tid as the batch's dictionaries), dur as a double, args as compact JSON; and for the digest,
+ * ts in exact integer ns and args.type. Where this reader cannot be sure to write what duckdb writes (a
  * number it would reformat, an escape inside args, a field holding an object...), it marks the event
  * ("flag") and scan.py re-reads that event with duckdb. Invalid JSON stops the scan with an error: the
  * caller then reads the file with duckdb, whose errors (and the exact validator's) are the user's.
@@ -22,7 +23,7 @@ enum { K_PH, K_NAME, K_CAT, K_PID, K_TID, K_TS, K_DUR, K_ID, K_ARGS, NKEY };
 /* the event kinds of parse.py (KIND_*) */
 enum { KIND_NO_PH = -1, KIND_M = 0, KIND_X, KIND_B, KIND_E, KIND_S, KIND_F, KIND_T, KIND_C, KIND_OTHER };
 
-/* scan()'s status */
+/* nbp_scan's status */
 enum { ST_MORE = 0, ST_DONE = 1, ST_ERROR = 2, ST_TOO_SMALL = 3 };
 /* the array's state between calls */
 enum { AT_OPEN = 0, AT_FIRST = 1, AT_NEXT = 2, AT_EVENT = 3, AT_END = 4 };
@@ -480,10 +481,8 @@ static int text_value(cur_t *c, char *dst, int64_t room, int64_t *len, int *is_n
     if (b == '"') return string_value(c, dst, room, len, 0);
     if (b == '-' || (b >= '0' && b <= '9')) {
         int is_int;
-        const unsigned char *at = c->p;
         int r = number_value(c, dst, room, len, &is_int);
         if (r == FLAG) { *is_null = 1; *len = 0; }
-        (void)at;
         return r;
     }
     if (b == 'n') {

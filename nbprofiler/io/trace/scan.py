@@ -157,7 +157,9 @@ class _Rows:
         self.ts_valid = np.empty(rows, np.uint8)
         cap = max(text_bytes, 1)
         # The text from jemalloc: numpy asks for transparent huge pages on arrays this large, which then
-        # cost 2 MB of memory for each column's first byte.
+        # cost 2 MB of memory for each column's first byte. (jemalloc keeps the pages of freed buffers a
+        # while for reuse: on a 1 GB Kineto trace ~0.3 GB more resident at the load's end than with duckdb's
+        # read; benchmarks/README.md, "With the compiled trace scanner".)
         pool = jemalloc_pool()
         self.text = [(np.empty(rows + 1, np.int32), np.empty(rows, np.uint8),
                       pa.allocate_buffer(cap, memory_pool=pool)) for _ in TEXT]
@@ -171,7 +173,7 @@ class _Rows:
                                                       for a in arrays))
         self.caps = (ctypes.c_int64 * (len(TEXT) + 1))(*(cap for _ in TEXT), slots)
 
-    def batch(self, n: int, buf: bytes, base: int, reread) -> pa.RecordBatch:
+    def batch(self, n: int, buf: bytearray, base: int, reread) -> pa.RecordBatch:
         cols = {"kind": pa.array(self.kind[:n]),
                 "dur": pa.array(self.dur[:n], mask=self.dur_valid[:n] == 0)}
         for name, (offsets, valid, data) in zip(TEXT, self.text):
@@ -183,11 +185,11 @@ class _Rows:
                 cols[name] = pa.DictionaryArray.from_arrays(pa.array(idx, mask=idx < 0), values)
                 continue
             ok = valid[:n].astype(bool)
-            used = int(offsets[n])
+            every = bool(ok.all())
             cols[name] = pa.StringArray.from_buffers(
-                n, pa.py_buffer(offsets[:n + 1]), data.slice(0, used),
-                null_bitmap=None if ok.all() else pa.py_buffer(np.packbits(ok, bitorder="little")),
-                null_count=-1 if not ok.all() else 0)
+                n, pa.py_buffer(offsets[:n + 1]), data.slice(0, int(offsets[n])),
+                null_bitmap=None if every else pa.py_buffer(np.packbits(ok, bitorder="little")),
+                null_count=0 if every else -1)
         flag = self.flag[:n]
         reread_rows = np.flatnonzero(flag & _REREAD)
         cols["arg_type_known"] = pa.array((flag & (_REREAD | _TYPE_UNKNOWN)) == 0)
@@ -203,7 +205,7 @@ class _Rows:
         return batch
 
 
-def _patched(batch: pa.RecordBatch, rows: np.ndarray, buf: bytes, starts, ends, reread) -> pa.RecordBatch:
+def _patched(batch: pa.RecordBatch, rows: np.ndarray, buf: bytearray, starts, ends, reread) -> pa.RecordBatch:
     """``batch`` with ``rows`` re-read by duckdb from their text (``buf[starts[i]:ends[i]]``)."""
     # one event per line: the blanks inside an event may be line breaks (a string holds none)
     text = b"\n".join(buf[s:e].replace(b"\n", b" ").replace(b"\r", b" ") for s, e in zip(starts, ends))
