@@ -522,7 +522,7 @@ static double decimal_value(const char *s, int64_t n) {
     return neg ? -v : v;
 slow: {
         char tmp[72];
-        if (n >= (int64_t)sizeof tmp) return strtod(s, NULL);  /* s is followed by a non-digit */
+        if (n >= (int64_t)sizeof tmp) return NAN;  /* callers pass fewer than 64 bytes */
         memcpy(tmp, s, n);
         tmp[n] = 0;
         return strtod(tmp, NULL);
@@ -693,44 +693,24 @@ static int event(cur_t *c, out_t *o, int64_t row) {
                         r = literal(c, "null", 4);
                     } else if (b == '"') {
                         r = string_value(c, tmp, 64, &n, 0);
-                        if (r == FULL) r = FLAG;  /* not a plain number: skipped below */
-                        if (r == OK && plain_number_text(tmp, n)) {
+                        if (r == FULL) {  /* longer than any plain number: skipped, left to duckdb */
+                            r = string_value(c, NULL, 0, NULL, 0);
+                            if (r >= 0) r = FLAG;
+                        } else if (r == OK && plain_number_text(tmp, n)) {
                             dur = decimal_value(tmp, n);
                             dur_valid = 1;
                         } else if (r >= 0) {
                             r = FLAG;
                         }
-                        if (r == FLAG && c->p[-1] != '"') {  /* stopped inside the string */
-                            r = json_value(c, NULL, 0, &n, 0, NULL);
-                            if (r >= 0) r = FLAG;
-                        }
                     } else if (b == '-' || (b >= '0' && b <= '9')) {
+                        /* its value whatever its form (the text form duckdb gives does not matter) */
                         int is_int;
                         const unsigned char *a0 = c->p;
-                        r = number_value(c, tmp, 64, &n, &is_int);
-                        if (r == FULL) {
-                            c->p = a0;
-                            r = json_value(c, NULL, 0, &n, 0, NULL);
-                            if (r >= 0) r = FLAG;
-                        } else if (r >= 0) {
-                            /* read by strtod whatever its form (the text form duckdb gives does not matter) */
-                            int64_t m = c->p - a0;
-                            r = OK;
-                            if (m < 64) {
-                                int plain = 1;
-                                for (int64_t j = 0; j < m; j++) plain &= a0[j] != 'e' && a0[j] != 'E';
-                                if (plain) {
-                                    dur = decimal_value((const char *)a0, m);
-                                } else {
-                                    memcpy(tmp, a0, m);
-                                    tmp[m] = 0;
-                                    dur = strtod(tmp, NULL);
-                                }
-                                dur_valid = isfinite(dur);
-                                if (!dur_valid) r = FLAG;
-                            } else {
-                                r = FLAG;
-                            }
+                        r = number_value(c, NULL, 0, &n, &is_int);
+                        if (r >= 0) {
+                            if (c->p - a0 < 64) dur = decimal_value((const char *)a0, c->p - a0);
+                            dur_valid = c->p - a0 < 64 && isfinite(dur);
+                            r = dur_valid ? OK : FLAG;
                         }
                     } else {
                         r = json_value(c, NULL, 0, &n, 0, NULL);

@@ -189,10 +189,8 @@ def _arg_types(kind: np.ndarray, args) -> pa.DictionaryArray:
     rest = timed & (first | _holds(args, b',"type":'))
     rest[rows] = False
     if rest.any():
-        extracted = query("SELECT json_extract_string(a, '$.type') AS t FROM x",
-                           x=pa.table({"a": args.filter(pa.array(rest))})).column("t").combine_chunks()
         rows = np.concatenate([rows, np.flatnonzero(rest)])
-        found = pa.concat_arrays([found, extracted.cast(pa.string())])
+        found = pa.concat_arrays([found, _extracted_types(args.filter(pa.array(rest)))])
         order = np.argsort(rows, kind="stable")
         rows, found = rows[order], found.take(pa.array(order))
     types = pc.dictionary_encode(found)
@@ -203,6 +201,12 @@ def _arg_types(kind: np.ndarray, args) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(codes, mask=~valid), types.dictionary)
 
 
+def _extracted_types(args: pa.Array) -> pa.Array:
+    """``args.type`` of each of ``args`` (JSON text) as duckdb's json_extract_string gives it (string)."""
+    return query("SELECT json_extract_string(a, '$.type') AS t FROM x",
+                 x=pa.table({"a": args})).column("t").combine_chunks().cast(pa.string())
+
+
 def _scanned_arg_types(kind: np.ndarray, batch: pa.RecordBatch) -> pa.DictionaryArray:
     """`_arg_types` of a batch the compiled reader read: its ``arg_type`` column, json_extract_string's answer
     where it says the type is something else than a string (``arg_type_known`` False)."""
@@ -211,12 +215,11 @@ def _scanned_arg_types(kind: np.ndarray, batch: pa.RecordBatch) -> pa.Dictionary
     rest = timed & ~batch.column("arg_type_known").to_numpy(zero_copy_only=False)
     if rest.any():
         rows = np.flatnonzero(rest)
-        extracted = query("SELECT json_extract_string(a, '$.type') AS t FROM x",
-                          x=pa.table({"a": storage(batch.column("args")).take(pa.array(rows))})).column("t")
+        extracted = _extracted_types(storage(batch.column("args")).take(pa.array(rows)))
         fill = np.full(len(kind), -1, np.int64)
         fill[rows] = np.arange(len(rows))
         index = np.where(rest, len(kind) + fill, np.arange(len(kind)))
-        types = pa.concat_arrays([types, extracted.combine_chunks().cast(pa.string())]).take(pa.array(index))
+        types = pa.concat_arrays([types, extracted]).take(pa.array(index))
     if not timed.all():
         types = pc.if_else(pa.array(timed), types, pa.scalar(None, pa.string()))
     return pc.dictionary_encode(types)
@@ -308,15 +311,14 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
     copied = copy.path() if copy is not None and span else None
     url = None if copied or native else json_slice.slice_url(path, *span) if span else \
         json_slice.slice_url(path, 0, limit) if limit is not None else None
-    lit = "'" + (url or copied or str(path)).replace("'", "''") + "'"
     as_document = not (first == b"[" or span)
     if not as_document:
-        cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
-        source = f"read_json({lit}, format='array', columns={cols}, maximum_object_size={max_event})"
+        source = _read_json(url or copied or str(path), "array", columns, max_event)
     else:  # one object holding the event list, not placed by array_span: read as one JSON document
         # duckdb reads every JSON document of the file: only the first one's events are taken, and the
         # count of the others tells that data follows the document (the caller reports it)
         struct = "STRUCT(" + ", ".join(f"{k} {v}" for k, v in columns.items()) + ")[]"
+        lit = _literal(url or copied or str(path))
         source = (f"(SELECT unnest(traceEvents, recursive := true), docs FROM (SELECT traceEvents, count(*) OVER () "
                   f"AS docs FROM read_json({lit}, format='unstructured', columns={{traceEvents: '{struct}'}}, "
                   f"maximum_object_size={_MAX_OBJECT}) QUALIFY row_number() OVER () = 1))")
@@ -426,14 +428,24 @@ def _stream(path: Path, first: bytes, columns: dict, dur_sql: str, offset: int, 
 
 def _reread(text: bytes) -> pa.Table:
     """The reader's statement over newline-delimited events (those the compiled reader leaves to
-    duckdb): dur read as text and cast where it casts, as the retry of a file with a dur that is not a
-    number does."""
-    with scan.ndjson_file(text) as f:
-        lit = "'" + f.name.replace("'", "''") + "'"
-        cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in _DUR_AS_TEXT.items()) + "}"
-        source = (f"read_json({lit}, format='newline_delimited', columns={cols}, "
-                  f"maximum_object_size={_MAX_OBJECT})")
+    duckdb), from a temporary file: dur read as text and cast where it casts, as the retry of a file with
+    a dur that is not a number does."""
+    import tempfile
+    with tempfile.NamedTemporaryFile(prefix="nbprofiler-reread-", suffix=".json") as f:
+        f.write(text)
+        f.flush()
+        source = _read_json(f.name, "newline_delimited", _DUR_AS_TEXT, _MAX_OBJECT)
         return query(_READ_SQL.format(source=source, dur="TRY_CAST(dur AS DOUBLE)", extra=""))
+
+
+def _literal(location: str) -> str:
+    return "'" + location.replace("'", "''") + "'"
+
+
+def _read_json(location: str, fmt: str, columns: dict, max_object: int) -> str:
+    """duckdb's read_json of the events at ``location`` (a path or URL), ``columns`` read as their types."""
+    cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
+    return f"read_json({_literal(location)}, format='{fmt}', columns={cols}, maximum_object_size={max_object})"
 
 
 # How often a read waiting for its next batch looks at the file's size (a stat costs ~2 us).

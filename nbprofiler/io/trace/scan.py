@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -225,12 +224,4 @@ def _patched(batch: pa.RecordBatch, rows: np.ndarray, buf: bytearray, starts, en
                                       metadata=batch.schema.metadata)
 
 
-def ndjson_file(text: bytes, directory=None):
-    """A temporary file holding ``text`` (for duckdb's reader), deleted when the returned object is closed."""
-    f = tempfile.NamedTemporaryFile(prefix="nbprofiler-reread-", suffix=".json", dir=directory)
-    f.write(text)
-    f.flush()
-    return f
-
-
-__all__ = ["available", "batches", "ScanError", "ndjson_file", "BLOCK_BYTES"]
+__all__ = ["available", "batches", "ScanError", "BLOCK_BYTES"]
