@@ -297,3 +297,62 @@ def test_a_library_of_another_layout_is_not_used(tmp_path):
         subprocess.run([cc, "-shared", "-fPIC", "-o", str(folder / "_scan.so"), str(folder / "_scan.c")], check=True)
         assert scan._library(folder) is None
     assert scan._library() is not None   # the package's own
+
+
+def _counting_sets(monkeypatch) -> list:
+    """Each `scan._Rows` made (a set of the scanner's buffers) appends to the list returned."""
+    made, real_init = [], scan._Rows.__init__
+
+    def init(rows, *args):
+        made.append(rows)
+        real_init(rows, *args)
+    monkeypatch.setattr(scan._Rows, "__init__", init)
+    return made
+
+
+def test_the_buffers_of_a_batch_let_go_are_used_again(tmp_path, monkeypatch):
+    """Batches share the scanner's buffers; once nothing holds a batch's arrays, the next call writes into
+    the same buffers. Batches still held (every third one here, whole, and a column of another) keep their
+    values: the rows duckdb reads."""
+    from nbprofiler.synthetic import write_trace
+    path = tmp_path / "trace.json"
+    write_trace(path, 2_000_000, seed=7)
+    made = _counting_sets(monkeypatch)
+    n_batches = sum(1 for _ in scan.batches(path, *_span(path), 500, parse._reread))
+    assert n_batches > 20 and len(made) <= 2   # the batch before is held while the next is made
+    made.clear()
+    held, names, offset = [], [], 0
+    for i, batch in enumerate(scan.batches(path, *_span(path), 500, parse._reread)):
+        if i % 3 == 0:
+            held.append((offset, batch))
+        elif i % 3 == 1:
+            names.append((offset, batch.column("name")))
+        offset += batch.num_rows
+    assert len(held) + 1 <= len(made) < n_batches
+    theirs = _duckdb_batches(path, _span(path))
+    for at, batch in held:
+        for col in scan.COLUMNS:
+            ours = batch.column(col)
+            ours = ours.cast(pa.string()) if pa.types.is_dictionary(ours.type) else ours
+            assert ours.to_pylist() == theirs.column(col).slice(at, batch.num_rows).to_pylist(), (at, col)
+    for at, column in names:
+        assert column.cast(pa.string()).to_pylist() == theirs.column("name").slice(at, len(column)).to_pylist()
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in memory", "on disk"])
+def test_a_trace_load_reuses_the_scanners_buffers(tmp_path, monkeypatch, on_disk):
+    """The trace's build holds no batch of the reader's past its digest (the names' dictionaries it keeps
+    are copies): a few sets of buffers serve every batch, whatever the trace's length."""
+    from nbprofiler.synthetic import write_trace
+    path = tmp_path / "trace.json"
+    write_trace(path, 8_000_000, seed=11)
+    monkeypatch.setattr(parse, "_BATCH_ROWS", 1000)
+    monkeypatch.setattr(parse, "_MIN_BATCH_ROWS", 1000)
+    if on_disk:
+        monkeypatch.setenv("NBPROFILER_TRACE_ON_DISK", "1")
+    calls, real_take = [], scan._Pool.take
+    monkeypatch.setattr(scan._Pool, "take", lambda pool, n: calls.append(n) or real_take(pool, n))
+    made = _counting_sets(monkeypatch)
+    data = load_trace([path], progress=False)
+    assert len(data.timeline) > 10_000 and len(calls) > 30
+    assert len(made) <= 8

@@ -55,15 +55,26 @@ typedef struct {
     dict_t dict[NCOL];  /* .indices NULL: the column is not a dictionary */
 } out_t;
 
+static inline uint64_t load32(const char *s) {
+    uint32_t w;
+    memcpy(&w, s, 4);
+    return w;
+}
+
+/* The bytes after the last whole word are read as words that may overlap others (the length is in the
+ * hash): copied into a word byte by byte, the word's load would wait for the bytes to be stored. */
 static inline uint64_t hash_bytes(const char *s, int64_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, w;
+    const int64_t len = n;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, w = 0;
     for (; n >= 8; s += 8, n -= 8) {  /* a word at a time */
         memcpy(&w, s, 8);
         h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
         h ^= h >> 32;
     }
-    w = 0;
-    memcpy(&w, s, (size_t)n);
+    if (n && len >= 8) memcpy(&w, s + n - 8, 8);  /* the value's last 8 bytes */
+    else if (n >= 4) w = load32(s) | load32(s + n - 4) << 32;
+    else if (n) w = (uint64_t)(uint8_t)s[0] | (uint64_t)(uint8_t)s[n >> 1] << 8 | (uint64_t)(uint8_t)s[n - 1] << 16;
+    else w = 0;
     h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
     return h ^ (h >> 29);
 }

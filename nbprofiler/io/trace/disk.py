@@ -222,7 +222,8 @@ class _BatchNames(_Dictionary):
 
     def local(self, arr: pa.DictionaryArray) -> np.ndarray:
         """This batch's codes (int32) against its own dictionary; the batch is number ``batches - 1``."""
-        self.pending.append(arr.dictionary)
+        # a copy: the batch's own (the compiled reader's buffers) is then free for the next batch
+        self.pending.append(pa.concat_arrays([arr.dictionary]))
         self.sizes.append(len(arr.dictionary))
         codes = pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32) + 1
         if len(self.pending) >= _FOLD:

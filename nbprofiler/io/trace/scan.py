@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,7 @@ def batches(path, start: int, end: int, rows: int, reread):
         status = ctypes.c_int(0)
         full = BLOCK_BYTES  # bytes a batch of ``rows`` events took (the last one), read ahead of each call
         need = 0            # at least this many bytes past pos (an event longer than what is held)
+        pool = _Pool(rows)
         while True:
             if left and held - pos.value < max(full, need):
                 # what is left of the text to the front of the buffer (grown for a long event), then more
@@ -115,7 +117,7 @@ def batches(path, start: int, end: int, rows: int, reread):
                     raise ScanError(f"{path} ended at byte {end - left:,} while it was read")
                 held, left = rest + got, left - got
             text = (ctypes.c_char * len(buf)).from_buffer(buf)
-            out = _Rows(rows, held - pos.value)
+            out = pool.take(held - pos.value)
             before = pos.value
             n = _scan(ctypes.addressof(text), held, ctypes.byref(pos), ctypes.byref(state), int(not left), rows,
                       out.ptrs, out.caps, base, ctypes.byref(status))
@@ -140,10 +142,40 @@ def batches(path, start: int, end: int, rows: int, reread):
             need = 0 if n else 2 * (held - pos.value) + BLOCK_BYTES
 
 
+class _Pool:
+    """The scanner's buffers (`_Rows`), reused from one batch to the next once nothing holds them: fresh
+    ones each batch cost their pages again (on a 1 GB trace ~130k page faults, ~0.25 s of system time),
+    and the allocator keeps freed ones resident a while (~0.3 GB more at the end of a 1 GB Kineto load)."""
+
+    # At most this many sets are kept: the batches in the reader's queue, the one being digested and the
+    # one being scanned, with room for batches the digest holds a little longer.
+    KEEP = 8
+
+    def __init__(self, rows: int):
+        self.rows = rows
+        self.sets: list[_Rows] = []
+
+    def take(self, text_bytes: int) -> "_Rows":
+        """A set of buffers for ``rows`` rows read from ``text_bytes`` bytes of JSON."""
+        for i, rows in enumerate(self.sets):
+            if rows.free():
+                if rows.cap >= text_bytes:
+                    rows.reset()
+                    return rows
+                del self.sets[i]   # too small for this text: a larger one is made
+                break
+        rows = _Rows(self.rows, text_bytes)
+        self.sets.append(rows)
+        if len(self.sets) > self.KEEP:
+            del self.sets[0]   # its memory goes once its batches do
+        return rows
+
+
 class _Rows:
     """The buffers of one call of the scanner: ``rows`` rows, and for each text column as many bytes as
     the JSON text they are read from (a column's text is never longer: args are written compactly, and
-    a number only loses trailing zeros)."""
+    a number only loses trailing zeros). A batch made of them shares their memory (`batch`): they are
+    `free` again once nothing holds any of its arrays."""
 
     def __init__(self, rows: int, text_bytes: int):
         self.kind = np.empty(rows, np.int8)
@@ -154,28 +186,44 @@ class _Rows:
         self.end = np.empty(rows, np.int64)
         self.ts_ns = np.empty(rows, np.int64)
         self.ts_valid = np.empty(rows, np.uint8)
-        cap = max(text_bytes, 1)
-        # The text from jemalloc: numpy asks for transparent huge pages on arrays this large, which then
-        # cost 2 MB of memory for each column's first byte. (jemalloc keeps the pages of freed buffers a
-        # while for reuse: on a 1 GB Kineto trace ~0.3 GB more resident at the load's end than with duckdb's
-        # read; benchmarks/README.md, "With the compiled trace scanner".)
+        self.cap = max(text_bytes, 1)
+        # The text from jemalloc: numpy asks for transparent huge pages on arrays this large, which would
+        # cost 2 MB of memory for each column's first byte. A batch's text columns are made from memoryviews
+        # of it, whose reference counts say whether an array still holds them (Arrow holds the view).
         pool = jemalloc_pool()
-        self.text = [(np.empty(rows + 1, np.int32), np.empty(rows, np.uint8),
-                      pa.allocate_buffer(cap, memory_pool=pool)) for _ in TEXT]
+        memory = [pa.allocate_buffer(self.cap, memory_pool=pool) for _ in TEXT]
+        self.text = [(np.empty(rows + 1, np.int32), np.empty(rows, np.uint8), memoryview(m)) for m in memory]
         arrays = [self.kind, self.dur, self.dur_valid, self.flag, self.start, self.end, self.ts_ns, self.ts_valid,
                   *(a for col in self.text for a in col)]
         slots = 1 << max(4, (2 * rows - 1).bit_length())   # a power of 2, at least twice the rows
         self.dicts = {name: (np.empty(rows, np.int32), np.zeros(slots, np.uint32), np.zeros(1, np.int64))
                       for name in DICTIONARY}
         arrays += [a for name in DICTIONARY for a in self.dicts[name]]
-        self.ptrs = (ctypes.c_void_p * len(arrays))(*(a.address if isinstance(a, pa.Buffer) else a.ctypes.data
+        addresses = {id(v): m.address for (_, _, v), m in zip(self.text, memory)}
+        self.ptrs = (ctypes.c_void_p * len(arrays))(*(addresses[id(a)] if isinstance(a, memoryview) else a.ctypes.data
                                                       for a in arrays))
-        self.caps = (ctypes.c_int64 * (len(TEXT) + 1))(*(cap for _ in TEXT), slots)
+        self.caps = (ctypes.c_int64 * (len(TEXT) + 1))(*(self.cap for _ in TEXT), slots)
+        self._arrays = arrays
+        self._unheld = self._references()
+
+    def _references(self) -> list[int]:
+        return [sys.getrefcount(a) for a in self._arrays]
+
+    def free(self) -> bool:
+        """Whether no array made by `batch` holds any of these buffers."""
+        return self._references() == self._unheld
+
+    def reset(self) -> None:
+        """Empty dictionaries, for the next call."""
+        for _, slots, size in self.dicts.values():
+            slots.fill(0)
+            size[0] = 0
 
     def batch(self, n: int, buf: bytearray, base: int, reread) -> pa.RecordBatch:
         cols = {"kind": pa.array(self.kind[:n]),
                 "dur": pa.array(self.dur[:n], mask=self.dur_valid[:n] == 0)}
-        for name, (offsets, valid, data) in zip(TEXT, self.text):
+        for name, (offsets, valid, view) in zip(TEXT, self.text):
+            data = pa.py_buffer(view)
             if name in DICTIONARY:
                 indices, _, size = self.dicts[name]
                 k = int(size[0])
