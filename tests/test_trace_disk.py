@@ -245,7 +245,9 @@ def test_flows_pair_in_memory_as_the_sql_pairs_them_on_disk():
 
 def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path, monkeypatch):
     """The in-memory build keys a batch's flows by integer ids when every id of the batch is one written
-    canonically, and by their text otherwise; read in small batches, some batches take each way."""
+    canonically, and by their text otherwise; read in small batches, some batches take each way. On disk the
+    events are spread over many files by their flow: an id hashes alike in either form."""
+    monkeypatch.setattr(trace_flows, "_TRACE_BYTES_PER_PART", 512)
     monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 16)
     monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", 16)
     rng = np.random.default_rng(5)
@@ -275,7 +277,7 @@ def test_spilled_flows_spread_over_many_files_pair_as_in_memory(tmp_path, monkey
     time, each part ordered alone: with a file per ~2 KB of trace and a part per 5 pairs, many of each, the
     frame is the in-memory one, row for row (ties in the start times across the parts' edges included). Also
     where the events are read from the whole JSON document (its array cannot be read alone: a long value
-    follows it), which computes the flows' hash in another statement."""
+    follows it)."""
     monkeypatch.setattr(trace_flows, "_TRACE_BYTES_PER_PART", 2048)
     monkeypatch.setattr(trace_flows, "_PAIRS_PER_RANGE", 5)
     monkeypatch.setattr(trace_flows, "_SAMPLE_EVERY", 1)

@@ -416,7 +416,7 @@ class _Sink:
             if self.spilled_flows is None:
                 self.flows.add(*coded, pa.table(text).filter(pa.array(fkind == KIND_S)))
             else:
-                self.spilled_flows.add(*coded, text["name"], flow_hash(text["cat"], text["id"]))
+                self.spilled_flows.add(*coded, text["name"], flow_hash(coded[3], coded[4]))
         if len(c.aux):
             arows = c.aux.column("row").to_numpy() - offset
             is_meta = kind[arows] == KIND_M

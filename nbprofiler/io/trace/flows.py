@@ -109,11 +109,22 @@ def flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_trac
                      "end_track": pa.array(end_track[order]), "end_us": pa.array(end_us[order], pa.float64())})
 
 
-def flow_hash(cat: pa.Array, ident: pa.Array) -> np.ndarray:
-    """Per flow event, a hash of its (cat, id) text as `FLOW_SQL` keys it (null read as ""), which places it
-    in the spilled file of its flow (`SpilledFlows`)."""
-    return query("SELECT hash(coalesce(cat, ''), coalesce(id, '')) AS h FROM f",
-                 f=pa.table({"cat": cat, "id": ident})).column("h").to_numpy()
+def flow_hash(cat: np.ndarray, ident: np.ndarray | pa.Array) -> np.ndarray:
+    """Per flow event, a hash of its flow, which places it in the spilled file of its flow (`SpilledFlows`):
+    of ``cat``, the category's code, and ``ident``, the ids as `disk._flow_ids` gives a batch's (int64 where
+    every one is an integer written canonically, else their text). A text id written as such an integer
+    hashes as the integer, so the events of a flow hash alike whichever form their batches took."""
+    if isinstance(ident, np.ndarray):
+        key = ident.astype(np.int64, copy=False).view(np.uint64)
+    else:
+        key = query("SELECT CASE WHEN TRY_CAST(id AS BIGINT)::VARCHAR = id THEN TRY_CAST(id AS BIGINT) "
+                    "ELSE (hash(id) >> 1)::BIGINT END AS k FROM f",
+                    f=pa.table({"id": ident})).column("k").to_numpy().view(np.uint64)
+    # splitmix64's finaliser: consecutive ids spread evenly over the files
+    z = key + cat.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def flows_of_events(flow, kind, is_flow, row_track, rel_us) -> pd.DataFrame:
