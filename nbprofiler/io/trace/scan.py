@@ -15,14 +15,13 @@ compiler at install), `available` is False and traces are read by duckdb.
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-
-from .._util import jemalloc_pool
 
 # The text columns, in the C file's order (C_NAME ... C_ARG_TYPE), and the batch's columns in the statement's.
 TEXT = ("name", "flow_name", "cat", "pid", "tid", "ts", "id", "args", "arg_type")
@@ -187,11 +186,12 @@ class _Rows:
         self.ts_ns = np.empty(rows, np.int64)
         self.ts_valid = np.empty(rows, np.uint8)
         self.cap = max(text_bytes, 1)
-        # The text from jemalloc: numpy asks for transparent huge pages on arrays this large, which would
-        # cost 2 MB of memory for each column's first byte. A batch's text columns are made from memoryviews
-        # of it, whose reference counts say whether an array still holds them (Arrow holds the view).
-        pool = jemalloc_pool()
-        memory = [pa.allocate_buffer(self.cap, memory_pool=pool) for _ in TEXT]
+        # The text in anonymous maps of its own: their pages go back to the system with the set (an
+        # allocator may keep a freed buffer's pages resident), and they are not asked for transparent huge
+        # pages (numpy's arrays this large are: 2 MB for each column's first byte). A batch's text columns
+        # are made from memoryviews of them, whose reference counts say whether an array still holds them
+        # (Arrow holds the view).
+        memory = [mmap.mmap(-1, self.cap) for _ in TEXT]
         self.text = [(np.empty(rows + 1, np.int32), np.empty(rows, np.uint8), memoryview(m)) for m in memory]
         arrays = [self.kind, self.dur, self.dur_valid, self.flag, self.start, self.end, self.ts_ns, self.ts_valid,
                   *(a for col in self.text for a in col)]
@@ -199,7 +199,7 @@ class _Rows:
         self.dicts = {name: (np.empty(rows, np.int32), np.zeros(slots, np.uint32), np.zeros(1, np.int64))
                       for name in DICTIONARY}
         arrays += [a for name in DICTIONARY for a in self.dicts[name]]
-        addresses = {id(v): m.address for (_, _, v), m in zip(self.text, memory)}
+        addresses = {id(v): pa.py_buffer(m).address for (_, _, v), m in zip(self.text, memory)}
         self.ptrs = (ctypes.c_void_p * len(arrays))(*(addresses[id(a)] if isinstance(a, memoryview) else a.ctypes.data
                                                       for a in arrays))
         self.caps = (ctypes.c_int64 * (len(TEXT) + 1))(*(self.cap for _ in TEXT), slots)
