@@ -295,13 +295,13 @@ def queues(run: RunFiles, read=parse) -> pd.DataFrame | None:
 
 
 # -- host queue (device_queue_profiling / dataset_iterator_profiling) -------------------------------
-def host_queue(run: RunFiles) -> pd.DataFrame | None:
+def host_queue(run: RunFiles, read=parse) -> pd.DataFrame | None:
     """The host-side queue per step (the schema's `host_queue`). Sink-mode ``device_queue_profiling_*`` is
     preferred over ``dataset_iterator_profiling_*``, as MindInsight and MindSpore choose."""
     for role, source in (("device_queue", "device_queue"), ("dataset_iterator", "dataset_iterator")):
         path = run.get(role)
         if path is not None:
-            records = read_queue_records(path)
+            records = read("queue", path)
             frame = host_queue_frame(records)
             frame.attrs["source"] = source
             frame.attrs["path"] = str(path)

@@ -305,7 +305,7 @@ SOURCES: dict[str, tuple[Source, ...]] = {
     "flops": (src("flops", files(legacy.flops)),),
     "minddata_pipeline": (src(("minddata_pipeline_raw", "pipeline_profiling"), shared(minddata.pipeline)),),
     "minddata_queues": (src(("pipeline_profiling", "minddata_pipeline_raw"), shared(minddata.queues)),),
-    "host_queue": (src(("device_queue", "dataset_iterator"), files(minddata.host_queue)),),
+    "host_queue": (src(("device_queue", "dataset_iterator"), shared(minddata.host_queue)),),
     "device_queue": (src(("minddata_aicpu", "minddata_getnext"), files(minddata.device_queue)),),
     "cpu_utilization": (src("minddata_cpu_utilization", shared(minddata.cpu_utilization)),),
     "op_cpu_utilization": (src("minddata_cpu_utilization", shared(minddata.op_cpu_utilization)),),
