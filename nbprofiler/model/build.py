@@ -141,7 +141,7 @@ def _earlier_windows(prof: "Profile", role: str, parse: Callable) -> list[tuple[
         siblings = sorted(e.path for e in os.scandir(session.parent) if e.is_dir() and e.path != str(session))
     except (OSError, ValueError):
         return []
-    lines = set(mine.replace(b"\r\n", b"\n").split(b"\n")[1:])
+    lines = None   # this file's records, made once a sibling has the file (most runs have no sibling)
     rank, order = discover.rank_of(prof.run), discover.session_order(prof.run)
     out = []
     for folder in siblings:
@@ -156,6 +156,8 @@ def _earlier_windows(prof: "Profile", role: str, parse: Callable) -> list[tuple[
                 head = [f.readline().rstrip(b"\r\n") for _ in range(9)][1:]
         except OSError:
             continue
+        if lines is None:
+            lines = set(mine.replace(b"\r\n", b"\n").split(b"\n")[1:])
         if not any(line and line in lines for line in head):
             continue
         with warnings.catch_warnings():
