@@ -1,6 +1,6 @@
 """The compiled reader of Chrome-trace event arrays (``_scan.c``): the record batches of the duckdb
 reader's statement (`parse._READ_SQL`: kind, name, flow_name, ts, dur, cat, pid, tid, id, args), with the
-same values, at about 60 % of duckdb's CPU time, the file's reading included (its JSON reader parses each
+same values, at about half of duckdb's CPU time, the file's reading included (its JSON reader parses each
 event into a document and then transforms it; this one writes each field into its column as it passes).
 
 The C scanner reads the text block by block and writes what it is sure duckdb would write. An event
