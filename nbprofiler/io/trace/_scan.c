@@ -128,7 +128,7 @@ static inline int plain8(const unsigned char *p) {
     return m ? __builtin_ctzll(m) >> 3 : 8;
 }
 
-/* The length of the plain run at p (as `stops` says) up to the text's end: 16 bytes at a time with SSE2
+/* The end of the plain run at q (as `stops` says), at most the text's end: 16 bytes at a time with SSE2
  * (a byte below 0x20 or from 0x80 is below 0x20 as a signed byte), else 8 at a time. */
 #ifdef __SSE2__
 #include <emmintrin.h>
