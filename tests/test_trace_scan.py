@@ -33,8 +33,7 @@ def _duckdb_batches(path: Path, span: tuple[int, int]) -> pa.Table:
     try:
         for columns, dur, size in ((parse._COLUMNS, "dur", parse._MAX_EVENT),
                                    (parse._DUR_AS_TEXT, "TRY_CAST(dur AS DOUBLE)", parse._MAX_OBJECT)):
-            cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in columns.items()) + "}"
-            source = f"read_json('{url}', format='array', columns={cols}, maximum_object_size={size})"
+            source = parse._read_json(url, "array", columns, size)
             try:
                 return parse.query(parse._READ_SQL.format(source=source, dur=dur, extra=""))
             except Exception:

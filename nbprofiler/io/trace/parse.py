@@ -2,8 +2,8 @@
 Python object per event.
 
 The compiled reader (`nbprofiler.io.trace.scan`), where it is built, reads an event array into the Arrow
-record batches of duckdb's statement below, with its values, at about 60 % of its CPU time (and gives the
-digest ``ts`` in exact ns and ``args.type`` as it passes); text it does not take is read by duckdb. duckdb's
+record batches of duckdb's statement below, with its values, for less CPU time (and gives the digest
+``ts`` in exact ns and ``args.type`` as it passes); text it does not take is read by duckdb. duckdb's
 ``read_json`` with an explicit column list parses the file in C++ straight into Arrow record
 batches (``ts`` is read as text, ``dur`` as a number or, on a retry, as text; ``tid``/``id`` strings or
 ints are read as text), and the same statement turns ``ph`` into an int ``kind`` and ``ts`` into
@@ -536,9 +536,9 @@ def _read_attempts(path: Path, first: bytes, offset: int, on_batch, checked: int
     of its checked bytes.
 
     First of all, where it is built, the compiled reader (`nbprofiler.io.trace.scan`) reads the event array
-    in place (an object-form file's where `json_slice.array_span` places it): 60 % of duckdb's CPU
-    time, with duckdb's values. Text it does not take (it is stricter than duckdb, which takes a trailing
-    comma, for one) goes to the reads below, whose errors are the user's."""
+    in place (an object-form file's where `json_slice.array_span` places it), with duckdb's values. Text
+    it does not take (it is stricter than duckdb, which takes a trailing comma, for one) goes to the reads
+    below, whose errors are the user's."""
     if scan.available():
         native = (0, checked if end is None else end) if first == b"[" else \
             json_slice.array_span(path, end=checked if end is None else end)

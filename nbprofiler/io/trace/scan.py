@@ -198,9 +198,8 @@ class _Rows:
         self.dicts = {name: (np.empty(rows, np.int32), np.zeros(slots, np.uint32), np.zeros(1, np.int64))
                       for name in DICTIONARY}
         arrays += [a for name in DICTIONARY for a in self.dicts[name]]
-        addresses = {id(v): pa.py_buffer(m).address for (_, _, v), m in zip(self.text, memory)}
-        self.ptrs = (ctypes.c_void_p * len(arrays))(*(addresses[id(a)] if isinstance(a, memoryview) else a.ctypes.data
-                                                      for a in arrays))
+        self.ptrs = (ctypes.c_void_p * len(arrays))(*(pa.py_buffer(a).address if isinstance(a, memoryview)
+                                                      else a.ctypes.data for a in arrays))
         self.caps = (ctypes.c_int64 * (len(TEXT) + 1))(*(self.cap for _ in TEXT), slots)
         self._arrays = arrays
         self._unheld = self._references()
