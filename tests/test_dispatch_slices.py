@@ -88,6 +88,29 @@ def test_slices_give_the_same_frames_on_a_synthetic_trace_on_disk(synthetic_on_d
         _assert_same(host_dispatch(*_frames(prof), chunk_rows=rows), whole)
 
 
+@pytest.mark.parametrize("run", ["npu/trace_view_torch_npu", "npu/ascend_pt_text_2rank/rank1_ascend_pt", None])
+def test_the_ops_and_steps_are_the_frames_own(run, synthetic_on_disk):
+    """The summary finds the ops behind the waits alone; the frame, the op behind every launched task. Per
+    op (of the waits in a step): its idle and waits, most idle first, ties in the order of their first wait;
+    per step: the op behind most idle (ties by name)."""
+    prof = synthetic_on_disk[0] if run is None else load_quietly(run)
+    d = host_dispatch(*_frames(prof))
+    tasks = d.tasks
+    assert d.waited_tasks > 10 and tasks["waited"].sum() == d.waited_tasks < len(tasks)
+    # the frame's rows are in start order: a wait's row is its number among the waits
+    waits = tasks[tasks["waited"] & tasks["step"].notna()].reset_index(drop=True)
+    per_op = waits.groupby("responsible_op", sort=False).agg(
+        host_idle_us=("host_idle_us", "sum"), waited_tasks=("host_idle_us", "size"))
+    want = per_op.sort_values("host_idle_us", ascending=False, kind="stable")
+    assert list(d.ops["responsible_op"]) == list(want.index)
+    assert d.ops["host_idle_us"].to_numpy() == pytest.approx(want["host_idle_us"].to_numpy(), rel=1e-12)
+    assert d.ops["waited_tasks"].tolist() == want["waited_tasks"].tolist()
+    for step, rows in waits.groupby("step"):
+        idle = rows.groupby("responsible_op")["host_idle_us"].sum()
+        top = idle[idle == idle.max()].index.min()
+        assert d.steps.loc[d.steps["step"] == step, "top_op"].item() == top
+
+
 def test_the_step_scan_in_slices_finds_the_same_steps(synthetic_on_disk, monkeypatch):
     prof, events = synthetic_on_disk
     whole = profiler_step_windows(prof.timeline)

@@ -504,9 +504,9 @@ def _slices(cols: _Columns, dev: _Device):
 @dataclasses.dataclass
 class _Walk:
     """What one walk over the device's tasks in start order gathers: per step key (``keys``) the launched
-    tasks, those that waited and all device idle in steps; per op code (`_Ops`) whether a launch has it,
-    the launches waited for and where it first appears; the waits themselves (key, op code, idle, in a step)
-    and every launch latency; for the frame, the launched tasks' columns slice by slice."""
+    tasks, those that waited and all device idle in steps; per op code (`_Ops`) whether a wait has it, its
+    waits and the number of its first; the waits themselves (key, op code, idle, in a step) and every
+    launch latency; for the frame, the launched tasks' columns slice by slice."""
 
     counts: np.ndarray
     waits: np.ndarray
@@ -570,14 +570,15 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
           windows: _Windows, tolerance_us: float, keep: float | None = None) -> _Walk:
     """The device idle before every task, in start order: the gap since the latest end of the tasks started
     before it (carried from slice to slice), or since its step's start when later; each launched task's
-    launch (``ln_of``/``fw_of``: its launch and framework flows), the host ops behind it and its wait. Sums
+    launch (``ln_of``/``fw_of``: its launch and framework flows) and its wait, and the host ops behind the
+    waits (and behind the rows kept). Sums
     run in start order whatever the slices (``np.add.at`` sums as ``np.bincount`` does), so the result does
     not depend on ``cols.chunk``. ``keep``: the columns of the launched tasks whose host-bound idle is at least
     that are kept for the frame (−inf: all; None: none)."""
     n_keys = len(windows.keys)
     acc = _Walk(counts=np.zeros(n_keys, dtype=np.int64), waits=np.zeros(n_keys, dtype=np.int64),
                 dev_idle=np.zeros(n_keys), latency=np.empty(launched))
-    busy_before, n_launched, n_counted = -np.inf, 0, 0
+    busy_before, n_launched = -np.inf, 0
     for task, rows, start in _slices(cols, dev):
         end = start + finite(cols.dur[rows])
         run = np.maximum.accumulate(np.concatenate([[busy_before], end]))
@@ -600,12 +601,6 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         is_launch = ln >= 0
         flow = np.where(is_launch, ln, fw)             # the flow giving the launch
         launch_us = ops.tail_us[flow]
-        host = ops.host_rows(flow, launch_us)
-        fw_row = np.full(n_sel, -1, dtype=np.int64)
-        fw_row[fw >= 0] = ops.framework_rows(fw[fw >= 0])
-        op = ops.codes(host, fw_row, flow)
-        acc.grow(len(ops.names) + len(ops.extra))
-        acc.seen[op] = True
         t_start, t_busy, t_gap, t_step, key = start[sel], busy[sel], gap[sel], step[sel], all_keys[sel]
         # a gap (> 0 only after a finite busy end), and the launch came once the device had run out of work
         waited = (t_gap > 0) & (launch_us >= t_busy - tolerance_us)
@@ -613,24 +608,38 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         acc.counts += np.bincount(key, minlength=n_keys)
         acc.waits += np.bincount(key[waited], minlength=n_keys)
         np.subtract(t_start, launch_us, out=acc.latency[n_launched:n_launched + n_sel])
-        acc.waited += int(waited.sum())
-        hit = np.flatnonzero(idle > 0)   # the idle is summed over the tasks that waited: the others add nothing
+        hit = np.flatnonzero(waited)   # the tasks that waited: their idle (> 0) is what the steps and ops sum
+        # the host side of the launches (the ops behind them) only where it is read: the waits, and the rows
+        # kept for the frame (the waits are a few of the launches: the search of the host calls is most of
+        # the walk's work)
+        kept = None if keep is None else np.flatnonzero(idle >= keep)
+        need = hit if keep is None or keep > 0 else kept   # idle >= 0: a keep <= 0 keeps every launched task
+        host = ops.host_rows(flow[need], launch_us[need])
+        fw_row = np.full(len(need), -1, dtype=np.int64)
+        fw_need = fw[need]
+        fw_row[fw_need >= 0] = ops.framework_rows(fw_need[fw_need >= 0])
+        op = ops.codes(host, fw_row, flow[need])
+        hit_at = slice(None) if need is hit else np.searchsorted(need, hit)
+        op_hit = op[hit_at]
+        acc.grow(len(ops.names) + len(ops.extra))
+        acc.seen[op_hit] = True
         acc.hit_key.append(key[hit])
-        acc.hit_op.append(op[hit])
+        acc.hit_op.append(op_hit)
         acc.hit_idle.append(idle[hit])
-        acc.hit_in_step.append(t_step[hit] >= 0)
-        # per op (of the tasks in a step, where there are steps): its waits and where it first appears
-        counted = _positions(t_step >= 0) if len(windows) else slice(None)
-        c_op = op[counted]
-        np.minimum.at(acc.appear, c_op, n_counted + np.arange(len(c_op)))
-        np.add.at(acc.op_waits, c_op, waited[counted].astype(np.int64))
+        in_step = t_step[hit] >= 0
+        acc.hit_in_step.append(in_step)
+        # per op (of the waits in a step, where there are steps): its waits and its first (in start order)
+        c_op = op_hit[in_step] if len(windows) else op_hit
+        np.minimum.at(acc.appear, c_op, acc.waited + np.arange(len(c_op)))
+        np.add.at(acc.op_waits, c_op, 1)
+        acc.waited += len(hit)
         if keep is not None:
-            k = np.flatnonzero(idle >= keep)
+            k, at = kept, np.searchsorted(need, kept)
             acc.columns.append({"pos": n_launched + k, "row": rows[sel][k], "start": t_start[k], "end": end[sel][k],
                                 "flow": flow[k], "is_launch": is_launch[k], "launch_us": launch_us[k],
-                                "step": t_step[k], "gap": t_gap[k], "waited": waited[k], "idle": idle[k], "op": op[k],
-                                "host_row": host[k], "fw_row": fw_row[k]})
-        n_launched, n_counted = n_launched + n_sel, n_counted + len(c_op)
+                                "step": t_step[k], "gap": t_gap[k], "waited": waited[k], "idle": idle[k],
+                                "op": op[at], "host_row": host[at], "fw_row": fw_row[at]})
+        n_launched += n_sel
         cols.release()
     return acc
 
@@ -739,9 +748,9 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
         "end_us": win["end_us"].to_numpy(float), "step_us": span, "tasks": acc.counts[k_win],
         "waited_tasks": acc.waits[k_win], "host_idle_us": w_idle, "idle_share": share,
         "device_idle_us": acc.dev_idle[k_win],
-        "top_op": np.where(w_idle > 0, texts[np.clip(top_of[k_win], 0, None)], "").astype(object)})
+        "top_op": np.where(w_idle > 0, np.append(texts, "")[top_of[k_win]], "").astype(object)})   # −1: none
 
-    # per responsible op (of the tasks in a step, where there are steps), in the order they first appear
+    # per responsible op (of the tasks in a step, where there are steps), in the order of their first waits
     c_hit = hit_in_step if len(windows) else slice(None)
     op_idle = (pd.Series(hit_idle[c_hit]).groupby(hit_op[c_hit]).sum()
                .reindex(range(n_ops), fill_value=0.0).to_numpy())
