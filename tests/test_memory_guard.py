@@ -205,3 +205,13 @@ def test_factors_in_the_table_cover_the_measured_peaks_with_margin():
     for key, factor in _util.EXPANSION.items():
         assert f"`{key}`" in section and f"{factor:g}" in section, key
     json.dumps(_util.EXPANSION)  # plain numbers
+
+
+def test_available_memory_is_psutils_figure():
+    """The guard reads the kernel's MemAvailable itself (psutil is its fallback on other platforms); psutil
+    reports the same figure on Linux (the two read a moment apart: other processes move it a little)."""
+    psutil = pytest.importorskip("psutil")
+    if not Path("/proc/meminfo").exists():
+        pytest.skip("no /proc/meminfo: the guard asks psutil")
+    ours, theirs = _util.available_memory_bytes(), psutil.virtual_memory().available
+    assert ours == pytest.approx(theirs, rel=0.05) and ours > 100 * 2**20

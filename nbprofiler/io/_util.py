@@ -45,18 +45,20 @@ TRACE_DISK_BASE_BYTES = 750_000_000
 
 
 def available_memory_bytes() -> int:
-    """Memory that can be allocated without swapping: psutil's ``available``, else MemAvailable."""
+    """Memory that can be allocated without swapping: the kernel's MemAvailable (what psutil reports on
+    Linux, read without importing it: the first file a profile reads asks), else psutil's ``available``."""
     try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:  # another platform, or a kernel without MemAvailable
         import psutil
         return int(psutil.virtual_memory().available)
-    except Exception:  # psutil missing or unsupported platform: fall back to /proc/meminfo
-        try:
-            for line in open("/proc/meminfo"):
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-    return 1 << 62
+    except Exception:
+        return 1 << 62
 
 
 def check_size(path: Path, family: str, extra_bytes: int = 0) -> int:
