@@ -505,8 +505,8 @@ def _slices(cols: _Columns, dev: _Device):
 class _Walk:
     """What one walk over the device's tasks in start order gathers: per step key (``keys``) the launched
     tasks, those that waited and all device idle in steps; per op code (`_Ops`) whether a wait has it, its
-    waits and the number of its first; the waits themselves (key, op code, idle, in a step) and every
-    launch latency; for the frame, the launched tasks' columns slice by slice."""
+    waits in steps and the number of the first of them among all waits; the waits themselves (key, op code,
+    idle, in a step) and every launch latency; for the frame, the launched tasks' columns slice by slice."""
 
     counts: np.ndarray
     waits: np.ndarray
