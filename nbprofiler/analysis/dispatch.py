@@ -504,15 +504,14 @@ def _slices(cols: _Columns, dev: _Device):
 @dataclasses.dataclass
 class _Walk:
     """What one walk over the device's tasks in start order gathers: per step key (``keys``) the launched
-    tasks, those that waited and all device idle in steps; per op code (`_Ops`) whether a wait has it, its
-    waits in steps and the number of the first of them among all waits; the waits themselves (key, op code,
-    idle, in a step) and every launch latency; for the frame, the launched tasks' columns slice by slice."""
+    tasks, those that waited and all device idle in steps; per op code (`_Ops`) its waits in steps and the
+    number of the first of them among all waits; the waits themselves (key, op code, idle, in a step) and
+    every launch latency; for the frame, the launched tasks' columns slice by slice."""
 
     counts: np.ndarray
     waits: np.ndarray
     dev_idle: np.ndarray
     latency: np.ndarray
-    seen: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=bool))
     op_waits: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     appear: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     hit_key: list = dataclasses.field(default_factory=list)
@@ -526,9 +525,8 @@ class _Walk:
 
     def grow(self, n_codes: int) -> None:
         """Room for ``n_codes`` op codes (the flows' names add codes as the walk finds them)."""
-        more = n_codes - len(self.seen)
+        more = n_codes - len(self.op_waits)
         if more > 0:
-            self.seen = np.concatenate([self.seen, np.zeros(more, dtype=bool)])
             self.op_waits = np.concatenate([self.op_waits, np.zeros(more, dtype=np.int64)])
             self.appear = np.concatenate([self.appear, np.full(more, np.iinfo(np.int64).max, dtype=np.int64)])
 
@@ -622,7 +620,6 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         hit_at = slice(None) if need is hit else np.searchsorted(need, hit)
         op_hit = op[hit_at]
         acc.grow(len(ops.names) + len(ops.extra))
-        acc.seen[op_hit] = True
         acc.hit_key.append(key[hit])
         acc.hit_op.append(op_hit)
         acc.hit_idle.append(idle[hit])
@@ -716,7 +713,8 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
 
     # one op per text (a flow's name can be a timeline name too), numbered in text order
     labels = ops.labels
-    used = np.flatnonzero(acc.seen)
+    hit_codes = np.concatenate(acc.hit_op)
+    used = _distinct(hit_codes)   # the codes of the waits' ops
     texts, group = np.unique(labels[used].astype(str), return_inverse=True)
     group_of = np.zeros(len(labels), dtype=np.int64)
     group_of[used] = group
@@ -727,7 +725,7 @@ def host_dispatch(timeline: pd.DataFrame | None, timeline_tracks: pd.DataFrame |
     np.minimum.at(appear, group, acc.appear[used])
 
     # per step: the host-bound idle (summed over the waits in start order), the tasks, the op behind most
-    hit_key, hit_op = np.concatenate(acc.hit_key), group_of[np.concatenate(acc.hit_op)]
+    hit_key, hit_op = np.concatenate(acc.hit_key), group_of[hit_codes]
     hit_idle, hit_in_step = np.concatenate(acc.hit_idle), np.concatenate(acc.hit_in_step)
     sums = pd.Series(hit_idle).groupby(hit_key).sum().reindex(range(len(keys)), fill_value=0.0).to_numpy()
     per_op = pd.Series(hit_idle).groupby(hit_key * n_ops + hit_op).sum()
