@@ -28,6 +28,7 @@ for arg in "$@"; do
   esac
 done
 
+source "$REPO/scripts/editable_install.sh"
 say() { printf '[demo] %s\n' "$*" >&2; }
 
 ensure_venv() {
@@ -57,14 +58,7 @@ ensure_install() {
   fi
   say "installing nbprofiler (editable) with JupyterLab into $VENV"
   # jupyterlab and nbclient are what the demo itself runs; the package brings the rest.
-  # `labextension develop` leaves an install.json in the built extension, which the wheel's shared data
-  # maps too: without this, a second install of this tree adds it twice and fails.
-  rm -f "$REPO/nbprofiler/labextension/install.json"
-  "$VENV/bin/python" -m pip install -q -e "$REPO" "jupyterlab>=4.4,<5" "nbclient>=0.10"
-  if [[ -f "$REPO/nbprofiler/labextension/package.json" ]]; then
-    # An editable install builds the extension in place; link it into the venv's labextensions dir.
-    "$VENV/bin/jupyter" labextension develop --overwrite "$REPO" >/dev/null
-  fi
+  install_editable "$REPO" "jupyterlab>=4.4,<5" "nbclient>=0.10"
   echo "$stamp" > "$stamp_file"
 }
 

@@ -13,6 +13,7 @@ VENV="${NBPROFILER_VENV:-$REPO/.venv}"
 # Tools call each other by bare name (`jupyter labextension develop` runs `jupyter-builder`).
 export PATH="$VENV/bin:$PATH"
 CACHE="$REPO/.cache"
+source "$REPO/scripts/editable_install.sh"
 say() { printf '[test] %s\n' "$*" >&2; }
 
 mkdir -p "$CACHE"/{pip,npm,yarn,yarn-global,xdg,tmp}
@@ -40,13 +41,7 @@ say "installing nbprofiler[test,mindspore] (editable) into $VENV"
 # stale build is never reused silently (STACK_NOTES 4.7.4).
 # [mindspore]: the %%nbprofiler profile tests run MindSpore's CPU build for real (~0.8 GB download, kept
 # in .cache/pip for the next run)
-# `labextension develop` leaves an install.json in the built extension, which the wheel's shared data
-# maps too: without this, a second install of this tree adds it twice and fails.
-rm -f "$REPO/nbprofiler/labextension/install.json"
-"$VENV/bin/python" -m pip install -q -e "$REPO[test,mindspore]"
-if [[ -f "$REPO/nbprofiler/labextension/package.json" ]]; then
-  "$VENV/bin/jupyter" labextension develop --overwrite "$REPO" >/dev/null
-fi
+install_editable "$REPO[test,mindspore]"
 say "install took $((SECONDS - t0)) s"
 "$VENV/bin/jupyter" labextension list 2>&1 | sed 's/^/[test]   /' >&2 || true
 
