@@ -513,3 +513,21 @@ def test_names_coded_per_batch_get_the_running_dictionarys_codes(fold, with_empt
     types = op_types_of(running.final()[1]).to_pylist()
     want_results = list(dict.fromkeys(types))
     assert got_results == want_results and got_of.tolist() == [want_results.index(t) for t in types]
+
+
+@pytest.mark.parametrize("batch_rows", [None, 2])
+def test_equal_starts_on_one_track_of_two_pids_keep_their_file_order(batch_rows, tmp_path, monkeypatch):
+    """A missing pid and an empty one are one track: its events of equal start, interleaved between the
+    two in the file, keep their file order on disk as in memory."""
+    if batch_rows:
+        monkeypatch.setattr(trace_parse, "_BATCH_ROWS", batch_rows)
+        monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", batch_rows)
+    events = [{"ph": "X", "name": name, **pid, "tid": 3, "ts": "5", "dur": 1, "args": {"i": i}}
+              for i, (name, pid) in enumerate((("p", {}), ("q", {"pid": ""}), ("r", {}), ("s", {"pid": ""}),
+                                               ("t", {})))]
+    path = tmp_path / "equal.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    mem, _, disk, _ = _both(path, tmp_path)
+    _assert_same(mem, disk)
+    assert disk.timeline["name"].astype(str).tolist() == ["p", "q", "r", "s", "t"]
+    assert [json.loads(a)["i"] for a in disk.timeline["args"]] == [0, 1, 2, 3, 4]

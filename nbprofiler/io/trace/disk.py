@@ -377,10 +377,10 @@ class _Sink:
         rows = np.flatnonzero(is_x)
         rows = rows[_by_track_and_time(pair[rows], ts_ns[rows])]
         if len(rows):
+            # a run's track is in `seg`, and its rows' file order is (run's batch, ``row``): neither needs more
             self._write(pa.record_batch({
-                "pair": pair[rows], "name": name[rows], "cat": cat[rows], "arg_type": typ[rows],
-                "ts_ns": ts_ns[rows], "dur": dur[rows], "seq": rows + offset,
-                "args": args.take(pa.array(rows))}))
+                "name": name[rows], "cat": cat[rows], "arg_type": typ[rows], "ts_ns": ts_ns[rows],
+                "dur": dur[rows], "row": rows.astype(np.uint32), "args": args.take(pa.array(rows))}))
             p = pair[rows]
             cut = np.flatnonzero(np.diff(p)) + 1
             lo, hi = np.r_[0, cut], np.r_[cut, len(rows)]
@@ -401,7 +401,7 @@ class _Sink:
             self.be.append(pa.table({"kind": kind[b_rows], "pair": pair[b_rows], "name": name[b_rows],
                                      "name_batch": np.full(len(b_rows), name_batch, dtype=np.int32),
                                      "cat": cat[b_rows], "arg_type": typ[b_rows], "ts_ns": ts_ns[b_rows],
-                                     "seq": b_rows + offset, "args": b_args}))
+                                     "args": b_args}))
         # flows and counters: their frames are built from these once the origin is known
         frows = c.flow.column("row").to_numpy() - offset
         ok = is_flow[frows]
@@ -849,13 +849,16 @@ def _assemble(sink: _Sink, path: Path, columns, legacy: bool, gpu: bool, advance
             lo, hi = by_track.get(t, (0, 0))
             mine = segs[lo:hi]
             b_here = np.flatnonzero(b_track == t) if has_b else np.zeros(0, np.int64)
-            in_order = not len(b_here) and bool(np.all(mine[1:, 4] >= mine[:-1, 5]))
+            # runs in time order: each starts at or after the one before ends, and strictly after where both
+            # are of one batch (two pairs of one track: at an equal start, their file order interleaves)
+            after = mine[1:, 4] - mine[:-1, 5]
+            in_order = not len(b_here) and bool(np.all((after > 0) | ((after == 0) & (mine[1:, 1] != mine[:-1, 1]))))
             if in_order:  # the runs as they are, read lazily: a long track's pages are released as it goes
                 runs = [(int(s[1]), int(s[2]), int(s[3])) for s in mine]
                 parts = ((spill.rows(*run), run) for run in runs)
             else:  # this track alone, sorted in memory (its names made global first: its runs are of many batches)
-                spans = [_global_names(spill.with_args(int(s[1]), int(s[2]), int(s[3])),
-                                       sink.names.global_of[sink.name_batch[int(s[1])]]) for s in mine]
+                spans = [(int(s[1]), _global_names(spill.with_args(int(s[1]), int(s[2]), int(s[3])),
+                                                   sink.names.global_of[sink.name_batch[int(s[1])]])) for s in mine]
                 parts = [(_sorted_track(spans, be.take(pa.array(b_here)) if len(b_here) else None), None)]
             for part, run in parts:
                 k = part.num_rows
@@ -933,15 +936,17 @@ def _pairs_of_be(sink: _Sink, track_of_pair: np.ndarray, origin_ns: int, path: P
         .append_column("matched", pa.array(np.arange(len(rows), dtype=np.int64)))
 
 
-_TRACK_COLUMNS = ["name", "cat", "arg_type", "ts_ns", "dur", "seq", "args"]
+_TRACK_COLUMNS = ["name", "cat", "arg_type", "ts_ns", "dur", "args"]
 
 
-def _sorted_track(spans: list[pa.RecordBatch], b_pairs: pa.Table | None) -> pa.Table:
-    """One track's X events (``spans``) and B/E pairs, sorted as the in-memory build sorts them: by start,
-    X events before pairs at equal starts, X events in file order, pairs in the order they were matched."""
-    parts = [pa.Table.from_batches([p.select(_TRACK_COLUMNS)]) for p in spans]
+def _sorted_track(spans: list[tuple[int, pa.RecordBatch]], b_pairs: pa.Table | None) -> pa.Table:
+    """One track's X events (``spans``: runs' rows, each with its run's batch) and B/E pairs, sorted as the
+    in-memory build sorts them: by start, X events before pairs at equal starts, X events in file order,
+    pairs in the order they were matched."""
+    parts = [pa.Table.from_batches([p.select(_TRACK_COLUMNS)]) for _, p in spans]
     flags = [np.zeros(p.num_rows, bool) for p in parts]
-    keys = [p.column("seq").to_numpy() for p in parts]
+    # file order: the runs' batches are numbered in it, and ``row`` is the place in the batch
+    keys = [(np.int64(b) << 32) | p.column("row").to_numpy().astype(np.int64) for b, p in spans]
     if b_pairs is not None and len(b_pairs):
         parts.append(b_pairs.select(_TRACK_COLUMNS))
         flags.append(np.ones(len(b_pairs), bool))
