@@ -10,6 +10,7 @@ the second does.
     python benchmarks/bench_big_trace.py --gb 1       # the same path on 1 GB (forced on disk)
     python benchmarks/bench_big_trace.py --dispatch --against /tmp/before   # the host-dispatch analysis alone
     python benchmarks/bench_big_trace.py --phases     # the first open's phases, beside the fields floor
+    python benchmarks/bench_big_trace.py --io         # the first open's user and system time, faults and I/O
 
 ``--dispatch``: in fresh processes after a cached open (the store kept in ``--cache``, built by a first
 open), ``profile_dispatch(prof)`` alone: its CPU and wall time, the peak RSS above the open (Linux: the
@@ -21,6 +22,10 @@ thread parsing while this one digests each batch), the assembly of the timeline'
 marked, the counters ordered, and the flows' pairing (on a thread of its own from the assembly's start,
 waited for before the store is renamed into place); each phase's wall span from the open's start and the
 CPU time of the thread that ran it; beside the fields floor's wall and CPU time.
+
+``--io``: the first open (empty cache) and the fields floor, alternating, ``--repeat`` fresh processes each:
+the user and system CPU time of each (`getrusage`), its minor page faults and the bytes it wrote and read
+(`/proc/self/io`: through the page cache, whether or not the disk was touched). Linux only.
 
 The trace is written to ``--scratch`` (default: $TMPDIR/nbprofiler-bench-big) and kept for later runs.
 Targets: peak RSS <= 3 GB for the first open + dashboard + zooms; the cached re-open <= 1 s.
@@ -160,6 +165,38 @@ print(json.dumps({"events": n, "seconds": time.perf_counter() - t, "cpu_s": time
 """
 
 
+# The open and the fields floor, timed from IO_START to IO_USAGE: the CPU split, the minor faults, the bytes
+# through the page cache.
+IO_START = r"""
+import resource as _resource
+def _usage():
+    r = _resource.getrusage(_resource.RUSAGE_SELF)
+    io = {k: int(v) for k, v in (line.split(":") for line in open("/proc/self/io"))}
+    return {"user_s": r.ru_utime, "sys_s": r.ru_stime, "minflt": r.ru_minflt, "written_gb": io["wchar"] / 1e9,
+            "read_gb": io["rchar"] / 1e9}
+_before = _usage()
+"""
+
+IO_USAGE = r"""
+_after = _usage()
+print(json.dumps({"wall_s": time.perf_counter() - t, **{k: _after[k] - _before[k] for k in _before},
+                  "load_1min": os.getloadavg()[0]}))
+"""
+
+IO_OPEN = PRELUDE + r"""
+from nbprofiler.io import cache
+""" + IO_START + r"""
+t = time.perf_counter()
+prof = nbprofiler.load(run)
+len(prof.timeline), len(prof.timeline_flows)
+cache.wait()
+""" + IO_USAGE
+
+_FLOOR_START = "t, c = time.perf_counter(), time.process_time()\n"
+IO_FLOOR = "import os\n" + FIELDS_FLOOR.replace(_FLOOR_START, IO_START + _FLOOR_START).replace(
+    "print(json.dumps(", "_floor = ((") + IO_USAGE
+
+
 def ensure_trace(scratch: Path, gb: float) -> Path:
     from nbprofiler.synthetic import write_trace
     run = scratch / f"run_{gb:g}GB"
@@ -188,9 +225,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "nbprofiler-bench-big")
     ap.add_argument("--dispatch", action="store_true", help="time the host-dispatch analysis alone")
     ap.add_argument("--against", type=Path, help="with --dispatch: another checkout to compare with")
-    ap.add_argument("--repeat", type=int, default=3, help="with --dispatch: fresh processes per tree")
+    ap.add_argument("--repeat", type=int, default=3, help="with --dispatch or --io: fresh processes each")
     ap.add_argument("--cache", type=Path, help="with --dispatch: where the store is kept (default: in --scratch)")
     ap.add_argument("--phases", action="store_true", help="the first open's phases, beside the fields floor")
+    ap.add_argument("--io", action="store_true",
+                    help="the first open's and the fields floor's user/system time, faults and I/O (--repeat each)")
     args = ap.parse_args(argv)
     run = ensure_trace(args.scratch, args.gb)
     size = next(run.rglob("trace_view.json")).stat().st_size
@@ -200,6 +239,8 @@ def main(argv=None) -> dict:
                               args.repeat)
     if args.phases:
         return phases(run, args.scratch, force)
+    if args.io:
+        return io_split(run, args.scratch, force, args.repeat)
     floor = _child(FLOOR, str(next(run.rglob("trace_view.json"))))
     fields = _child(FIELDS_FLOOR, str(next(run.rglob("trace_view.json"))))
     with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-", dir=args.scratch) as cache:
@@ -242,6 +283,28 @@ def phases(run: Path, scratch: Path, force: str) -> dict:
         print(f"| {p['phase']} | {p['from_s']:.1f} s | {p['to_s']:.1f} s | {p['to_s'] - p['from_s']:.1f} s "
               f"| {p['thread_cpu_s']:.1f} s |")
     return result
+
+
+def io_split(run: Path, scratch: Path, force: str, repeat: int) -> dict:
+    """The first open (an empty cache each time) and the fields floor, alternating, ``repeat`` times each."""
+    trace_path = str(next(run.rglob("trace_view.json")))
+    runs: dict[str, list] = {"fields floor": [], "first open": []}
+    for _ in range(repeat):
+        runs["fields floor"].append(_child(IO_FLOOR, trace_path))
+        with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-", dir=scratch) as cache:
+            runs["first open"].append(_child(IO_OPEN, str(run), cache, force))
+    print(json.dumps(runs))
+    print("\n| run | wall s | user s | system s | CPU ÷ the floor's before it | minor faults | written GB | read GB "
+          "| load avg |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for k in range(repeat):
+        floor_cpu = runs["fields floor"][k]["user_s"] + runs["fields floor"][k]["sys_s"]
+        for name in runs:
+            r = runs[name][k]
+            ratio = f"{(r['user_s'] + r['sys_s']) / floor_cpu:.2f}x" if name == "first open" else ""
+            print(f"| {name} {k + 1} | {r['wall_s']:.1f} | {r['user_s']:.1f} | {r['sys_s']:.1f} | {ratio} "
+                  f"| {r['minflt']:,} | {r['written_gb']:.2f} | {r['read_gb']:.2f} | {r['load_1min']:.1f} |")
+    return runs
 
 
 def dispatch_alone(run: Path, cache: Path, force: str, against: Path | None, repeat: int) -> dict:
