@@ -147,12 +147,15 @@ print(json.dumps({"events": n, "seconds": time.perf_counter() - t, "cpu_s": time
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
-FIELDS_FLOOR = r"""
-import json, resource, sys, time
+FIELDS_SETUP = r"""
+import json, os, resource, sys, time
 from nbprofiler.io.trace import parse as trace_parse
 path = sys.argv[1]
 cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in trace_parse._COLUMNS.items()) + "}"
 lit = "'" + path.replace("'", "''") + "'"
+"""
+
+FIELDS_READ = r"""
 t, c = time.perf_counter(), time.process_time()
 con = trace_parse._connection()  # the reader's own settings: one thread, a 1 MB streaming buffer
 rel = con.sql(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
@@ -160,6 +163,9 @@ rel = con.sql(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
 n = 0
 for batch in rel.to_arrow_reader(trace_parse._BATCH_ROWS):
     n += batch.num_rows
+"""
+
+FIELDS_FLOOR = FIELDS_SETUP + FIELDS_READ + r"""
 print(json.dumps({"events": n, "seconds": time.perf_counter() - t, "cpu_s": time.process_time() - c,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -192,9 +198,7 @@ len(prof.timeline), len(prof.timeline_flows)
 cache.wait()
 """ + IO_USAGE
 
-_FLOOR_START = "t, c = time.perf_counter(), time.process_time()\n"
-IO_FLOOR = "import os\n" + FIELDS_FLOOR.replace(_FLOOR_START, IO_START + _FLOOR_START).replace(
-    "print(json.dumps(", "_floor = ((") + IO_USAGE
+IO_FLOOR = FIELDS_SETUP + IO_START + FIELDS_READ + IO_USAGE
 
 
 def ensure_trace(scratch: Path, gb: float) -> Path:
