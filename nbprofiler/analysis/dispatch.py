@@ -623,10 +623,10 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         acc.hit_key.append(key[hit])
         acc.hit_op.append(op_hit)
         acc.hit_idle.append(idle[hit])
-        in_step = t_step[hit] >= 0
-        acc.hit_in_step.append(in_step)
+        hit_in_step = t_step[hit] >= 0
+        acc.hit_in_step.append(hit_in_step)
         # per op (of the waits in a step, where there are steps): its waits and its first (in start order)
-        c_op = op_hit[in_step] if len(windows) else op_hit
+        c_op = op_hit[hit_in_step] if len(windows) else op_hit
         np.minimum.at(acc.appear, c_op, acc.waited + np.arange(len(c_op)))
         np.add.at(acc.op_waits, c_op, 1)
         acc.waited += len(hit)
