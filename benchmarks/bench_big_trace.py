@@ -150,16 +150,13 @@ print(json.dumps({"events": n, "seconds": time.perf_counter() - t, "cpu_s": time
 FIELDS_SETUP = r"""
 import json, os, resource, sys, time
 from nbprofiler.io.trace import parse as trace_parse
-path = sys.argv[1]
-cols = "{" + ", ".join(f"{k}: '{v}'" for k, v in trace_parse._COLUMNS.items()) + "}"
-lit = "'" + path.replace("'", "''") + "'"
+source = trace_parse._read_json(sys.argv[1], "array", trace_parse._COLUMNS, trace_parse._MAX_EVENT)
 """
 
 FIELDS_READ = r"""
 t, c = time.perf_counter(), time.process_time()
 con = trace_parse._connection()  # the reader's own settings: one thread, a 1 MB streaming buffer
-rel = con.sql(f"SELECT * FROM read_json({lit}, format='array', columns={cols}, "
-              f"maximum_object_size={trace_parse._MAX_EVENT})")
+rel = con.sql(f"SELECT * FROM {source}")
 n = 0
 for batch in rel.to_arrow_reader(trace_parse._BATCH_ROWS):
     n += batch.num_rows
