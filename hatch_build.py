@@ -1,7 +1,9 @@
-"""Build hook: compiles the trace reader's C scanner (nbprofiler/io/trace/_scan.c) into a shared library
-beside it, loaded with ctypes by `nbprofiler.io.trace.scan`. It uses no Python API, so one build serves
-every Python of the platform. Where no C compiler works, the package is built without it and reads
-traces with duckdb alone (a warning says so)."""
+"""Build hook: compiles the package's C kernels, each into a shared library beside its source, loaded with
+ctypes (`nbprofiler._clib`): the trace reader's scanner (nbprofiler/io/trace/_scan.c, used by
+`nbprofiler.io.trace.scan`) and the host-dispatch analysis's search for enclosing events
+(nbprofiler/analysis/_enclosing.c, used by `nbprofiler.analysis.dispatch`). They use no Python API, so one
+build serves every Python of the platform. Where no C compiler works, the package is built without them
+and does the same work with duckdb and numpy (a warning says so)."""
 from __future__ import annotations
 
 import os
@@ -13,21 +15,23 @@ from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("nbprofiler/io/trace/_scan.c")
-LIBRARY = SOURCE.with_suffix(".so")
+# Each source, and what the package does without its library.
+SOURCES = {Path("nbprofiler/io/trace/_scan.c"): "traces are read by duckdb alone",
+           Path("nbprofiler/analysis/_enclosing.c"): "the host-dispatch analysis searches with numpy"}
 
 
-def build_scanner(root: Path) -> Path | None:
-    """Compile the scanner under ``root``; its path, or None where it could not be built."""
+def build_library(root: Path, source: Path) -> Path | None:
+    """Compile ``source`` (relative to ``root``) beside itself; the library's path, or None where it could
+    not be built."""
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    src, out = root / SOURCE, root / LIBRARY
+    src, out = root / source, root / source.with_suffix(".so")
     cmd = [*cc, "-O3", "-std=c99", "-fPIC", "-shared", "-o", str(out), str(src)]
     try:
         subprocess.run(cmd, check=True, capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError) as e:
         detail = getattr(e, "stderr", "") or str(e)
-        warnings.warn(f"nbprofiler: the trace scanner was not compiled ({' '.join(cmd)}: {detail.strip()[:500]}); "
-                      "traces are read by duckdb alone", stacklevel=1)
+        warnings.warn(f"nbprofiler: {source.name} was not compiled ({' '.join(cmd)}: {detail.strip()[:500]}); "
+                      f"{SOURCES[source]}", stacklevel=1)
         return None
     return out
 
@@ -36,8 +40,9 @@ class CustomBuildHook(BuildHookInterface):
     def initialize(self, version, build_data):
         if self.target_name != "wheel":
             return
-        built = build_scanner(Path(self.root))
-        if built is not None and version != "editable":
-            build_data["artifacts"].append(str(LIBRARY))
-            build_data["pure_python"] = False
-            build_data["infer_tag"] = True
+        for source in SOURCES:
+            built = build_library(Path(self.root), source)
+            if built is not None and version != "editable":
+                build_data["artifacts"].append(str(source.with_suffix(".so")))
+                build_data["pure_python"] = False
+                build_data["infer_tag"] = True

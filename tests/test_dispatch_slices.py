@@ -15,7 +15,9 @@ import pytest
 
 import nbprofiler
 from nbprofiler import _memory
-from nbprofiler.analysis.dispatch import _Columns, _distinct, _HostThread, _latency_stats, _Windows, host_dispatch
+from nbprofiler.analysis import dispatch
+from nbprofiler.analysis.dispatch import (NESTING_DEPTH, _Columns, _distinct, _HostThread, _innermost, _latency_stats,
+                                           _Windows, host_dispatch)
 from nbprofiler.analysis.op_steps import _place_in_steps
 from nbprofiler.analysis.timeline import finite
 from nbprofiler.io import cache
@@ -182,6 +184,57 @@ def test_tasks_are_placed_in_the_steps_as_op_steps_places_them():
             _, want_start = _place_in_steps(times, windows, with_start=True)
             got_start = win.start[at]
             assert np.array_equal(got_start, want_start, equal_nan=True)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_innermost_event_is_the_latest_enclosing_start(monkeypatch, compiled):
+    """`_innermost`, compiled (``_enclosing.c``, a cursor galloping from time to time) or in numpy, equals the
+    latest start among the `NESTING_DEPTH` events starting at or before each time whose end reaches it, looked
+    for event by event: nesting deeper than that, missing and infinite durations, starts missing at the end
+    (where numpy sorts them), times on the edges, sorted, shuffled and missing."""
+    if compiled:
+        assert dispatch._ENCLOSING is not None   # the package's own build
+    else:
+        monkeypatch.setattr(dispatch, "_ENCLOSING", None)
+    rng = np.random.default_rng(17)
+    for trial in range(300):
+        n = int(rng.integers(0, 90))
+        start = np.sort(np.round(rng.uniform(0, 100, n) * 2) / 2)
+        if trial % 3 == 0 and n > NESTING_DEPTH + 5:   # a stack deeper than the search looks
+            start[:NESTING_DEPTH + 5] = 10.0 + np.arange(NESTING_DEPTH + 5) * 0.01
+            start = np.sort(start)
+        dur = np.round(rng.exponential(rng.choice([1.0, 10.0, 200.0]), n) * 2) / 2
+        dur[rng.random(n) < 0.1] = rng.choice([np.nan, np.inf, -np.inf])
+        if rng.random() < 0.2:
+            start[n - int(rng.integers(0, 3)):] = np.nan
+        end = start + np.nan_to_num(dur)
+        t = np.concatenate([rng.uniform(-5, 110, int(rng.integers(1, 60))), start, end, [np.nan]])
+        if rng.random() < 0.5:
+            t = np.sort(t)
+        else:
+            rng.shuffle(t)
+
+        def latest(x):
+            known = int(np.sum(start <= x))   # the starts at or before x (a missing one never is)
+            return next((i for i in range(known - 1, max(known - NESTING_DEPTH, 0) - 1, -1) if end[i] >= x), -1)
+        want = np.array([latest(x) for x in t], dtype=np.int64)
+        for chunk in (1, 7, 1000):
+            assert (_innermost(start, dur, t, chunk) == want).all(), (trial, chunk)
+
+
+@pytest.mark.parametrize("run", ["npu/trace_view_torch_npu", "npu/ascend_pt_text_2rank/rank1_ascend_pt", None])
+def test_the_compiled_search_gives_numpys_frames(run, synthetic_on_disk, monkeypatch):
+    """The whole analysis with the compiled search and with numpy's: the same steps, ops, summary and frame,
+    on two real runs and on the synthetic trace on disk; and with the flows numbered in int64 (a run of 2**31
+    flows or more) as in int32."""
+    prof = load_quietly(run) if run else synthetic_on_disk[0]
+    compiled = host_dispatch(*_frames(prof))
+    assert compiled.available and compiled.launched > 100
+    with monkeypatch.context() as m:
+        m.setattr(dispatch, "_index_type", lambda n: np.int64)
+        _assert_same(host_dispatch(*_frames(prof)), compiled)
+    monkeypatch.setattr(dispatch, "_ENCLOSING", None)
+    _assert_same(host_dispatch(*_frames(prof)), compiled)
 
 
 def test_the_outermost_host_call_is_the_earliest_enclosing_event():

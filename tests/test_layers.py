@@ -27,6 +27,7 @@ ROOT = {
     # errors/schema
     "errors": 0, "schema": 0, "_version": 0,
     "_memory": 0,  # the pages of memory-mapped frames: io registers them, analyses release them
+    "_clib": 0,  # the compiled kernels' loader: io's scanner and the dispatch analysis load their libraries
     "samples": 0, "synthetic": 0,  # bundled data and seeded generators: import nothing from the package
     "io": 1,
     # the model

@@ -35,13 +35,16 @@ and names the op behind each.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import re
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from .._clib import load
 from .._memory import release_heap, release_pages, row_slices
 from ..model.derive import profiler_step_windows
 from ..schema import ANALYSIS_FRAMES
@@ -330,13 +333,44 @@ def _device_tasks(timeline: pd.DataFrame, cols: _Columns, device: np.ndarray) ->
     return _Device(tracks, lo, xs, base, x_start)
 
 
-def _innermost(starts: np.ndarray, ends_at, t: np.ndarray, chunk: int) -> np.ndarray:
+def _enclosing_library():
+    """The compiled search for enclosing events (``_enclosing.c``), or None where it is not built: then
+    `_innermost` and `_first_flows` search with numpy, to the same result."""
+    dll = load(Path(__file__).resolve().parent, "_enclosing", 1)
+    if dll is None:
+        return None
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    dll.nbp_innermost.restype = dll.nbp_first_flows.restype = None
+    dll.nbp_innermost.argtypes = [ptr, ptr, i64, ptr, i64, i64, ptr]
+    dll.nbp_first_flows.argtypes = [i64, ptr, ptr, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ctypes.c_int,
+                                    ptr]
+    return dll
+
+
+_ENCLOSING = _enclosing_library()
+
+
+def _c(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` as a C array of ``dtype`` (itself where it is one already)."""
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _innermost(starts: np.ndarray, durs: np.ndarray, t: np.ndarray, chunk: int) -> np.ndarray:
     """Per time in ``t``, the position of the innermost event enclosing it (the latest start among the
     `NESTING_DEPTH` events starting before it whose end reaches it), −1 where none. ``starts``: sorted;
-    ``ends_at(positions)``: those events' ends. The times are taken ``chunk`` at a time."""
+    ``durs``: the events' durations (an end is its start + its duration, a missing one counting as 0). With
+    numpy, the times are taken ``chunk`` at a time."""
     out = np.full(len(t), -1, dtype=np.int64)
-    if not len(starts):
+    if not len(starts) or not len(t):
         return out
+    if _ENCLOSING is not None:
+        starts, durs, t = _c(starts, np.float64), _c(durs, np.float64), _c(t, np.float64)
+        _ENCLOSING.nbp_innermost(starts.ctypes.data, durs.ctypes.data, len(starts), t.ctypes.data, len(t),
+                                 NESTING_DEPTH, out.ctypes.data)
+        return out
+
+    def ends_at(pos):
+        return starts[pos] + finite(durs[pos])
     for q in range(0, len(t), chunk):
         tq = t[q:q + chunk]
         last = np.searchsorted(starts, tq, side="right") - 1
@@ -402,11 +436,15 @@ def _first_flows(cols: _Columns, dev: _Device, head_track: np.ndarray, head_us: 
     flag per flow) whose head lands in it: the task of the head's track that encloses it (a flow's end binds
     to the enclosing slice; the writers put it at the task's start); −1 where none."""
     out = np.full(dev.n, -1, dtype=_index_type(len(head_us)))
+    if _ENCLOSING is not None and kind.any():
+        _first_flows_compiled(cols, dev, head_track, head_us, kind, out)
+        cols.release()
+        return out
     for k, tr in enumerate(dev.tracks if kind.any() else []):
         mine = np.flatnonzero(kind & (head_track == tr))
         if not len(mine):
             continue
-        at = _innermost(dev.starts(cols, k), lambda pos: cols.ends(dev.rows(k, pos)), head_us[mine], cols.chunk)
+        at = _innermost(dev.starts(cols, k), _task_durs(cols, dev, k), head_us[mine], cols.chunk)
         task, flow = at[at >= 0], mine[at >= 0]
         order = np.argsort(task, kind="stable")
         task, flow = task[order], flow[order]
@@ -414,6 +452,35 @@ def _first_flows(cols: _Columns, dev: _Device, head_track: np.ndarray, head_us: 
         out[dev.base[k] + task[first]] = flow[first]
     cols.release()
     return out
+
+
+def _task_durs(cols: _Columns, dev: _Device, k: int) -> np.ndarray:
+    """The durations of the ``k``-th device track's tasks (a view of the column where every row is a task)."""
+    if dev.xs[k] is None:
+        return cols.dur[dev.lo[k]:dev.lo[k] + int(dev.base[k + 1] - dev.base[k])]
+    return cols.dur[dev.lo[k] + dev.xs[k]]
+
+
+def _first_flows_compiled(cols: _Columns, dev: _Device, head_track: np.ndarray, head_us: np.ndarray,
+                          kind: np.ndarray, out: np.ndarray) -> None:
+    """`_first_flows` into ``out`` (−1 throughout, int32 or int64), in one pass over the flows in compiled
+    code (``nbp_first_flows``)."""
+    if not dev.tracks:
+        return
+    tracks = np.asarray(dev.tracks, dtype=np.int64)
+    track_index = np.full(int(tracks.max()) + 1, -1, dtype=np.int64)
+    track_index[tracks] = np.arange(len(tracks))
+    starts = [_c(dev.starts(cols, k), np.float64) for k in range(len(tracks))]
+    durs = [_c(_task_durs(cols, dev, k), np.float64) for k in range(len(tracks))]
+    lens = np.array([len(a) for a in starts], dtype=np.int64)
+    head_track, head_us = _c(head_track, np.int32), _c(head_us, np.float64)
+    kind, base = _c(kind, np.bool_).view(np.uint8), _c(dev.base, np.int64)
+    pointers, hints = ctypes.c_void_p * len(tracks), np.zeros(len(tracks), dtype=np.int64)   # held through the call
+    _ENCLOSING.nbp_first_flows(len(head_us), head_track.ctypes.data, head_us.ctypes.data, kind.ctypes.data,
+                               len(track_index), track_index.ctypes.data, len(tracks),
+                               pointers(*(a.ctypes.data for a in starts)), pointers(*(a.ctypes.data for a in durs)),
+                               lens.ctypes.data, base.ctypes.data, NESTING_DEPTH, hints.ctypes.data,
+                               int(out.dtype == np.int64), out.ctypes.data)
 
 
 class _Ops:
@@ -451,7 +518,7 @@ class _Ops:
         for tr in pd.unique(tracks):
             lo, hi = self.cols.span(tr)
             mine = np.flatnonzero(tracks == tr)
-            at = _innermost(self.cols.start[lo:hi], lambda pos: self.cols.ends(lo + pos), t[mine], self.cols.chunk)
+            at = _innermost(self.cols.start[lo:hi], self.cols.dur[lo:hi], t[mine], self.cols.chunk)
             rows[mine[at >= 0]] = lo + at[at >= 0]
         return rows
 

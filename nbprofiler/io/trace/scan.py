@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ..._clib import load
+
 # The text columns, in the C file's order (C_NAME ... C_ARG_TYPE), and the batch's columns in the statement's.
 TEXT = ("name", "flow_name", "cat", "pid", "tid", "ts", "id", "args", "arg_type")
 COLUMNS = ("kind", "name", "flow_name", "ts", "dur", "cat", "pid", "tid", "id", "args")
@@ -53,25 +55,16 @@ class ScanError(ValueError):
 def _library(directory: Path | None = None):
     """nbp_scan of the library built beside this module (or in ``directory``), None where there is none of
     this module's `ABI`."""
-    here = directory or Path(__file__).resolve().parent
-    for lib in sorted(here.glob("_scan*.so")):
-        try:
-            dll = ctypes.CDLL(str(lib))
-        except OSError:
-            continue
-        try:
-            if dll.nbp_scan_abi() != ABI:
-                continue
-        except AttributeError:
-            continue
-        fn = dll.nbp_scan
-        fn.restype = ctypes.c_int64
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
-                       ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int64,
-                       ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
-                       ctypes.POINTER(ctypes.c_int)]
-        return fn
-    return None
+    dll = load(directory or Path(__file__).resolve().parent, "_scan", ABI)
+    if dll is None:
+        return None
+    fn = dll.nbp_scan
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
+                   ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int64,
+                   ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+                   ctypes.POINTER(ctypes.c_int)]
+    return fn
 
 
 _scan = _library()
