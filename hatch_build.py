@@ -1,9 +1,9 @@
 """Build hook: compiles the package's C kernels, each into a shared library beside its source, loaded with
 ctypes (`nbprofiler._clib`): the trace reader's scanner (nbprofiler/io/trace/_scan.c, used by
-`nbprofiler.io.trace.scan`) and the host-dispatch analysis's search for enclosing events
-(nbprofiler/analysis/_enclosing.c, used by `nbprofiler.analysis.dispatch`). They use no Python API, so one
-build serves every Python of the platform. Where no C compiler works, the package is built without them
-and does the same work with duckdb and numpy (a warning says so)."""
+`nbprofiler.io.trace.scan`) and the host-dispatch analysis's kernels (nbprofiler/analysis/_dispatch.c, used by
+`nbprofiler.analysis.dispatch`). They use no Python API, so one build serves every Python of the platform.
+Where no C compiler works, the package is built without them and does the same work with duckdb and numpy
+(a warning says so)."""
 from __future__ import annotations
 
 import os
@@ -17,7 +17,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 # Each source, and what the package does without its library.
 SOURCES = {Path("nbprofiler/io/trace/_scan.c"): "traces are read by duckdb alone",
-           Path("nbprofiler/analysis/_enclosing.c"): "the host-dispatch analysis searches with numpy"}
+           Path("nbprofiler/analysis/_dispatch.c"): "the host-dispatch analysis works with numpy"}
 
 
 def build_library(root: Path, source: Path) -> Path | None:

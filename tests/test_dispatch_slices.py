@@ -188,14 +188,14 @@ def test_tasks_are_placed_in_the_steps_as_op_steps_places_them():
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_the_innermost_event_is_the_latest_enclosing_start(monkeypatch, compiled):
-    """`_innermost`, compiled (``_enclosing.c``, a cursor galloping from time to time) or in numpy, equals the
+    """`_innermost`, compiled (``_dispatch.c``, a cursor galloping from time to time) or in numpy, equals the
     latest start among the `NESTING_DEPTH` events starting at or before each time whose end reaches it, looked
     for event by event: nesting deeper than that, missing and infinite durations, starts missing at the end
     (where numpy sorts them), times on the edges, sorted, shuffled and missing."""
     if compiled:
-        assert dispatch._ENCLOSING is not None   # the package's own build
+        assert dispatch._COMPILED is not None   # the package's own build
     else:
-        monkeypatch.setattr(dispatch, "_ENCLOSING", None)
+        monkeypatch.setattr(dispatch, "_COMPILED", None)
     rng = np.random.default_rng(17)
     for trial in range(300):
         n = int(rng.integers(0, 90))
@@ -224,17 +224,73 @@ def test_the_innermost_event_is_the_latest_enclosing_start(monkeypatch, compiled
 
 @pytest.mark.parametrize("run", ["npu/trace_view_torch_npu", "npu/ascend_pt_text_2rank/rank1_ascend_pt", None])
 def test_the_compiled_search_gives_numpys_frames(run, synthetic_on_disk, monkeypatch):
-    """The whole analysis with the compiled search and with numpy's: the same steps, ops, summary and frame,
-    on two real runs and on the synthetic trace on disk; and with the flows numbered in int64 (a run of 2**31
-    flows or more) as in int32."""
+    """The whole analysis with the compiled kernels (the flows' join and the walk) and with numpy's: the same
+    steps, ops, summary and frame, on two real runs and on the synthetic trace on disk; and with the flows
+    numbered in int64 (a run of 2**31 flows or more) as in int32."""
     prof = load_quietly(run) if run else synthetic_on_disk[0]
     compiled = host_dispatch(*_frames(prof))
     assert compiled.available and compiled.launched > 100
     with monkeypatch.context() as m:
         m.setattr(dispatch, "_index_type", lambda n: np.int64)
         _assert_same(host_dispatch(*_frames(prof)), compiled)
-    monkeypatch.setattr(dispatch, "_ENCLOSING", None)
+    monkeypatch.setattr(dispatch, "_COMPILED", None)
     _assert_same(host_dispatch(*_frames(prof)), compiled)
+
+
+def _random_run(rng):
+    """Frames of a small random run: a host thread of nested calls, device streams whose tasks tie across
+    streams, lack or overflow a duration and (last on a stream) a start, launch and framework flows into some
+    of them (and into no task), and step windows that touch, overlap or are missing."""
+    host_n, n_streams = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    host_start = np.sort(np.round(rng.uniform(0, 100, host_n) * 2) / 2)
+    host_dur = np.round(rng.exponential(8.0, host_n) * 2) / 2
+    parts = [pd.DataFrame({"track": 0, "start_us": host_start, "dur_us": host_dur,
+                           "name": rng.choice(["aclopLaunch", "aten::add", ""], host_n)})]
+    flows, n_flow = [], 0
+    for k in range(1, n_streams + 1):
+        n = int(rng.integers(0, 60))
+        start = np.sort(np.round(rng.uniform(0, 110, n) * 2) / 2)
+        dur = np.round(rng.exponential(rng.choice([0.5, 3.0]), n) * 2) / 2
+        dur[rng.random(n) < 0.08] = rng.choice([np.nan, np.inf])
+        if n and rng.random() < 0.2:
+            start[-1] = np.nan
+        parts.append(pd.DataFrame({"track": k, "start_us": start, "dur_us": dur,
+                                   "name": rng.choice(["MatMul", "Add", "Cast"], n)}))
+        for i in np.flatnonzero(rng.random(n) < 0.8):
+            for cat in rng.choice(["HostToDevice", "async_npu"], int(rng.integers(1, 3)), replace=False):
+                head = start[i] + rng.choice([0.0, 0.25, 50.0])   # at the task's start, inside it, or past it
+                flows.append((cat, str(n_flow), f"{cat}{n_flow}", 0, float(rng.uniform(-10, 110)), k, head))
+                n_flow += 1
+    timeline = pd.concat(parts, ignore_index=True).astype({"track": np.int32, "name": "category"})
+    tracks = pd.DataFrame({"track": np.arange(n_streams + 1, dtype=np.int32),
+                           "process": ["CANN"] + ["Ascend Hardware"] * n_streams,
+                           "thread": ["Thread 1"] + [f"Stream {k}" for k in range(1, n_streams + 1)]})
+    flows = pd.DataFrame(flows, columns=["cat", "id", "name", "start_track", "start_us", "end_track", "end_us"])
+    flows = flows.astype({"start_track": np.int32, "end_track": np.int32})
+    n_win = int(rng.integers(0, 6))
+    edges = np.sort(np.round(rng.uniform(0, 110, 2 * n_win) * 2) / 2)
+    windows = pd.DataFrame({"step": np.arange(n_win) + 1, "start_us": edges[0::2], "end_us": edges[1::2]})
+    if n_win > 1 and rng.random() < 0.3:
+        windows.loc[0, "end_us"] = windows.loc[1, "start_us"] + 1.0   # overlapping windows
+    return timeline, tracks, flows, windows
+
+
+def test_the_compiled_walk_gives_numpys_frames_on_random_runs(monkeypatch):
+    """On random runs (`_random_run`), in slices of any size: the compiled kernels' frames are numpy's."""
+    rng = np.random.default_rng(23)
+    checked = 0
+    for trial in range(80):
+        frames = _random_run(rng)
+        for chunk in (None, 3):
+            kw = {} if chunk is None else {"chunk_rows": chunk}
+            compiled = host_dispatch(*frames, **kw)
+            with monkeypatch.context() as m:
+                m.setattr(dispatch, "_COMPILED", None)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")   # an empty median of no known latency
+                    _assert_same(host_dispatch(*frames, **kw), compiled)
+            checked += compiled.available and compiled.waited_tasks > 0
+    assert checked > 50
 
 
 def test_the_outermost_host_call_is_the_earliest_enclosing_event():

@@ -333,10 +333,18 @@ def _device_tasks(timeline: pd.DataFrame, cols: _Columns, device: np.ndarray) ->
     return _Device(tracks, lo, xs, base, x_start)
 
 
-def _enclosing_library():
-    """The compiled search for enclosing events (``_enclosing.c``), or None where it is not built: then
-    `_innermost` and `_first_flows` search with numpy, to the same result."""
-    dll = load(Path(__file__).resolve().parent, "_enclosing", 1)
+# The launched tasks' columns a walk gives for the host side (`_walk`): per task its place among the launched
+# tasks, timeline row, start and end, the flow giving its launch and its framework flow, whether that is the
+# launch flow, the launch's time, its step (−1: none), gap, whether it waited, its idle and its step's key.
+_TASK_COLUMNS = {"pos": np.int64, "row": np.int64, "start": np.float64, "end": np.float64, "flow": np.int64,
+                 "fw": np.int64, "is_launch": np.bool_, "launch_us": np.float64, "step": np.int64,
+                 "gap": np.float64, "waited": np.bool_, "idle": np.float64, "key": np.int64}
+
+
+def _compiled_library():
+    """The analysis's compiled kernels (``_dispatch.c``), or None where they are not built: then `_innermost`,
+    `_first_flows` and `_walk` work with numpy, to the same result."""
+    dll = load(Path(__file__).resolve().parent, "_dispatch", 1)
     if dll is None:
         return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
@@ -344,10 +352,14 @@ def _enclosing_library():
     dll.nbp_innermost.argtypes = [ptr, ptr, i64, ptr, i64, i64, ptr]
     dll.nbp_first_flows.argtypes = [i64, ptr, ptr, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ctypes.c_int,
                                     ptr]
+    dll.nbp_walk.restype = i64
+    dll.nbp_walk.argtypes = [i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ctypes.c_int, ptr, i64, ptr, ptr, ptr, ptr,
+                             ctypes.c_double, ctypes.c_int, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64,
+                             *[ptr] * len(_TASK_COLUMNS), ptr]
     return dll
 
 
-_ENCLOSING = _enclosing_library()
+_COMPILED = _compiled_library()
 
 
 def _c(a: np.ndarray, dtype) -> np.ndarray:
@@ -363,9 +375,9 @@ def _innermost(starts: np.ndarray, durs: np.ndarray, t: np.ndarray, chunk: int) 
     out = np.full(len(t), -1, dtype=np.int64)
     if not len(starts) or not len(t):
         return out
-    if _ENCLOSING is not None:
+    if _COMPILED is not None:
         starts, durs, t = _c(starts, np.float64), _c(durs, np.float64), _c(t, np.float64)
-        _ENCLOSING.nbp_innermost(starts.ctypes.data, durs.ctypes.data, len(starts), t.ctypes.data, len(t),
+        _COMPILED.nbp_innermost(starts.ctypes.data, durs.ctypes.data, len(starts), t.ctypes.data, len(t),
                                  NESTING_DEPTH, out.ctypes.data)
         return out
 
@@ -436,7 +448,7 @@ def _first_flows(cols: _Columns, dev: _Device, head_track: np.ndarray, head_us: 
     flag per flow) whose head lands in it: the task of the head's track that encloses it (a flow's end binds
     to the enclosing slice; the writers put it at the task's start); −1 where none."""
     out = np.full(dev.n, -1, dtype=_index_type(len(head_us)))
-    if _ENCLOSING is not None and kind.any():
+    if _COMPILED is not None and kind.any():
         _first_flows_compiled(cols, dev, head_track, head_us, kind, out)
         cols.release()
         return out
@@ -446,6 +458,8 @@ def _first_flows(cols: _Columns, dev: _Device, head_track: np.ndarray, head_us: 
             continue
         at = _innermost(dev.starts(cols, k), _task_durs(cols, dev, k), head_us[mine], cols.chunk)
         task, flow = at[at >= 0], mine[at >= 0]
+        if not len(task):   # none of the flows' heads lands in a task of this track
+            continue
         order = np.argsort(task, kind="stable")
         task, flow = task[order], flow[order]
         first = np.concatenate([[True], task[1:] != task[:-1]])
@@ -476,7 +490,7 @@ def _first_flows_compiled(cols: _Columns, dev: _Device, head_track: np.ndarray, 
     head_track, head_us = _c(head_track, np.int32), _c(head_us, np.float64)
     kind, base = _c(kind, np.bool_).view(np.uint8), _c(dev.base, np.int64)
     pointers, hints = ctypes.c_void_p * len(tracks), np.zeros(len(tracks), dtype=np.int64)   # held through the call
-    _ENCLOSING.nbp_first_flows(len(head_us), head_track.ctypes.data, head_us.ctypes.data, kind.ctypes.data,
+    _COMPILED.nbp_first_flows(len(head_us), head_track.ctypes.data, head_us.ctypes.data, kind.ctypes.data,
                                len(track_index), track_index.ctypes.data, len(tracks),
                                pointers(*(a.ctypes.data for a in starts)), pointers(*(a.ctypes.data for a in durs)),
                                lens.ctypes.data, base.ctypes.data, NESTING_DEPTH, hints.ctypes.data,
@@ -636,13 +650,51 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
     """The device idle before every task, in start order: the gap since the latest end of the tasks started
     before it (carried from slice to slice), or since its step's start when later; each launched task's
     launch (``ln_of``/``fw_of``: its launch and framework flows) and its wait, and the host ops behind the
-    waits (and behind the rows kept). Sums
-    run in start order whatever the slices (``np.add.at`` sums as ``np.bincount`` does), so the result does
-    not depend on ``cols.chunk``. ``keep``: the columns of the launched tasks whose host-bound idle is at least
-    that are kept for the frame (−inf: all; None: none)."""
+    waits (and behind the rows kept). Sums run in start order whatever the slices (``np.add.at`` sums as
+    ``np.bincount`` does), so the result does not depend on ``cols.chunk``, nor on whether the compiled walk
+    (`_walk_compiled`) or numpy's (`_walk_numpy`) gives the tasks. ``keep``: the columns of the launched tasks
+    whose host-bound idle is at least that are kept for the frame (−inf: all; None: none)."""
     n_keys = len(windows.keys)
     acc = _Walk(counts=np.zeros(n_keys, dtype=np.int64), waits=np.zeros(n_keys, dtype=np.int64),
                 dev_idle=np.zeros(n_keys), latency=np.empty(launched))
+    # the host side of the launches (the ops behind them) only where it is read: the waits, and the rows kept
+    # for the frame (the waits are a few of the launches: the search of the host calls is most of the work)
+    every = keep is not None and keep <= 0   # idle >= 0: a keep <= 0 keeps every launched task
+    walk = _walk_compiled if _COMPILED is not None else _walk_numpy
+    for t in walk(cols, dev, ln_of, fw_of, ops.tail_us, windows, tolerance_us, every, acc):
+        host = ops.host_rows(t["flow"], t["launch_us"])
+        fw_row = np.full(len(host), -1, dtype=np.int64)
+        has_fw = t["fw"] >= 0
+        fw_row[has_fw] = ops.framework_rows(t["fw"][has_fw])
+        op = ops.codes(host, fw_row, t["flow"])
+        hit = np.flatnonzero(t["waited"])   # the tasks that waited: their idle (> 0) is what the steps and ops sum
+        op_hit = op[hit]
+        acc.grow(len(ops.names) + len(ops.extra))
+        acc.hit_key.append(t["key"][hit])
+        acc.hit_op.append(op_hit)
+        acc.hit_idle.append(t["idle"][hit])
+        hit_in_step = t["step"][hit] >= 0
+        acc.hit_in_step.append(hit_in_step)
+        # per op (of the waits in a step, where there are steps): its waits and its first (in start order)
+        c_op = op_hit[hit_in_step] if len(windows) else op_hit
+        np.minimum.at(acc.appear, c_op, acc.waited + np.arange(len(c_op)))
+        np.add.at(acc.op_waits, c_op, 1)
+        acc.waited += len(hit)
+        if keep is not None:
+            k = np.flatnonzero(t["idle"] >= keep)
+            acc.columns.append({**{c: t[c][k] for c in ("pos", "row", "start", "end", "flow", "is_launch",
+                                                        "launch_us", "step", "gap", "waited", "idle")},
+                                "op": op[k], "host_row": host[k], "fw_row": fw_row[k]})
+        cols.release()
+    return acc
+
+
+def _walk_numpy(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, tail_us: np.ndarray,
+                windows: _Windows, tolerance_us: float, every: bool, acc: _Walk):
+    """The walk's tasks in numpy, slice by slice (`_slices`): the per-step sums, the latencies and the run's
+    extent into ``acc``; per slice, the `_TASK_COLUMNS` of its launched tasks that waited (``every``: of all
+    its launched tasks). ``tail_us``: per flow, when it was sent."""
+    n_keys = len(windows.keys)
     busy_before, n_launched = -np.inf, 0
     for task, rows, start in _slices(cols, dev):
         end = start + finite(cols.dur[rows])
@@ -660,52 +712,62 @@ def _walk(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, la
         acc.last_end = np.maximum(acc.last_end, end.max())
 
         ln, fw = ln_of[task], fw_of[task]
-        sel = _positions((ln >= 0) | (fw >= 0))     # the launched tasks of the slice, in start order
+        sel = np.flatnonzero((ln >= 0) | (fw >= 0))   # the launched tasks of the slice, in start order
         ln, fw = ln[sel], fw[sel]
-        n_sel = len(ln)
         is_launch = ln >= 0
         flow = np.where(is_launch, ln, fw)             # the flow giving the launch
-        launch_us = ops.tail_us[flow]
-        t_start, t_busy, t_gap, t_step, key = start[sel], busy[sel], gap[sel], step[sel], all_keys[sel]
+        launch_us = tail_us[flow]
+        t_start, t_busy, t_gap, key = start[sel], busy[sel], gap[sel], all_keys[sel]
         # a gap (> 0 only after a finite busy end), and the launch came once the device had run out of work
         waited = (t_gap > 0) & (launch_us >= t_busy - tolerance_us)
         idle = np.where(waited, t_gap, 0.0)
         acc.counts += np.bincount(key, minlength=n_keys)
         acc.waits += np.bincount(key[waited], minlength=n_keys)
-        np.subtract(t_start, launch_us, out=acc.latency[n_launched:n_launched + n_sel])
-        hit = np.flatnonzero(waited)   # the tasks that waited: their idle (> 0) is what the steps and ops sum
-        # the host side of the launches (the ops behind them) only where it is read: the waits, and the rows
-        # kept for the frame (the waits are a few of the launches: the search of the host calls is most of
-        # the walk's work)
-        kept = None if keep is None else np.flatnonzero(idle >= keep)
-        need = hit if keep is None or keep > 0 else kept   # idle >= 0: a keep <= 0 keeps every launched task
-        host = ops.host_rows(flow[need], launch_us[need])
-        fw_row = np.full(len(need), -1, dtype=np.int64)
-        fw_need = fw[need]
-        fw_row[fw_need >= 0] = ops.framework_rows(fw_need[fw_need >= 0])
-        op = ops.codes(host, fw_row, flow[need])
-        hit_at = slice(None) if need is hit else np.searchsorted(need, hit)
-        op_hit = op[hit_at]
-        acc.grow(len(ops.names) + len(ops.extra))
-        acc.hit_key.append(key[hit])
-        acc.hit_op.append(op_hit)
-        acc.hit_idle.append(idle[hit])
-        hit_in_step = t_step[hit] >= 0
-        acc.hit_in_step.append(hit_in_step)
-        # per op (of the waits in a step, where there are steps): its waits and its first (in start order)
-        c_op = op_hit[hit_in_step] if len(windows) else op_hit
-        np.minimum.at(acc.appear, c_op, acc.waited + np.arange(len(c_op)))
-        np.add.at(acc.op_waits, c_op, 1)
-        acc.waited += len(hit)
-        if keep is not None:
-            k, at = kept, np.searchsorted(need, kept)
-            acc.columns.append({"pos": n_launched + k, "row": rows[sel][k], "start": t_start[k], "end": end[sel][k],
-                                "flow": flow[k], "is_launch": is_launch[k], "launch_us": launch_us[k],
-                                "step": t_step[k], "gap": t_gap[k], "waited": waited[k], "idle": idle[k],
-                                "op": op[at], "host_row": host[at], "fw_row": fw_row[at]})
-        n_launched += n_sel
-        cols.release()
-    return acc
+        np.subtract(t_start, launch_us, out=acc.latency[n_launched:n_launched + len(sel)])
+        out = slice(None) if every else np.flatnonzero(waited)
+        yield {"pos": n_launched + np.arange(len(sel))[out], "row": rows[sel][out], "start": t_start[out],
+               "end": end[sel][out], "flow": flow[out], "fw": fw[out].astype(np.int64), "is_launch": is_launch[out],
+               "launch_us": launch_us[out], "step": step[sel][out], "gap": t_gap[out], "waited": waited[out],
+               "idle": idle[out], "key": key[out]}
+        n_launched += len(sel)
+
+
+def _walk_compiled(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.ndarray, tail_us: np.ndarray,
+                   windows: _Windows, tolerance_us: float, every: bool, acc: _Walk):
+    """`_walk_numpy`'s walk in compiled code (``nbp_walk``), ``cols.chunk`` tasks per call, into buffers
+    reused from call to call: the columns it yields are views of them, read before the next."""
+    n = len(dev.tracks)
+    starts = [_c(dev.starts(cols, k), np.float64) for k in range(n)]
+    durs = [_c(_task_durs(cols, dev, k), np.float64) for k in range(n)]
+    xs = [None if x is None else _c(x, np.int64) for x in dev.xs]
+    lens = np.array([len(a) for a in starts], dtype=np.int64)
+    base, lo = _c(dev.base, np.int64), np.array(dev.lo, dtype=np.int64)
+    wide = ln_of.dtype == np.int64
+    ln_of, fw_of = _c(ln_of, ln_of.dtype), _c(fw_of, ln_of.dtype)
+    tail_us = _c(tail_us, np.float64)
+    w_start, w_end = _c(windows.start, np.float64), _c(windows.end, np.float64)
+    w_step, w_key = _c(windows.step, np.int64), _c(windows.key, np.int64)
+    pos, heap, head = np.zeros(n, np.int64), np.zeros(max(n, 1), np.int64), np.zeros(max(n, 1))
+    state_i = np.zeros(2, np.int64)
+    state_d = np.array([-np.inf, np.inf, -np.inf])
+    size = max(1, cols.chunk)
+    buf = {c: np.empty(size, dtype=t) for c, t in _TASK_COLUMNS.items()}
+    n_out = ctypes.c_int64(0)
+    pointers = ctypes.c_void_p * max(n, 1)
+    starts_p, durs_p = pointers(*(a.ctypes.data for a in starts)), pointers(*(a.ctypes.data for a in durs))
+    xs_p = pointers(*(None if x is None else x.ctypes.data for x in xs))
+    while True:
+        walked = _COMPILED.nbp_walk(
+            n, starts_p, durs_p, lens.ctypes.data, base.ctypes.data, lo.ctypes.data, xs_p, ln_of.ctypes.data,
+            fw_of.ctypes.data, int(wide), tail_us.ctypes.data, len(windows), w_start.ctypes.data,
+            w_end.ctypes.data, w_step.ctypes.data, w_key.ctypes.data, float(tolerance_us), int(every),
+            pos.ctypes.data, state_i.ctypes.data, state_d.ctypes.data, heap.ctypes.data, head.ctypes.data,
+            acc.counts.ctypes.data, acc.waits.ctypes.data, acc.dev_idle.ctypes.data, acc.latency.ctypes.data, size,
+            *(buf[c].ctypes.data for c in _TASK_COLUMNS), ctypes.byref(n_out))
+        if not walked:
+            break
+        yield {c: a[:n_out.value] for c, a in buf.items()}
+    acc.first_start, acc.last_end = float(state_d[1]), float(state_d[2])
 
 
 def _steps(step_windows, timeline) -> tuple[pd.DataFrame, str]:
