@@ -25,7 +25,11 @@ CPU time of the thread that ran it; beside the fields floor's wall and CPU time.
 
 ``--io``: the first open (empty cache) and the fields floor, alternating, ``--repeat`` fresh processes each:
 the user and system CPU time of each (`getrusage`), its minor page faults and the bytes it wrote and read
-(`/proc/self/io`: through the page cache, whether or not the disk was touched). Linux only.
+(`/proc/self/io`: through the page cache, whether or not the disk was touched); and before each pair, the
+machine's price of fresh pages: the system time a process takes to write 1 GB to a new file (removed
+after), which the open pays for every page it writes and the floor, which writes nothing, does not. On a
+virtual machine that hands free memory back to its host, it moves with what the machine did before. Linux
+only.
 
 The trace is written to ``--scratch`` (default: $TMPDIR/nbprofiler-bench-big) and kept for later runs.
 Targets: peak RSS <= 3 GB for the first open + dashboard + zooms; the cached re-open <= 1 s.
@@ -197,6 +201,19 @@ cache.wait()
 
 IO_FLOOR = FIELDS_SETUP + IO_START + FIELDS_READ + IO_USAGE
 
+# 1 GB written to a new file through the page cache, one 1 MB buffer again and again: the system time of it.
+FRESH_PAGES = r"""
+import json, os, resource, sys
+path, block = sys.argv[1], bytes(1 << 20)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+with open(path, "wb") as f:
+    for _ in range(1000):
+        f.write(block)
+sys_s = resource.getrusage(resource.RUSAGE_SELF).ru_stime - before
+os.unlink(path)
+print(json.dumps({"sys_s_per_gb": sys_s / (1000 * (1 << 20) / 1e9)}))
+"""
+
 
 def ensure_trace(scratch: Path, gb: float) -> Path:
     from nbprofiler.synthetic import write_trace
@@ -287,24 +304,27 @@ def phases(run: Path, scratch: Path, force: str) -> dict:
 
 
 def io_split(run: Path, scratch: Path, force: str, repeat: int) -> dict:
-    """The first open (an empty cache each time) and the fields floor, alternating, ``repeat`` times each."""
+    """The first open (an empty cache each time) and the fields floor, alternating, ``repeat`` times each,
+    each pair after the price of fresh pages."""
     trace_path = str(next(run.rglob("trace_view.json")))
-    runs: dict[str, list] = {"fields floor": [], "first open": []}
+    runs: dict[str, list] = {"fresh pages": [], "fields floor": [], "first open": []}
     for _ in range(repeat):
+        runs["fresh pages"].append(_child(FRESH_PAGES, str(scratch / "fresh-pages.bin")))
         runs["fields floor"].append(_child(IO_FLOOR, trace_path))
         with tempfile.TemporaryDirectory(prefix="nbprofiler-bench-cache-", dir=scratch) as cache:
             runs["first open"].append(_child(IO_OPEN, str(run), cache, force))
     print(json.dumps(runs))
     print("\n| run | wall s | user s | system s | CPU ÷ the floor's before it | minor faults | written GB | read GB "
-          "| load avg |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| load avg | fresh pages before it, system s per GB written |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k in range(repeat):
         floor_cpu = runs["fields floor"][k]["user_s"] + runs["fields floor"][k]["sys_s"]
-        for name in runs:
+        for name in ("fields floor", "first open"):
             r = runs[name][k]
             ratio = f"{(r['user_s'] + r['sys_s']) / floor_cpu:.2f}x" if name == "first open" else ""
+            fresh = f"{runs['fresh pages'][k]['sys_s_per_gb']:.2f}" if name == "fields floor" else ""
             print(f"| {name} {k + 1} | {r['wall_s']:.1f} | {r['user_s']:.1f} | {r['sys_s']:.1f} | {ratio} "
-                  f"| {r['minflt']:,} | {r['written_gb']:.2f} | {r['read_gb']:.2f} | {r['load_1min']:.1f} |")
+                  f"| {r['minflt']:,} | {r['written_gb']:.2f} | {r['read_gb']:.2f} | {r['load_1min']:.1f} | {fresh} |")
     return runs
 
 

@@ -13,7 +13,7 @@ def test_benchmark_big_trace_io_split(tmp_path, capsys):
     spec.loader.exec_module(bench)
     runs = bench.main(["--gb", "0.005", "--io", "--repeat", "1", "--scratch", str(tmp_path)])
     size = next(tmp_path.rglob("trace_view.json")).stat().st_size / 1e9
-    (floor,), (first,) = runs["fields floor"], runs["first open"]
+    (floor,), (first,), (fresh,) = runs["fields floor"], runs["first open"], runs["fresh pages"]
     # the floor reads the trace and writes nothing; the open reads it and writes its store on disk
     assert floor["read_gb"] >= size and floor["written_gb"] < 0.01 * size
     assert first["read_gb"] >= size and first["written_gb"] > 0.1 * size
@@ -22,3 +22,4 @@ def test_benchmark_big_trace_io_split(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| fields floor 1 |" in out and "| first open 1 |" in out
     assert not list(tmp_path.glob("nbprofiler-bench-cache-*"))   # each open's cache is removed
+    assert fresh["sys_s_per_gb"] >= 0 and not (tmp_path / "fresh-pages.bin").exists()   # its file is removed too
