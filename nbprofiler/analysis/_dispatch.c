@@ -19,11 +19,14 @@
 
 int nbp_dispatch_abi(void) { return 1; }
 
-static double end_of(double start, double dur) {
-    if (isnan(dur)) return start;
-    if (isinf(dur)) return start + (dur > 0 ? DBL_MAX : -DBL_MAX);
-    return start + dur;
+/* numpy's nan_to_num of a double: NaN -> 0, an infinity -> the largest finite double of its sign. */
+static double finite_np(double x) {
+    if (isnan(x)) return 0.0;
+    if (isinf(x)) return x > 0 ? DBL_MAX : -DBL_MAX;
+    return x;
 }
+
+static double end_of(double start, double dur) { return start + finite_np(dur); }
 
 /* How many of starts[0:n) are <= t (t not NaN), searched from `hint` (the count for an earlier time). */
 static int64_t count_at_or_before(const double *starts, int64_t n, double t, int64_t hint) {
@@ -122,16 +125,18 @@ static void sift_down(int64_t *heap, int64_t n, int64_t i, const double *head) {
  * of them per call, from where the last call stopped (pos: per track its next task; state_i: [0] the
  * windows starting at or before the last task, [1] the launched tasks so far; state_d: [0] the latest end
  * so far, [1] the first start, [2] the last end; heap and head: room for a track number and a start per
- * track). Per task: its end (start + duration, a missing one 0),
- * the latest end of the tasks before it, its window (the last starting at or before it, if it is before
- * that window's end; else the sentinel at n_win), its gap (its start - the later of that latest end and
- * its window's start, not below 0, NaN without a finite one) summed into dev_idle[key] where it is in a
- * window (every task where there are none). A task with a launch or framework flow (ln_of / fw_of,
- * int64 where `wide` else int32; -1: none) is launched: its flow (the launch flow, else the framework
- * one) was sent at tail_us[flow]; it waited where its gap is > 0 and the launch came at or after the
- * latest end - tolerance; counts and waits per key; its latency (start - launch) at latency[launched so
- * far]. The launched tasks that waited (every launched task where select_all) are written to the o_*
- * arrays (room for max_tasks), their number to *n_out. Returns the tasks walked (0: none left). */
+ * track).
+ *
+ * Per task: its end; the latest end of the tasks before it; its window (the last starting at or before
+ * it, if it is before that window's end; else the sentinel at n_win); its gap (its start - the later of
+ * that latest end and its window's start, not below 0, NaN without a finite one), summed into
+ * dev_idle[key] where it is in a window (every task where there are none). A task with a launch or
+ * framework flow (ln_of / fw_of, int64 where `wide` else int32; -1: none) is launched: its flow (the
+ * launch flow, else the framework one) was sent at tail_us[flow]; it waited where its gap is > 0 and the
+ * launch came at or after the latest end - tolerance; counts and waits per key; its latency (start -
+ * launch) at latency[launched so far]. The launched tasks that waited (every launched task where
+ * select_all) are written to the o_* arrays (room for max_tasks), their number to *n_out. Returns the
+ * tasks walked (0: none left). */
 int64_t nbp_walk(int64_t n_tracks, const double *const *starts, const double *const *durs, const int64_t *lens,
                  const int64_t *base, const int64_t *lo, const int64_t *const *xs,
                  const void *ln_of, const void *fw_of, int wide, const double *tail_us,
@@ -172,7 +177,7 @@ int64_t nbp_walk(int64_t n_tracks, const double *const *starts, const double *co
         double gap = s - busy;
         gap = (gap >= 0 || isnan(gap)) ? gap : 0.0;
         if (!isfinite(busy)) gap = NAN;
-        if (n_win == 0 || step >= 0) dev_idle[key] += isnan(gap) ? 0.0 : (isinf(gap) ? (gap > 0 ? DBL_MAX : -DBL_MAX) : gap);
+        if (n_win == 0 || step >= 0) dev_idle[key] += finite_np(gap);
         first_start = (first_start <= s || isnan(first_start)) ? first_start : s;
         last_end = max_np(last_end, e);
 
