@@ -309,6 +309,8 @@ def wait_for_extension(page, lab) -> None:
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand("
                            "'nbprofiler:open-in-nbprofiler')")
     page.wait_for_function("() => document.querySelector('#nbprofiler-runs') !== null")
+    # the layout restored: until then the shell may still activate (and focus) the widgets it restores
+    page.evaluate("() => window.jupyterapp.restored.then(() => true)")
     assert "nbprofiler extension activated" in logs
 
 
@@ -536,9 +538,14 @@ def test_an_answer_that_arrives_in_the_folder_field_does_not_join_what_is_typed(
     page.route("**/nbprofiler/report-dir**", lambda route: held.append(route))   # answered when the test says
     form = ".jp-nbprofiler-PathDialog"
 
+    def focused(field):
+        page.wait_for_function(f"() => document.activeElement?.classList.contains('jp-nbprofiler-PathDialog-{field}')")
+
     def open_dialog():
         page.evaluate("() => { window.jupyterapp.commands.execute('nbprofiler:new-report', "
                       "{cwd: 'runs/minddata'}); }")
+        # the dialog puts the focus in its first field once shown: a click before that would lose it again
+        focused("path")
         return page.locator(f"{form} input.jp-nbprofiler-PathDialog-path"), \
             page.locator(f"{form} input.jp-nbprofiler-PathDialog-dir")
 
@@ -549,6 +556,7 @@ def test_an_answer_that_arrives_in_the_folder_field_does_not_join_what_is_typed(
 
     path, save_in = open_dialog()
     save_in.click()          # the user is in the folder field when the answer ('runs') arrives
+    focused("dir")
     answer()
     assert save_in.input_value() == ""
     page.keyboard.type("/launcher reports/")
@@ -558,6 +566,7 @@ def test_an_answer_that_arrives_in_the_folder_field_does_not_join_what_is_typed(
 
     path, save_in = open_dialog()
     save_in.click()
+    focused("dir")
     answer()
     page.unroute("**/nbprofiler/report-dir**")
     path.click()             # left without an edit: the folder for the path is shown
