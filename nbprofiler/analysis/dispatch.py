@@ -66,7 +66,8 @@ NESTING_DEPTH = 64
 # _SAMPLE-th of a sample of the starts (each sample stands for SLICE_ROWS / _SAMPLE tasks of a track). A
 # slice's temporaries (~40 arrays of a value per task) stay in the CPU's caches and, freed, are reused from
 # the heap by the next slice; slices of a million tasks each took fresh memory from the system, page by page
-# (benchmarks/README.md, "The dashboard after a load"). The result does not depend on it.
+# (benchmarks/README.md, "The dashboard after a load"). The compiled walk takes as many tasks per call, into
+# buffers of that size. The result does not depend on it.
 SLICE_ROWS = 1 << 18
 _SAMPLE = 16
 # The sizes of this many longest waits are kept: `Dispatch.longest_waits` up to that many makes their rows
@@ -378,7 +379,7 @@ def _innermost(starts: np.ndarray, durs: np.ndarray, t: np.ndarray, chunk: int) 
     if _COMPILED is not None:
         starts, durs, t = _c(starts, np.float64), _c(durs, np.float64), _c(t, np.float64)
         _COMPILED.nbp_innermost(starts.ctypes.data, durs.ctypes.data, len(starts), t.ctypes.data, len(t),
-                                 NESTING_DEPTH, out.ctypes.data)
+                                NESTING_DEPTH, out.ctypes.data)
         return out
 
     def ends_at(pos):
@@ -491,10 +492,10 @@ def _first_flows_compiled(cols: _Columns, dev: _Device, head_track: np.ndarray, 
     kind, base = _c(kind, np.bool_).view(np.uint8), _c(dev.base, np.int64)
     pointers, hints = ctypes.c_void_p * len(tracks), np.zeros(len(tracks), dtype=np.int64)   # held through the call
     _COMPILED.nbp_first_flows(len(head_us), head_track.ctypes.data, head_us.ctypes.data, kind.ctypes.data,
-                               len(track_index), track_index.ctypes.data, len(tracks),
-                               pointers(*(a.ctypes.data for a in starts)), pointers(*(a.ctypes.data for a in durs)),
-                               lens.ctypes.data, base.ctypes.data, NESTING_DEPTH, hints.ctypes.data,
-                               int(out.dtype == np.int64), out.ctypes.data)
+                              len(track_index), track_index.ctypes.data, len(tracks),
+                              pointers(*(a.ctypes.data for a in starts)), pointers(*(a.ctypes.data for a in durs)),
+                              lens.ctypes.data, base.ctypes.data, NESTING_DEPTH, hints.ctypes.data,
+                              int(out.dtype == np.int64), out.ctypes.data)
 
 
 class _Ops:
