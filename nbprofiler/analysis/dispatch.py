@@ -296,6 +296,20 @@ class _Device:
             return cols.start[self.lo[k]:self.lo[k] + int(self.base[k + 1] - self.base[k])]
         return self.x_start[k]
 
+    def durs(self, cols: _Columns, k: int) -> np.ndarray:
+        """The durations of the ``k``-th track's tasks (a view of the column where every row is a task)."""
+        if self.xs[k] is None:
+            return cols.dur[self.lo[k]:self.lo[k] + int(self.base[k + 1] - self.base[k])]
+        return cols.dur[self.lo[k] + self.xs[k]]
+
+    def c_arrays(self, cols: _Columns) -> "_TrackArrays":
+        """Every track's task starts and durations as C arrays, for the compiled kernels."""
+        starts = [_c(self.starts(cols, k), np.float64) for k in range(len(self.tracks))]
+        durs = [_c(self.durs(cols, k), np.float64) for k in range(len(self.tracks))]
+        pointers = ctypes.c_void_p * max(len(self.tracks), 1)
+        return _TrackArrays(starts, durs, np.array([len(a) for a in starts], dtype=np.int64),
+                            pointers(*(a.ctypes.data for a in starts)), pointers(*(a.ctypes.data for a in durs)))
+
     def rows(self, k: int, pos) -> np.ndarray:
         """The timeline rows of the ``k``-th track's tasks at positions ``pos`` (an array, or a slice)."""
         if self.xs[k] is not None:
@@ -303,6 +317,18 @@ class _Device:
         if isinstance(pos, slice):
             return np.arange(self.lo[k] + pos.start, self.lo[k] + pos.stop)
         return self.lo[k] + pos
+
+
+@dataclasses.dataclass
+class _TrackArrays:
+    """`_Device.c_arrays`: per track its starts and durations (held: the pointer arrays point into them), their
+    lengths, and an array of pointers to each."""
+
+    starts: list
+    durs: list
+    lens: np.ndarray
+    starts_p: ctypes.Array
+    durs_p: ctypes.Array
 
 
 def _device_tasks(timeline: pd.DataFrame, cols: _Columns, device: np.ndarray) -> _Device:
@@ -457,7 +483,7 @@ def _first_flows(cols: _Columns, dev: _Device, head_track: np.ndarray, head_us: 
         mine = np.flatnonzero(kind & (head_track == tr))
         if not len(mine):
             continue
-        at = _innermost(dev.starts(cols, k), _task_durs(cols, dev, k), head_us[mine], cols.chunk)
+        at = _innermost(dev.starts(cols, k), dev.durs(cols, k), head_us[mine], cols.chunk)
         task, flow = at[at >= 0], mine[at >= 0]
         if not len(task):   # none of the flows' heads lands in a task of this track
             continue
@@ -469,13 +495,6 @@ def _first_flows(cols: _Columns, dev: _Device, head_track: np.ndarray, head_us: 
     return out
 
 
-def _task_durs(cols: _Columns, dev: _Device, k: int) -> np.ndarray:
-    """The durations of the ``k``-th device track's tasks (a view of the column where every row is a task)."""
-    if dev.xs[k] is None:
-        return cols.dur[dev.lo[k]:dev.lo[k] + int(dev.base[k + 1] - dev.base[k])]
-    return cols.dur[dev.lo[k] + dev.xs[k]]
-
-
 def _first_flows_compiled(cols: _Columns, dev: _Device, head_track: np.ndarray, head_us: np.ndarray,
                           kind: np.ndarray, out: np.ndarray) -> None:
     """`_first_flows` into ``out`` (−1 throughout, int32 or int64), in one pass over the flows in compiled
@@ -485,17 +504,14 @@ def _first_flows_compiled(cols: _Columns, dev: _Device, head_track: np.ndarray, 
     tracks = np.asarray(dev.tracks, dtype=np.int64)
     track_index = np.full(int(tracks.max()) + 1, -1, dtype=np.int64)
     track_index[tracks] = np.arange(len(tracks))
-    starts = [_c(dev.starts(cols, k), np.float64) for k in range(len(tracks))]
-    durs = [_c(_task_durs(cols, dev, k), np.float64) for k in range(len(tracks))]
-    lens = np.array([len(a) for a in starts], dtype=np.int64)
+    arrays = dev.c_arrays(cols)
     head_track, head_us = _c(head_track, np.int32), _c(head_us, np.float64)
     kind, base = _c(kind, np.bool_).view(np.uint8), _c(dev.base, np.int64)
-    pointers, hints = ctypes.c_void_p * len(tracks), np.zeros(len(tracks), dtype=np.int64)   # held through the call
+    hints = np.zeros(len(tracks), dtype=np.int64)
     _COMPILED.nbp_first_flows(len(head_us), head_track.ctypes.data, head_us.ctypes.data, kind.ctypes.data,
-                              len(track_index), track_index.ctypes.data, len(tracks),
-                              pointers(*(a.ctypes.data for a in starts)), pointers(*(a.ctypes.data for a in durs)),
-                              lens.ctypes.data, base.ctypes.data, NESTING_DEPTH, hints.ctypes.data,
-                              int(out.dtype == np.int64), out.ctypes.data)
+                              len(track_index), track_index.ctypes.data, len(tracks), arrays.starts_p,
+                              arrays.durs_p, arrays.lens.ctypes.data, base.ctypes.data, NESTING_DEPTH,
+                              hints.ctypes.data, int(out.dtype == np.int64), out.ctypes.data)
 
 
 class _Ops:
@@ -738,10 +754,8 @@ def _walk_compiled(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.nd
     """`_walk_numpy`'s walk in compiled code (``nbp_walk``), ``cols.chunk`` tasks per call, into buffers
     reused from call to call: the columns it yields are views of them, read before the next."""
     n = len(dev.tracks)
-    starts = [_c(dev.starts(cols, k), np.float64) for k in range(n)]
-    durs = [_c(_task_durs(cols, dev, k), np.float64) for k in range(n)]
+    arrays = dev.c_arrays(cols)
     xs = [None if x is None else _c(x, np.int64) for x in dev.xs]
-    lens = np.array([len(a) for a in starts], dtype=np.int64)
     base, lo = _c(dev.base, np.int64), np.array(dev.lo, dtype=np.int64)
     wide = ln_of.dtype == np.int64
     ln_of, fw_of = _c(ln_of, ln_of.dtype), _c(fw_of, ln_of.dtype)
@@ -754,13 +768,11 @@ def _walk_compiled(cols: _Columns, dev: _Device, ln_of: np.ndarray, fw_of: np.nd
     size = max(1, cols.chunk)
     buf = {c: np.empty(size, dtype=t) for c, t in _TASK_COLUMNS.items()}
     n_out = ctypes.c_int64(0)
-    pointers = ctypes.c_void_p * max(n, 1)
-    starts_p, durs_p = pointers(*(a.ctypes.data for a in starts)), pointers(*(a.ctypes.data for a in durs))
-    xs_p = pointers(*(None if x is None else x.ctypes.data for x in xs))
+    xs_p = (ctypes.c_void_p * max(n, 1))(*(None if x is None else x.ctypes.data for x in xs))
     while True:
         walked = _COMPILED.nbp_walk(
-            n, starts_p, durs_p, lens.ctypes.data, base.ctypes.data, lo.ctypes.data, xs_p, ln_of.ctypes.data,
-            fw_of.ctypes.data, int(wide), tail_us.ctypes.data, len(windows), w_start.ctypes.data,
+            n, arrays.starts_p, arrays.durs_p, arrays.lens.ctypes.data, base.ctypes.data, lo.ctypes.data, xs_p,
+            ln_of.ctypes.data, fw_of.ctypes.data, int(wide), tail_us.ctypes.data, len(windows), w_start.ctypes.data,
             w_end.ctypes.data, w_step.ctypes.data, w_key.ctypes.data, float(tolerance_us), int(every),
             pos.ctypes.data, state_i.ctypes.data, state_d.ctypes.data, heap.ctypes.data, head.ctypes.data,
             acc.counts.ctypes.data, acc.waits.ctypes.data, acc.dev_idle.ctypes.data, acc.latency.ctypes.data, size,
