@@ -152,6 +152,37 @@ def test_a_synthetic_trace_in_many_batches(tmp_path, monkeypatch):
     assert trace.mark_scope_layers(disk.timeline, disk.tracks) is disk.timeline
 
 
+def test_in_memory_a_sorted_track_leaves_no_batch_text_held_for_the_others(tmp_path, monkeypatch):
+    """In memory, a thread going back in time is sorted (its args copied): the runs left of each batch are
+    copied out of its text, so the frame holds each args text once."""
+    monkeypatch.setattr(trace_parse, "_BATCH_ROWS", 64)
+    monkeypatch.setattr(trace_parse, "_MIN_BATCH_ROWS", 64)
+    events = []
+    for i in range(400):   # thread 1 in time order, small args; thread 2 back in time each batch, large args
+        events.append({"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": str(10 * i), "dur": 1, "args": {"i": i}})
+        events.append({"ph": "X", "name": "b", "pid": 1, "tid": 2, "ts": str(10_000 - 10 * i), "dur": 1,
+                       "args": {"i": i, "pad": "x" * 200}})
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    mem, _, disk, _ = _both(path, tmp_path)
+    _assert_same(mem, disk)
+    tl = mem.timeline
+    assert [json.loads(a)["i"] for a in tl.loc[tl["name"] == "a", "args"]] == list(range(400))
+    assert [json.loads(a)["i"] for a in tl.loc[tl["name"] == "b", "args"]] == list(range(399, -1, -1))
+    held, size = {}, {}
+    chunks = tl["args"].array.__arrow_array__().chunks   # as held: large_string
+    assert len(chunks) > 10
+    for chunk in chunks:
+        _, offsets, data = chunk.buffers()
+        at = np.frombuffer(offsets, np.int64)[[chunk.offset, chunk.offset + len(chunk)]]
+        held[data.address] = held.get(data.address, 0) + int(at[1] - at[0])
+        size[data.address] = data.size
+    text = sum(len(a) for a in tl["args"])
+    assert sum(held.values()) == text
+    assert all(2 * held[b] >= size[b] for b in size), "a batch's text is held for less than half of it"
+    assert sum(size.values()) < 1.5 * text
+
+
 def test_the_store_is_mapped_not_read_and_reused(tmp_path, monkeypatch):
     """A second open maps the store from the user cache without parsing; the timeline's columns are
     views of the mapped files (read-only), its args read where they are looked at."""

@@ -627,6 +627,7 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> TraceDat
         done = _assemble(sink, path, _ColumnArrays(), legacy=legacy, gpu=path.name.startswith("gpu_"),
                          advance=lambda f: None)
         columns = done.columns
+        columns.compact_args()
         timeline = _timeline_frame(columns.arrays, pa.chunked_array(columns.args, type=pa.large_string()),
                                    done.categories, built=True)
         counters = _counters(sink) if counters.cancel() else counters.result()
@@ -742,6 +743,32 @@ class _ColumnArrays:
 
     def close(self) -> None:
         pass
+
+    def compact_args(self) -> None:
+        """Copy the runs' args out of a batch's text where the timeline keeps less than half of it. A batch's
+        args hold every track's runs; a track sorted in memory takes a copy of its own, and the batch's
+        text would stay whole for the runs left (a Kineto trace's threads are sorted: ~60 % of each
+        batch's text, 0.17 GB of a 1 GB trace)."""
+        slices: dict[int, list[int]] = {}   # a text buffer's address -> the chunks that are slices of it
+        kept: dict[int, int] = {}            # -> the bytes of it those chunks hold
+        size: dict[int, int] = {}
+        for i, chunk in enumerate(self.args):
+            _, offsets, data = chunk.buffers()   # large_string: int64 offsets
+            if data is None or not data.size:
+                continue
+            at = np.frombuffer(offsets, np.int64)[[chunk.offset, chunk.offset + len(chunk)]]
+            slices.setdefault(data.address, []).append(i)
+            kept[data.address] = kept.get(data.address, 0) + int(at[1] - at[0])
+            size[data.address] = data.size
+        for address, chunks in slices.items():
+            if 2 * kept[address] >= size[address]:
+                continue
+            copy = pa.concat_arrays([self.args[i] for i in chunks])
+            at = 0
+            for i in chunks:
+                n = len(self.args[i])
+                self.args[i] = copy.slice(at, n)
+                at += n
 
 
 class _Kept:
