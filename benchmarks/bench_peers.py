@@ -81,8 +81,15 @@ wall, cpu = time.perf_counter() - t, time.process_time() - c
 # entry): timed apart, as what the first open costs in all.
 len(prof.timeline_flows)
 cache.wait()
-report(n, wall, cpu, seconds_with_background=time.perf_counter() - t,
-       cpu_seconds_with_background=time.process_time() - c)
+wall_bg, cpu_bg = time.perf_counter() - t, time.process_time() - c
+# What the session holds once that work is done: resident memory after the allocator's background thread
+# has had time to return the pages freed (jemalloc's decay, ~1 s)
+import gc
+gc.collect()
+time.sleep(2)
+rss_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+report(n, wall, cpu, seconds_with_background=wall_bg, cpu_seconds_with_background=cpu_bg,
+       settled_rss_mb=rss_kb / 1024)
 """,
     "floor": _CLOCK + r"""
 import duckdb  # not timed, as for the others
@@ -160,8 +167,9 @@ def measure(python, method: str, *args, timeout: float | None = None, repo: Path
     killed)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]))
     try:
+        # run in ``repo``: `-c` puts the working directory first on the path, before PYTHONPATH
         out = subprocess.run([str(python), "-c", CHILDREN[method], *map(str, args)], capture_output=True,
-                             text=True, env=env, timeout=timeout)
+                             text=True, env=env, timeout=timeout, cwd=repo)
     except subprocess.TimeoutExpired:
         return {"stopped_after_s": timeout}
     if out.returncode:
@@ -247,7 +255,7 @@ def _summary(runs: list[dict], repeat: int) -> dict:
            "runs_s": sorted(round(m["seconds"], 3) for m in runs),
            "runs_cpu_s": sorted(round(m["cpu_seconds"], 3) for m in runs),
            "runs_rss_mb": sorted(round(m["peak_rss_mb"]) for m in runs)}
-    for key in ("seconds_with_background", "cpu_seconds_with_background"):
+    for key in ("seconds_with_background", "cpu_seconds_with_background", "settled_rss_mb"):
         if key in runs[0]:
             out[key] = statistics.median(m[key] for m in runs)
     if "version" in runs[0]:
@@ -280,7 +288,7 @@ def _row(m: dict, size_mb: float, base: dict) -> dict:
            "peak_x_file": round(m["peak_rss_mb"] / size_mb, 2),
            "x_nbprofiler": round(m["seconds"] / base["seconds"], 2),
            "x_nbprofiler_cpu": round(m["cpu_seconds"] / base["cpu_seconds"], 2)}
-    for key in ("seconds_with_background", "cpu_seconds_with_background"):
+    for key in ("seconds_with_background", "cpu_seconds_with_background", "settled_rss_mb"):
         if key in m:
             row[key] = round(m[key], 3)
     return {**row, **{k: m[k] for k in ("runs", "note", "version", "runs_s", "runs_cpu_s", "runs_rss_mb") if k in m}}
@@ -369,7 +377,8 @@ def run(sizes: list[int], scratch: Path, venvs: Path, repeat: int = 5, busy: int
 
 def markdown(results: list[dict]) -> str:
     """The results as the README's table: one line per trace and method, wall and CPU time beside their
-    ratio to nbprofiler's first open of the same file, peak RSS, runs, and the load average around them."""
+    ratio to nbprofiler's first open of the same file, peak RSS (and nbprofiler's resident memory once its
+    background work is done), runs, and the load average around them."""
     lines = ["| trace | method | wall | CPU | wall ÷ nbprofiler's | CPU ÷ nbprofiler's | peak RSS | runs | "
              "load avg (1 min, before → after) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -384,9 +393,10 @@ def markdown(results: list[dict]) -> str:
                 continue
             ratios = ("–", "–") if name == "nbprofiler" else (f"{m['x_nbprofiler']:.2f}×",
                                                               f"{m['x_nbprofiler_cpu']:.2f}×")
+            settled = f" ({m['settled_rss_mb']:.0f} MB settled)" if "settled_rss_mb" in m else ""
             lines.append(f"| {trace} | {NAMES.get(name, name)} | "
                          f"{m['seconds']:.2f} s | {m['cpu_seconds']:.2f} s | {ratios[0]} | {ratios[1]} | "
-                         f"{m['peak_rss_mb']:.0f} MB | {m['runs']} | {load} |")
+                         f"{m['peak_rss_mb']:.0f} MB{settled} | {m['runs']} | {load} |")
     return "\n".join(lines)
 
 

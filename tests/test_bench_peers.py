@@ -57,6 +57,10 @@ def test_rows_give_wall_and_cpu_ratios_to_nbprofiler_and_the_table_shows_both(be
     assert table[2] == ("| MindSpore shape, 100 MB | nbprofiler first open | 0.50 s | 0.80 s | – | – | 290 MB | "
                         "1 | 1.20 → 1.90 |")
     assert table[3] == "|  | json + pandas | 2.00 s | 2.00 s | 4.00× | 2.50× | 900 MB | 1 |  |"
+    # nbprofiler's resident memory once its flows are paired and its cache entry written, beside its peak
+    settled = {**m["nbprofiler"], "settled_rss_mb": 201.4}
+    row["methods"]["nbprofiler"] = bench._row(settled, 100.0, settled)
+    assert "| 290 MB (201 MB settled) | 1 |" in bench.markdown([row]).splitlines()[2]
 
 
 def test_a_stopped_run_is_not_repeated_and_its_row_says_so(bench):
@@ -101,3 +105,15 @@ def test_each_nbprofiler_is_given_its_ratio_to_the_floor_and_the_other_tree_its_
     assert bench.floor_lines([row]).splitlines() == [
         "MindSpore shape, 100 MB: nbprofiler first open ÷ duckdb parse floor: wall 1.12×, CPU 2.00×",
         f"MindSpore shape, 100 MB: nbprofiler ({tmp_path}) ÷ duckdb parse floor: wall 1.25×, CPU 2.50×"]
+
+
+def test_a_run_with_another_tree_imports_that_trees_nbprofiler(bench, monkeypatch, tmp_path):
+    """``--repo``'s runs import the other checkout's package, whatever directory the benchmark is run from (a
+    child started with ``-c`` puts its working directory first on its path)."""
+    other = tmp_path / "other"
+    (other / "nbprofiler").mkdir(parents=True)
+    (other / "nbprofiler" / "__init__.py").write_text("")
+    monkeypatch.setitem(bench.CHILDREN, "where", "import json, nbprofiler; print(json.dumps(nbprofiler.__file__))")
+    monkeypatch.chdir(bench.REPO)
+    assert bench.measure(bench.sys.executable, "where", repo=other) == str(other / "nbprofiler" / "__init__.py")
+    assert bench.measure(bench.sys.executable, "where") == str(bench.REPO / "nbprofiler" / "__init__.py")

@@ -16,8 +16,10 @@
    time from batch to batch (a file written in time order) is the concatenation of its segments;
    otherwise (or with B/E pairs) that track alone is sorted. ``args`` is the kept runs' own text where
    a track is their concatenation (in memory their arrays, on disk the spilled args file, which the store
-   keeps: the text is written once); a sorted track's args are a copy. In memory, the flows are paired by
-   a second thread afterwards, which the load does not wait for (reading them does).
+   keeps: the text is written once); a sorted track's args are a copy (and in memory, so are the runs left
+   of a batch whose text went mostly to sorted tracks, so that no batch's text is held for a few runs).
+   In memory, the flows are paired by a second thread afterwards, which the load does not wait for
+   (reading them does).
 3. On disk, the columns land in a store directory (numeric columns as ``.npy``, ``args`` as the slices of
    two Arrow IPC files an index lists, the small frames as Feather), the scope layers marked once into it
    (``is_scope``, and the op types, as `naming.mark_scope_layers` marks a frame): in the user cache dir
@@ -613,8 +615,8 @@ def _mark_scope_layers(out: Path, done: _Assembled) -> None:
 
 def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> TraceData:
     """The same build with nothing written: the runs and the columns are kept in memory (how
-    `nbprofiler.io.trace.load_trace` reads one file). The timeline's ``args`` is the runs' own text,
-    not a copy."""
+    `nbprofiler.io.trace.load_trace` reads one file). The timeline's ``args`` is the runs' own text
+    where the timeline keeps most of a batch's (`_ColumnArrays.compact_args`)."""
     size = path.stat().st_size
     # A second thread orders the counters' samples (split per batch as they were read) while this one
     # assembles the timeline and builds its frame; they are taken back here if that thread has not started
@@ -723,7 +725,7 @@ class _ColumnFiles:
 
 class _ColumnArrays:
     """The timeline's columns kept in memory: numeric ones filled into arrays, ``args`` as the runs' own
-    slices (no copy of the text)."""
+    slices (no copy of the text, but where `compact_args` finds a batch's text mostly unused)."""
 
     def open(self, dtypes: dict, n: int) -> None:
         self.arrays = {c: np.empty(n, dtype=dtypes[c]) for c in _COLUMNS}
