@@ -302,6 +302,25 @@ def test_flows_with_ids_of_every_form_pair_alike_in_memory_and_on_disk(tmp_path,
                                     str(10 ** 17)} <= set(mem.flows["id"])
 
 
+def test_an_id_is_an_integer_only_as_the_integer_prints():
+    """`integer_ids`: the same answer for an id whether its batch's ids all cast (Arrow's cast) or not (id by
+    id), at int64's ends too."""
+    cases = {"7": 7, "07": None, "+7": None, "-0": None, "0": 0, "-3": -3, str(2 ** 63 - 1): 2 ** 63 - 1,
+             str(2 ** 63): None, str(-2 ** 63): -2 ** 63, str(-2 ** 63 - 1): None, "7.0": None, "1e3": None,
+             " 7": None, "x": None, "": None}
+    ids = pa.array(list(cases))
+    ok, number = trace_flows.integer_ids(ids)
+    assert dict(zip(cases, (int(n) if k else None for k, n in zip(ok, number)))) == cases
+    for text, value in cases.items():   # alone, a castable id takes Arrow's path
+        ok, number = trace_flows.integer_ids(pa.array([text]))
+        assert (int(number[0]) if ok[0] else None) == value, text
+    assert trace_flows.flow_ids(pa.array(["7", "12"])).tolist() == [7, 12]
+    assert trace_flows.flow_ids(pa.array(["7", "012"])).to_pylist() == ["7", "012"]
+    # a text batch hashes its integer ids as a batch of integers does
+    cat = np.array([1, 1], np.int32)
+    assert (trace_flows.flow_hash(cat, pa.array(["7", "x"]))[0] == trace_flows.flow_hash(cat, np.array([7, 8]))[0])
+
+
 @pytest.mark.parametrize("source", ["generated", "torch_npu", "torch_npu as one document"])
 def test_spilled_flows_spread_over_many_files_pair_as_in_memory(tmp_path, monkeypatch, source):
     """On disk the flow events are spilled to files by their flow, each paired alone, and the pairs cut by start

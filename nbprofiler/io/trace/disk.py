@@ -58,7 +58,8 @@ from ...errors import EmptyFileError, FileTooLargeError, MalformedFileError
 from .. import _util, cache
 from .counters import counter_events, counter_frame, counter_samples
 from .exact import line_of_event
-from .flows import SpilledFlows, flow_ends, flow_frame, flow_frame_of_pairs, flow_hash, flow_key, flow_pairs
+from .flows import (SpilledFlows, flow_ends, flow_frame, flow_frame_of_pairs, flow_hash, flow_ids, flow_key,
+                    flow_pairs)
 from .frames import (TraceData, bad_field, distinct_categorical, event_kinds, pair_begin_end, skipped_events,
                      warn_impossible_dur, warn_unplaced)
 from .naming import meta_events, name_tracks, op_type_maps, op_types_of, scope_layer_codes
@@ -414,7 +415,7 @@ class _Sink:
             text = {k: pc.fill_null(fl.column(k).chunk(0).cast(pa.string()), "") for k in ("cat", "id", "name")}
             fkind = kind[frows]
             coded = (fkind, pair[frows], ts_ns[frows], self.flow_cat.of(pc.dictionary_encode(text["cat"])),
-                     _flow_ids(text["id"]))
+                     flow_ids(text["id"]))
             if self.spilled_flows is None:
                 self.flows.add(*coded, pa.table(text).filter(pa.array(fkind == KIND_S)))
             else:
@@ -1048,20 +1049,9 @@ def _timeline_frame(arrays: dict, args: pa.ChunkedArray, categories: dict, built
     return pd.DataFrame(cols, copy=False)
 
 
-def _flow_ids(ids: pa.Array) -> np.ndarray | pa.Array:
-    """A batch's flow ids as integers (int64) where every one is an integer written canonically, as
-    profilers write them; else their text (a pairing then numbers every id by its text)."""
-    try:
-        number = pc.cast(ids, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return ids
-    # the id is the integer only when it is written as the integer prints ("7", not "07" or "+7")
-    return number.to_numpy() if pc.all(pc.equal(pc.cast(number, pa.string()), ids)).as_py() else ids
-
-
 class _KeptFlows:
     """The flow events of an in-memory build, kept batch by batch in the form `flow_ends` pairs:
-    file order, kind, pair, ts, the category's code and the ids as `_flow_ids` gives them. Only the start
+    file order, kind, pair, ts, the category's code and the ids as `flow_ids` gives them. Only the start
     (s) events keep their text."""
 
     def __init__(self):

@@ -109,17 +109,38 @@ def flow_pairs(text: pa.Table, rows: np.ndarray, start_track, start_us, end_trac
                      "end_track": pa.array(end_track[order]), "end_us": pa.array(end_us[order], pa.float64())})
 
 
+def integer_ids(ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Per flow id (text), whether it is an integer written as the integer prints ("7", not "07", "+7",
+    "-0" or "7.0"), as profilers write them, and that integer (0 elsewhere): the text cast to int64 and
+    printed back is the text."""
+    try:   # every id an integer: Arrow's cast, all or nothing
+        number = pc.cast(ids, pa.int64())
+        return pc.equal(pc.cast(number, pa.string()), ids).to_numpy(zero_copy_only=False), number.to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):   # else id by id
+        out = query("SELECT coalesce(TRY_CAST(id AS BIGINT)::VARCHAR = id, false) AS ok, "
+                    "coalesce(TRY_CAST(id AS BIGINT), 0) AS n FROM f", f=pa.table({"id": ids}))
+        ok = out.column("ok").to_numpy()
+        return ok, np.where(ok, out.column("n").to_numpy(), 0)
+
+
+def flow_ids(ids: pa.Array) -> np.ndarray | pa.Array:
+    """A batch's flow ids as integers (int64) where every one is an integer written canonically
+    (`integer_ids`); else their text (a pairing then numbers every id by its text)."""
+    ok, number = integer_ids(ids)
+    return number if ok.all() else ids
+
+
 def flow_hash(cat: np.ndarray, ident: np.ndarray | pa.Array) -> np.ndarray:
     """Per flow event, a hash of its flow, which places it in the spilled file of its flow (`SpilledFlows`):
-    of ``cat``, the category's code, and ``ident``, the ids as `disk._flow_ids` gives a batch's (int64 where
-    every one is an integer written canonically, else their text). A text id written as such an integer
-    hashes as the integer, so the events of a flow hash alike whichever form their batches took."""
+    of ``cat``, the category's code, and ``ident``, the ids as `flow_ids` gives a batch's. A text id
+    written as an integer (`integer_ids`) hashes as the integer, so the events of a flow hash alike
+    whichever form their batches took."""
     if isinstance(ident, np.ndarray):
         key = ident.astype(np.int64, copy=False).view(np.uint64)
     else:
-        key = query("SELECT CASE WHEN TRY_CAST(id AS BIGINT)::VARCHAR = id THEN TRY_CAST(id AS BIGINT) "
-                    "ELSE (hash(id) >> 1)::BIGINT END AS k FROM f",
-                    f=pa.table({"id": ident})).column("k").to_numpy().view(np.uint64)
+        ok, number = integer_ids(ident)
+        text = query("SELECT (hash(id) >> 1)::BIGINT AS k FROM f", f=pa.table({"id": ident})).column("k").to_numpy()
+        key = np.where(ok, number, text).view(np.uint64)
     # splitmix64's finaliser: consecutive ids spread evenly over the files
     z = key + cat.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
