@@ -314,6 +314,8 @@ def test_an_id_is_an_integer_only_as_the_integer_prints():
     for text, value in cases.items():   # alone, a castable id takes Arrow's path
         ok, number = trace_flows.integer_ids(pa.array([text]))
         assert (int(number[0]) if ok[0] else None) == value, text
+    for ids in (["7", None], ["7", None, "x"]):   # no id is no integer, on either path
+        assert trace_flows.integer_ids(pa.array(ids))[0].tolist() == [True] + [False] * (len(ids) - 1)
     assert trace_flows.flow_ids(pa.array(["7", "12"])).tolist() == [7, 12]
     assert trace_flows.flow_ids(pa.array(["7", "012"])).to_pylist() == ["7", "012"]
     # a text batch hashes its integer ids as a batch of integers does

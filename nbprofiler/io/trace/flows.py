@@ -115,7 +115,8 @@ def integer_ids(ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     printed back is the text."""
     try:   # every id an integer: Arrow's cast, all or nothing
         number = pc.cast(ids, pa.int64())
-        return pc.equal(pc.cast(number, pa.string()), ids).to_numpy(zero_copy_only=False), number.to_numpy()
+        ok = pc.fill_null(pc.equal(pc.cast(number, pa.string()), ids), False)
+        return ok.to_numpy(zero_copy_only=False), pc.fill_null(number, 0).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):   # else id by id
         out = query("SELECT coalesce(TRY_CAST(id AS BIGINT)::VARCHAR = id, false) AS ok, "
                     "coalesce(TRY_CAST(id AS BIGINT), 0) AS n FROM f", f=pa.table({"id": ids}))
