@@ -62,9 +62,16 @@ def _save(page, path, check) -> tuple[dict, list[str]]:
                        "the notebook saved with its widget state")
 
 
-def _kill_kernels(lab) -> None:
+def _next_day(page, lab) -> None:
+    """As after the lab was closed and its server restarted: no page open, no session, no kernel. (Killing
+    the kernel under an open page let that page's session start another kernel, whose arrival could clear
+    the widget models while the reopened notebook was loading them from its saved state.)"""
+    page.goto("about:blank")
+    for session in lab.api("GET", "/api/sessions"):
+        lab.api("DELETE", f"/api/sessions/{session['id']}")
     for kernel in lab.api("GET", "/api/kernels"):
         lab.api("DELETE", f"/api/kernels/{kernel['id']}")
+    assert not lab.api("GET", "/api/sessions") and not lab.api("GET", "/api/kernels")
 
 
 def _picker(page) -> str:
@@ -102,7 +109,7 @@ def test_a_reopened_step_trace_is_titled_as_its_picker_says(lab, page):
         wait_painted(page)
         save_screenshot(page, "saved_state_step_trace_reloaded")
         # the next day: no kernel; the widgets come from the state saved in the notebook
-        _kill_kernels(lab)
+        _next_day(page, lab)
         open_notebook(page, lab, "saved_step.ipynb")
         _wait_picker_and_title(page, "Step 50")
         wait_painted(page)
@@ -143,7 +150,7 @@ def test_rerun_compare_and_cluster_outputs_find_their_models_after_a_reload(lab,
         page.reload()
         open_notebook(page, lab, "saved_rerun.ipynb")
         _widget_outputs_ok(page, [1, 2])
-        _kill_kernels(lab)
+        _next_day(page, lab)
         open_notebook(page, lab, "saved_rerun.ipynb")
         _widget_outputs_ok(page, [1, 2])
         wait_painted(page)
