@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import shutil
 import threading
 import warnings
@@ -407,6 +408,85 @@ def test_passes_over_a_timeline_on_disk_release_its_pages(tmp_path, monkeypatch)
     assert len(index.levels) and index.n == len(disk.timeline)
     mem = trace.load_trace([REAL[0]], progress=False)
     _memory.release_pages(mem.timeline)  # no store: nothing to release, no error
+
+
+def _resident_share(path: Path) -> float:
+    """The share of ``path``'s pages in the page cache (mincore on a private map of it)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.PAGESIZE
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    try:
+        n = (len(mm) + page - 1) // page
+        vec = (ctypes.c_ubyte * n)()
+        base = ctypes.c_char.from_buffer(mm)
+        try:
+            if libc.mincore(ctypes.c_void_p(ctypes.addressof(base)), ctypes.c_size_t(len(mm)), vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore")
+        finally:
+            del base
+        return sum(v & 1 for v in vec) / n
+    finally:
+        mm.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise to empty the page cache")
+def test_opening_a_store_reads_a_page_or_two_of_each_args_batch_not_the_text(tmp_path):
+    """The store's args column is made of slices of its batches, each found from its metadata and its
+    validity bitmap: the open reads those pages, not the kernel's read-around of each (up to the device's
+    readahead), which read the whole file (2.7 GB at 10 GB)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    rng = np.random.default_rng(3)
+    texts = []
+    path = store / trace_disk._ARGS_FILES[0]
+    with pa.ipc.new_file(str(path), trace_disk._ARGS_SCHEMA) as writer:
+        for b in range(24):   # 24 batches of ~1.6 MB, some args missing (a validity bitmap)
+            batch = [None if i % 7 == 0 else f'{{"batch": {b}, "i": {i}, "pad": "{"x" * int(rng.integers(40, 80))}"}}'
+                     for i in range(25_000)]
+            texts.append(batch)
+            writer.write_batch(pa.record_batch([pa.array(batch, pa.large_string())], schema=trace_disk._ARGS_SCHEMA))
+    index = np.array([[0, b, lo, hi] for b in range(24) for lo, hi in ((0, 10_000), (10_000, 25_000))], np.int64)
+    np.save(store / trace_disk._ARGS_INDEX, index)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    if _resident_share(path) > 0.05:
+        pytest.skip("this file system keeps the file in memory: nothing to measure")
+    args = trace_disk._store_args(store)
+    assert args.num_chunks == len(index)
+    assert _resident_share(path) < 0.25
+    assert args.to_pylist() == [t for batch in texts for t in batch]
+
+
+def test_the_spilled_args_leave_the_page_cache_two_chunks_behind_the_end(tmp_path, monkeypatch):
+    """`ColdFile.written` starts the writeback of each whole chunk once and drops the pages of the one two
+    before it, wherever the writes fall; what was written reads back whole."""
+    advised = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, lo, n, advice: advised.append((lo, n, advice)))
+    monkeypatch.setattr(_util.ColdFile, "CHUNK", 1 << 20)
+    cold = _util.ColdFile(tmp_path / "args.arrow")
+    rows = []
+    with pa.ipc.new_file(cold.file, trace_disk._ARGS_SCHEMA) as writer:
+        for k in range(60):   # ~105 KB per batch: ~6.3 MB in all
+            batch = [f"{k}-{i}-" + "y" * 90 for i in range(1000)]
+            rows += batch
+            writer.write_batch(pa.record_batch([pa.array(batch, pa.large_string())], schema=trace_disk._ARGS_SCHEMA))
+            cold.written()
+    cold.close()
+    mb, dontneed = 1 << 20, os.POSIX_FADV_DONTNEED
+    whole = (tmp_path / "args.arrow").stat().st_size // mb
+    assert whole == 6
+    # chunk k's writeback is started (a DONTNEED of dirty pages), then chunk k - 2's pages are dropped
+    expected = []
+    for k in range(whole):
+        expected += [(k * mb, mb, dontneed)] + ([((k - 2) * mb, mb, dontneed)] if k >= 2 else [])
+    assert advised == expected
+    assert pa.ipc.open_file(tmp_path / "args.arrow").read_all().column(0).to_pylist() == rows
 
 
 def test_a_failed_read_lets_go_of_what_it_kept(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import threading
 import warnings
@@ -366,6 +367,37 @@ def arrow_memory():
             if _pool_users == 0 and _pool_before is not None:
                 pa.set_memory_pool(_pool_before)
                 _pool_before = None
+
+
+class ColdFile:
+    """An output file written once, front to back, and rarely read afterwards (the args text of a trace
+    loaded on disk, which only a selected event's details read): a `pyarrow.OSFile` whose pages leave the
+    page cache once written back, two chunks behind the end (`written`). Memory stays free for what is
+    read, and the writer's next pages are the ones it gave back: on a VM that returns free memory to its
+    host, as this project's benchmark machine does, a page the host took back costs several times more to
+    fill (benchmarks/README.md, "Written pages recycled"). A plain file where ``posix_fadvise`` is missing."""
+
+    CHUNK = 64 << 20
+
+    def __init__(self, path: Path):
+        import pyarrow as pa
+        self.file = pa.OSFile(str(path), "wb")
+        self.kicked = 0  # the writeback of every whole chunk below this offset was started
+
+    def written(self) -> None:
+        """After a write: start the writeback of each whole chunk written since the last call, and drop the
+        pages of the chunk two before it (written back by then; pages still dirty are kept, not lost)."""
+        if not hasattr(os, "posix_fadvise"):
+            return
+        end, fd = self.file.tell(), self.file.fileno()
+        while end - self.kicked >= self.CHUNK:
+            os.posix_fadvise(fd, self.kicked, self.CHUNK, os.POSIX_FADV_DONTNEED)  # dirty: writeback starts
+            if self.kicked >= 2 * self.CHUNK:
+                os.posix_fadvise(fd, self.kicked - 2 * self.CHUNK, self.CHUNK, os.POSIX_FADV_DONTNEED)
+            self.kicked += self.CHUNK
+
+    def close(self) -> None:
+        self.file.close()
 
 
 # The widest CSV a profiler writes: legacy step_trace_raw files carry a start/end pair per reduce event, a
