@@ -26,7 +26,8 @@
    (`nbprofiler.io.cache`, so a second open maps it again in well under a second), else a temporary dir
    removed at exit. The timeline frame's columns are
    zero-copy views of the mapped files: memory is spent on the pages a query touches, and ``args`` is
-   read from disk only for the rows that are looked at. A trace goes there when its in-memory build
+   read from disk only for the rows that are looked at (its text leaves the page cache as it is written,
+   `nbprofiler.io._util.ColdFile`, and opening the store reads a page or two of each of its batches). A trace goes there when its in-memory build
    would not fit (the memory guard's ``trace`` row, `nbprofiler.io._util.EXPANSION`), or always with
    ``NBPROFILER_TRACE_ON_DISK=1``. The maps are registered with `nbprofiler._memory`, whose
    `release_pages` lets an analysis's pass over every event drop their pages without importing io.
