@@ -480,7 +480,7 @@ def test_the_spilled_args_leave_the_page_cache_two_chunks_behind_the_end(tmp_pat
     cold.close()
     mb, dontneed = 1 << 20, os.POSIX_FADV_DONTNEED
     whole = (tmp_path / "args.arrow").stat().st_size // mb
-    assert whole == 6
+    assert whole >= 4  # whole chunks, then a part of one
     # chunk k's writeback is started (a DONTNEED of dirty pages), then chunk k - 2's pages are dropped
     expected = []
     for k in range(whole):
