@@ -24,11 +24,11 @@
    two Arrow IPC files an index lists, the small frames as Feather), the scope layers marked once into it
    (``is_scope``, and the op types, as `naming.mark_scope_layers` marks a frame): in the user cache dir
    (`nbprofiler.io.cache`, so a second open maps it again in well under a second), else a temporary dir
-   removed at exit. The timeline frame's columns are
-   zero-copy views of the mapped files: memory is spent on the pages a query touches, and ``args`` is
-   read from disk only for the rows that are looked at (its text leaves the page cache as it is written,
-   `nbprofiler.io._util.ColdFile`, and opening the store reads a page or two of each of its batches). A trace goes there when its in-memory build
-   would not fit (the memory guard's ``trace`` row, `nbprofiler.io._util.EXPANSION`), or always with
+   removed at exit. The timeline frame's columns are zero-copy views of the mapped files: memory is spent
+   on the pages a query touches, and ``args`` is read from disk only for the rows that are looked at (its
+   text leaves the page cache as it is written, `nbprofiler.io._util.ColdFile`, and opening the store
+   reads a page or two of each of its batches). A trace goes there when its in-memory build would not fit
+   (the memory guard's ``trace`` row, `nbprofiler.io._util.EXPANSION`), or always with
    ``NBPROFILER_TRACE_ON_DISK=1``. The maps are registered with `nbprofiler._memory`, whose
    `release_pages` lets an analysis's pass over every event drop their pages without importing io.
 
