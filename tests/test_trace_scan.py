@@ -355,3 +355,48 @@ def test_a_trace_load_reuses_the_scanners_buffers(tmp_path, monkeypatch, on_disk
     data = load_trace([path], progress=False)
     assert len(data.timeline) > 10_000 and len(calls) > 30
     assert len(made) <= 8
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_text_gathered_from_chunks_is_what_arrows_take_gives(seed):
+    """`scan.gather_text` (the compiled gather a sorted track's args go through) gives Arrow's take of the
+    chunks: chunks that are slices of larger arrays, empty ones, missing values, empty strings, any order."""
+    rng = np.random.default_rng(seed)
+    chunks = []
+    for k in range(int(rng.integers(1, 12))):
+        n = int(rng.integers(0, 400))
+        values = [None if rng.random() < 0.1 else "é" * int(rng.integers(0, 3)) + "x" * int(rng.integers(0, 60))
+                  for _ in range(n + 7)]
+        lo = int(rng.integers(0, 7))
+        chunks.append(pa.array(values, pa.large_string()).slice(lo, n))   # a slice: offset > 0
+    column = pa.chunked_array(chunks, pa.large_string())
+    take = rng.permutation(len(column))
+    if seed == 2:
+        take = np.concatenate([take, take[:50]])   # a row taken twice
+    got = scan.gather_text(column, take)
+    want = column.take(pa.array(take, pa.int64())).combine_chunks()
+    assert got.validate(full=True) is None
+    assert got.equals(want) and got.null_count == want.null_count
+    assert scan.gather_text(column, np.zeros(0, np.int64)).to_pylist() == []
+    assert scan.gather_text(pa.chunked_array([pa.array([1, 2])]), np.array([1])) is None   # not text
+
+
+def test_a_sorted_track_is_the_same_with_and_without_the_compiled_gather(monkeypatch):
+    """`disk._sorted_track` gathers the args with the library, else with Arrow's take: the same table."""
+    from nbprofiler.io.trace import disk
+    rng = np.random.default_rng(5)
+    spans = []
+    for b in range(6):
+        n = 300
+        spans.append((b, pa.record_batch({
+            "name": pa.array(rng.integers(0, 9, n), pa.int32()), "cat": pa.array(rng.integers(0, 3, n), pa.int32()),
+            "arg_type": pa.array(rng.integers(0, 3, n), pa.int32()),
+            "ts_ns": pa.array(rng.integers(0, 10_000, n), pa.int64()), "dur": pa.array(rng.random(n)),
+            "args": pa.array([None if i % 11 == 0 else f'{{"b": {b}, "i": {i}}}' for i in range(n)], pa.large_string()),
+            "row": pa.array(np.arange(n), pa.uint32())})))
+    with_library = disk._sorted_track(spans, None)
+    monkeypatch.setattr(scan, "_gather", None)
+    assert scan.gather_text(pa.chunked_array([spans[0][1].column("args")]), np.arange(3)) is None
+    without = disk._sorted_track(spans, None)
+    assert with_library.equals(without)
+    assert with_library.column("ts_ns").to_numpy().tolist() == sorted(with_library.column("ts_ns").to_numpy().tolist())

@@ -10,6 +10,8 @@
  * ("flag") and scan.py re-reads that event with duckdb. Invalid JSON stops the scan with an error: the
  * caller then reads the file with duckdb, whose errors (and the exact validator's) are the user's.
  *
+ * nbp_gather_text, at the end, gathers a sorted track's text from its runs' chunks (scan.py's gather_text).
+ *
  * Plain C, no Python API: loaded with ctypes, which releases the GIL while it runs. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -863,7 +865,7 @@ static int event(cur_t *c, out_t *o, int64_t row) {
 }
 
 /* The layout of nbp_scan's arguments (scan.ABI): raised with every change to it. */
-int nbp_scan_abi(void) { return 1; }
+int nbp_scan_abi(void) { return 2; }
 
 /* Scan events of the array text buf[0:len) from *pos (the array's state in *state), at most max_rows of
  * them, into the row buffers (``ptrs``: kind, dur, dur_valid, flag, start, end, then offsets, valid and
@@ -951,4 +953,29 @@ int64_t nbp_scan(const char *buf, int64_t len, int64_t *pos, int *state, int fin
     }
     *pos = (const char *)c.p - buf;
     return rows;
+}
+
+/* Rows of text columns in chunks (Arrow large_string: int64 offsets, then the bytes) gathered into one:
+ * output row i is row rows[i] of chunk chunks[i], whose offsets (from its array's own offset) and bytes are
+ * offsets[chunks[i]] and data[chunks[i]]; an output row with valid[i] == 0 (valid may be NULL: all valid)
+ * gets no bytes. Writes out_offsets[0..n] and, where out_data is not NULL, the bytes; returns the bytes'
+ * total (a first call without out_data sizes the second's buffer). Arrow's take joins the chunks into one
+ * array before it gathers: this copies each byte once (scan.py's gather_text). */
+int64_t nbp_gather_text(int64_t n, const int32_t *chunks, const int64_t *rows, const int64_t *const *offsets,
+                        const unsigned char *const *data, const unsigned char *valid, int64_t *out_offsets,
+                        unsigned char *out_data)
+{
+    int64_t at = 0;
+    out_offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!valid || valid[i]) {
+            const int64_t *o = offsets[chunks[i]];
+            int64_t r = rows[i], len = o[r + 1] - o[r];
+            if (out_data && len > 0)
+                memcpy(out_data + at, data[chunks[i]] + o[r], (size_t)len);
+            at += len;
+        }
+        out_offsets[i + 1] = at;
+    }
+    return at;
 }

@@ -67,6 +67,7 @@ from .naming import meta_events, name_tracks, op_type_maps, op_types_of, scope_l
 from .parse import (CODED, KIND_B, KIND_C, KIND_F, KIND_M, KIND_S, KIND_T, KIND_X, digest_batch, parse_chunks,
                     storage)
 from .progress import Progress
+from .scan import gather_text
 
 # Bump when the store's layout changes, so stale stores are not mapped.
 STORE_VERSION = 4
@@ -984,10 +985,13 @@ def _sorted_track(spans: list[tuple[int, pa.RecordBatch]], b_pairs: pa.Table | N
         parts.append(b_pairs.select(_TRACK_COLUMNS))
         flags.append(np.ones(len(b_pairs), bool))
         keys.append(b_pairs.column("matched").to_numpy())
-    table = pa.concat_tables(parts).combine_chunks()
+    table = pa.concat_tables(parts)   # the runs as chunks
     from_pair, key = np.concatenate(flags), np.concatenate(keys)
     order = np.lexsort((key, from_pair, table.column("ts_ns").to_numpy()))
-    return table.take(pa.array(order)).append_column("from_pair", pa.array(from_pair[order]))
+    args = gather_text(table.column("args"), order)  # the text copied once, not joined first
+    out = table.take(pa.array(order)) if args is None else \
+        table.drop_columns(["args"]).take(pa.array(order)).append_column("args", args)
+    return out.append_column("from_pair", pa.array(from_pair[order]))
 
 
 class _Spill:

@@ -9,8 +9,11 @@ that holds an object, an escaped key) is marked, and re-read by duckdb itself (`
 value is what the duckdb reader gives. Text that is not valid JSON raises `ScanError`: the caller then
 reads the file with duckdb, whose errors (and the exact validator's) are the user's.
 
+The same library gathers a track sorted by the trace's build from its runs' text (`gather_text`).
+
 The library is built by the package's build hook (``hatch_build.py``); where it is missing (no C
-compiler at install), `available` is False and traces are read by duckdb.
+compiler at install), `available` is False and traces are read by duckdb (and sorted tracks gathered by
+Arrow's take).
 """
 from __future__ import annotations
 
@@ -38,9 +41,9 @@ _REREAD, _TYPE_UNKNOWN, _TS_UNKNOWN = 1, 2, 4
 # row), in the C file's order (dict_cols): what the digest codes anyway.
 DICTIONARY = ("name", "cat", "pid", "tid")
 _ST_MORE, _ST_DONE, _ST_ERROR, _ST_TOO_SMALL = 0, 1, 2, 3
-# The layout of nbp_scan's arguments this module passes (nbp_scan_abi): a library built from another
-# version of _scan.c is not used.
-ABI = 1
+# The layout of nbp_scan's and nbp_gather_text's arguments this module passes (nbp_scan_abi): a library
+# built from another version of _scan.c is not used.
+ABI = 2
 # Bytes of JSON read per block (an event larger than a block is read with as many more as it needs).
 BLOCK_BYTES = 8 << 20
 # An event larger than this is left to duckdb's reads, which charge the memory guard for it first (as
@@ -68,6 +71,61 @@ def _library(directory: Path | None = None):
 
 
 _scan = _library()
+
+
+def _gather_library(directory: Path | None = None):
+    """nbp_gather_text of the same library, or None."""
+    dll = load(directory or Path(__file__).resolve().parent, "_scan", ABI)
+    if dll is None:
+        return None
+    fn = dll.nbp_gather_text
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                   ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return fn
+
+
+_gather = _gather_library()
+
+
+def gather_text(column: pa.ChunkedArray, take: np.ndarray) -> pa.Array | None:
+    """Rows ``take`` of ``column`` (large strings, in chunks) as one array, each byte copied once. Arrow's
+    take joins a text column's chunks into one array first: sorting a Kineto CPU thread's 191 MB of args
+    held that copy beside the sorted one. None without the compiled library, or for another type."""
+    if _gather is None or column.type != pa.large_string():
+        return None
+    take = np.ascontiguousarray(take, dtype=np.int64)
+    n = len(take)
+    chunks = column.chunks
+    starts = np.zeros(len(chunks) + 1, np.int64)
+    np.cumsum([len(c) for c in chunks], out=starts[1:])
+    which = np.ascontiguousarray(np.searchsorted(starts, take, side="right") - 1, dtype=np.int32)
+    rows = take - starts[which]
+    offsets, data = [], []
+    for c in chunks:
+        buffers = c.buffers()
+        if len(c) and buffers[1] is not None:
+            offsets.append(np.frombuffer(buffers[1], np.int64)[c.offset:c.offset + len(c) + 1])
+            data.append(buffers[2].address if buffers[2] is not None and buffers[2].size else 0)
+        else:   # no row of an empty chunk is taken
+            offsets.append(np.zeros(1, np.int64))
+            data.append(0)
+    valid = None
+    if column.null_count:
+        valid = np.ascontiguousarray(np.concatenate(
+            [c.is_valid().to_numpy(zero_copy_only=False) for c in chunks])[take], dtype=np.uint8)
+    offset_ptrs = (ctypes.c_void_p * max(len(chunks), 1))(*[o.ctypes.data for o in offsets])
+    data_ptrs = (ctypes.c_void_p * max(len(chunks), 1))(*data)
+    # from Arrow's pool, as its take's would be (jemalloc while a trace is built: pages it freed are reused)
+    out_offsets = pa.allocate_buffer(8 * (n + 1))
+    args = [n, which.ctypes.data, rows.ctypes.data, ctypes.addressof(offset_ptrs), ctypes.addressof(data_ptrs),
+            None if valid is None else valid.ctypes.data, out_offsets.address]
+    total = _gather(*args, None)
+    out_data = pa.allocate_buffer(total)
+    _gather(*args, out_data.address)
+    nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
+    validity = None if not nulls else pa.py_buffer(np.packbits(valid.view(bool), bitorder="little"))
+    return pa.Array.from_buffers(pa.large_string(), n, [validity, out_offsets, out_data], null_count=nulls)
 
 
 def available() -> bool:
@@ -263,4 +321,4 @@ def _patched(batch: pa.RecordBatch, rows: np.ndarray, buf: bytearray, starts, en
                                       metadata=batch.schema.metadata)
 
 
-__all__ = ["available", "batches", "ScanError", "BLOCK_BYTES"]
+__all__ = ["available", "batches", "gather_text", "ScanError", "BLOCK_BYTES"]
