@@ -1,8 +1,8 @@
 """Resident memory of frames whose columns are memory-mapped files (a trace timeline loaded on disk,
 `nbprofiler.io.trace.disk`): the loader registers a store's maps (`keep_maps`), and a pass over every
 event lets their pages go afterwards (`release_pages`); such a pass runs in slices (`row_slices`), and the
-C heap its temporaries leave behind is given back (`release_heap`). It imports nothing from the package, so
-the analyses that make such passes need not import io."""
+C heap its temporaries leave behind is given back (`release_heap`); `advise` is madvise where the platform
+has it. It imports nothing from the package, so the analyses that make such passes need not import io."""
 from __future__ import annotations
 
 import ctypes
@@ -38,8 +38,14 @@ def release_pages(frame) -> None:
     for ref in _MAPS.get(frame.attrs.get("store"), ()):
         m = ref()
         m = getattr(m, "_mmap", m)   # a numpy memmap's map, or a map itself
-        if m is not None and hasattr(m, "madvise"):
-            m.madvise(mmap.MADV_DONTNEED)
+        if m is not None:
+            advise(m, "MADV_DONTNEED")
+
+
+def advise(mm: mmap.mmap, advice: str) -> None:
+    """``mm.madvise`` of the `mmap` constant named ``advice``, where the platform has both."""
+    if hasattr(mm, "madvise") and hasattr(mmap, advice):
+        mm.madvise(getattr(mmap, advice))
 
 
 def row_slices(n: int, rows: int | None = None) -> list[slice]:

@@ -54,7 +54,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..._memory import keep_maps, release_heap
+from ..._memory import advise, keep_maps, release_heap
 from ...errors import EmptyFileError, FileTooLargeError, MalformedFileError
 from .. import _util, cache
 from .counters import counter_events, counter_frame, counter_samples
@@ -1016,7 +1016,7 @@ class _Spill:
 
     def release(self) -> None:
         for mm in self.maps:
-            _advise(mm, "MADV_DONTNEED")
+            advise(mm, "MADV_DONTNEED")
 
     def close(self) -> None:
         self.readers = []
@@ -1157,16 +1157,11 @@ def _store_args(store: Path) -> pa.ChunkedArray:
     for file in np.unique(index[:, 0]).tolist():
         with open(store / _ARGS_FILES[file], "rb") as f:
             maps.append(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
-        _advise(maps[-1], "MADV_RANDOM")
+        advise(maps[-1], "MADV_RANDOM")
         reader = pa.ipc.open_file(pa.py_buffer(maps[-1]))
         batches[file] = [reader.get_batch(b).column(0) for b in range(reader.num_record_batches)]
     args = pa.chunked_array([batches[f][b].slice(lo, hi - lo) for f, b, lo, hi in index.tolist()],
                             type=pa.large_string())
     for mm in maps:
-        _advise(mm, "MADV_NORMAL")
+        advise(mm, "MADV_NORMAL")
     return args
-
-
-def _advise(mm: mmap.mmap, advice: str) -> None:
-    if hasattr(mm, "madvise") and hasattr(mmap, advice):
-        mm.madvise(getattr(mmap, advice))

@@ -55,10 +55,14 @@ class ScanError(ValueError):
     """The text is not an event array this reader takes (invalid JSON, a duplicate key...)."""
 
 
-def _library(directory: Path | None = None):
-    """nbp_scan of the library built beside this module (or in ``directory``), None where there is none of
-    this module's `ABI`."""
-    dll = load(directory or Path(__file__).resolve().parent, "_scan", ABI)
+def _load(directory: Path | None = None):
+    """The library built beside this module (or in ``directory``), None where there is none of this module's
+    `ABI`."""
+    return load(directory or Path(__file__).resolve().parent, "_scan", ABI)
+
+
+def _scan_function(dll):
+    """nbp_scan of ``dll``, or None."""
     if dll is None:
         return None
     fn = dll.nbp_scan
@@ -70,12 +74,8 @@ def _library(directory: Path | None = None):
     return fn
 
 
-_scan = _library()
-
-
-def _gather_library(directory: Path | None = None):
-    """nbp_gather_text of the same library, or None."""
-    dll = load(directory or Path(__file__).resolve().parent, "_scan", ABI)
+def _gather_function(dll):
+    """nbp_gather_text of ``dll``, or None."""
     if dll is None:
         return None
     fn = dll.nbp_gather_text
@@ -85,7 +85,13 @@ def _gather_library(directory: Path | None = None):
     return fn
 
 
-_gather = _gather_library()
+def _library(directory: Path | None = None):
+    """nbp_scan of the library in ``directory`` (default: beside this module), or None."""
+    return _scan_function(_load(directory))
+
+
+_dll = _load()   # once: both functions come from it
+_scan, _gather = _scan_function(_dll), _gather_function(_dll)
 
 
 def gather_text(column: pa.ChunkedArray, take: np.ndarray) -> pa.Array | None:
