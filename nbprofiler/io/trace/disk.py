@@ -639,11 +639,13 @@ def build_in_memory(path: Path, legacy: bool, progress: bool = True) -> TraceDat
                                    done.categories, built=True)
         counters = _counters(sink) if counters.cancel() else counters.result()
         bar.advance(size * 0.2)
+    release_heap()   # the read's and the assembly's temporaries, before the pairing's thread allocates its own
     # The flows are paired once the timeline is built, on a thread of their own, and the load returns
     # without waiting for them (`TraceData` waits where they are read): a timeline is looked at before
     # its arrows, and pairing them while the timeline was assembled took the GIL from it (the last ~15 ms
-    # of a 100 MB trace's first open).
-    flows = _PAIRING.submit(_paired_flows, sink, done.track_of_pair)
+    # of a 100 MB trace's first open). It is given the flow events alone: the sink's batches, whose columns
+    # the timeline no longer needs, go as this returns, not once the flows are paired.
+    flows = _PAIRING.submit(_paired_flows, sink.flows, sink.origin_ns or 0, done.track_of_pair)
     return TraceData(origin_us=done.origin_ns / 1000, timeline=timeline, tracks=done.tracks,
                            flows=flows, counters=counters)
 
@@ -652,13 +654,15 @@ _PAIRING = ThreadPoolExecutor(1, thread_name_prefix="nbprofiler-flows")
 
 
 @_util.arrow_memory()
-def _paired_flows(sink: _Sink, track_of_pair: np.ndarray) -> tuple[pd.DataFrame, object]:
+def _paired_flows(kept: _KeptFlows, origin_ns: int, track_of_pair: np.ndarray) -> tuple[pd.DataFrame, object]:
     """The flows frame of the flow events an in-memory build kept, with its tracks, and its
     `cache.snapshot` (taken before anyone could edit the frame)."""
-    flows = flow_frame_of_pairs(sink.flows.pairs(sink.origin_ns or 0))
+    flows = flow_frame_of_pairs(kept.pairs(origin_ns))
     for col in ("start_track", "end_track"):  # pair ids until the tracks were named
         flows[col] = track_of_pair[flows[col].to_numpy()].astype(np.int32)
-    return flows, cache.snapshot(flows)
+    entry = cache.snapshot(flows)
+    release_heap()
+    return flows, entry
 
 
 class _ColumnFiles:
@@ -1069,22 +1073,28 @@ class _KeptFlows:
         self.batches.append({"kind": kind, "pair": pair, "ts_ns": ts_ns, "cat": cat, "id": ident, "start": start})
 
     def pairs(self, origin_ns: int) -> pa.Table | None:
-        """`nbprofiler.io.trace.flows.pair_flows`' result, with pair ids for tracks."""
-        if not self.batches:
+        """`nbprofiler.io.trace.flows.pair_flows`' result, with pair ids for tracks. Called once: the
+        batches go as they are joined."""
+        batches, self.batches = self.batches, []
+        if not batches:
             return None
-        col = {c: np.concatenate([b[c] for b in self.batches]) for c in ("kind", "pair", "ts_ns", "cat")}
-        ids = [b["id"] for b in self.batches]
+        col = {c: np.concatenate([b.pop(c) for b in batches]) for c in ("kind", "pair", "ts_ns", "cat")}
+        ids = [b.pop("id") for b in batches]
         if all(isinstance(i, np.ndarray) for i in ids):
             ident = np.concatenate(ids)
         else:  # some ids are text: number them all by their text
             text = pa.chunked_array([pc.cast(pa.array(i), pa.string()) if isinstance(i, np.ndarray) else i
                                      for i in ids], pa.string())
             ident = pc.dictionary_encode(text).combine_chunks().indices.to_numpy(zero_copy_only=False)
-        start, end = flow_ends(col["kind"], flow_key(col["cat"], ident))
-        s_rank = np.cumsum(col["kind"] == KIND_S) - 1  # a start event's row among the s events
-        us = (col["ts_ns"] - origin_ns).astype(np.float64) / 1000.0
-        return flow_pairs(pa.concat_tables([b["start"] for b in self.batches]), s_rank[start],
-                                col["pair"][start], us[start], col["pair"][end], us[end])
+        del ids
+        start, end = flow_ends(col["kind"], flow_key(col.pop("cat"), ident))
+        del ident
+        s_rank = np.cumsum(col.pop("kind") == KIND_S, dtype=np.int64)[start] - 1  # its row among the s events
+
+        def us(rows):
+            return (col["ts_ns"][rows] - origin_ns).astype(np.float64) / 1000.0
+        return flow_pairs(pa.concat_tables([b["start"] for b in batches]), s_rank,
+                          col["pair"][start], us(start), col["pair"][end], us(end))
 
 
 def _copy_on_edit(df: pd.DataFrame) -> None:
