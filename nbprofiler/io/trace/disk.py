@@ -1073,28 +1073,22 @@ class _KeptFlows:
         self.batches.append({"kind": kind, "pair": pair, "ts_ns": ts_ns, "cat": cat, "id": ident, "start": start})
 
     def pairs(self, origin_ns: int) -> pa.Table | None:
-        """`nbprofiler.io.trace.flows.pair_flows`' result, with pair ids for tracks. Called once: the
-        batches go as they are joined."""
-        batches, self.batches = self.batches, []
-        if not batches:
+        """`nbprofiler.io.trace.flows.pair_flows`' result, with pair ids for tracks."""
+        if not self.batches:
             return None
-        col = {c: np.concatenate([b.pop(c) for b in batches]) for c in ("kind", "pair", "ts_ns", "cat")}
-        ids = [b.pop("id") for b in batches]
+        col = {c: np.concatenate([b[c] for b in self.batches]) for c in ("kind", "pair", "ts_ns", "cat")}
+        ids = [b["id"] for b in self.batches]
         if all(isinstance(i, np.ndarray) for i in ids):
             ident = np.concatenate(ids)
         else:  # some ids are text: number them all by their text
             text = pa.chunked_array([pc.cast(pa.array(i), pa.string()) if isinstance(i, np.ndarray) else i
                                      for i in ids], pa.string())
             ident = pc.dictionary_encode(text).combine_chunks().indices.to_numpy(zero_copy_only=False)
-        del ids
-        start, end = flow_ends(col["kind"], flow_key(col.pop("cat"), ident))
-        del ident
-        s_rank = np.cumsum(col.pop("kind") == KIND_S, dtype=np.int64)[start] - 1  # its row among the s events
-
-        def us(rows):
-            return (col["ts_ns"][rows] - origin_ns).astype(np.float64) / 1000.0
-        return flow_pairs(pa.concat_tables([b["start"] for b in batches]), s_rank,
-                          col["pair"][start], us(start), col["pair"][end], us(end))
+        start, end = flow_ends(col["kind"], flow_key(col["cat"], ident))
+        s_rank = np.cumsum(col["kind"] == KIND_S) - 1  # a start event's row among the s events
+        us = (col["ts_ns"] - origin_ns).astype(np.float64) / 1000.0
+        return flow_pairs(pa.concat_tables([b["start"] for b in self.batches]), s_rank[start],
+                                col["pair"][start], us[start], col["pair"][end], us[end])
 
 
 def _copy_on_edit(df: pd.DataFrame) -> None:
