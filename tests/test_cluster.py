@@ -194,6 +194,42 @@ def test_default_engine_times_a_first_chunk_before_starting_a_pool(tmp_path, mon
             pd.testing.assert_frame_equal(got[key], serial[key])
 
 
+def test_a_first_pools_start_up_is_kept_for_the_next_process(tmp_path, monkeypatch):
+    """The default engine reckons a process's first pool to start as fast as the last first pool measured on
+    the machine (kept in the cache root), else `POOL_COLD_START_S`; a later pool of the same process does
+    not replace that figure (it forks from the running server)."""
+    import functools
+    import time
+
+    from nbprofiler.io import cache
+    from nbprofiler.model import parallel
+
+    def wait_for_feeders():
+        for t in threading.enumerate():
+            if t.name == "nbprofiler-pool-feeder":
+                t.join()
+    wait_for_feeders()  # an earlier test's pool, still starting, would note its start-up here
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+    assert parallel.cold_start_s() == parallel.POOL_COLD_START_S  # nothing measured yet
+    monkeypatch.setattr(parallel, "last_pool_start_s", None)  # this process has started no pool
+    naps = functools.partial(parallel._apply_each, time.sleep)
+    # 4 s of naps: the pool is up long before this process could take them all
+    done = parallel.map_chunks(naps, [0.25] * 16, engine="processes")
+    assert [out for chunk in done for out in chunk] == [None] * 16
+    wait_for_feeders()
+    measured = parallel.last_pool_start_s
+    assert measured is not None and parallel.cold_start_s() == pytest.approx(measured)
+    parallel.map_chunks(naps, [0.05] * 4, engine="processes")  # a second pool: warm, not kept
+    wait_for_feeders()
+    assert parallel.cold_start_s() == pytest.approx(measured)
+    # what is not a start-up is not used
+    for text in ("{", '{"seconds": -1}', '{"seconds": "soon"}', "[]"):
+        (tmp_path / "cache" / parallel.COLD_START_FILE).write_text(text)
+        assert parallel.cold_start_s() == parallel.POOL_COLD_START_S
+    monkeypatch.setenv(cache.ENV, "off")
+    assert parallel.cold_start_s() == parallel.POOL_COLD_START_S
+
+
 def test_pool_decision_from_rank_cost_free_cores_and_start_up():
     """Inputs as bench_cluster.py measures them on 2 cores: a legacy rank of 300 steps reduces in ~0.06 s
     (0.12 s with the machine busy), a first pool starts in ~1.2 s, a later one in ~0.03 s."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
 import math
 import multiprocessing
 import os
@@ -34,6 +35,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Sequence
 
 
+from ..io.cache import cache_dir
 from ..io.discover import RunFiles
 
 ENGINES = ("serial", "processes", "dask")
@@ -45,11 +47,14 @@ MIN_RANKS_FOR_PROCESSES = 16
 # first-call costs and the wait for the last chunk, and a wrong "pool" costs more than a wrong "serial".
 POOL_MARGIN = 0.25
 # Seconds until the first pool of a process runs a task: the fork server starts and imports
-# FORKSERVER_PRELOAD (pandas, pyarrow, nbprofiler). bench_cluster.py prints it in each spell: 1.2-1.7 s on
-# 2 cores at load 3.8-4.3, more on a busier machine, where no pool is started anyway (benchmarks/README.md).
-# Later pools fork from the running server (0.04-0.15 s): they use the start-up measured when the last
-# pool started (`last_pool_start_s`).
+# FORKSERVER_PRELOAD (pandas, pyarrow, nbprofiler). bench_cluster.py prints it in each spell: 0.6 s on an
+# idle 2-core machine, 1.2-1.7 s at load 3.8-4.3, more on a busier machine, where no pool is started anyway
+# (benchmarks/README.md). The first pool of a process measures it and keeps it for the next process on the
+# machine (`cold_start_s`); this is the figure until one has. Later pools fork from the running server
+# (0.04-0.15 s): they use the start-up measured when the last pool started (`last_pool_start_s`).
 POOL_COLD_START_S = 1.2
+# The file under the cache root (`nbprofiler.io.cache.cache_dir`) that keeps the last cold start measured.
+COLD_START_FILE = "pool-cold-start.json"
 # A core counts as free when at least 1 - FREE_CORE_SLACK of it idled while the first chunk ran:
 # /proc/stat counts in 10 ms ticks, so over a 0.1 s chunk one core's idle share is only known to ~10 %.
 FREE_CORE_SLACK = 0.2
@@ -141,6 +146,33 @@ last_pool_start_s: float | None = None
 last_decision: dict | None = None
 
 
+def cold_start_s() -> float:
+    """Seconds the first pool of a process takes to start here: the last such start measured on this
+    machine (by any process, kept in the cache root's `COLD_START_FILE`), else `POOL_COLD_START_S`."""
+    root = cache_dir()
+    if root is None:
+        return POOL_COLD_START_S
+    try:
+        seconds = float(json.loads((root / COLD_START_FILE).read_text())["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):  # no file yet, or not a start-up in it
+        return POOL_COLD_START_S
+    return seconds if 0 < seconds < 60 else POOL_COLD_START_S
+
+
+def _keep_cold_start(seconds: float) -> None:
+    """Keep a cold start just measured for the next process (`cold_start_s`); best effort."""
+    root = cache_dir()
+    if root is None:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        part = root / f"{COLD_START_FILE}.{os.getpid()}.part"
+        part.write_text(json.dumps({"seconds": seconds}))
+        os.replace(part, root / COLD_START_FILE)
+    except OSError:
+        pass
+
+
 def choose_engine(n_ranks: int, engine: str | None = None) -> str:
     """The engine to use for ``n_ranks`` ranks: ``engine`` if given (validated), else ``"processes"``
     when there are at least `MIN_RANKS_FOR_PROCESSES` ranks and more than one usable CPU, else
@@ -184,7 +216,7 @@ def map_chunks(fn: Callable[[list], object], items: Sequence, engine: str | None
         first = fn(chunks[0])
         rank_s = (time.perf_counter() - start) / len(chunks[0])
         free = free_cores_between(before, cpu_ticks(), usable_cpus())
-        start_s = POOL_COLD_START_S if last_pool_start_s is None else last_pool_start_s
+        start_s = cold_start_s() if last_pool_start_s is None else last_pool_start_s
         left = len(items) - len(chunks[0])
         helpers = pool_helpers(rank_s, left, free, start_s, workers - 1)
         last_decision = {"rank_s": rank_s, "ranks_left": left, "free_cores": free, "start_s": start_s,
@@ -197,10 +229,12 @@ def map_chunks(fn: Callable[[list], object], items: Sequence, engine: str | None
     return _map_dask(fn, chunks, workers)
 
 
-def _note_start(started: float, future) -> None:
+def _note_start(started: float, cold: bool, future) -> None:
     global last_pool_start_s
     if not future.cancelled() and future.exception() is None:
         last_pool_start_s = time.perf_counter() - started
+        if cold:
+            _keep_cold_start(last_pool_start_s)
 
 
 def _map_alongside_pool(fn: Callable, chunks: list[list], helpers: int) -> list:
@@ -216,14 +250,14 @@ def _map_alongside_pool(fn: Callable, chunks: list[list], helpers: int) -> list:
     idle_workers = threading.Semaphore(max(1, helpers))
 
     def feed():
-        started = time.perf_counter()
+        started, cold = time.perf_counter(), last_pool_start_s is None  # this process's first pool
         try:
             pool = ProcessPoolExecutor(max_workers=max(1, helpers), mp_context=_process_context())
         except Exception:
             return  # no pool: this process does every chunk
         try:
             probe = pool.submit(os.getpid)  # blocks until the fork server is up and a worker forked
-            probe.add_done_callback(functools.partial(_note_start, started))
+            probe.add_done_callback(functools.partial(_note_start, started, cold))
             while True:
                 idle_workers.acquire()
                 with cond:
@@ -313,4 +347,4 @@ def _map_dask(fn, chunks: list[list], workers: int) -> list:
 
 __all__ = ["map_chunks", "map_ranks", "choose_engine", "chunked", "usable_cpus", "cpu_ticks", "free_cores_between",
            "pool_estimate_s", "pool_helpers", "ENGINES", "MIN_RANKS_FOR_PROCESSES", "POOL_MARGIN",
-           "POOL_COLD_START_S"]
+           "POOL_COLD_START_S", "cold_start_s"]
