@@ -228,6 +228,15 @@ def test_a_first_pools_start_up_is_kept_for_the_next_process(tmp_path, monkeypat
         assert parallel.cold_start_s() == parallel.POOL_COLD_START_S
     monkeypatch.setenv(cache.ENV, "off")
     assert parallel.cold_start_s() == parallel.POOL_COLD_START_S
+    # a cache root inside profiler output is not written to: the user cache directory is used instead
+    inside = tmp_path / "p" / "rank0_ascend_ms" / "cache"
+    inside.mkdir(parents=True)
+    monkeypatch.setenv(cache.ENV, str(inside))
+    import platformdirs
+    monkeypatch.setattr(platformdirs, "user_cache_dir", lambda *a, **k: str(tmp_path / "user"))
+    parallel._keep_cold_start(0.5)
+    assert not any(inside.iterdir()) and parallel.cold_start_s() == 0.5
+    assert (tmp_path / "user" / parallel.COLD_START_FILE).is_file()
 
 
 def test_pool_decision_from_rank_cost_free_cores_and_start_up():

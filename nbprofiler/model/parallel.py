@@ -35,7 +35,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Sequence
 
 
-from ..io.cache import cache_dir
+from ..io.cache import root_for
 from ..io.discover import RunFiles
 
 ENGINES = ("serial", "processes", "dask")
@@ -53,7 +53,7 @@ POOL_MARGIN = 0.25
 # machine (`cold_start_s`); this is the figure until one has. Later pools fork from the running server
 # (0.04-0.15 s): they use the start-up measured when the last pool started (`last_pool_start_s`).
 POOL_COLD_START_S = 1.2
-# The file under the cache root (`nbprofiler.io.cache.cache_dir`) that keeps the last cold start measured.
+# The file under the cache root (`nbprofiler.io.cache.root_for`) that keeps the last cold start measured.
 COLD_START_FILE = "pool-cold-start.json"
 # A core counts as free when at least 1 - FREE_CORE_SLACK of it idled while the first chunk ran:
 # /proc/stat counts in 10 ms ticks, so over a 0.1 s chunk one core's idle share is only known to ~10 %.
@@ -149,7 +149,7 @@ last_decision: dict | None = None
 def cold_start_s() -> float:
     """Seconds the first pool of a process takes to start here: the last such start measured on this
     machine (by any process, kept in the cache root's `COLD_START_FILE`), else `POOL_COLD_START_S`."""
-    root = cache_dir()
+    root = root_for([])  # the cache root, never inside profiler output
     if root is None:
         return POOL_COLD_START_S
     try:
@@ -161,7 +161,7 @@ def cold_start_s() -> float:
 
 def _keep_cold_start(seconds: float) -> None:
     """Keep a cold start just measured for the next process (`cold_start_s`); best effort."""
-    root = cache_dir()
+    root = root_for([])  # the cache root, never inside profiler output
     if root is None:
         return
     try:
