@@ -294,8 +294,8 @@ def test_a_library_of_another_layout_is_not_used(tmp_path):
         folder.mkdir()
         (folder / "_scan.c").write_text(body + "\nint nbp_scan(void) { return 0; }\n")
         subprocess.run([cc, "-shared", "-fPIC", "-o", str(folder / "_scan.so"), str(folder / "_scan.c")], check=True)
-        assert scan._library(folder) is None
-    assert scan._library() is not None   # the package's own
+        assert scan._load(folder) is None
+    assert scan._load() is not None   # the package's own
 
 
 def _counting_sets(monkeypatch) -> list:

@@ -85,11 +85,6 @@ def _gather_function(dll):
     return fn
 
 
-def _library(directory: Path | None = None):
-    """nbp_scan of the library in ``directory`` (default: beside this module), or None."""
-    return _scan_function(_load(directory))
-
-
 _dll = _load()   # once: both functions come from it
 _scan, _gather = _scan_function(_dll), _gather_function(_dll)
 
