@@ -146,14 +146,20 @@ last_pool_start_s: float | None = None
 last_decision: dict | None = None
 
 
+def _cold_start_path():
+    """`COLD_START_FILE` under the cache root (never inside profiler output), or None with caching off."""
+    root = root_for([])
+    return None if root is None else root / COLD_START_FILE
+
+
 def cold_start_s() -> float:
     """Seconds the first pool of a process takes to start here: the last such start measured on this
-    machine (by any process, kept in the cache root's `COLD_START_FILE`), else `POOL_COLD_START_S`."""
-    root = root_for([])  # the cache root, never inside profiler output
-    if root is None:
+    machine (by any process, kept in `COLD_START_FILE`), else `POOL_COLD_START_S`."""
+    path = _cold_start_path()
+    if path is None:
         return POOL_COLD_START_S
     try:
-        seconds = float(json.loads((root / COLD_START_FILE).read_text())["seconds"])
+        seconds = float(json.loads(path.read_text())["seconds"])
     except (OSError, ValueError, KeyError, TypeError):  # no file yet, or not a start-up in it
         return POOL_COLD_START_S
     return seconds if 0 < seconds < 60 else POOL_COLD_START_S
@@ -161,14 +167,14 @@ def cold_start_s() -> float:
 
 def _keep_cold_start(seconds: float) -> None:
     """Keep a cold start just measured for the next process (`cold_start_s`); best effort."""
-    root = root_for([])  # the cache root, never inside profiler output
-    if root is None:
+    path = _cold_start_path()
+    if path is None:
         return
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        part = root / f"{COLD_START_FILE}.{os.getpid()}.part"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(f"{path.name}.{os.getpid()}.part")
         part.write_text(json.dumps({"seconds": seconds}))
-        os.replace(part, root / COLD_START_FILE)
+        os.replace(part, path)
     except OSError:
         pass
 
